@@ -1,0 +1,1 @@
+"""Engine builders: TensorRT-LLM plans, the PyTorch reference engine, Medusa trees."""

@@ -1,0 +1,1 @@
+"""The PyTorch reference engine: baseline, draft-target and Medusa greedy decoding on CPU or GPU."""

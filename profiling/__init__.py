@@ -1,0 +1,1 @@
+"""Load generation, metrics, memory sampling, trace analysis and the report."""

@@ -1,0 +1,1 @@
+"""Triton model repositories (render, validate, write) and the managed tritonserver."""

@@ -1,0 +1,108 @@
+"""The ``trtbench`` command line: a click group whose commands live in ``trtbench.commands``.
+
+The CLI only parses options, calls one library function per command and prints. Library
+errors (:class:`trtbench.errors.TrtbenchError`) become one line on stderr and exit code 2;
+``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import sys
+from dataclasses import dataclass
+
+import click
+
+from trtbench import __version__
+from trtbench.errors import TrtbenchError
+
+# command name -> "module:attribute". A command appears once its module exists.
+COMMANDS: dict[str, str] = {
+    "build": "trtbench.commands.build:build",
+    "inspect": "trtbench.commands.inspect:inspect_engine",
+    "deploy": "trtbench.commands.deploy:deploy",
+    "loadtest": "trtbench.commands.loadtest:loadtest",
+    "run": "trtbench.commands.run:run",
+    "profile": "trtbench.commands.profile:profile",
+    "analyze": "trtbench.commands.analyze:analyze",
+    "report": "trtbench.commands.report:report",
+    "compare": "trtbench.commands.compare:compare",
+    "plan": "trtbench.commands.plan:plan",
+}
+
+
+@dataclass(frozen=True)
+class Env:
+    """Global options, passed to every command as ``ctx.obj``."""
+
+    debug: bool = False
+
+
+class LazyGroup(click.Group):
+    """A group that imports a command's module only when that command runs."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(
+            name
+            for name, target in COMMANDS.items()
+            if importlib.util.find_spec(target.split(":")[0]) is not None
+        )
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None or cmd_name not in self.list_commands(ctx):
+            return None
+        module_name, attr = target.split(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="trtbench")
+@click.option("--debug", is_flag=True, help="Show tracebacks and DEBUG logs.")
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
+@click.pass_context
+def cli(ctx: click.Context, debug: bool, log_level: str) -> None:
+    """Build, deploy, load-test and profile draft-target vs Medusa speculative decoding.
+
+    Backends: ``trtllm`` (TensorRT-LLM engines, NGC container, GPU) and ``reference``
+    (PyTorch, CPU or GPU). Every stage reads and writes one run directory.
+    """
+    logging.basicConfig(
+        level=logging.DEBUG if debug else getattr(logging, log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    ctx.obj = Env(debug=debug)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the CLI, map library errors to exit code 2."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        cli.main(args=argv, prog_name="trtbench", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except TrtbenchError as exc:
+        if debug:
+            raise
+        click.echo(f"trtbench: error: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""The one CSV writer: schemas fix column order and unit-suffixed names; only here calls ``to_csv``.
+
+A schema is a tuple of :class:`Column`; producers build a DataFrame whose columns are a
+superset-compatible match (missing optional columns are filled with NA, unknown columns are an
+error so that nothing is exported without a documented name and unit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Column:
+    """One CSV column: its name (with a unit suffix such as ``_ms``, ``_bytes``) and meaning."""
+
+    name: str
+    description: str
+    required: bool = True
+
+
+Schema = Sequence[Column]
+
+
+def records_to_frame(records: Iterable[Any]) -> pd.DataFrame:
+    """Turn a list of dataclass records into a DataFrame, one row per record (field order kept)."""
+    rows = [dataclasses.asdict(r) for r in records]
+    return pd.DataFrame(rows)
+
+
+def conform(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """Return ``frame`` with exactly the schema's columns, in schema order.
+
+    Raises:
+        ValueError: a required column is missing, or the frame has a column the schema lacks.
+    """
+    names = [c.name for c in schema]
+    extra = [c for c in frame.columns if c not in names]
+    if extra:
+        raise ValueError(f"columns not in the schema: {extra}")
+    missing = [c.name for c in schema if c.required and c.name not in frame.columns]
+    if missing and len(frame):
+        raise ValueError(f"required columns missing: {missing}")
+    return frame.reindex(columns=names)
+
+
+def write_csv(frame: pd.DataFrame, path: Path, schema: Schema) -> Path:
+    """Write ``frame`` conformed to ``schema`` to ``path`` atomically (temp file + rename).
+
+    Returns:
+        ``path``.
+    """
+    out = conform(frame, schema)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        out.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def schema_markdown(schema: Schema) -> str:
+    """Render a schema as a Markdown table (for README / docs)."""
+    lines = ["| column | meaning |", "|---|---|"]
+    lines += [f"| `{c.name}` | {c.description} |" for c in schema]
+    return "\n".join(lines)

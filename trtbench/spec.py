@@ -1,0 +1,267 @@
+"""The bench spec: a YAML file validated with pydantic.
+
+Shape (see ``examples/tiny-cpu.yaml``)::
+
+    name: tiny-cpu
+    backend: reference            # or trtllm
+    models: {target: DIR, draft: DIR, medusa: DIR}
+    variants:
+      - {name: baseline, mode: baseline}
+      - {name: draft-k4, mode: draft_target, max_draft_len: 4}
+      - {name: medusa, mode: medusa, medusa_choices: [[0], [0, 0], [1]]}
+    deploy:   {...}               # DeploySpec
+    loadtest: {...}               # LoadtestSpec
+    profile:  {...}               # ProfileSpec
+
+Paths may use ``$VAR`` / ``${VAR:-default}``; relative paths resolve against the spec file.
+Errors raise :class:`trtbench.errors.ConfigError` naming the field (``variants[1].max_draft_len``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from trtbench.errors import ConfigError
+from trtbench.paths import expand_vars
+
+Mode = Literal["baseline", "draft_target", "medusa"]
+Backend = Literal["reference", "trtllm"]
+DType = Literal["auto", "float32", "float16", "bfloat16"]
+Choices = list[list[Annotated[int, Field(ge=0)]]]
+
+DEFAULT_DRAFT_LEN = 4
+DEFAULT_MEDUSA_TREE = "mc_sim_7b_63"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelsSpec(_Strict):
+    """Model directories (Hugging Face ``save_pretrained`` layout; Medusa: FasterDecoding layout)."""
+
+    target: Path
+    draft: Path | None = None
+    medusa: Path | None = None
+
+
+class VariantSpec(_Strict):
+    """One engine to build and serve.
+
+    ``max_draft_len``: draft tokens per step K for draft_target (default 4); for medusa the
+    number of tree nodes the engine accepts (default: the tree's node count).
+    ``medusa_choices``: a named tree (``mc_sim_7b_63``…) or a list of root paths.
+    """
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    mode: Mode
+    max_draft_len: int | None = Field(default=None, ge=1, le=1024)
+    medusa_choices: str | Choices | None = None
+    cuda_graphs: bool = False
+    dtype: DType = "auto"
+    quantization: Literal["none", "fp8"] = "none"
+    tp_size: int = Field(default=1, ge=1)
+    pp_size: int = Field(default=1, ge=1)
+    max_batch_size: int = Field(default=8, ge=1)
+    max_beam_width: int = Field(default=1, ge=1)
+    max_input_len: int = Field(default=1024, ge=1)
+    max_seq_len: int = Field(default=2048, ge=2)
+    max_num_tokens: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _check_mode_fields(self) -> VariantSpec:
+        if self.mode != "medusa" and self.medusa_choices is not None:
+            raise ValueError(f"medusa_choices is only for mode medusa, not {self.mode}")
+        if self.mode == "baseline" and self.max_draft_len is not None:
+            raise ValueError("max_draft_len is only for draft_target and medusa")
+        if self.max_seq_len <= self.max_input_len:
+            raise ValueError("max_seq_len must be larger than max_input_len")
+        return self
+
+    @property
+    def draft_len(self) -> int:
+        """K for draft_target (``max_draft_len`` or 4)."""
+        return self.max_draft_len or DEFAULT_DRAFT_LEN
+
+    @property
+    def tree(self) -> str | Choices:
+        """The Medusa tree as given (name or list), defaulting to mc_sim_7b_63."""
+        return self.medusa_choices if self.medusa_choices is not None else DEFAULT_MEDUSA_TREE
+
+
+class DeploySpec(_Strict):
+    """How each variant is served by Triton."""
+
+    instance_count: int = Field(default=1, ge=1)
+    grpc_port: int | None = Field(default=None, ge=1, le=65535)
+    http_port: int | None = Field(default=None, ge=1, le=65535)
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    ready_timeout_s: float = Field(default=300.0, gt=0)
+    tritonserver: Path | None = None
+    kv_cache_free_gpu_mem_fraction: float = Field(default=0.9, gt=0, le=1)
+    enable_kv_cache_reuse: bool = True
+    gpu_device_ids: list[int] | None = None
+
+
+class LoadtestSpec(_Strict):
+    """The request stream sent to every variant, tier by tier."""
+
+    concurrency: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1, 4, 8])
+    request_rate: list[Annotated[float, Field(gt=0)]] | None = None
+    arrival: Literal["constant", "poisson", "gamma"] = "poisson"
+    burstiness: float = Field(default=1.0, gt=0)
+    requests_per_tier: int | None = Field(default=32, ge=1)
+    duration_s: float | None = Field(default=None, gt=0)
+    warmup_requests: int = Field(default=2, ge=0)
+    input_len_mean: int = Field(default=64, ge=1)
+    input_len_std: float = Field(default=0.0, ge=0)
+    output_len_mean: int = Field(default=64, ge=1)
+    output_len_std: float = Field(default=0.0, ge=0)
+    fixed_output_len: bool = True
+    dataset: Path | None = None
+    seed: int = 0
+    request_timeout_s: float = Field(default=120.0, gt=0)
+    slo_ttft_ms: float | None = Field(default=None, gt=0)
+    slo_tpot_ms: float | None = Field(default=None, gt=0)
+
+
+class ProfileSpec(_Strict):
+    """Profiling during ``trtbench run``."""
+
+    memory_interval_ms: float = Field(default=100.0, gt=0)
+    nsys: bool = False
+    nsys_tier: int | None = None
+    scrape_metrics: bool = True
+    metrics_interval_ms: float = Field(default=1000.0, gt=0)
+
+
+class BenchSpec(_Strict):
+    """A whole benchmark: models, variants and how to deploy, load and profile them."""
+
+    name: str = Field(default="bench", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    backend: Backend = "reference"
+    models: ModelsSpec
+    variants: list[VariantSpec] = Field(min_length=1)
+    deploy: DeploySpec = Field(default_factory=DeploySpec)
+    loadtest: LoadtestSpec = Field(default_factory=LoadtestSpec)
+    profile: ProfileSpec = Field(default_factory=ProfileSpec)
+
+    @field_validator("variants")
+    @classmethod
+    def _unique_names(cls, variants: list[VariantSpec]) -> list[VariantSpec]:
+        seen: set[str] = set()
+        for v in variants:
+            if v.name in seen:
+                raise ValueError(f"variant name {v.name!r} is used twice")
+            seen.add(v.name)
+        return variants
+
+    @model_validator(mode="after")
+    def _check_models(self) -> BenchSpec:
+        modes = {v.mode for v in self.variants}
+        if "draft_target" in modes and self.models.draft is None:
+            raise ValueError("a draft_target variant needs models.draft (a draft model dir)")
+        if "medusa" in modes and self.models.medusa is None:
+            raise ValueError("a medusa variant needs models.medusa (a Medusa heads dir)")
+        return self
+
+    def variant(self, name: str) -> VariantSpec:
+        """Return the variant called ``name``.
+
+        Raises:
+            ConfigError: no such variant (the message lists the known names).
+        """
+        for v in self.variants:
+            if v.name == name:
+                return v
+        known = ", ".join(v.name for v in self.variants)
+        raise ConfigError(f"unknown variant {name!r}; the spec has: {known}")
+
+    def select(self, names: tuple[str, ...] | list[str] = ()) -> list[VariantSpec]:
+        """The variants named (in spec order), or all when ``names`` is empty."""
+        wanted = [self.variant(n) for n in names]
+        return [v for v in self.variants if not names or v in wanted]
+
+
+def _format_loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def format_validation_error(exc: ValidationError, source: str) -> str:
+    """One line naming the first invalid field, e.g. ``spec.yaml: variants[1].mode: ...``."""
+    err = exc.errors()[0]
+    loc = _format_loc(tuple(p for p in err["loc"] if p not in ("function-after",)))
+    msg = err["msg"].removeprefix("Value error, ")
+    where = f"{loc}: " if loc else ""
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{source}: {where}{msg}{more}"
+
+
+def _resolve_paths(data: object, base: Path, keys: set[str], in_paths: bool = False) -> object:
+    """Expand env vars and make relative paths absolute (against ``base``) under known keys."""
+    if isinstance(data, dict):
+        return {
+            k: _resolve_paths(v, base, keys, in_paths or k in keys) for k, v in data.items()
+        }
+    if isinstance(data, list):
+        return [_resolve_paths(v, base, keys, in_paths) for v in data]
+    if in_paths and isinstance(data, str):
+        try:
+            text = expand_vars(data)
+        except KeyError as exc:
+            raise ConfigError(
+                f"environment variable {exc.args[0]} in {data!r} is not set; set it or "
+                f"write ${{{exc.args[0]}:-default}}"
+            ) from None
+        path = Path(text).expanduser()
+        return str(path if path.is_absolute() else (base / path).resolve())
+    return data
+
+
+PATH_KEYS = {"models", "tritonserver", "dataset"}
+
+
+def parse_spec(text: str, source: str = "<spec>", base_dir: Path | None = None) -> BenchSpec:
+    """Parse and validate spec YAML text.
+
+    Raises:
+        ConfigError: YAML syntax error (with its line) or an invalid field (named).
+    """
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{source}:{where}: YAML syntax error: {problem}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a bench spec is a YAML mapping with models and variants")
+    data = _resolve_paths(data, base_dir or Path.cwd(), PATH_KEYS)
+    try:
+        return BenchSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, source)) from None
+
+
+def load_spec(path: Path) -> BenchSpec:
+    """Read and validate the spec at ``path``; relative paths inside resolve against its folder.
+
+    Raises:
+        ConfigError: missing file, YAML syntax error or an invalid field.
+    """
+    if not path.is_file():
+        raise ConfigError(f"spec file {path} does not exist; pass the path to a bench spec YAML")
+    return parse_spec(path.read_text(), source=str(path), base_dir=path.parent.resolve())
+
+
