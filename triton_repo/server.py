@@ -104,7 +104,12 @@ def prepare_backend_dir(binary: TritonBinary, dest: Path) -> Path | None:
     if binary.pytriton_root is None:
         return None
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    stub = binary.pytriton_root / "python_backend_stubs" / version / "triton_python_backend_stub"
+    stub = (
+        binary.pytriton_root
+        / "python_backend_stubs"
+        / version
+        / "triton_python_backend_stub"
+    )
     if not stub.is_file():
         raise ServerStartError(
             f"nvidia-pytriton has no Python backend stub for Python {version}; use a Python "
@@ -170,7 +175,11 @@ def choose_ports(grpc: int | None, http: int | None, metrics: int | None) -> Por
         ServerStartError: a given port is already in use.
     """
     chosen: dict[str, int] = {}
-    for name, port in (("grpc_port", grpc), ("http_port", http), ("metrics_port", metrics)):
+    for name, port in (
+        ("grpc_port", grpc),
+        ("http_port", http),
+        ("metrics_port", metrics),
+    ):
         if port is None:
             port = free_port()
             while port in chosen.values():
@@ -209,7 +218,10 @@ class ServerConfig:
 
 
 def server_argv(
-    binary: Path, model_repo: Path, ports: Ports, backend_dir: Path | None,
+    binary: Path,
+    model_repo: Path,
+    ports: Ports,
+    backend_dir: Path | None,
     extra_args: Sequence[str] = (),
 ) -> list[str]:
     """The tritonserver command line (pure)."""
@@ -287,13 +299,17 @@ class TritonServer:
         self.ports = choose_ports(cfg.grpc_port, cfg.http_port, cfg.metrics_port)
         cfg.log_path.parent.mkdir(parents=True, exist_ok=True)
         backend_dir = prepare_backend_dir(binary, cfg.log_path.parent / "backends")
-        self.argv = server_argv(binary.path, cfg.model_repo, self.ports, backend_dir,
-                                cfg.extra_args)
+        self.argv = server_argv(
+            binary.path, cfg.model_repo, self.ports, backend_dir, cfg.extra_args
+        )
         log.info("starting %s", " ".join(self.argv))
         with open(cfg.log_path, "wb") as log_file:
             self.process = subprocess.Popen(  # noqa: S603 - argv built above
-                self.argv, stdout=log_file, stderr=subprocess.STDOUT,
-                env=server_env(binary, self._environ), start_new_session=True,
+                self.argv,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=server_env(binary, self._environ),
+                start_new_session=True,
             )
         try:
             self._wait_ready()

@@ -8,7 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 CACHE_ENV = "TRTBENCH_CACHE"
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+_VAR = re.compile(
+    r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
+)
 
 
 def cache_dir(environ: Mapping[str, str] | None = None) -> Path:

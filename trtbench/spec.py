@@ -19,12 +19,18 @@ Errors raise :class:`trtbench.errors.ConfigError` naming the field (``variants[1
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from trtbench.errors import ConfigError
 from trtbench.paths import expand_vars
@@ -91,7 +97,11 @@ class VariantSpec(_Strict):
     @property
     def tree(self) -> str | Choices:
         """The Medusa tree as given (name or list), defaulting to mc_sim_7b_63."""
-        return self.medusa_choices if self.medusa_choices is not None else DEFAULT_MEDUSA_TREE
+        return (
+            self.medusa_choices
+            if self.medusa_choices is not None
+            else DEFAULT_MEDUSA_TREE
+        )
 
 
 class DeploySpec(_Strict):
@@ -111,7 +121,9 @@ class DeploySpec(_Strict):
 class LoadtestSpec(_Strict):
     """The request stream sent to every variant, tier by tier."""
 
-    concurrency: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1, 4, 8])
+    concurrency: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: [1, 4, 8]
+    )
     request_rate: list[Annotated[float, Field(gt=0)]] | None = None
     arrival: Literal["constant", "poisson", "gamma"] = "poisson"
     burstiness: float = Field(default=1.0, gt=0)
@@ -165,9 +177,13 @@ class BenchSpec(_Strict):
     def _check_models(self) -> BenchSpec:
         modes = {v.mode for v in self.variants}
         if "draft_target" in modes and self.models.draft is None:
-            raise ValueError("a draft_target variant needs models.draft (a draft model dir)")
+            raise ValueError(
+                "a draft_target variant needs models.draft (a draft model dir)"
+            )
         if "medusa" in modes and self.models.medusa is None:
-            raise ValueError("a medusa variant needs models.medusa (a Medusa heads dir)")
+            raise ValueError(
+                "a medusa variant needs models.medusa (a Medusa heads dir)"
+            )
         return self
 
     def variant(self, name: str) -> VariantSpec:
@@ -208,11 +224,14 @@ def format_validation_error(exc: ValidationError, source: str) -> str:
     return f"{source}: {where}{msg}{more}"
 
 
-def _resolve_paths(data: object, base: Path, keys: set[str], in_paths: bool = False) -> object:
+def _resolve_paths(
+    data: object, base: Path, keys: set[str], in_paths: bool = False
+) -> object:
     """Expand env vars and make relative paths absolute (against ``base``) under known keys."""
     if isinstance(data, dict):
         return {
-            k: _resolve_paths(v, base, keys, in_paths or k in keys) for k, v in data.items()
+            k: _resolve_paths(v, base, keys, in_paths or k in keys)
+            for k, v in data.items()
         }
     if isinstance(data, list):
         return [_resolve_paths(v, base, keys, in_paths) for v in data]
@@ -232,7 +251,9 @@ def _resolve_paths(data: object, base: Path, keys: set[str], in_paths: bool = Fa
 PATH_KEYS = {"models", "tritonserver", "dataset"}
 
 
-def parse_spec(text: str, source: str = "<spec>", base_dir: Path | None = None) -> BenchSpec:
+def parse_spec(
+    text: str, source: str = "<spec>", base_dir: Path | None = None
+) -> BenchSpec:
     """Parse and validate spec YAML text.
 
     Raises:
@@ -246,7 +267,9 @@ def parse_spec(text: str, source: str = "<spec>", base_dir: Path | None = None) 
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{source}:{where}: YAML syntax error: {problem}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: a bench spec is a YAML mapping with models and variants")
+        raise ConfigError(
+            f"{source}: a bench spec is a YAML mapping with models and variants"
+        )
     data = _resolve_paths(data, base_dir or Path.cwd(), PATH_KEYS)
     try:
         return BenchSpec.model_validate(data)
@@ -261,7 +284,9 @@ def load_spec(path: Path) -> BenchSpec:
         ConfigError: missing file, YAML syntax error or an invalid field.
     """
     if not path.is_file():
-        raise ConfigError(f"spec file {path} does not exist; pass the path to a bench spec YAML")
-    return parse_spec(path.read_text(), source=str(path), base_dir=path.parent.resolve())
-
-
+        raise ConfigError(
+            f"spec file {path} does not exist; pass the path to a bench spec YAML"
+        )
+    return parse_spec(
+        path.read_text(), source=str(path), base_dir=path.parent.resolve()
+    )

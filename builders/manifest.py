@@ -1,0 +1,198 @@
+"""``build.json``: the build manifest every backend writes into ``engines/<variant>/``.
+
+Later stages (deploy, loadtest, report) read only this file to learn what an engine is, so it
+carries the variant as resolved, the model files (with sha256), the artefacts, the runtime knobs
+(CUDA graphs) and where they were or were not available.
+
+Format (JSON, ``schema_version`` 1)::
+
+    {"schema_version": 1, "backend": "reference", "variant": {...VariantSpec...},
+     "mode": "medusa", "max_draft_len": 6,
+     "models": {"target": {"path": "/…/target", "sha256": {"model.safetensors": "…"},
+                           "bytes": 123}, "draft": null, "medusa": {...}},
+     "tokenizer_dir": "/…/target",
+     "engines": {"target": "."},                # trtllm: per-role engine dirs, relative
+     "medusa": {"num_heads": 3, "num_layers": 1, "choices": [[0], [0, 0]]},
+     "cuda_graphs": {"requested": true, "available": false, "reason": "no CUDA device"},
+     "versions": {"trtbench": "0.1.0", "torch": "2.13.0+cpu", …},
+     "host": {"hostname": "…", "platform": "…", "python": "3.11.7", "gpus": []},
+     "build_seconds": 0.4, "bytes_on_disk": 1234, "created_at": "2026-11-29T08:00:00+00:00"}
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import importlib.metadata
+import json
+import platform
+import socket
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from trtbench import __version__
+from trtbench.errors import BuildError
+from trtbench.run_dir import write_json_atomic
+
+MANIFEST_NAME = "build.json"
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".engine", ".json", ".model", ".txt")
+VERSION_PACKAGES = (
+    "torch",
+    "transformers",
+    "tokenizers",
+    "safetensors",
+    "tensorrt_llm",
+    "tensorrt",
+    "tritonclient",
+    "nvidia-pytriton",
+)
+
+
+class ModelFiles(BaseModel):
+    """A model directory and the sha256 of each weight/config file in it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    sha256: dict[str, str] = Field(default_factory=dict)
+    bytes: int = 0
+
+
+class MedusaInfo(BaseModel):
+    """Medusa heads and the tree the engine serves."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_heads: int
+    num_layers: int
+    choices: list[list[int]]
+
+
+class CudaGraphs(BaseModel):
+    """Whether CUDA graphs were asked for and whether the backend can use them here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    requested: bool
+    available: bool
+    reason: str = ""
+
+
+class BuildManifest(BaseModel):
+    """Contents of ``build.json`` (see the module docstring)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = 1
+    backend: Literal["reference", "trtllm"]
+    variant: dict[str, Any]
+    mode: Literal["baseline", "draft_target", "medusa", "eagle"]
+    max_draft_len: int | None = None
+    models: dict[str, ModelFiles | None]
+    tokenizer_dir: str
+    engines: dict[str, str] = Field(default_factory=dict)
+    medusa: MedusaInfo | None = None
+    cuda_graphs: CudaGraphs
+    versions: dict[str, str] = Field(default_factory=dict)
+    host: dict[str, Any] = Field(default_factory=dict)
+    build_seconds: float = 0.0
+    bytes_on_disk: int = 0
+    created_at: str = ""
+
+    @property
+    def name(self) -> str:
+        return str(self.variant.get("name", ""))
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def describe_model_dir(
+    path: Path, suffixes: Iterable[str] = WEIGHT_SUFFIXES
+) -> ModelFiles:
+    """Hash the weight/config files directly inside ``path`` (sorted by name)."""
+    files = sorted(
+        p for p in path.iterdir() if p.is_file() and p.suffix in tuple(suffixes)
+    )
+    return ModelFiles(
+        path=str(path.resolve()),
+        sha256={p.name: sha256_file(p) for p in files},
+        bytes=sum(p.stat().st_size for p in files),
+    )
+
+
+def dir_bytes(path: Path) -> int:
+    """Total size in bytes of the regular files under ``path`` (symlinks not followed)."""
+    return sum(
+        p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink()
+    )
+
+
+def library_versions(packages: Iterable[str] = VERSION_PACKAGES) -> dict[str, str]:
+    """Installed versions of the packages that shape a build (absent ones are skipped)."""
+    out = {"trtbench": __version__, "python": platform.python_version()}
+    for name in packages:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def host_info() -> dict[str, Any]:
+    """Hostname, platform, CPU count and Python; GPU facts are added by callers that know them."""
+    import os
+
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+
+
+def utc_now() -> str:
+    """Current UTC time, ISO 8601 (labels only; durations use perf_counter_ns)."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def write_manifest(engine_dir: Path, manifest: BuildManifest) -> Path:
+    """Write ``engine_dir/build.json`` atomically; returns its path."""
+    path = engine_dir / MANIFEST_NAME
+    write_json_atomic(path, manifest.model_dump(mode="json"))
+    return path
+
+
+def read_manifest(engine_dir: Path) -> BuildManifest:
+    """Read and validate ``engine_dir/build.json``.
+
+    Raises:
+        BuildError: the directory or manifest is missing ("run trtbench build") or invalid.
+    """
+    path = engine_dir / MANIFEST_NAME
+    if not engine_dir.is_dir():
+        raise BuildError(
+            f"engine dir {engine_dir} does not exist; run `trtbench build` first"
+        )
+    if not path.is_file():
+        raise BuildError(
+            f"engine dir {engine_dir} has no {MANIFEST_NAME} (not built or the build failed); "
+            "run `trtbench build` again"
+        )
+    try:
+        return BuildManifest.model_validate(json.loads(path.read_text()))
+    except (json.JSONDecodeError, ValidationError) as exc:
+        first = str(exc).splitlines()[0]
+        raise BuildError(
+            f"{path} is not a valid build manifest ({first}); rebuild it"
+        ) from None
