@@ -1,10 +1,9 @@
 """Medusa choices (the speculation tree): parse, resolve, validate, expand, and turn into tensors.
 
-A *choice* is a root path ``(k_1, ..., k_d)``: take the rank-``k_1`` candidate of Medusa head 1, then
-the rank-``k_2`` candidate of head 2, and so on. The root (the base model's own token) and the empty
-path are implicit, so a tree of ``n`` choices verifies ``n + 1`` tokens per step
-(research/trtllm_build.md §3). Position 0 is the root; position ``i + 1`` is ``choices[i]`` after
-sorting by (depth, path) — the order Medusa's ``generate_medusa_buffers`` uses.
+A *choice* is a root path ``(k_1, ..., k_d)``: the rank-``k_1`` candidate of Medusa head 1, then
+the rank-``k_2`` candidate of head 2, ... The root (the base model's own token) is implicit, so ``n``
+choices verify ``n + 1`` tokens per step (research/trtllm_build.md §3). Position 0 is the root,
+position ``i + 1`` is ``choices[i]`` sorted by (depth, path) as Medusa's ``generate_medusa_buffers``.
 
 Text forms: Python lists ``"[[0], [0, 1]]"`` (``run.py --medusa_choices``) and Triton brace syntax
 ``"{0}, {0, 1}"`` (``tensorrt_llm`` parameter ``medusa_choices``); inside ``fill_template.py``
@@ -132,15 +131,11 @@ def _as_choices(obj: object, source: str) -> Choices:
         )
     out = []
     for i, path in enumerate(obj):
-        if isinstance(path, (str, bytes)) or not isinstance(path, Sequence):
+        is_list = isinstance(path, Sequence) and not isinstance(path, (str, bytes))
+        if not is_list or not all(_is_rank(k) for k in path):
             raise ConfigError(
-                f"medusa choice #{i} from {source} is {path!r}, not a list of ranks; "
-                "write every path as a list, e.g. [[0], [0, 1]] (not [0, 1])"
-            )
-        if not all(_is_rank(k) for k in path):
-            raise ConfigError(
-                f"medusa choice #{i} {list(path)!r} from {source} must hold non-negative "
-                "integer ranks (0 = a head's top candidate)"
+                f"medusa choice #{i} from {source} is {path!r}, not a list of non-negative "
+                "integer ranks; write every path as a list, e.g. [[0], [0, 1]]"
             )
         out.append(tuple(int(k) for k in path))
     return tuple(out)
@@ -158,10 +153,9 @@ def parse_choices(text: str) -> Choices:
         ConfigError: the text is not a list of lists of non-negative integers.
     """
     raw = text.strip().replace("\\,", ",")
-    if raw.startswith("{"):
+    if raw.startswith("{"):  # brace lists may omit the outer braces
         raw = raw.replace("{", "[").replace("}", "]")
-    if not raw.startswith("[["):
-        raw = f"[{raw}]"
+        raw = raw if raw.startswith("[[") else f"[{raw}]"
     try:
         value = ast.literal_eval(raw)
     except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
@@ -194,15 +188,14 @@ def resolve_choices(tree: str | Sequence[Sequence[int]]) -> Choices:
 
 
 def sort_choices(choices: Sequence[Sequence[int]]) -> Choices:
-    """Canonical order: by depth, then lexicographically (Medusa ``generate_medusa_buffers``)."""
+    """Canonical order: by depth, then lexicographic (Medusa ``generate_medusa_buffers``)."""
     return tuple(sorted((tuple(c) for c in choices), key=lambda c: (len(c), c)))
 
 
 def expand_choices(choices: Sequence[Sequence[int]]) -> Choices:
     """Add every missing prefix (a leaves-only list becomes the full tree); drop duplicates.
 
-    Returns the tree in canonical order (:func:`sort_choices`). Empty paths are dropped,
-    since the root is implicit.
+    Returns canonical order (:func:`sort_choices`); empty paths (the root) are dropped.
     """
     nodes = {tuple(c[:d]) for c in choices for d in range(1, len(c) + 1)}
     return sort_choices(nodes)
@@ -216,10 +209,9 @@ def validate_choices(
 ) -> Choices:
     """Check a tree against the TensorRT-LLM C++ runtime rules; return it sorted.
 
-    Rules (research/trtllm_build.md §3, ``speculativeChoicesUtils.cpp``): at least one path,
-    no empty path, no duplicate, every prefix listed, ``len(choices) <= max_draft_len`` (the
-    engine's ``max_draft_len`` = ``--max_medusa_token_len``), depth ``<= num_heads``. A limit
-    of ``None`` is not checked.
+    Rules (research/trtllm_build.md §3, ``speculativeChoicesUtils.cpp``): a path at least,
+    none empty or duplicated, every prefix listed, ``len(choices) <= max_draft_len`` (the
+    engine's = ``--max_medusa_token_len``), depth ``<= num_heads``; ``None`` skips a limit.
 
     Raises:
         ConfigError: naming the first rule broken and how to fix it.
@@ -235,14 +227,13 @@ def validate_choices(
             f"medusa choice #{paths.index(())} is the empty path []; the root is implicit, "
             "remove it"
         )
-    seen: set[tuple[int, ...]] = set()
-    for path in paths:
-        if path in seen:
-            raise ConfigError(
-                f"medusa choice {list(path)} is listed {paths.count(path)} times; remove "
-                "the duplicates"
-            )
-        seen.add(path)
+    seen = set(paths)
+    if len(seen) < len(paths):
+        dup = next(p for p in paths if paths.count(p) > 1)
+        raise ConfigError(
+            f"medusa choice {list(dup)} is listed {paths.count(dup)} times; remove the "
+            "duplicates (expand_choices also drops them)"
+        )
     for path in sort_choices(paths):
         if len(path) > 1 and path[:-1] not in seen:
             raise ConfigError(
@@ -277,11 +268,6 @@ def render_brace(
     return text.replace(",", "\\,") if escape_commas else text
 
 
-def _readonly(array: np.ndarray) -> np.ndarray:
-    array.setflags(write=False)
-    return array
-
-
 @dataclass(frozen=True)
 class MedusaTree:
     """A validated tree laid out for one verification pass of ``num_nodes + 1`` tokens.
@@ -303,11 +289,6 @@ class MedusaTree:
     attention_mask: np.ndarray = field(compare=False, repr=False)
     retrieve_paths: np.ndarray = field(compare=False, repr=False)
 
-    @property
-    def num_leaves(self) -> int:
-        """Number of root→leaf paths (rows of ``retrieve_paths``)."""
-        return int(self.retrieve_paths.shape[0])
-
 
 def _structured(choices: str | Sequence[Sequence[int]]) -> Choices:
     """Resolve and check structure only (no engine limits); sorted."""
@@ -317,9 +298,9 @@ def _structured(choices: str | Sequence[Sequence[int]]) -> Choices:
 
 
 def build_tree(choices: str | Sequence[Sequence[int]]) -> MedusaTree:
-    """Build the verification layout of a tree given by name, text or list of paths.
+    """Lay out a tree (name, text or list of paths) for one verification pass.
 
-    The tree must be prefix-closed without duplicates (:func:`validate_choices` with no
+    The tree must be prefix-closed without duplicates (:func:`validate_choices`, no
     engine limits); it is sorted first.
 
     Raises:
@@ -330,12 +311,9 @@ def build_tree(choices: str | Sequence[Sequence[int]]) -> MedusaTree:
     parents = (-1,) + tuple(index.get(p[:-1], 0) for p in tree)
     offsets = (0,) + tuple(len(p) for p in tree)
     size = len(tree) + 1
-    mask = np.zeros((size, size), dtype=bool)
-    for pos in range(size):
-        node = pos
-        while node >= 0:
-            mask[pos, node] = True
-            node = parents[node]
+    mask = np.eye(size, dtype=bool)
+    for pos in range(1, size):  # a parent sorts before its children: its row is done
+        mask[pos] |= mask[parents[pos]]
     depth = max(offsets)
     has_child = {p[:-1] for p in tree}
     leaves = sorted(p for p in tree if p not in has_child)
@@ -345,16 +323,9 @@ def build_tree(choices: str | Sequence[Sequence[int]]) -> MedusaTree:
         for d in range(1, len(leaf) + 1):
             paths[row, d] = index[leaf[:d]]
     topk = tuple(max(p[d] for p in tree if len(p) > d) + 1 for d in range(depth))
-    return MedusaTree(
-        choices=tree,
-        num_nodes=len(tree),
-        depth=depth,
-        topk_per_depth=topk,
-        parents=parents,
-        position_offsets=offsets,
-        attention_mask=_readonly(mask),
-        retrieve_paths=_readonly(paths),
-    )
+    mask.setflags(write=False)
+    paths.setflags(write=False)
+    return MedusaTree(tree, len(tree), depth, topk, parents, offsets, mask, paths)
 
 
 def expected_acceptance_length(
@@ -369,8 +340,8 @@ def expected_acceptance_length(
 
         E[tokens] = 1 + sum over nodes (k_1..k_d) of  a_1(k_1) * ... * a_d(k_d)
 
-    The 1 is the base model's own token. Heads are positively correlated in practice, so
-    this underestimates measured acceptance.
+    The 1 is the base model's own token. Heads are positively correlated in practice,
+    so this underestimates measured acceptance (§2.5).
 
     Raises:
         ConfigError: bad tree, accuracies outside [0, 1], or a node whose head/rank has no
@@ -379,18 +350,16 @@ def expected_acceptance_length(
     tree = _structured(choices)
     table = [[float(a) for a in row] for row in accuracies]
     if any(not 0.0 <= a <= 1.0 for row in table for a in row):
-        raise ConfigError(
-            "medusa head accuracies must lie in [0, 1]; pass probabilities"
-        )
+        raise ConfigError("medusa head accuracies must lie in [0, 1] (probabilities)")
     total = 1.0
     for path in tree:
         prob = 1.0
         for head, rank in enumerate(path):
             if head >= len(table) or rank >= len(table[head]):
                 raise ConfigError(
-                    f"medusa choice {list(path)} needs the accuracy of rank {rank} of head "
-                    f"{head + 1}, but the table has {len(table)} heads; measure more heads/"
-                    "ranks or use a smaller tree"
+                    f"medusa choice {list(path)} needs the accuracy of rank {rank} of "
+                    f"head {head + 1}, which the accuracy table lacks; measure more "
+                    "heads/ranks or use a smaller tree"
                 )
             prob *= table[head][rank]
         total += prob
@@ -398,9 +367,9 @@ def expected_acceptance_length(
 
 
 def per_rank_accuracies(cumulative: Sequence[Sequence[float]]) -> list[list[float]]:
-    """Cumulative top-k accuracies (e.g. Medusa ``assets/medusa_acc.csv``) → per-rank ones.
+    """Cumulative top-k accuracies (Medusa ``assets/medusa_acc.csv``) → per-rank ones.
 
-    ``per_rank[h][k] = cumulative[h][k] - cumulative[h][k-1]`` (``k = 0``: unchanged).
+    ``per_rank[h][k] = cumulative[h][k] - cumulative[h][k-1]``; ``k = 0`` is unchanged.
 
     Raises:
         ConfigError: a row decreases (not cumulative).
