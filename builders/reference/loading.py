@@ -1,0 +1,223 @@
+"""Load a reference engine: models, tokenizer, Medusa heads, device, dtype and CUDA graphs.
+
+:func:`make_engine` assembles an engine from loaded models (tests and benchmarks share
+models between engines); :func:`engine_from_manifest` loads everything a ``build.json``
+names and checks that the model files still have the sizes recorded at build time.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+from trtbench.builders.manifest import BuildManifest, CudaGraphs
+from trtbench.builders.medusa_tree import build_tree
+from trtbench.builders.reference.decoding import (
+    BaselineDecoder,
+    DraftTargetDecoder,
+    MedusaDecoder,
+)
+from trtbench.builders.reference.engine import ReferenceEngine
+from trtbench.builders.reference.runner import ModelRunner
+from trtbench.errors import BuildError, NotAvailableError
+
+logger = logging.getLogger(__name__)
+
+_DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``.
+
+    Raises:
+        NotAvailableError: a CUDA device is asked for and torch sees none.
+    """
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise NotAvailableError(
+            f"device {device!r} needs CUDA but torch {torch.__version__} sees no GPU; "
+            "use --device cpu or run on a GPU machine with a CUDA build of torch"
+        )
+    return dev
+
+
+def resolve_dtype(name: str, device: torch.device, model_dir: Path) -> torch.dtype:
+    """``auto`` → float32 on CPU; on CUDA the checkpoint's dtype (float32 if it names none)."""
+    if name != "auto":
+        return _DTYPES[name]
+    if device.type != "cuda":
+        return torch.float32
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_dir)
+    saved = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    if isinstance(saved, str):
+        saved = _DTYPES.get(saved)
+    return saved if isinstance(saved, torch.dtype) else torch.float32
+
+
+def load_causal_lm(
+    path: Path, dtype: torch.dtype, device: torch.device
+) -> PreTrainedModel:
+    """A ``*ForCausalLM`` from a ``save_pretrained`` dir, on ``device`` in eval mode."""
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    return model.to(device).eval()
+
+
+def _capture(decoder: BaselineDecoder, requested: bool) -> CudaGraphs:
+    """Capture the decode step of every runner when asked and possible; say why not."""
+    device = decoder.target.device
+    if not requested:
+        return CudaGraphs(requested=False, available=False, reason="not requested")
+    if device.type != "cuda":
+        return CudaGraphs(
+            requested=True,
+            available=False,
+            reason=f"no CUDA device (engine on {device}, torch {torch.__version__}); "
+            "the decode step runs eagerly",
+        )
+    runners = dict(zip(("target", "draft"), decoder.runners(), strict=False))
+    try:
+        for role, lengths in decoder.step_lengths().items():
+            runners[role].capture(lengths)
+    except Exception as exc:  # any capture failure falls back to eager, recorded
+        logger.warning("CUDA graph capture failed, running eagerly: %s", exc)
+        for runner in runners.values():
+            runner._graphs.clear()
+        return CudaGraphs(
+            requested=True,
+            available=False,
+            reason=f"capture failed ({type(exc).__name__}: {exc}); running eagerly",
+        )
+    shapes = ", ".join(
+        f"{role} q={list(runners[role].graph_lengths)}" for role in runners
+    )
+    return CudaGraphs(
+        requested=True,
+        available=True,
+        reason=f"decode step captured ({shapes}); the prefill and Medusa heads run eagerly",
+    )
+
+
+def make_engine(
+    mode: str,
+    target: PreTrainedModel,
+    tokenizer: object,
+    *,
+    max_seq_len: int,
+    max_input_len: int,
+    draft: PreTrainedModel | None = None,
+    draft_len: int = 4,
+    heads: nn.Module | None = None,
+    choices: list[list[int]] | None = None,
+    cuda_graphs: bool = False,
+) -> ReferenceEngine:
+    """Assemble an engine from loaded models (all on one device and dtype).
+
+    Args:
+        mode: ``baseline``, ``draft_target`` (needs ``draft``) or ``medusa`` (needs
+            ``heads`` and ``choices``, a prefix-closed tree no deeper than the heads).
+        target, tokenizer: the target model and its tokenizer.
+        max_seq_len, max_input_len: per-request limits (tokens).
+        draft_len: K for draft_target.
+        cuda_graphs: capture the decode step with CUDA graphs (CUDA devices only).
+
+    Raises:
+        BuildError: a model the mode needs is missing, or the mode is unknown.
+    """
+    if mode == "baseline":
+        widest = 1
+        decoder: BaselineDecoder = BaselineDecoder(ModelRunner(target, max_seq_len + 1))
+    elif mode == "draft_target" and draft is not None:
+        widest = draft_len + 1
+        runner = ModelRunner(target, max_seq_len + widest)
+        decoder = DraftTargetDecoder(
+            runner, ModelRunner(draft, max_seq_len + widest), draft_len
+        )
+    elif mode == "medusa" and heads is not None and choices:
+        tree = build_tree(choices)
+        widest = tree.num_nodes + 1
+        decoder = MedusaDecoder(ModelRunner(target, max_seq_len + widest), heads, tree)
+    else:
+        raise BuildError(
+            f"mode {mode!r} cannot be assembled from the models given (draft_target needs "
+            "a draft model, medusa needs heads and a tree); rebuild the engine"
+        )
+    return ReferenceEngine(
+        mode,
+        decoder,
+        tokenizer,
+        max_seq_len=max_seq_len,
+        max_input_len=max_input_len,
+        cuda_graphs=_capture(decoder, cuda_graphs),
+    )
+
+
+def _check_unchanged(manifest: BuildManifest) -> None:
+    """Raise if model files recorded in build.json are gone or changed size (no hashing)."""
+    for role, files in manifest.models.items():
+        if files is None:
+            continue
+        paths = [Path(files.path) / name for name in files.sha256]
+        gone = [p for p in paths if not p.is_file()]
+        if gone:
+            raise BuildError(
+                f"{role} model file {gone[0]} recorded in build.json is gone; restore it "
+                "or run `trtbench build` again"
+            )
+        size = sum(p.stat().st_size for p in paths)
+        if size != files.bytes:
+            raise BuildError(
+                f"{role} model files in {files.path} changed since the build "
+                f"({files.bytes} -> {size} bytes); run `trtbench build` again"
+            )
+
+
+def engine_from_manifest(
+    manifest: BuildManifest, device: str = "auto"
+) -> ReferenceEngine:
+    """Load the models a reference ``build.json`` names and assemble the engine.
+
+    Raises:
+        BuildError: not a reference build, or its model files changed or are gone.
+        NotAvailableError: ``device`` asks for CUDA and there is none.
+    """
+    from trtbench.builders.reference.medusa_heads import load_medusa_heads
+
+    if manifest.backend != "reference":
+        raise BuildError(
+            f"engine {manifest.name!r} was built for backend {manifest.backend}, not the "
+            "reference engine; serve it with that backend or rebuild with --backend reference"
+        )
+    _check_unchanged(manifest)
+    variant = manifest.variant
+    dev = resolve_device(device)
+    target_dir = Path(manifest.models["target"].path)
+    dtype = resolve_dtype(variant.get("dtype", "auto"), dev, target_dir)
+    draft = heads = None
+    if manifest.mode == "draft_target":
+        draft = load_causal_lm(Path(manifest.models["draft"].path), dtype, dev)
+    if manifest.mode == "medusa":
+        heads = load_medusa_heads(Path(manifest.models["medusa"].path), dtype, dev)
+    return make_engine(
+        manifest.mode,
+        load_causal_lm(target_dir, dtype, dev),
+        AutoTokenizer.from_pretrained(manifest.tokenizer_dir),
+        max_seq_len=int(variant["max_seq_len"]),
+        max_input_len=int(variant["max_input_len"]),
+        draft=draft,
+        draft_len=manifest.max_draft_len or 0,
+        heads=heads,
+        choices=manifest.medusa.choices if manifest.medusa else None,
+        cuda_graphs=bool(variant.get("cuda_graphs", False)),
+    )
