@@ -1,0 +1,283 @@
+"""``trtbench build --backend reference``: validate the model dirs and write ``build.json``.
+
+The reference "engine" is the Hugging Face dirs themselves, loaded by
+:func:`trtbench.builders.reference.engine.load_engine`; the engine dir holds only
+``build.json``, which records them with the sha256 of every weight/config file. Building
+therefore means checking everything a load would trip over, up front, with one-line errors:
+paths, ``config.json``, draft/target vocabulary and tokenizer, Medusa heads against the
+target, the tree against the heads and ``max_draft_len``, and options the reference engine
+cannot honour.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from trtbench.builders.manifest import (
+    BuildManifest,
+    CudaGraphs,
+    MedusaInfo,
+    describe_model_dir,
+    host_info,
+    library_versions,
+    utc_now,
+    write_manifest,
+)
+from trtbench.errors import ConfigError, ModelMismatchError
+from trtbench.run_dir import RunDir
+from trtbench.spec import BenchSpec, VariantSpec
+
+logger = logging.getLogger(__name__)
+
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer.model",
+    "vocab.json",
+    "tokenizer_config.json",
+)
+
+
+def check_model_dir(path: Path | None, field: str, what: str) -> Path:
+    """A model dir must exist and hold ``config.json``.
+
+    Raises:
+        ConfigError: unset, missing or without config.json (the message names ``field``).
+    """
+    if path is None:
+        raise ConfigError(f"{field} is not set; give the {what} directory in the spec")
+    if not path.exists():
+        raise ConfigError(
+            f"{field}: {path} does not exist; set it to the {what} directory"
+        )
+    if not (path / "config.json").is_file():
+        raise ConfigError(
+            f"{field}: {path} has no config.json; point it at a {what} saved with "
+            "save_pretrained"
+        )
+    return path
+
+
+def _read_config(path: Path, field: str) -> dict[str, Any]:
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(
+            f"{field}: {path / 'config.json'} is not valid JSON ({exc}); re-save the model"
+        ) from None
+    for key in ("vocab_size", "hidden_size"):
+        if not isinstance(config.get(key), int):
+            raise ConfigError(
+                f"{field}: {path / 'config.json'} has no integer {key}; it is not a causal "
+                "LM config, point it at one"
+            )
+    return config
+
+
+def _tokenizer_vocab(path: Path, field: str) -> dict[str, int] | None:
+    """The tokenizer's token → id map, or None when ``path`` holds no tokenizer files."""
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        return dict(AutoTokenizer.from_pretrained(path).get_vocab())
+    except Exception as exc:  # any loader failure is a bad model dir
+        raise ConfigError(
+            f"{field}: the tokenizer in {path} cannot be loaded ({type(exc).__name__}: "
+            f"{exc}); re-save it with the model"
+        ) from None
+
+
+def vocab_sha256(vocab: dict[str, int]) -> str:
+    """sha256 of a token → id map (sorted by id, then token; JSON-encoded)."""
+    items = sorted(vocab.items(), key=lambda kv: (kv[1], kv[0]))
+    return hashlib.sha256(json.dumps(items, ensure_ascii=False).encode()).hexdigest()
+
+
+def check_draft(target: Path, draft: Path, target_vocab: dict[str, int]) -> None:
+    """The draft must share the target's vocabulary size and tokenizer.
+
+    Raises:
+        ModelMismatchError: vocab_size or the tokenizer's vocabulary differs.
+    """
+    t_size = _read_config(target, "models.target")["vocab_size"]
+    d_size = _read_config(draft, "models.draft")["vocab_size"]
+    if d_size != t_size:
+        raise ModelMismatchError(
+            f"models.draft: vocab_size {d_size} differs from the target's {t_size}; "
+            "use a draft trained with the target's tokenizer"
+        )
+    d_vocab = _tokenizer_vocab(draft, "models.draft")
+    if d_vocab is not None and vocab_sha256(d_vocab) != vocab_sha256(target_vocab):
+        diff = len(set(d_vocab.items()) ^ set(target_vocab.items()))
+        raise ModelMismatchError(
+            f"models.draft: the tokenizer in {draft} differs from the target's "
+            f"({diff} token/id pairs differ); use a draft trained with the target's tokenizer"
+        )
+
+
+def check_medusa(
+    target: Path, heads_dir: Path, variant: VariantSpec, index: int
+) -> tuple[MedusaInfo, int]:
+    """Heads must match the target; the tree must fit the heads and ``max_draft_len``.
+
+    Returns:
+        The Medusa section of build.json and max_draft_len (default: the tree's node count).
+
+    Raises:
+        ModelMismatchError: heads' hidden size or vocab differ from the target's.
+        ConfigError: the tree is malformed, deeper than the heads, or larger than
+            max_draft_len (the message names ``variants[i].medusa_choices``).
+    """
+    from trtbench.builders.medusa_tree import resolve_choices, validate_choices
+    from trtbench.builders.reference.medusa_heads import read_medusa_config
+
+    config = _read_config(target, "models.target")
+    heads = read_medusa_config(heads_dir)
+    for key in ("hidden_size", "vocab_size"):
+        if heads[key] != config[key]:
+            raise ModelMismatchError(
+                f"models.medusa: the heads in {heads_dir} have {key} {heads[key]} but the "
+                f"target has {config[key]}; use Medusa heads trained on this target"
+            )
+    field = f"variants[{index}].medusa_choices"
+    try:
+        choices = resolve_choices(variant.tree)
+        limit = variant.max_draft_len or len(choices)
+        tree = validate_choices(
+            choices, max_draft_len=limit, num_heads=heads["num_heads"]
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{field} (variant {variant.name!r}): {exc}") from None
+    info = MedusaInfo(
+        num_heads=heads["num_heads"],
+        num_layers=heads["num_layers"],
+        choices=[list(c) for c in tree],
+    )
+    return info, limit
+
+
+def check_reference_options(variant: VariantSpec, index: int) -> None:
+    """Refuse options the reference engine cannot honour instead of ignoring them.
+
+    Raises:
+        ConfigError: tp_size/pp_size > 1, max_beam_width > 1 or fp8 quantization.
+    """
+    where = f"variants[{index}]"
+    unsupported = {
+        "tp_size": (variant.tp_size, 1),
+        "pp_size": (variant.pp_size, 1),
+        "max_beam_width": (variant.max_beam_width, 1),
+        "quantization": (variant.quantization, "none"),
+    }
+    for key, (value, plain) in unsupported.items():
+        if value != plain:
+            raise ConfigError(
+                f"{where}.{key} is {value!r}, but the reference backend runs one device, "
+                f"greedy, unquantized; set {key}: {plain!r} or use --backend trtllm"
+            )
+
+
+def cuda_graphs_at_build(requested: bool) -> CudaGraphs:
+    """What the build host can say about CUDA graphs (the engine re-checks at load)."""
+    if not requested:
+        return CudaGraphs(requested=False, available=False, reason="not requested")
+    import torch
+
+    if torch.cuda.is_available():
+        return CudaGraphs(
+            requested=True,
+            available=True,
+            reason="the decode step is captured with torch.cuda.CUDAGraph when the engine loads",
+        )
+    return CudaGraphs(
+        requested=True,
+        available=False,
+        reason=f"no CUDA device on the build host (torch {torch.__version__}); the "
+        "reference engine runs the decode step eagerly on CPU",
+    )
+
+
+def _gpus() -> list[str]:
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+
+
+def build_reference_variant(
+    spec: BenchSpec, variant: VariantSpec, out: RunDir, *, dry_run: bool = False
+) -> BuildManifest:
+    """Validate one variant's models and write ``out/engines/<variant>/build.json``.
+
+    Args:
+        spec: the bench spec (for the model dirs).
+        variant: the variant to build (one of ``spec.variants``).
+        out: the run directory.
+        dry_run: validate and return the manifest without writing anything.
+
+    Returns:
+        The manifest (``bytes_on_disk``: the model files the engine loads; the engine dir
+        holds only build.json).
+
+    Raises:
+        ConfigError: a missing path, a dir without config.json, a bad tree, an option the
+            reference backend cannot honour.
+        ModelMismatchError: draft or heads incompatible with the target.
+    """
+    t0 = time.perf_counter_ns()
+    index = spec.variants.index(variant)
+    check_reference_options(variant, index)
+    models = spec.models
+    target = check_model_dir(models.target, "models.target", "target model")
+    target_vocab = _tokenizer_vocab(target, "models.target")
+    if target_vocab is None:
+        raise ConfigError(
+            f"models.target: {target} has no tokenizer ({', '.join(TOKENIZER_FILES[:2])}); "
+            "save the tokenizer with the target model"
+        )
+    roles: dict[str, Path | None] = {"target": target, "draft": None, "medusa": None}
+    medusa, draft_len = None, None
+    if variant.mode == "draft_target":
+        roles["draft"] = check_model_dir(models.draft, "models.draft", "draft model")
+        check_draft(target, roles["draft"], target_vocab)
+        draft_len = variant.draft_len
+    elif variant.mode == "medusa":
+        roles["medusa"] = check_model_dir(
+            models.medusa, "models.medusa", "Medusa heads"
+        )
+        medusa, draft_len = check_medusa(target, roles["medusa"], variant, index)
+    files = {r: describe_model_dir(p) if p else None for r, p in roles.items()}
+    manifest = BuildManifest(
+        backend="reference",
+        variant=variant.model_dump(mode="json"),
+        mode=variant.mode,
+        max_draft_len=draft_len,
+        models=files,
+        tokenizer_dir=str(target.resolve()),
+        medusa=medusa,
+        cuda_graphs=cuda_graphs_at_build(variant.cuda_graphs),
+        versions=library_versions(),
+        host={**host_info(), "gpus": _gpus()},
+        bytes_on_disk=sum(f.bytes for f in files.values() if f is not None),
+        created_at=utc_now(),
+        tokenizer={
+            "vocab_size": len(target_vocab),
+            "vocab_sha256": vocab_sha256(target_vocab),
+        },
+        reference={
+            "engine_dir": "build.json only; the model dirs are loaded in place",
+            "batching": "one request at a time per model instance (batch 1)",
+        },
+    )
+    manifest.build_seconds = (time.perf_counter_ns() - t0) / 1e9
+    if not dry_run:
+        write_manifest(out.engine_dir(variant.name), manifest)
+        logger.debug("wrote %s", out.build_json(variant.name))
+    return manifest
