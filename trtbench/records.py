@@ -1,0 +1,99 @@
+"""Load-test records: one per request and one per streamed response (raw units, ns).
+
+Times are ``time.perf_counter_ns()`` readings of the client process (CLOCK_MONOTONIC on
+Linux): comparable within one run, meaningless across machines. A failed request is a row
+with ``error`` set, never an exception (STYLE.md rule 5). The CSV layouts built from these
+records are in ``trtbench.profiling.loadtest_schema``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TOKEN_SOURCE_IDS = "output_ids"
+TOKEN_SOURCE_RETOKENIZED = "retokenized"
+TOKEN_SOURCE_TOKENIZER = "tokenizer"
+TOKEN_SOURCE_WORDS = "words"
+TOKEN_SOURCE_DATASET = "dataset"
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request of one tier.
+
+    Attributes:
+        variant: the served variant (or the ``--variant`` label of ``trtbench loadtest``).
+        tier: tier label, e.g. ``c4`` (concurrency 4) or ``r2.5`` (2.5 requests/s).
+        concurrency: closed-loop concurrency of the tier (None in request-rate mode).
+        request_rate_per_s: open-loop target rate of the tier (None in concurrency mode).
+        request_id: unique within the run (``<variant>-<tier>-<index>``).
+        task_id: the prompt's id (dataset ``task_id`` or ``synthetic-<i>``).
+        scheduled_ns: intended send time (rate mode: from the arrival schedule; closed
+            loop: when a concurrency slot became free).
+        sent_ns: when the request was handed to gRPC.
+        first_token_ns: arrival of the first response that carried a token (None: none).
+        last_token_ns: arrival of the last response that carried a token (None: none).
+        end_ns: when the request ended (final response, error or timeout).
+        input_tokens: prompt length in tokens (see ``input_token_source``).
+        requested_output_tokens: ``max_tokens`` sent.
+        output_tokens: generated tokens, prompt echo excluded.
+        token_responses: responses that carried at least one token.
+        empty_responses: responses with no token (e.g. the empty final response).
+        echoed_tokens: prompt tokens the server echoed back (removed from the output).
+        first_response_tokens: tokens in the first token-carrying response.
+        draft_tokens: draft tokens proposed for this request, when the server reports it.
+        accepted_draft_tokens: draft tokens accepted, when the server reports it.
+        input_token_source: ``tokenizer`` | ``dataset`` | ``words`` (approximate).
+        output_token_source: ``output_ids`` (exact) | ``retokenized`` (text re-encoded).
+        error: None on success, else a one-line reason.
+    """
+
+    variant: str
+    tier: str
+    concurrency: int | None
+    request_rate_per_s: float | None
+    request_id: str
+    task_id: str
+    scheduled_ns: int
+    sent_ns: int
+    first_token_ns: int | None
+    last_token_ns: int | None
+    end_ns: int
+    input_tokens: int
+    requested_output_tokens: int
+    output_tokens: int
+    token_responses: int
+    empty_responses: int
+    echoed_tokens: int
+    first_response_tokens: int
+    draft_tokens: int | None
+    accepted_draft_tokens: int | None
+    input_token_source: str
+    output_token_source: str
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ResponseRecord:
+    """One streamed response of one request.
+
+    Attributes:
+        variant, tier, request_id: as in :class:`RequestRecord`.
+        index: 0-based position of the response in its request's stream.
+        received_ns: ``perf_counter_ns()`` when the client got it.
+        tokens: output tokens it carried (0 for an empty response).
+        final: the server flagged it ``triton_final_response``.
+        draft_tokens: draft tokens proposed in the steps this response covers (None: not
+            reported).
+        accepted_draft_tokens: of those, accepted (None: not reported).
+    """
+
+    variant: str
+    tier: str
+    request_id: str
+    index: int
+    received_ns: int
+    tokens: int
+    final: bool
+    draft_tokens: int | None = None
+    accepted_draft_tokens: int | None = None
