@@ -1,0 +1,84 @@
+"""A process and its descendants, and their resident memory, read from Linux ``/proc``.
+
+Used by the memory sampler to find the server's processes (tritonserver and its Python backend
+stubs) in NVML's per-process list, and to sample their RSS when there is no GPU.
+
+Facts (proc(5)): ``/proc/<pid>/stat`` field 4 is the parent PID; the command name (field 2)
+is parenthesised and may hold spaces or parentheses, so fields are split after the LAST
+``)``. ``/proc/<pid>/statm`` field 2 is the resident set size in pages
+(``os.sysconf("SC_PAGE_SIZE")`` bytes each). RSS counts shared pages (libraries, the
+shared-memory regions the Python backend maps in both server and stub) in every process that
+maps them, so the sum over a tree is an upper bound of the memory it holds.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+def parent_map(proc: Path = PROC) -> dict[int, int]:
+    """``{pid: ppid}`` for every process readable in ``proc`` (vanished ones skipped)."""
+    out: dict[int, int] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # the process exited between listing and reading
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 1:
+            out[int(entry.name)] = int(fields[1])
+    return out
+
+
+def descendants(root: int, parents: dict[int, int]) -> list[int]:
+    """``root`` and every process below it (pure; ``root`` first, then breadth-first).
+
+    Args:
+        root: the tree's root PID (kept even when absent from ``parents``).
+        parents: ``{pid: ppid}``, e.g. from :func:`parent_map`.
+    """
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    out, queue, seen = [], [root], {root}
+    while queue:
+        pid = queue.pop(0)
+        out.append(pid)
+        for child in sorted(children.get(pid, [])):
+            if child not in seen:
+                seen.add(child)
+                queue.append(child)
+    return out
+
+
+def process_tree(root: int, proc: Path = PROC) -> list[int]:
+    """PIDs of ``root`` and its living descendants ([] when ``root`` is gone)."""
+    if not (proc / str(root)).is_dir():
+        return []
+    return descendants(root, parent_map(proc))
+
+
+def rss_bytes(pid: int, proc: Path = PROC) -> int | None:
+    """Resident set size of one process in bytes (None when it is gone or unreadable)."""
+    try:
+        pages = int((proc / str(pid) / "statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def tree_rss_bytes(pids: Iterable[int], proc: Path = PROC) -> int | None:
+    """Sum of the RSS of ``pids`` that could be read (None when none could)."""
+    values = [v for v in (rss_bytes(p, proc) for p in pids) if v is not None]
+    return sum(values) if values else None
+
+
+def proc_available(proc: Path = PROC) -> bool:
+    """True when ``proc`` looks like Linux procfs (``/proc/self/statm`` readable)."""
+    return (proc / "self" / "statm").is_file()
