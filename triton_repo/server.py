@@ -1,14 +1,16 @@
-"""A managed ``tritonserver`` process: find the binary, start it, wait until ready, stop it.
+"""A managed ``tritonserver`` process: start it, wait until ready, stop it.
 
-Binary search order (DESIGN.md "Triton on a CPU machine"): an explicit path, ``$PATH``,
-``/opt/tritonserver/bin/tritonserver`` (NGC), then the binary bundled in the
-``nvidia-pytriton`` wheel. For the bundled one, a backend directory is assembled whose Python
-backend stub matches the running interpreter, and the server starts with ``LD_LIBRARY_PATH`` led
-by the interpreter's ``LIBDIR`` and ``PATH`` led by its ``bin/`` (the stub links libpython
-dynamically and must load the same patch release as the interpreter's standard library).
+The binary is found by :func:`~trtbench.triton_repo.binary.find_tritonserver` (DESIGN.md order,
+including the nvidia-pytriton wheel with the libpython fix). Ports are the ones given (checked
+free) or picked free; if a picked port is taken between the check and the bind, the start is
+retried with new ports. For TP×PP > 1 (TensorRT-LLM in an NGC image) the server runs under
+``mpirun`` as one MPMD segment per rank, the way ``launch_triton_server.py`` builds it
+(research/triton_backend.md §4): every rank gets its own Python-backend shared-memory prefix
+and ``--disable-auto-complete-config``; ranks > 0 load only the TensorRT-LLM models.
 
 The process runs in its own session; :meth:`TritonServer.stop` signals the whole process group
-(SIGTERM, then SIGKILL after a grace period), so no child outlives a run.
+(SIGTERM, then SIGKILL after a grace period), so no child (Python stubs, MPI ranks) outlives a
+run. Errors are one line and carry the log lines that say why.
 """
 
 from __future__ import annotations
@@ -16,12 +18,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
-import sys
-import sysconfig
 import time
 import urllib.error
 import urllib.request
@@ -30,116 +31,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtbench.errors import ServerStartError
+from trtbench.triton_repo.binary import (
+    NGC_TRITONSERVER,
+    TritonBinary,
+    find_tritonserver,
+    prepare_backend_dir,
+    server_env,
+)
+
+__all__ = [
+    "NGC_TRITONSERVER",
+    "Ports",
+    "ServerConfig",
+    "TritonBinary",
+    "TritonServer",
+    "choose_ports",
+    "find_tritonserver",
+    "log_errors",
+    "mpirun_argv",
+    "server_argv",
+]
 
 log = logging.getLogger(__name__)
 
-NGC_TRITONSERVER = Path("/opt/tritonserver/bin/tritonserver")
 LOG_TAIL_LINES = 20
-
-
-@dataclass(frozen=True)
-class TritonBinary:
-    """Where tritonserver was found and how it must be started.
-
-    Attributes:
-        path: the executable.
-        source: ``explicit`` | ``PATH`` | ``ngc`` | ``pytriton``.
-        pytriton_root: for ``pytriton``, the wheel's ``tritonserver/`` folder (backends, stubs).
-    """
-
-    path: Path
-    source: str
-    pytriton_root: Path | None = None
-
-
-def _pytriton_root() -> Path | None:
-    try:
-        import pytriton  # noqa: PLC0415 - optional extra
-    except ImportError:
-        return None
-    root = Path(pytriton.__file__).parent / "tritonserver"
-    return root if (root / "bin" / "tritonserver").is_file() else None
-
-
-def find_tritonserver(
-    explicit: Path | None = None, environ: Mapping[str, str] | None = None
-) -> TritonBinary:
-    """Locate tritonserver in DESIGN.md order.
-
-    Raises:
-        ServerStartError: nothing found; the message lists where it looked and the fix.
-    """
-    env = os.environ if environ is None else environ
-    if explicit is not None:
-        if not (explicit.is_file() and os.access(explicit, os.X_OK)):
-            raise ServerStartError(
-                f"tritonserver {explicit} is not an executable file; pass --tritonserver PATH "
-                "to a Triton server binary"
-            )
-        return TritonBinary(explicit, "explicit")
-    on_path = shutil.which("tritonserver", path=env.get("PATH"))
-    if on_path:
-        return TritonBinary(Path(on_path), "PATH")
-    if NGC_TRITONSERVER.is_file():
-        return TritonBinary(NGC_TRITONSERVER, "ngc")
-    root = _pytriton_root()
-    if root is not None:
-        return TritonBinary(root / "bin" / "tritonserver", "pytriton", root)
-    raise ServerStartError(
-        "tritonserver not found (looked at --tritonserver, $PATH, "
-        f"{NGC_TRITONSERVER}, and the nvidia-pytriton wheel); install it with "
-        "`pip install 'trtbench[cpu-server]'` or run inside an NGC tritonserver image"
-    )
-
-
-def prepare_backend_dir(binary: TritonBinary, dest: Path) -> Path | None:
-    """For the PyTriton binary, assemble ``dest/python`` with the stub for this Python version.
-
-    Returns:
-        The backend directory to pass as ``--backend-directory``, or None for other binaries.
-
-    Raises:
-        ServerStartError: the wheel has no stub for the running Python version.
-    """
-    if binary.pytriton_root is None:
-        return None
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    stub = (
-        binary.pytriton_root
-        / "python_backend_stubs"
-        / version
-        / "triton_python_backend_stub"
-    )
-    if not stub.is_file():
-        raise ServerStartError(
-            f"nvidia-pytriton has no Python backend stub for Python {version}; use a Python "
-            "version it ships (3.8-3.13) or a tritonserver built for this one"
-        )
-    python_dir = dest / "python"
-    python_dir.mkdir(parents=True, exist_ok=True)
-    source_dir = binary.pytriton_root / "backends" / "python"
-    # Symlinks, not copies: the stub finds its bundled libraries through an $ORIGIN rpath.
-    links = {p.name: p for p in source_dir.iterdir() if p.is_file()}
-    links["triton_python_backend_stub"] = stub
-    for name, target in links.items():
-        link = python_dir / name
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(target)
-    return dest
-
-
-def server_env(binary: TritonBinary, base: Mapping[str, str]) -> dict[str, str]:
-    """Environment for tritonserver: the libpython fix for the PyTriton binary (pure)."""
-    env = dict(base)
-    if binary.pytriton_root is not None:
-        libdir = sysconfig.get_config_var("LIBDIR") or ""
-        libs = binary.pytriton_root.parent.parent / "nvidia_pytriton.libs"
-        parts = [libdir, str(libs), env.get("LD_LIBRARY_PATH", "")]
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in parts if p)
-        bin_dir = str(Path(sys.executable).parent)
-        env["PATH"] = os.pathsep.join(p for p in [bin_dir, env.get("PATH", "")] if p)
-    return env
+START_ATTEMPTS = 3
+_ERROR_LINE = re.compile(r"^E\d{4} [\d:.]+\s+\d+\s+\S+\]\s*(.*)$")
+_NOISE = ("CudaDriverHelper has not been initialized",)
+_KEY_ERRORS = ("failed to load '", "failed to start", "already in use", "error: ")
+_PORT_TAKEN = ("already in use", "Address already in use")
 
 
 @dataclass(frozen=True)
@@ -151,8 +71,8 @@ class Ports:
     metrics: int
 
 
-def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    """True when something already listens on (or holds) ``port``."""
+def port_in_use(port: int, host: str = "0.0.0.0") -> bool:  # noqa: S104 - as tritonserver binds
+    """True when ``port`` cannot be bound on ``host`` (tritonserver binds 0.0.0.0)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind((host, port))
@@ -164,7 +84,7 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
 def free_port() -> int:
     """A TCP port the OS reports free right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("0.0.0.0", 0))  # noqa: S104 - probe only
         return int(sock.getsockname()[1])
 
 
@@ -172,7 +92,7 @@ def choose_ports(grpc: int | None, http: int | None, metrics: int | None) -> Por
     """Use the given ports (checked free) and pick free ones for the rest.
 
     Raises:
-        ServerStartError: a given port is already in use.
+        ServerStartError: a given port is already in use (the message names the option).
     """
     chosen: dict[str, int] = {}
     for name, port in (
@@ -200,10 +120,15 @@ class ServerConfig:
     Attributes:
         model_repo: the Triton model repository.
         log_path: file that receives the server's stdout and stderr.
+        tritonserver: explicit binary (else searched, see ``binary.py``).
+        grpc_port, http_port, metrics_port: fixed ports (None: pick free ones).
         models: models that must be ready before the server counts as started
             (empty: wait for server readiness only).
         ready_timeout_s: seconds to wait for readiness.
         extra_args: more tritonserver flags (``--log-verbose=1`` …).
+        world_size: MPI ranks (TP×PP); > 1 launches under ``mpirun``.
+        tensorrt_llm_models: the models ranks > 0 load (``--load-model``).
+        mpirun: the MPI launcher (name on ``$PATH`` or a path).
     """
 
     model_repo: Path
@@ -215,6 +140,9 @@ class ServerConfig:
     models: tuple[str, ...] = ()
     ready_timeout_s: float = 300.0
     extra_args: tuple[str, ...] = field(default_factory=tuple)
+    world_size: int = 1
+    tensorrt_llm_models: tuple[str, ...] = ()
+    mpirun: str = "mpirun"
 
 
 def server_argv(
@@ -224,7 +152,7 @@ def server_argv(
     backend_dir: Path | None,
     extra_args: Sequence[str] = (),
 ) -> list[str]:
-    """The tritonserver command line (pure)."""
+    """The tritonserver command line of one process (pure)."""
     argv = [
         str(binary),
         f"--model-repository={model_repo}",
@@ -240,11 +168,69 @@ def server_argv(
     return argv
 
 
+def mpirun_argv(
+    mpirun: str,
+    rank_argv: Sequence[str],
+    world_size: int,
+    tensorrt_llm_models: Sequence[str],
+) -> list[str]:
+    """The MPMD launch of ``world_size`` tritonserver ranks (pure).
+
+    ``mpirun --allow-run-as-root -n 1 <rank 0> : -n 1 <rank 1> …``; each rank is
+    ``rank_argv`` plus ``--backend-config=python,shm-region-prefix-name=prefix{i}_``; ranks
+    > 0 add ``--model-control-mode=explicit`` and one ``--load-model`` per TensorRT-LLM model
+    (research/triton_backend.md §4, ``launch_triton_server.py``).
+
+    Raises:
+        ServerStartError: world_size < 2 or no TensorRT-LLM model for ranks > 0.
+    """
+    if world_size < 2:
+        raise ServerStartError(f"mpirun needs world_size >= 2, got {world_size}")
+    if not tensorrt_llm_models:
+        raise ServerStartError(
+            "a multi-GPU launch needs the TensorRT-LLM model names for ranks > 0; "
+            "render the repository with `trtbench deploy` (trtbench.json lists them)"
+        )
+    argv = [mpirun, "--allow-run-as-root"]
+    for rank in range(world_size):
+        if rank:
+            argv.append(":")
+        argv += ["-n", "1", *rank_argv]
+        argv.append(f"--backend-config=python,shm-region-prefix-name=prefix{rank}_")
+        if rank:
+            argv.append("--model-control-mode=explicit")
+            argv += [f"--load-model={name}" for name in tensorrt_llm_models]
+    return argv
+
+
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     """The last ``lines`` lines of a text file ('' when absent)."""
     if not path.is_file():
         return ""
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def log_errors(text: str, limit: int = 3) -> list[str]:
+    """The lines of a tritonserver log that say why it failed (pure).
+
+    Error lines (``E1129 08:21:24.126 123 file.cc:642] "message"``) are reduced to their first
+    message line; a model that failed to load, a service that failed to start and the final
+    ``error: …`` line are preferred; CPU-only noise (CudaDriverHelper) is dropped.
+
+    Returns:
+        At most ``limit`` distinct messages, in log order.
+    """
+    found: list[str] = []
+    for line in text.splitlines():
+        match = _ERROR_LINE.match(line)
+        message = (
+            match.group(1) if match else (line if line.startswith("error: ") else "")
+        )
+        message = message.strip().strip('"').split("\\n")[0].strip()
+        if message and not any(n in message for n in _NOISE) and message not in found:
+            found.append(message[:300])
+    key = [m for m in found if any(k in m for k in _KEY_ERRORS)]
+    return (key or found)[-limit:] if (key or found) else []
 
 
 def _http_ok(url: str) -> bool:
@@ -255,17 +241,21 @@ def _http_ok(url: str) -> bool:
         return False
 
 
+class _PortTaken(Exception):
+    """A picked port was taken before tritonserver bound it (retry with new ports)."""
+
+
 class TritonServer:
-    """Context manager around one tritonserver process.
+    """Context manager around one tritonserver process (or one mpirun of ranks).
 
     Example::
 
-        with TritonServer(ServerConfig(repo, log)) as server:
+        with TritonServer(ServerConfig(repo, log, models=("ensemble",))) as server:
             client = grpcclient.InferenceServerClient(server.grpc_url)
 
     Raises (on enter):
-        ServerStartError: binary missing, port in use, process exit or timeout before ready
-            (the message carries the last log lines).
+        ServerStartError: binary or mpirun missing, port in use, process exit or timeout
+            before ready; one line with the log lines that say why and the log's path.
     """
 
     def __init__(self, config: ServerConfig, environ: Mapping[str, str] | None = None):
@@ -274,6 +264,7 @@ class TritonServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.ports: Ports | None = None
         self.argv: list[str] = []
+        self.binary: TritonBinary | None = None
 
     @property
     def grpc_url(self) -> str:
@@ -292,51 +283,89 @@ class TritonServer:
             raise RuntimeError("the server has not been started")
         return self.ports
 
+    def build_argv(self, binary: TritonBinary, ports: Ports) -> list[str]:
+        """The full command line for ``ports`` (mpirun MPMD when world_size > 1)."""
+        cfg = self.config
+        backend_dir = prepare_backend_dir(binary, cfg.log_path.parent / "backends")
+        argv = server_argv(
+            binary.path, cfg.model_repo, ports, backend_dir, cfg.extra_args
+        )
+        if cfg.world_size <= 1:
+            return argv
+        if shutil.which(cfg.mpirun, path=self._environ.get("PATH", "")) is None:
+            raise ServerStartError(
+                f"{cfg.mpirun} not found, but tp_size x pp_size = {cfg.world_size} needs MPI; "
+                "run inside the NGC tritonserver trtllm image or set deploy.mpirun"
+            )
+        return mpirun_argv(cfg.mpirun, argv, cfg.world_size, cfg.tensorrt_llm_models)
+
     def start(self) -> TritonServer:
         """Launch the process and block until it (and ``config.models``) are ready."""
         cfg = self.config
-        binary = find_tritonserver(cfg.tritonserver, self._environ)
-        self.ports = choose_ports(cfg.grpc_port, cfg.http_port, cfg.metrics_port)
+        self.binary = find_tritonserver(cfg.tritonserver, self._environ)
         cfg.log_path.parent.mkdir(parents=True, exist_ok=True)
-        backend_dir = prepare_backend_dir(binary, cfg.log_path.parent / "backends")
-        self.argv = server_argv(
-            binary.path, cfg.model_repo, self.ports, backend_dir, cfg.extra_args
-        )
-        log.info("starting %s", " ".join(self.argv))
-        with open(cfg.log_path, "wb") as log_file:
+        fixed = None not in (cfg.grpc_port, cfg.http_port, cfg.metrics_port)
+        for attempt in range(1, START_ATTEMPTS + 1):
+            self.ports = choose_ports(cfg.grpc_port, cfg.http_port, cfg.metrics_port)
+            self.argv = self.build_argv(self.binary, self.ports)
+            log.info("starting %s", " ".join(self.argv))
+            self._launch()
+            try:
+                self._wait_ready()
+                return self
+            except _PortTaken:
+                self.stop()
+                if fixed or attempt == START_ATTEMPTS:
+                    raise self._failure("could not bind its ports") from None
+                log.info("a picked port was taken; retrying with new ports")
+            except BaseException:
+                self.stop()
+                raise
+        return self
+
+    def _launch(self) -> None:
+        with open(self.config.log_path, "wb") as log_file:
             self.process = subprocess.Popen(  # noqa: S603 - argv built above
                 self.argv,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
-                env=server_env(binary, self._environ),
+                env=server_env(self.binary, self._environ),
                 start_new_session=True,
             )
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+
+    def _failure(self, what: str) -> ServerStartError:
+        cfg = self.config
+        text = (
+            cfg.log_path.read_text(errors="replace") if cfg.log_path.is_file() else ""
+        )
+        reasons = log_errors(text)
+        why = "; ".join(reasons) if reasons else "no error lines in the log"
+        return ServerStartError(f"tritonserver {what}: {why} (log: {cfg.log_path})")
+
+    def _not_ready(self, urls: dict[str, str]) -> list[str]:
+        return [name for name, url in urls.items() if not _http_ok(url)]
 
     def _wait_ready(self) -> None:
         cfg = self.config
         deadline = time.monotonic() + cfg.ready_timeout_s
-        urls = [f"{self.http_url}/v2/health/ready"]
-        urls += [f"{self.http_url}/v2/models/{m}/ready" for m in cfg.models]
+        urls = {"server": f"{self.http_url}/v2/health/ready"}
+        urls |= {m: f"{self.http_url}/v2/models/{m}/ready" for m in cfg.models}
+        waiting = list(urls)
         while time.monotonic() < deadline:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise ServerStartError(
-                    f"tritonserver exited with code {self.process.returncode} before it was "
-                    f"ready (log {cfg.log_path}); last lines:\n{tail(cfg.log_path)}"
-                )
-            if all(_http_ok(u) for u in urls):
+            proc = self.process
+            if proc is None or proc.poll() is not None:
+                code = None if proc is None else proc.returncode
+                text = tail(cfg.log_path, 200)
+                if any(p in text for p in _PORT_TAKEN):
+                    raise _PortTaken
+                raise self._failure(f"exited with code {code} before it was ready")
+            waiting = self._not_ready(urls)
+            if not waiting:
                 return
             time.sleep(0.25)
-        raise ServerStartError(
-            f"tritonserver was not ready after {cfg.ready_timeout_s:.0f} s (log "
-            f"{cfg.log_path}); raise deploy.ready_timeout_s or read the log; last lines:\n"
-            f"{tail(cfg.log_path)}"
+        raise self._failure(
+            f"was not ready after {cfg.ready_timeout_s:g} s (waiting for "
+            f"{', '.join(waiting)}; raise deploy.ready_timeout_s if models load slowly)"
         )
 
     def stop(self, grace_s: float = 15.0) -> int | None:
@@ -353,7 +382,7 @@ class TritonServer:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        # Children (python backend stubs) share the group; make sure none survive.
+        # Children (Python backend stubs, MPI ranks) share the group; make sure none survive.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         return proc.returncode

@@ -105,7 +105,15 @@ class VariantSpec(_Strict):
 
 
 class DeploySpec(_Strict):
-    """How each variant is served by Triton."""
+    """How each variant is served by Triton.
+
+    ``instance_count``: instances of each Python-backend model (the reference model,
+    pre/postprocessing). ``kv_cache_free_gpu_mem_fraction`` is split evenly between target and
+    draft for draft_target. ``cuda_graph_cache_size``: graphs kept by TensorRT-LLM when the
+    variant asks for CUDA graphs (default: the variant's max_batch_size). ``reference_device``:
+    where the reference engine runs (``auto``: CUDA when available). ``mpirun``: the launcher
+    for TP×PP > 1 (NGC image).
+    """
 
     instance_count: int = Field(default=1, ge=1)
     grpc_port: int | None = Field(default=None, ge=1, le=65535)
@@ -116,6 +124,9 @@ class DeploySpec(_Strict):
     kv_cache_free_gpu_mem_fraction: float = Field(default=0.9, gt=0, le=1)
     enable_kv_cache_reuse: bool = True
     gpu_device_ids: list[int] | None = None
+    cuda_graph_cache_size: int | None = Field(default=None, ge=0)
+    reference_device: str = Field(default="auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
+    mpirun: str = "mpirun"
 
 
 class LoadtestSpec(_Strict):

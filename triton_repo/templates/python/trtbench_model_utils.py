@@ -1,0 +1,112 @@
+"""Helpers shared by trtbench's Python-backend models (copied next to each model.py).
+
+Runs inside Triton's Python backend stub: only numpy and ``triton_python_backend_utils``
+are assumed. Requests carry a leading batch dimension (``max_batch_size > 0``), so a scalar
+input arrives as shape ``[1, 1]``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+REPLACEMENT_CHAR = "\ufffd"
+
+
+def model_parameters(model_config: dict) -> dict[str, str]:
+    """``parameters { key: ... value { string_value } }`` of a parsed model config."""
+    params = model_config.get("parameters", {})
+    return {key: str(value.get("string_value", "")) for key, value in params.items()}
+
+
+def request_batch_size(request, name: str = "text_input") -> int:
+    """Rows in the request's ``name`` tensor (the request batch size)."""
+    tensor = pb_utils.get_input_tensor_by_name(request, name)
+    return 0 if tensor is None else int(tensor.as_numpy().shape[0])
+
+
+def scalar_input(request, name: str, default=None):
+    """The first element of input ``name`` as a Python value, or ``default`` when absent."""
+    tensor = pb_utils.get_input_tensor_by_name(request, name)
+    if tensor is None:
+        return default
+    values = tensor.as_numpy().reshape(-1)
+    if values.size == 0:
+        return default
+    value = values[0]
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    return value.item() if hasattr(value, "item") else value
+
+
+def as_bool(value) -> bool:
+    """A config string (``"true"``/``"1"``/``"yes"``) or a numpy scalar as a bool."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def text_tensor(name: str, text: str) -> pb_utils.Tensor:
+    """A BYTES output of shape ``[1, 1]``."""
+    return pb_utils.Tensor(name, np.array([[text.encode("utf-8")]], dtype=np.object_))
+
+
+def ids_tensor(name: str, ids) -> pb_utils.Tensor:
+    """An INT32 output of shape ``[1, len(ids)]``."""
+    return pb_utils.Tensor(name, np.asarray(ids, dtype=np.int32).reshape(1, -1))
+
+
+def scalar_tensor(name: str, value, dtype) -> pb_utils.Tensor:
+    """A scalar output of shape ``[1, 1]``."""
+    return pb_utils.Tensor(name, np.array([[value]], dtype=dtype))
+
+
+def error_response(message: str) -> pb_utils.InferenceResponse:
+    """A response that carries only an error (the client sees ``message``)."""
+    return pb_utils.InferenceResponse(
+        output_tensors=[], error=pb_utils.TritonError(message)
+    )
+
+
+class IncrementalDecoder:
+    """Detokenize a growing id sequence piece by piece, exactly.
+
+    Each call decodes all ids so far and returns the text not returned before. While the
+    decoded text ends in U+FFFD (the last ids hold part of a multi-byte character), the
+    piece is held back until the character completes, so the pieces always concatenate to
+    ``tokenizer.decode(all_ids)``. ``flush()`` returns whatever is still held back.
+    """
+
+    def __init__(self, tokenizer, skip_special_tokens: bool = True) -> None:
+        self._tokenizer = tokenizer
+        self._skip = skip_special_tokens
+        self._ids: list[int] = []
+        self._sent = ""
+
+    def _decode(self) -> str:
+        return self._tokenizer.decode(
+            self._ids,
+            skip_special_tokens=self._skip,
+            clean_up_tokenization_spaces=False,
+        )
+
+    def push(self, ids) -> str:
+        """Add ``ids``; return the newly complete text ('' while a character is partial)."""
+        self._ids.extend(int(i) for i in ids)
+        text = self._decode()
+        if text.endswith(REPLACEMENT_CHAR):
+            return ""
+        return self._take(text)
+
+    def flush(self) -> str:
+        """Return all text not yet returned, partial characters included."""
+        return self._take(self._decode())
+
+    def _take(self, text: str) -> str:
+        # Normally the new text extends what was sent; if a tokenizer clean-up changed an
+        # earlier piece, send the tail after the common prefix.
+        piece = text[len(os.path.commonprefix([text, self._sent])) :]
+        self._sent = text
+        return piece
