@@ -62,6 +62,9 @@ class VariantSpec(_Strict):
     ``max_draft_len``: draft tokens per step K for draft_target (default 4); for medusa the
     number of tree nodes the engine accepts (default: the tree's node count).
     ``medusa_choices``: a named tree (``mc_sim_7b_63``…) or a list of root paths.
+    ``draft_acceptance`` (draft_target): ``tokens`` accepts draft tokens by token equality;
+    ``logits`` compares draft and target logits, so TensorRT-LLM builds both engines with
+    generation logits (``gather_generation_logits``).
     """
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -78,9 +81,12 @@ class VariantSpec(_Strict):
     max_input_len: int = Field(default=1024, ge=1)
     max_seq_len: int = Field(default=2048, ge=2)
     max_num_tokens: int | None = Field(default=None, ge=1)
+    draft_acceptance: Literal["tokens", "logits"] = "tokens"
 
     @model_validator(mode="after")
     def _check_mode_fields(self) -> VariantSpec:
+        if self.mode != "draft_target" and self.draft_acceptance != "tokens":
+            raise ValueError("draft_acceptance is only for mode draft_target")
         if self.mode != "medusa" and self.medusa_choices is not None:
             raise ValueError(f"medusa_choices is only for mode medusa, not {self.mode}")
         if self.mode == "baseline" and self.max_draft_len is not None:
