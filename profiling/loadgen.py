@@ -103,6 +103,7 @@ class _Runner:
         self.result = LoadResult()
         self.stub: service_pb2_grpc.GRPCInferenceServiceStub | None = None
         self.exchanges: list[tuple[RequestSlot, Exchange]] = []
+        self.echo_possible = "exclude_input_in_output" not in target.interface.inputs
 
     async def one(self, slot: RequestSlot, record: bool = True) -> Exchange:
         """Send one request; keep its raw exchange (records are made after the tier)."""
@@ -132,7 +133,9 @@ class _Runner:
         """Turn the exchanges kept so far into records (outside the timed sends)."""
         for slot, exchange in self.exchanges:
             prompt = self.prompts[slot.index % len(self.prompts)]
-            req, responses = exchange_to_records(exchange, prompt, slot, self.tokenizer)
+            req, responses = exchange_to_records(
+                exchange, prompt, slot, self.tokenizer, self.echo_possible
+            )
             self.result.requests.append(req)
             self.result.responses.extend(responses)
         self.exchanges.clear()
@@ -225,7 +228,9 @@ async def _warmup(runner: _Runner, variant: str, tiers: Sequence[Tier]) -> None:
             slot = RequestSlot(variant, tier, -1 - i, time.perf_counter_ns())
             exchange = await runner.one(slot, record=False)
         prompt = runner.prompts[slot.index % len(runner.prompts)]
-        return exchange_to_records(exchange, prompt, slot, runner.tokenizer)[0].error
+        return exchange_to_records(
+            exchange, prompt, slot, runner.tokenizer, runner.echo_possible
+        )[0].error
 
     errors = [e for e in await asyncio.gather(*map(warm, range(n))) if e is not None]
     if len(errors) == n and not runner.stop.is_set():
@@ -300,6 +305,11 @@ def run_load(
     if target.endpoint not in ENDPOINTS:
         raise LoadTestError(
             f"unknown endpoint kind {target.endpoint!r}; use {', '.join(ENDPOINTS)}"
+        )
+    if not target.interface.returns_ids and tokenizer is None:
+        raise LoadTestError(
+            f"model {target.interface.name!r} returns text_output without output_ids; "
+            "pass --tokenizer DIR (the model directory) so the text can be re-tokenized"
         )
     runner = _Runner(target, prompts, settings, tokenizer, progress)
     asyncio.run(_run(runner, variant, tiers, seed))

@@ -39,23 +39,28 @@ class RequestSlot:
 
 
 def _token_counts(
-    parsed: Sequence[ParsedResponse], prompt: Prompt, tokenizer: TextTokenizer | None
+    parsed: Sequence[ParsedResponse],
+    prompt: Prompt,
+    tokenizer: TextTokenizer | None,
+    echo: bool,
 ) -> tuple[list[int], int, str]:
     """Per-response output tokens, echoed prompt tokens and the count's source."""
     if any(p.ids is not None for p in parsed):
         counts = [0 if p.ids is None else int(p.ids.size) for p in parsed]
         echoed = 0
-        if prompt.input_ids:
+        if echo and prompt.input_ids:
             joined = [int(t) for p in parsed if p.ids is not None for t in p.ids]
             echoed = strip_prompt_echo(joined, list(prompt.input_ids))
         return remove_echo(counts, echoed), echoed, TOKEN_SOURCE_IDS
+    if all(p.text is None for p in parsed):
+        return [0] * len(parsed), 0, ""
     if tokenizer is None:
         raise LoadTestError(
             "the model returns text_output without output_ids; pass --tokenizer DIR so "
             "the text can be re-tokenized"
         )
     chunks = [p.text or "" for p in parsed]
-    echo_chars = strip_prompt_echo("".join(chunks), prompt.text)
+    echo_chars = strip_prompt_echo("".join(chunks), prompt.text) if echo else 0
     chunks = _drop_prefix(chunks, echo_chars)
     echoed = prompt.input_tokens if echo_chars else 0
     return tokenizer.tokens_per_chunk(chunks), echoed, TOKEN_SOURCE_RETOKENIZED
@@ -89,16 +94,21 @@ def exchange_to_records(
     prompt: Prompt,
     slot: RequestSlot,
     tokenizer: TextTokenizer | None = None,
+    echo_possible: bool = False,
 ) -> tuple[RequestRecord, list[ResponseRecord]]:
     """Turn one request's responses into records (pure apart from re-tokenizing).
 
-    Only responses that carry tokens set first/last-token times, so an empty response
+    ``echo_possible``: the model could not be asked to exclude the prompt (it has no
+    ``exclude_input_in_output`` input), so an output that starts with the whole prompt has
+    it removed. Only responses that carry tokens set first/last-token times, so an empty response
     (mid-stream or the empty final one) never extends E2E. A request without tokens and
     without an error gets the error ``no output tokens``.
     """
     parsed = [parse_response(r) for _, r in exchange.responses]
     counts, echoed, source = (
-        _token_counts(parsed, prompt, tokenizer) if parsed else ([], 0, "")
+        _token_counts(parsed, prompt, tokenizer, echo_possible)
+        if parsed
+        else ([], 0, "")
     )
     times = [t for t, _ in exchange.responses]
     spec = _spec_counts(parsed)
