@@ -78,10 +78,8 @@ class BaselineDecoder:
 
     def start(self, prompt: Sequence[int], greedy: Greedy) -> Proposal:
         """Prefill ``prompt`` and return the first generated token."""
-        for runner in self.runners():
-            runner.reset()
-        logits, hidden = self.target.forward(prompt)
-        token = greedy.pick(logits[-1:], [0])[0]
+        logits, hidden = self.target.prefill(prompt)
+        token = greedy.pick(logits, [0])[0]
         self._after_prefill(prompt, hidden[-1])
         self.seq = [*prompt, token]
         self.emitted = 1
@@ -123,7 +121,7 @@ class DraftTargetDecoder(BaselineDecoder):
         return {"target": (self.k + 1,), "draft": (1,)}
 
     def _after_prefill(self, prompt: Sequence[int], last_hidden: torch.Tensor) -> None:
-        self.draft.forward(prompt)
+        self.draft.prefill(prompt)
 
     def _propose(self, greedy: Greedy) -> list[int]:
         """Catch the draft up with the sequence (1 or 2 tokens), then draft K tokens."""
@@ -161,8 +159,9 @@ class MedusaDecoder(BaselineDecoder):
 
     Args:
         target: the target model runner.
-        heads: a module mapping hidden ``[hidden]`` to ``[num_heads, vocab]`` logits
-            (:class:`trtbench.builders.reference.medusa_heads.MedusaHeads` does).
+        heads: a sequence of head modules, head d mapping hidden ``[hidden]`` to
+            ``[vocab]`` logits for depth d + 1
+            (:class:`trtbench.builders.reference.medusa_heads.MedusaHeads`).
         tree: the tree (``build_tree``); its depth must not exceed the number of heads.
     """
 
@@ -189,7 +188,8 @@ class MedusaDecoder(BaselineDecoder):
     @torch.inference_mode()
     def _propose_from(self, hidden: torch.Tensor) -> list[int]:
         """Tree node tokens (node 1..N) from the heads at one hidden state ``[hidden]``."""
-        logits = self.heads(hidden)[: self.tree.depth].reshape(self.tree.depth, -1)
+        # Only the heads the tree reaches (head d proposes depth d + 1).
+        logits = torch.stack([self.heads[d](hidden) for d in range(self.tree.depth)])
         topk = logits.topk(max(self.tree.topk_per_depth), dim=-1).indices
         return topk[self._depth_index, self._rank_index].tolist()
 

@@ -151,9 +151,29 @@ class ModelRunner:
         self.length += q
         return logits, hidden
 
+    def prefill(self, tokens: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reset, run the prompt eagerly; ``(logits [1, vocab], hidden [1, hidden])`` of its
+        last token only (no LM head over the whole prompt)."""
+        self.reset()
+        q = len(tokens)
+        if q > self.max_cache_len:
+            raise ValueError(
+                f"{q} prompt tokens exceed the cache of {self.max_cache_len}"
+            )
+        ids = torch.tensor([list(tokens)], device=self.device)
+        positions = torch.arange(q, device=self.device).view(1, q)
+        mask = self.step_mask(torch.ones(q, q, dtype=torch.bool).tril_())
+        logits, hidden = self._eager(ids, positions, mask, last_only=True)
+        self.length = q
+        return logits, hidden
+
     @torch.inference_mode()
     def _eager(
-        self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        mask: torch.Tensor,
+        last_only: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         out = self.decoder(
             input_ids=ids,
@@ -162,7 +182,9 @@ class ModelRunner:
             cache=self.cache,
             use_cache=True,
         )
-        hidden = out.last_hidden_state[0]
+        hidden = (
+            out.last_hidden_state[0, -1:] if last_only else out.last_hidden_state[0]
+        )
         return self.lm_head(hidden), hidden
 
     @torch.inference_mode()

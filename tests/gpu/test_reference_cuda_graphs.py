@@ -1,0 +1,49 @@
+"""CUDA graphs in the reference engine: captured decode steps replay to the eager tokens."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not torch.cuda.is_available(),
+        reason="needs a CUDA device: the reference engine captures its decode step with torch CUDA graphs",
+    ),
+]
+
+TREE = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]
+
+
+@pytest.mark.parametrize("mode", ["baseline", "draft_target", "medusa"])
+def test_graph_replay_matches_eager(tiny_models, mode):
+    from transformers import AutoTokenizer
+
+    from trtbench.builders.reference.loading import load_causal_lm, make_engine
+    from trtbench.builders.reference.medusa_heads import load_medusa_heads
+
+    device, dtype = torch.device("cuda"), torch.float32
+    target = load_causal_lm(tiny_models["target"], dtype, device)
+    tok = AutoTokenizer.from_pretrained(tiny_models["target"])
+    extra = {
+        "baseline": {},
+        "draft_target": {
+            "draft": load_causal_lm(tiny_models["draft"], dtype, device),
+            "draft_len": 4,
+        },
+        "medusa": {
+            "heads": load_medusa_heads(tiny_models["medusa"], dtype, device),
+            "choices": TREE,
+        },
+    }[mode]
+    kw = {"max_seq_len": 256, "max_input_len": 128, **extra}
+    eager = make_engine(mode, target, tok, cuda_graphs=False, **kw)
+    graphed = make_engine(mode, target, tok, cuda_graphs=True, **kw)
+    assert graphed.cuda_graphs.available, graphed.cuda_graphs.reason
+    want_q = {"baseline": (1,), "draft_target": (5,), "medusa": (7,)}[mode]
+    assert graphed.decoder.target.graph_lengths == want_q
+    prompt = tok("def main(argv):\n    parser = argparse.")["input_ids"]
+    for limit in (1, 5, 48):
+        want = eager.generate_ids(prompt, limit, end_id=-1)
+        assert graphed.generate_ids(prompt, limit, end_id=-1) == want
