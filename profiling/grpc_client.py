@@ -30,10 +30,13 @@ REQUIRED_INPUTS = {"text_input": "BYTES", "max_tokens": "INT32"}
 MIN_TOKENS_INPUTS = ("min_tokens", "min_length")
 TEXT_OUTPUT = "text_output"
 IDS_OUTPUT = "output_ids"
-# Speculative-decoding counts a server may return per response. ``total_*`` are running
-# totals per request (TRT-LLM perf metrics); the others count only that response's steps.
-DRAFT_OUTPUTS = ("draft_tokens", "total_draft_tokens")
-ACCEPTED_OUTPUTS = ("accepted_draft_tokens", "total_accepted_draft_tokens")
+# Speculative-decoding counts a server may return. ``draft_tokens_proposed`` /
+# ``draft_tokens_accepted`` count the steps behind one response (trtbench's reference and
+# BLS models, triton_repo/interface.py); ``total_*`` are running totals per request
+# (TRT-LLM perf metrics, with ``return_perf_metrics=true``).
+DRAFT_OUTPUTS = ("draft_tokens_proposed", "total_draft_tokens")
+ACCEPTED_OUTPUTS = ("draft_tokens_accepted", "total_accepted_draft_tokens")
+PERF_METRICS_INPUT = "return_perf_metrics"
 FINAL_PARAM = "triton_final_response"
 EMPTY_FINAL_PARAM = "triton_enable_empty_final_response"
 _DTYPES = {
@@ -185,7 +188,8 @@ def build_request(
     """A ModelInferRequest for one prompt; optional inputs only where the model has them.
 
     Always sends ``exclude_input_in_output=true``; ``min_tokens`` (or ``min_length``) =
-    ``max_tokens`` when ``options.fixed_output_len``; asks for the empty final response.
+    ``max_tokens`` when ``options.fixed_output_len``; ``return_perf_metrics=true`` when the
+    model has no per-response draft counts; asks for the empty final response.
     """
     values: dict[str, object] = {
         "text_input": text,
@@ -197,6 +201,8 @@ def build_request(
         name = next((n for n in MIN_TOKENS_INPUTS if n in interface.inputs), None)
         if name:
             values[name] = max_tokens
+    if DRAFT_OUTPUTS[0] not in interface.outputs:
+        values[PERF_METRICS_INPUT] = True  # TRT-LLM: draft totals on the final response
     if options.end_id is not None:
         values["end_id"] = options.end_id
     values.update(options.extra)

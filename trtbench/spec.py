@@ -136,16 +136,26 @@ class DeploySpec(_Strict):
 
 
 class LoadtestSpec(_Strict):
-    """The request stream sent to every variant, tier by tier."""
+    """The request stream sent to every variant, tier by tier.
+
+    Tiers: ``request_rate`` (open loop, requests/s, ``arrival`` process with
+    ``burstiness``) when given, else ``concurrency`` (closed loop). Each tier sends
+    ``requests_per_tier`` requests (default 32) or runs for ``duration_s`` — not both.
+    ``ramp_up_s`` spreads the first requests of a closed-loop tier over that many seconds.
+    Warmup requests go once per server, before the first tier, and are not recorded.
+    Prompts: ``dataset`` (trtllm-bench JSONL) or synthetic lengths drawn with ``seed``.
+    ``fixed_output_len`` sends min tokens = max tokens. SLOs (ms, upper bounds) give goodput.
+    """
 
     concurrency: list[Annotated[int, Field(ge=1)]] = Field(
-        default_factory=lambda: [1, 4, 8]
+        default_factory=lambda: [1, 4, 8], min_length=1
     )
     request_rate: list[Annotated[float, Field(gt=0)]] | None = None
     arrival: Literal["constant", "poisson", "gamma"] = "poisson"
     burstiness: float = Field(default=1.0, gt=0)
-    requests_per_tier: int | None = Field(default=32, ge=1)
+    requests_per_tier: int | None = Field(default=None, ge=1)
     duration_s: float | None = Field(default=None, gt=0)
+    ramp_up_s: float = Field(default=0.0, ge=0)
     warmup_requests: int = Field(default=2, ge=0)
     input_len_mean: int = Field(default=64, ge=1)
     input_len_std: float = Field(default=0.0, ge=0)
@@ -157,6 +167,27 @@ class LoadtestSpec(_Strict):
     request_timeout_s: float = Field(default=120.0, gt=0)
     slo_ttft_ms: float | None = Field(default=None, gt=0)
     slo_tpot_ms: float | None = Field(default=None, gt=0)
+    slo_e2e_ms: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _count_or_duration(self) -> LoadtestSpec:
+        if self.requests_per_tier is not None and self.duration_s is not None:
+            raise ValueError("give requests_per_tier or duration_s, not both")
+        return self
+
+    @property
+    def tier_requests(self) -> int | None:
+        """Requests per tier: the given count, 32 by default, None with ``duration_s``."""
+        if self.duration_s is not None:
+            return None
+        return self.requests_per_tier or 32
+
+    @property
+    def slos(self) -> dict[str, float]:
+        """``{"ttft_ms": …, "tpot_ms": …, "e2e_ms": …}`` for the SLOs that are set."""
+        pairs = (("ttft_ms", self.slo_ttft_ms), ("tpot_ms", self.slo_tpot_ms),
+                 ("e2e_ms", self.slo_e2e_ms))  # fmt: skip
+        return {k: v for k, v in pairs if v is not None}
 
 
 class ProfileSpec(_Strict):

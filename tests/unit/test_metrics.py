@@ -256,8 +256,8 @@ def test_acceptance_from_server_counts():
     msg_b = response([5, 6, 7, 8, 9, 10], final=True)
     for msg, drafted, accepted in ((msg_a, 4, 3), (msg_b, 8, 3)):
         for name, value in (
-            ("draft_tokens", drafted),
-            ("accepted_draft_tokens", accepted),
+            ("draft_tokens_proposed", drafted),
+            ("draft_tokens_accepted", accepted),
         ):
             msg.outputs.add(name=name, datatype="INT32", shape=[1, 1])
             msg.raw_output_contents.append(np.asarray([value], "<i4").tobytes())
@@ -272,3 +272,14 @@ def test_unknown_slo_is_rejected():
     req, _ = frames(records(SPEC_STREAM))
     with pytest.raises(ValueError, match="ttft_ms"):
         good_requests(request_metrics(req), {"latency": 1.0})
+
+
+def test_acceptance_from_running_totals_on_the_final_response():
+    # TensorRT-LLM style: totals only on the final response (12 proposed, 6 accepted).
+    final = response([5, 6, 7, 8, 9, 10], final=True)
+    for name, value in (("total_draft_tokens", 12), ("total_accepted_draft_tokens", 6)):
+        final.outputs.add(name=name, datatype="INT32", shape=[1, 1])
+        final.raw_output_contents.append(np.asarray([value], "<i4").tobytes())
+    rec, resp = records([(10.0, response([1, 2, 3, 4])), (20.0, final)])
+    assert (rec.draft_tokens, rec.accepted_draft_tokens) == (12, 6)
+    assert [r.draft_tokens for r in resp] == [None, 12]

@@ -3,7 +3,7 @@
 Same tensors as trtbench's ``ensemble`` model: inputs ``text_input`` BYTES, ``max_tokens``
 INT32 and optional ``stream`` / ``exclude_input_in_output`` BOOL, ``min_tokens`` / ``end_id``
 INT32; outputs ``text_output`` BYTES, ``output_ids`` INT32 and per-response
-``draft_tokens`` / ``accepted_draft_tokens`` INT32.
+``draft_tokens_proposed`` / ``draft_tokens_accepted`` INT32.
 
 Timing (config parameters): the first response carries ``first_tokens`` tokens at
 ``first_delay_ms`` after the request reached ``execute``; then every ``step_ms`` a response
@@ -80,9 +80,11 @@ class TritonPythonModel:
             output_tensors=[
                 pb_utils.Tensor("text_output", np.array([text], dtype=np.object_)),
                 pb_utils.Tensor("output_ids", ids.reshape(1, -1)),
-                pb_utils.Tensor("draft_tokens", np.array([[drafted]], dtype=np.int32)),
                 pb_utils.Tensor(
-                    "accepted_draft_tokens", np.array([[accepted]], dtype=np.int32)
+                    "draft_tokens_proposed", np.array([[drafted]], dtype=np.int32)
+                ),
+                pb_utils.Tensor(
+                    "draft_tokens_accepted", np.array([[accepted]], dtype=np.int32)
                 ),
             ]
         )
