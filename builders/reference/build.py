@@ -203,6 +203,21 @@ def cuda_graphs_at_build(requested: bool) -> CudaGraphs:
     )
 
 
+def _reference_notes(variant: VariantSpec) -> dict[str, str]:
+    """How the reference engine realises this variant (recorded, never silently dropped)."""
+    notes = {
+        "engine_dir": "build.json only; the model dirs are loaded in place",
+        "batching": "one request at a time per model instance (batch 1)",
+        "decoding": "greedy",
+    }
+    if variant.mode == "draft_target":
+        notes["draft_acceptance"] = (
+            f"{variant.draft_acceptance}: under greedy decoding both rules accept a draft "
+            "token iff it is the target's argmax, so the engine compares tokens"
+        )
+    return notes
+
+
 def _gpus() -> list[str]:
     import torch
 
@@ -271,10 +286,7 @@ def build_reference_variant(
             "vocab_size": len(target_vocab),
             "vocab_sha256": vocab_sha256(target_vocab),
         },
-        reference={
-            "engine_dir": "build.json only; the model dirs are loaded in place",
-            "batching": "one request at a time per model instance (batch 1)",
-        },
+        reference=_reference_notes(variant),
     )
     manifest.build_seconds = (time.perf_counter_ns() - t0) / 1e9
     if not dry_run:
