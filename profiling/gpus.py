@@ -1,0 +1,125 @@
+"""Published limits of the GPUs the planner knows: memory, HBM bandwidth, dense tensor peaks.
+
+All figures are vendor spec-sheet values for *dense* math (NVIDIA lists sparse peaks, twice as
+large, in bold; those are not used here). Memory is the spec-sheet capacity in decimal bytes.
+
+Sources:
+    H100 SXM5 and H200 SXM: research/speedup_anchors.md §3 (NVIDIA spec pages).
+    A100 SXM4 80GB: NVIDIA A100 datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4): 80 GB
+        HBM2e, 2,039 GB/s, BF16 tensor 312 TFLOP/s dense; no FP8 tensor cores (Ampere).
+    L40S: NVIDIA L40S datasheet: 48 GB GDDR6, 864 GB/s, BF16 tensor 362.05 TFLOP/s dense
+        (733 sparse), FP8 733 TFLOP/s dense (1,466 sparse).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trtbench.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU's limits (dense peaks; decimal units).
+
+    Attributes:
+        name: canonical key, e.g. ``h100-sxm``.
+        label: human name with the variant, e.g. ``H100 SXM5 80GB``.
+        memory_bytes: device memory from the spec sheet.
+        hbm_bandwidth_bytes_per_s: peak DRAM bandwidth.
+        bf16_dense_flops_per_s: dense BF16/FP16 tensor-core peak.
+        fp8_dense_flops_per_s: dense FP8 tensor-core peak; None where the GPU has none.
+        source: where the numbers come from.
+    """
+
+    name: str
+    label: str
+    memory_bytes: float
+    hbm_bandwidth_bytes_per_s: float
+    bf16_dense_flops_per_s: float
+    fp8_dense_flops_per_s: float | None
+    source: str
+
+    def ridge_flops_per_byte(self, fp8: bool = False) -> float:
+        """Roofline ridge point: dense peak / bandwidth (FLOP per byte).
+
+        Raises:
+            ConfigError: ``fp8`` on a GPU without FP8 tensor cores.
+        """
+        return self.peak_flops_per_s(fp8) / self.hbm_bandwidth_bytes_per_s
+
+    def peak_flops_per_s(self, fp8: bool = False) -> float:
+        """Dense tensor peak for BF16/FP16 math, or FP8 math when ``fp8``.
+
+        Raises:
+            ConfigError: ``fp8`` on a GPU without FP8 tensor cores (A100).
+        """
+        if not fp8:
+            return self.bf16_dense_flops_per_s
+        if self.fp8_dense_flops_per_s is None:
+            raise ConfigError(
+                f"{self.label} has no FP8 tensor cores; plan with --dtype bfloat16 or "
+                "float16, or pick an FP8-capable GPU (h100-sxm, h200, l40s)"
+            )
+        return self.fp8_dense_flops_per_s
+
+
+_TB = 1e12
+_GB = 1e9
+
+GPUS: dict[str, GpuSpec] = {
+    g.name: g
+    for g in (
+        GpuSpec(
+            "h100-sxm", "H100 SXM5 80GB", 80 * _GB, 3.35 * _TB, 989 * _TB,
+            1979 * _TB, "research/speedup_anchors.md §3 (NVIDIA H100 spec page)",
+        ),
+        GpuSpec(
+            "h200", "H200 SXM 141GB", 141 * _GB, 4.8 * _TB, 989 * _TB, 1979 * _TB,
+            "research/speedup_anchors.md §3 (NVIDIA H200 spec page)",
+        ),
+        GpuSpec(
+            "a100-sxm-80gb", "A100 SXM4 80GB", 80 * _GB, 2.039 * _TB, 312 * _TB, None,
+            "NVIDIA A100 datasheet (SXM4 80GB: 2,039 GB/s, BF16 312 TFLOP/s dense)",
+        ),
+        GpuSpec(
+            "l40s", "L40S 48GB", 48 * _GB, 0.864 * _TB, 362.05 * _TB, 733 * _TB,
+            "NVIDIA L40S datasheet (864 GB/s; BF16 362 / FP8 733 TFLOP/s dense)",
+        ),
+    )
+}  # fmt: skip
+
+_ALIASES = {"h100": "h100-sxm", "h100-sxm5": "h100-sxm", "h200-sxm": "h200",
+            "a100": "a100-sxm-80gb", "a100-80gb": "a100-sxm-80gb"}  # fmt: skip
+
+
+def get_gpu(name: str) -> GpuSpec:
+    """Look a GPU up by key or alias (case-insensitive: ``H100``, ``h100-sxm``, ``a100``…).
+
+    Raises:
+        ConfigError: unknown name; the message lists the known ones.
+    """
+    key = name.strip().lower().replace("_", "-").replace(" ", "-")
+    key = _ALIASES.get(key, key)
+    if key not in GPUS:
+        raise ConfigError(f"unknown GPU {name!r}; use one of {', '.join(sorted(GPUS))}")
+    return GPUS[key]
+
+
+def match_gpu_name(device_name: str) -> GpuSpec | None:
+    """Best effort: the table entry for an NVML device name such as ``NVIDIA H100 80GB HBM3``.
+
+    Returns None when no entry matches (PCIe variants of H100/A100 are not in the table).
+    """
+    text = device_name.upper()
+    if "H200" in text:
+        return GPUS["h200"]
+    if "L40S" in text:
+        return GPUS["l40s"]
+    if "PCIE" in text or "NVL" in text:
+        return None
+    if "H100" in text:
+        return GPUS["h100-sxm"]
+    if "A100" in text and "80GB" in text.replace(" ", ""):
+        return GPUS["a100-sxm-80gb"]
+    return None

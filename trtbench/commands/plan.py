@@ -1,0 +1,163 @@
+"""``trtbench plan``: predict draft-target vs Medusa vs baseline before building anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from click_option_group import optgroup
+from pydantic import ValidationError
+
+from trtbench.plan_settings import PlanSettings, run_plan
+from trtbench.plan_text import render_plan
+
+
+def parse_int_list(
+    ctx: click.Context, param: click.Parameter, value: str
+) -> tuple[int, ...]:
+    """``"1,8,16"`` → ``(1, 8, 16)``; each value must be an integer >= 1."""
+    try:
+        values = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not a comma-separated list of integers"
+        ) from None
+    if not values or min(values) < 1:
+        raise click.BadParameter(f"{value!r}: every value must be an integer >= 1")
+    return values
+
+
+def validation_error(exc: ValidationError) -> click.BadParameter:
+    """The first pydantic error as a BadParameter naming the option."""
+    err = exc.errors()[0]
+    option = "--" + str(err["loc"][0]).replace("_", "-") if err["loc"] else "option"
+    return click.BadParameter(err["msg"], param_hint=f"'{option}'")
+
+
+@click.command("plan")
+@optgroup.group("Model and hardware")
+@optgroup.option(
+    "--model",
+    help="Target: a preset (llama-3-8b, llama-3.1-70b, llama-3.2-1b, llama-3.2-3b, vicuna-7b), a HF config.json / model dir, or sizes params=8e9,layers=32,hidden=4096,kv_heads=8,head_dim=128,vocab=128256.",
+)
+@optgroup.option(
+    "--gpu",
+    default="h100-sxm",
+    show_default=True,
+    help="h100-sxm, h200, a100-sxm-80gb or l40s.",
+)
+@optgroup.option(
+    "--dtype",
+    type=click.Choice(["float16", "bfloat16", "fp8"]),
+    default="bfloat16",
+    show_default=True,
+    help="Weights and math (fp8: FP8 weights on FP8 tensor cores).",
+)
+@optgroup.option(
+    "--kv-dtype",
+    type=click.Choice(["auto", "float16", "bfloat16", "fp8"]),
+    default="auto",
+    show_default=True,
+    help="KV-cache element type (auto: as --dtype).",
+)
+@optgroup.group("Draft model")
+@optgroup.option(
+    "--draft", help="Draft model, same forms as --model (omit: no draft-target)."
+)
+@optgroup.option(
+    "--draft-len",
+    type=int,
+    default=4,
+    show_default=True,
+    help="Draft tokens per step γ.",
+)
+@optgroup.option(
+    "--alpha",
+    type=float,
+    default=0.8,
+    show_default=True,
+    help="Per-token acceptance α of the draft.",
+)
+@optgroup.group("Medusa")
+@optgroup.option(
+    "--medusa-accuracies",
+    help="Per-head per-rank accuracies 'a1,a2;b1,b2' (heads split by ';') or a preset: vicuna-7b, vicuna-13b, vicuna-33b (omit: no Medusa).",
+)
+@optgroup.option(
+    "--medusa-cumulative",
+    is_flag=True,
+    help="The accuracies are cumulative top-k values.",
+)
+@optgroup.option(
+    "--medusa-tree",
+    default="greedy",
+    show_default=True,
+    help="greedy (best-first from the accuracies), a named tree (mc_sim_7b_63…) or a list of paths.",
+)
+@optgroup.option(
+    "--medusa-nodes",
+    type=int,
+    default=63,
+    show_default=True,
+    help="Nodes of the greedy tree.",
+)
+@optgroup.option(
+    "--medusa-heads", type=int, help="Heads (default: the number of accuracy rows)."
+)
+@optgroup.option(
+    "--medusa-layers",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Residual blocks per head.",
+)
+@optgroup.group("Workload")
+@optgroup.option(
+    "--concurrency",
+    default="1,2,4,8,16,32,64",
+    show_default=True,
+    callback=parse_int_list,
+    help="Concurrent sequences to predict.",
+)
+@optgroup.option(
+    "--input-len", type=int, default=1024, show_default=True, help="Prompt tokens."
+)
+@optgroup.option(
+    "--output-len", type=int, default=256, show_default=True, help="Generated tokens."
+)
+@optgroup.option(
+    "--memory-fraction",
+    type=float,
+    default=0.9,
+    show_default=True,
+    help="Share of GPU memory weights + KV may use.",
+)
+@optgroup.option(
+    "--step-overhead-ms",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Fixed host/launch time added to every forward pass.",
+)
+@optgroup.group("Output")
+@optgroup.option(
+    "--from-run",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Fit α and the draft cost to this run directory and report the prediction error.",
+)
+@optgroup.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write the plan as CSV here.",
+)
+def plan(**params: object) -> None:
+    """Predict step time, tokens per step, speedup and memory per concurrency (roofline).
+
+    Formulas: research/speedup_anchors.md §2 (Leviathan et al. expected tokens per step,
+    Medusa tree expectation, roofline of weights + KV read per step).
+    """
+    try:
+        settings = PlanSettings(**params)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    click.echo(render_plan(run_plan(settings)))

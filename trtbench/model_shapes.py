@@ -1,0 +1,207 @@
+"""Model shapes for the planner: parameter counts and KV-cache bytes from a HF config or sizes.
+
+A decoder-only Llama-style transformer (gated MLP, grouped-query attention) is assumed. From a
+Hugging Face ``config.json`` (keys ``hidden_size``, ``num_hidden_layers``,
+``num_attention_heads``, ``num_key_value_heads``, ``head_dim``, ``intermediate_size``,
+``vocab_size``, ``tie_word_embeddings``)::
+
+    attention per layer = H*(n_q*d) + 2*H*(n_kv*d) + (n_q*d)*H        (q, k, v, o)
+    mlp per layer       = 3*H*I                                      (gate, up, down)
+    params = V*H (embedding) + [V*H lm_head unless tied] + L*(attention + mlp + 2H) + H
+    matmul params = L*(attention + mlp) + V*H   (the embedding lookup and norms do no matmul;
+                                                 the lm_head, tied or not, does)
+    KV bytes per token = 2 * L * n_kv * d * bytes_per_element        (keys and values)
+
+Llama-3-8B gives 8,030,261,248 parameters, the published size.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trtbench.errors import ConfigError
+
+_MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the roofline needs to know about one model.
+
+    Attributes:
+        name: label for tables.
+        params: total parameter count (what sits in memory).
+        matmul_params: parameters that take part in a matmul per token (2 FLOP each).
+        layers: decoder layers.
+        hidden: hidden size H.
+        q_heads: attention (query) heads.
+        kv_heads: key/value heads (GQA).
+        head_dim: per-head width d.
+        vocab: vocabulary size V.
+    """
+
+    name: str
+    params: float
+    matmul_params: float
+    layers: int
+    hidden: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+
+    def kv_bytes_per_token(self, bytes_per_element: float) -> float:
+        """Bytes of K and V cached per token: ``2 * layers * kv_heads * head_dim * b``."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * bytes_per_element
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the attention queries, ``q_heads * head_dim``."""
+        return self.q_heads * self.head_dim
+
+
+def shape_from_hf_config(config: Mapping[str, Any], name: str = "model") -> ModelShape:
+    """Shape of a Llama-style model from its HF config dict (formulas in the module doc).
+
+    Raises:
+        ConfigError: a required key is missing or not a positive integer, or the config
+            describes a mixture-of-experts model (verification is not free there:
+            research/speedup_anchors.md §2.6, MoE caveat).
+    """
+    if any(config.get(k) for k in _MOE_KEYS):
+        raise ConfigError(
+            f"{name} is a mixture-of-experts model; the planner models dense models only "
+            "(speculative verification reads more experts, §2.6); give a dense model"
+        )
+
+    def need(key: str, default: Any = None) -> int:
+        value = config.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(
+                f"config of {name} lacks a positive integer {key!r} (got {value!r}); "
+                "give a Llama-style HF config.json or explicit sizes"
+            )
+        return value
+
+    hidden, layers = need("hidden_size"), need("num_hidden_layers")
+    q_heads = need("num_attention_heads")
+    kv_heads = need("num_key_value_heads", q_heads)
+    head_dim = need("head_dim", config.get("head_dim") or hidden // q_heads)
+    inter, vocab = need("intermediate_size"), need("vocab_size")
+    tied = bool(config.get("tie_word_embeddings", False))
+    q_dim, kv_dim = q_heads * head_dim, kv_heads * head_dim
+    per_layer = (
+        hidden * q_dim + 2 * hidden * kv_dim + q_dim * hidden + 3 * hidden * inter
+    )
+    embed = vocab * hidden
+    params = embed * (1 if tied else 2) + layers * (per_layer + 2 * hidden) + hidden
+    return ModelShape(
+        name, float(params), float(layers * per_layer + embed), layers, hidden,
+        q_heads, kv_heads, head_dim, vocab,
+    )  # fmt: skip
+
+
+def shape_from_config_file(path: Path) -> ModelShape:
+    """Read ``config.json`` (or ``DIR/config.json``) and return its shape.
+
+    Raises:
+        ConfigError: the file is missing or not JSON, or see :func:`shape_from_hf_config`.
+    """
+    file = path / "config.json" if path.is_dir() else path
+    try:
+        config = json.loads(file.read_text())
+    except FileNotFoundError:
+        raise ConfigError(
+            f"model config {file} does not exist; give a HF config.json, a model dir, "
+            "a preset or sizes such as params=8e9,layers=32,..."
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"model config {file} is not JSON ({exc.msg})") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"model config {file} is not a JSON object")
+    return shape_from_hf_config(config, name=path.name or str(path))
+
+
+_SIZE_KEYS = ("params", "layers", "hidden", "kv_heads", "head_dim", "vocab")
+
+
+def shape_from_sizes(text: str, name: str = "model") -> ModelShape:
+    """Shape from ``params=8.03e9,layers=32,hidden=4096,kv_heads=8,head_dim=128,vocab=128256``.
+
+    Optional keys: ``heads`` (query heads, default ``hidden // head_dim``) and ``tied``
+    (1 when the lm_head shares the embedding; default 0). Matmul params are
+    ``params - vocab*hidden`` untied, ``params`` tied (module doc).
+
+    Raises:
+        ConfigError: a missing, unknown or non-numeric key (named in the message).
+    """
+    values: dict[str, float] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, raw = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in (*_SIZE_KEYS, "heads", "tied"):
+            raise ConfigError(
+                f"model size item {item!r} is not key=value with a key among "
+                f"{', '.join((*_SIZE_KEYS, 'heads', 'tied'))}"
+            )
+        try:
+            values[key] = float(raw)
+        except ValueError:
+            raise ConfigError(f"model size {key}={raw!r} is not a number") from None
+    missing = [k for k in _SIZE_KEYS if k not in values]
+    if missing:
+        raise ConfigError(
+            f"model sizes lack {', '.join(missing)}; give all of {', '.join(_SIZE_KEYS)}"
+        )
+    if any(v <= 0 for k, v in values.items() if k != "tied"):
+        raise ConfigError(f"model sizes must be positive, got {text!r}")
+    hidden, vocab, head_dim = (int(values[k]) for k in ("hidden", "vocab", "head_dim"))
+    params = values["params"]
+    matmul = params if values.get("tied", 0) else params - vocab * hidden
+    heads = int(values.get("heads", hidden // head_dim))
+    return ModelShape(
+        name, params, matmul, int(values["layers"]), hidden, heads,
+        int(values["kv_heads"]), head_dim, vocab,
+    )  # fmt: skip
+
+
+# Shapes of public checkpoints (their HF config.json values).
+PRESET_CONFIGS: dict[str, dict[str, Any]] = {
+    "llama-3-8b": dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                       num_key_value_heads=8, intermediate_size=14336, vocab_size=128256),
+    "llama-3.1-70b": dict(hidden_size=8192, num_hidden_layers=80, num_attention_heads=64,
+                          num_key_value_heads=8, intermediate_size=28672, vocab_size=128256),
+    "llama-3.2-1b": dict(hidden_size=2048, num_hidden_layers=16, num_attention_heads=32,
+                         num_key_value_heads=8, head_dim=64, intermediate_size=8192,
+                         vocab_size=128256, tie_word_embeddings=True),
+    "llama-3.2-3b": dict(hidden_size=3072, num_hidden_layers=28, num_attention_heads=24,
+                         num_key_value_heads=8, head_dim=128, intermediate_size=8192,
+                         vocab_size=128256, tie_word_embeddings=True),
+    "vicuna-7b": dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                      num_key_value_heads=32, intermediate_size=11008, vocab_size=32000),
+}  # fmt: skip
+
+
+def resolve_model(spec: str | Path) -> ModelShape:
+    """A model from a preset name, a config.json / model dir, or ``key=value`` sizes.
+
+    Raises:
+        ConfigError: none of the three forms fits (the message lists the presets).
+    """
+    text = str(spec).strip()
+    if text.lower() in PRESET_CONFIGS:
+        return shape_from_hf_config(PRESET_CONFIGS[text.lower()], name=text.lower())
+    if "=" in text:
+        return shape_from_sizes(text)
+    path = Path(text).expanduser()
+    if path.exists():
+        return shape_from_config_file(path)
+    raise ConfigError(
+        f"model {text!r} is neither a preset ({', '.join(PRESET_CONFIGS)}), an existing "
+        "config.json / model dir, nor sizes like params=8e9,layers=32,hidden=4096,"
+        "kv_heads=8,head_dim=128,vocab=128256"
+    )

@@ -1,0 +1,189 @@
+"""Load what a run directory holds, for ``report``, ``compare`` and ``plan --from-run``.
+
+Only files are read (CSVs, ``run.json``, ``engines/*/build.json``,
+``model_repo/*/trtbench.json``), so a run can be re-rendered on any machine. Optional files
+that are absent become ``None``; ``loadtest/summary.csv`` is required.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from trtbench.errors import ConfigError
+from trtbench.run_dir import RunDir
+
+log = logging.getLogger(__name__)
+
+GRAPHS_ON, GRAPHS_OFF, GRAPHS_UNAVAILABLE, UNKNOWN = (
+    "on",
+    "off",
+    "unavailable",
+    "unknown",
+)
+
+
+@dataclass(frozen=True)
+class VariantInfo:
+    """What the build and the deployment say about one variant.
+
+    Attributes:
+        name: variant name (as in the CSVs).
+        mode: baseline | draft_target | medusa (None when no manifest says).
+        backend: reference | trtllm (None when unknown).
+        draft_len: γ of a draft_target variant (``max_draft_len``).
+        tree_nodes: Medusa tree nodes (tokens verified per step minus the root).
+        medusa_choices: the Medusa tree served (root paths), when known.
+        medusa_heads: number of Medusa heads, when known.
+        cuda_graphs: on | off | unavailable | unknown.
+        cuda_graphs_reason: why graphs were unavailable, when said.
+        streaming: one response per decode step (False: the whole output at once, e.g.
+            draft-target through BLS); None when the repository metadata is absent.
+    """
+
+    name: str
+    mode: str | None = None
+    backend: str | None = None
+    draft_len: int | None = None
+    tree_nodes: int | None = None
+    medusa_choices: tuple[tuple[int, ...], ...] | None = None
+    medusa_heads: int | None = None
+    cuda_graphs: str = UNKNOWN
+    cuda_graphs_reason: str = ""
+    streaming: bool | None = None
+
+
+@dataclass(frozen=True)
+class RunData:
+    """The contents of one run directory (frames as read; ``None`` = file absent)."""
+
+    root: Path
+    run: dict[str, Any]
+    variants: dict[str, VariantInfo]
+    summary: pd.DataFrame
+    requests: pd.DataFrame | None = None
+    memory: pd.DataFrame | None = None
+    memory_breakdown: pd.DataFrame | None = None
+    server_metrics: pd.DataFrame | None = None
+    steps: pd.DataFrame | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    @property
+    def baseline(self) -> str | None:
+        """The baseline variant: mode baseline, else one named ``baseline``, else None."""
+        for info in self.variants.values():
+            if info.mode == "baseline":
+                return info.name
+        return "baseline" if "baseline" in self.variants else None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        log.warning("ignoring %s: %s", path, exc)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _graphs(build: dict[str, Any], repo: dict[str, Any]) -> tuple[str, str]:
+    """CUDA-graph status from the deployed metadata, else from the build manifest."""
+    deployed = repo.get("cuda_graphs") or {}
+    built = build.get("cuda_graphs") or {}
+    reason = str(deployed.get("reason") or built.get("reason") or "")
+    if "enabled" in deployed:
+        if deployed["enabled"]:
+            return GRAPHS_ON, reason
+        return (GRAPHS_UNAVAILABLE if deployed.get("requested") else GRAPHS_OFF), reason
+    if built:
+        if not built.get("requested"):
+            return GRAPHS_OFF, reason
+        return (GRAPHS_ON if built.get("available") else GRAPHS_UNAVAILABLE), reason
+    return UNKNOWN, reason
+
+
+def variant_info(name: str, build: dict[str, Any], repo: dict[str, Any]) -> VariantInfo:
+    """Merge ``build.json`` and ``trtbench.json`` dicts (either may be empty) of one variant."""
+    mode = build.get("mode") or repo.get("mode")
+    medusa = build.get("medusa") or {}
+    choices = medusa.get("choices") or repo.get("medusa_choices")
+    draft_len = build.get("max_draft_len") or repo.get("max_draft_len")
+    graphs, reason = _graphs(build, repo)
+    return VariantInfo(
+        name=name,
+        mode=mode,
+        backend=build.get("backend") or repo.get("backend"),
+        draft_len=int(draft_len) if mode == "draft_target" and draft_len else None,
+        tree_nodes=len(choices) if mode == "medusa" and choices else None,
+        medusa_choices=tuple(tuple(int(k) for k in c) for c in choices)
+        if mode == "medusa" and choices
+        else None,
+        medusa_heads=medusa.get("num_heads"),
+        cuda_graphs=graphs,
+        cuda_graphs_reason=reason,
+        streaming=repo.get("streaming"),
+    )
+
+
+def _optional_csv(path: Path) -> pd.DataFrame | None:
+    return pd.read_csv(path) if path.is_file() and path.stat().st_size else None
+
+
+def _steps(traces: Path) -> pd.DataFrame | None:
+    """Every ``traces/**/steps.csv``, with ``trace`` = its folder relative to ``traces/``."""
+    frames = []
+    for path in sorted(traces.rglob("steps.csv")) if traces.is_dir() else []:
+        frame = pd.read_csv(path)
+        frame.insert(0, "trace", str(path.parent.relative_to(traces)))
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def load_run(root: Path) -> RunData:
+    """Read a run directory.
+
+    Raises:
+        ConfigError: the directory or its ``loadtest/summary.csv`` is missing (run
+            ``trtbench run`` or ``trtbench loadtest`` first).
+    """
+    rd = RunDir(Path(root))
+    if not rd.root.is_dir():
+        raise ConfigError(
+            f"run directory {rd.root} does not exist; give a runs/<name> dir"
+        )
+    if not rd.summary_csv.is_file():
+        raise ConfigError(
+            f"{rd.summary_csv} is missing; run `trtbench run SPEC` or `trtbench loadtest` "
+            "into this run directory first"
+        )
+    summary = pd.read_csv(rd.summary_csv)
+    names = list(dict.fromkeys([*summary["variant"].astype(str), *rd.built_variants()]))
+    variants = {}
+    for name in names:
+        build_path, repo_path = (
+            rd.build_json(name),
+            rd.model_repo(name) / "trtbench.json",
+        )
+        build = _read_json(build_path) if build_path.is_file() else {}
+        repo = _read_json(repo_path) if repo_path.is_file() else {}
+        variants[name] = variant_info(name, build, repo)
+    return RunData(
+        root=rd.root,
+        run=rd.read_run_json(),
+        variants=variants,
+        summary=summary,
+        requests=_optional_csv(rd.requests_csv),
+        memory=_optional_csv(rd.memory_csv),
+        memory_breakdown=_optional_csv(rd.memory_breakdown_csv),
+        server_metrics=_optional_csv(rd.server_metrics_csv),
+        steps=_steps(rd.traces_dir),
+    )
