@@ -99,6 +99,23 @@ def vocab_sha256(vocab: dict[str, int]) -> str:
     return hashlib.sha256(json.dumps(items, ensure_ascii=False).encode()).hexdigest()
 
 
+def check_target(path: Path) -> tuple[Path, dict[str, int]]:
+    """The target dir must hold config.json and a tokenizer; returns it and the vocab.
+
+    Raises:
+        ConfigError: missing dir, config.json or tokenizer (naming ``models.target``).
+    """
+    target = check_model_dir(path, "models.target", "target model")
+    vocab = _tokenizer_vocab(target, "models.target")
+    if vocab is None:
+        raise ConfigError(
+            f"models.target: {target} has no tokenizer ({', '.join(TOKENIZER_FILES[:2])}); "
+            "save the tokenizer with the target model"
+        )
+    _read_config(target, "models.target")
+    return target, vocab
+
+
 def check_draft(target: Path, draft: Path, target_vocab: dict[str, int]) -> None:
     """The draft must share the target's vocabulary size and tokenizer.
 
@@ -250,13 +267,7 @@ def build_reference_variant(
     index = spec.variants.index(variant)
     check_reference_options(variant, index)
     models = spec.models
-    target = check_model_dir(models.target, "models.target", "target model")
-    target_vocab = _tokenizer_vocab(target, "models.target")
-    if target_vocab is None:
-        raise ConfigError(
-            f"models.target: {target} has no tokenizer ({', '.join(TOKENIZER_FILES[:2])}); "
-            "save the tokenizer with the target model"
-        )
+    target, target_vocab = check_target(models.target)
     roles: dict[str, Path | None] = {"target": target, "draft": None, "medusa": None}
     medusa, draft_len = None, None
     if variant.mode == "draft_target":

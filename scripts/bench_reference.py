@@ -1,0 +1,164 @@
+#!/usr/bin/env python
+"""Tokens/s of the PyTorch reference engine per decoding mode, batch 1, on the tiny models.
+
+Usage: .venv/bin/python scripts/bench_reference.py [--max-tokens 64] [--prompts 8]
+       [--prompt-len 32] [--threads N] [--device auto]
+
+For each mode it prints decode tokens/s (the first token, i.e. the prefill, excluded), the
+ratio to baseline, the mean acceptance length (tokens per decode step), the draft
+acceptance rate (accepted / proposed draft tokens) and whether the tokens equal baseline's.
+Then the cost of one forward of each shape, which explains the ratios: a speculative step
+costs ``draft forwards + one verification of q tokens``, and pays off when that is less
+than ``acceptance length × one q=1 target forward``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from transformers import AutoTokenizer
+
+from trtbench.builders.reference.loading import (
+    load_causal_lm,
+    make_engine,
+    resolve_device,
+    resolve_dtype,
+)
+from trtbench.builders.reference.medusa_heads import load_medusa_heads
+from trtbench.builders.reference.runner import ModelRunner
+from trtbench.builders.reference.tiny_models import ensure_tiny_models
+from trtbench.paths import tiny_models_dir
+
+EXAMPLE_TREE = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]  # examples/tiny-cpu.yaml
+CONFIGS = [
+    ("baseline", "baseline", {}),
+    ("draft K=1", "draft_target", {"draft_len": 1}),
+    ("draft K=2", "draft_target", {"draft_len": 2}),
+    ("draft K=4", "draft_target", {"draft_len": 4}),
+    ("medusa [[0]]", "medusa", {"choices": [[0]]}),
+    ("medusa chain 2", "medusa", {"choices": [[0], [0, 0]]}),
+    ("medusa top2,1", "medusa", {"choices": [[0], [1], [0, 0]]}),
+    ("medusa example 6", "medusa", {"choices": EXAMPLE_TREE}),
+]
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--prompt-len", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads")
+    parser.add_argument("--device", default="auto")
+    return parser.parse_args()
+
+
+def held_out_prompts(tokenizer, count: int, length: int) -> list[list[int]]:
+    """Windows of held-out standard-library source (files the tiny models never saw)."""
+    from trtbench.builders.reference.tiny_training import Recipe, select_corpus
+
+    _, held_out = select_corpus(Recipe())
+    prompts: list[list[int]] = []
+    for text in held_out:
+        ids = tokenizer(text)["input_ids"]
+        for start in range(0, len(ids) - length, 4 * length):
+            prompts.append(ids[start : start + length])
+            if len(prompts) == count:
+                return prompts
+    return prompts
+
+
+def run_mode(engine, prompts, max_tokens: int) -> dict[str, float | list]:
+    """Generate for every prompt; decode time runs from the first step to the last."""
+    decode_ns = tokens = steps = proposed = accepted = 0
+    outputs = []
+    for prompt in prompts:
+        it = engine.generate(prompt, max_tokens, end_id=-1)
+        first = next(it)
+        t0 = time.perf_counter_ns()
+        rest = list(it)
+        decode_ns += time.perf_counter_ns() - t0
+        outputs.append([t for s in [first, *rest] for t in s.token_ids])
+        tokens += sum(len(s.token_ids) for s in rest)
+        steps += len(rest)
+        proposed += sum(s.draft_proposed for s in rest)
+        accepted += sum(s.draft_accepted for s in rest)
+    return {
+        "tok_s": tokens / (decode_ns / 1e9),
+        "accept_len": tokens / steps,
+        "accept_rate": accepted / proposed if proposed else float("nan"),
+        "outputs": outputs,
+    }
+
+
+def forward_ms(runner: ModelRunner, prompt: list[int], q: int, reps: int = 30) -> float:
+    """Median wall time of one q-token step at ~the prompt length (ms)."""
+    times = []
+    with torch.inference_mode():
+        runner.prefill(prompt)
+        for _ in range(reps + 3):
+            t0 = time.perf_counter_ns()
+            runner.forward(prompt[:q])
+            times.append(time.perf_counter_ns() - t0)
+            runner.crop(len(prompt))
+    return statistics.median(times[3:]) / 1e6
+
+
+def heads_ms(heads, hidden_size: int, depth: int, device, dtype, reps: int = 30) -> float:
+    hidden = torch.randn(hidden_size, device=device, dtype=dtype)
+    times = []
+    with torch.inference_mode():
+        for _ in range(reps + 3):
+            t0 = time.perf_counter_ns()
+            torch.stack([heads[d](hidden) for d in range(depth)]).topk(2, dim=-1)
+            times.append(time.perf_counter_ns() - t0)
+    return statistics.median(times[3:]) / 1e6
+
+
+def main() -> None:
+    args = parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dirs = ensure_tiny_models(tiny_models_dir())
+    device = resolve_device(args.device)
+    dtype = resolve_dtype("auto", device, dirs["target"])
+    target = load_causal_lm(dirs["target"], dtype, device)
+    draft = load_causal_lm(dirs["draft"], dtype, device)
+    heads = load_medusa_heads(dirs["medusa"], dtype, device)
+    tok = AutoTokenizer.from_pretrained(dirs["target"])
+    prompts = held_out_prompts(tok, args.prompts, args.prompt_len)
+    seq = args.prompt_len + args.max_tokens
+    print(
+        f"device {device} ({dtype}), torch threads {torch.get_num_threads()}, "
+        f"{len(prompts)} prompts x {args.prompt_len} tokens, {args.max_tokens} new tokens"
+    )
+    print(f"{'mode':18} {'tok/s':>8} {'vs base':>8} {'tok/step':>9} {'accept':>7}  lossless")
+    base = None
+    for label, mode, kw in CONFIGS:
+        extra = {"draft": draft} if mode == "draft_target" else {}
+        extra |= {"heads": heads} if mode == "medusa" else {}
+        engine = make_engine(
+            mode, target, tok, max_seq_len=seq, max_input_len=args.prompt_len, **extra, **kw
+        )
+        engine.generate_ids(prompts[0], 8, end_id=-1)  # warm-up
+        res = run_mode(engine, prompts, args.max_tokens)
+        base = base or res
+        same = res["outputs"] == base["outputs"]
+        print(
+            f"{label:18} {res['tok_s']:8.1f} {res['tok_s'] / base['tok_s']:7.2f}x "
+            f"{res['accept_len']:9.2f} {res['accept_rate']:7.2f}  {'yes' if same else 'NO'}"
+        )
+    print("\ncost of one forward (median ms) at the prompt length:")
+    t_run, d_run = ModelRunner(target, seq + 8), ModelRunner(draft, seq + 8)
+    for q in (1, 2, 3, 4, 5, 7):
+        print(f"  target q={q}: {forward_ms(t_run, prompts[0], q):6.3f}")
+    print(f"  draft  q=1: {forward_ms(d_run, prompts[0], 1):6.3f}")
+    for depth in (1, 2, 3):
+        ms = heads_ms(heads, target.config.hidden_size, depth, device, dtype)
+        print(f"  medusa heads, depth {depth}: {ms:6.3f}")
+
+
+if __name__ == "__main__":
+    main()
