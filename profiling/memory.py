@@ -163,9 +163,10 @@ class MemorySampler(PeriodicSampler[MemorySample]):
 
     Example::
 
-        with MemorySampler(lambda: server.pid, variant="medusa", phase="load") as mem:
-            ...start the server...
-            mem.mark("warmup")
+        server = TritonServer(config)          # not started yet: server.process is None
+        pid = lambda: server.process.pid if server.process else None
+        with MemorySampler(pid, variant="medusa", phase="load") as mem, server:
+            mem.mark("warmup")                 # server ready: load phase is over
             ...
             mem.mark("tier:c8")
         frame = mem.frame()
