@@ -164,10 +164,15 @@ class ReferenceEngine:
 
         Raises:
             ConfigError: empty or too long prompt, ``len(input_ids) + max_tokens >
-                max_seq_len``, max_tokens < 1, or a token id outside the vocabulary.
+                max_seq_len``, max_tokens < 1, or a token or end id outside the vocabulary.
         """
         self._check_request(input_ids, max_tokens, min_tokens)
         eos = self.eos_token_id if end_id is None else (None if end_id < 0 else end_id)
+        if eos is not None and eos >= self.vocab_size:
+            raise ConfigError(
+                f"end_id {eos} is outside the vocabulary [0, {self.vocab_size}); use a "
+                "token id of the engine's tokenizer, or -1 to never stop early"
+            )
         greedy = Greedy(eos_id=eos, min_tokens=min_tokens)
         return self._run([int(t) for t in input_ids], max_tokens, greedy)
 

@@ -271,6 +271,11 @@ def test_bad_requests_raise_config_error_at_call(engines, prompt, max_tokens, wo
         engines["medusa-small"].generate(prompt, max_tokens)  # raises before iterating
 
 
+def test_end_id_outside_the_vocabulary_is_refused(engines):
+    with pytest.raises(ConfigError, match=f"end_id {VOCAB} is outside"):
+        engines["baseline"].generate([3], 4, end_id=VOCAB)
+
+
 def test_longest_allowed_request_fits_the_cache(engines, target):
     """prompt + max_tokens == max_seq_len works for the widest step (the cache has room)."""
     prompt = PROMPTS[4][:30]
