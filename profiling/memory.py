@@ -41,6 +41,8 @@ from trtbench.profiling.sampling import PeriodicSampler
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_MS = 100.0
+# Finding the tree reads every /proc/<pid>/stat (~4 ms for 100 processes): not every tick.
+TREE_REFRESH_S = 1.0
 SOURCE_NVML = "nvml"
 SOURCE_RSS = "rss"
 
@@ -208,6 +210,7 @@ class MemorySampler(PeriodicSampler[MemorySample]):
         self.source = SOURCE_RSS
         self.unavailable_reason = ""
         self.device_ids: list[str] = []
+        self._tree_cache: tuple[int | None, list[int], float] = (None, [], 0.0)
 
     def _open(self) -> None:
         arg = self._reader_arg
@@ -263,12 +266,21 @@ class MemorySampler(PeriodicSampler[MemorySample]):
         root = self._root
         return root() if callable(root) else root
 
+    def _tree(self, root: int) -> list[int]:
+        """The tree under ``root``, rescanned (all of /proc) at most every TREE_REFRESH_S."""
+        now = time.perf_counter()
+        cached_root, pids, when = self._tree_cache
+        if cached_root != root or now - when >= TREE_REFRESH_S or not pids:
+            pids = process_tree(root, self._proc)
+            self._tree_cache = (root, pids, now)
+        return pids
+
     def _read(self, phase: str) -> list[MemorySample]:
         t_ns = time.perf_counter_ns()
         root = self._root_pid()
         pids: list[int] = []
         if root is not None and proc_available(self._proc):
-            pids = process_tree(root, self._proc)
+            pids = self._tree(root)
         elif root is not None:
             self._once("noproc", "no /proc here: no process-tree figures")
         rss = tree_rss_bytes(pids, self._proc) if pids else None
@@ -283,7 +295,7 @@ class MemorySampler(PeriodicSampler[MemorySample]):
                 )
             ]
         tree_set = set(pids) if root is not None else None
-        return [
+        rows = [
             MemorySample(
                 **base,
                 **self._read_device(reader, dev, tree_set),
@@ -292,6 +304,14 @@ class MemorySampler(PeriodicSampler[MemorySample]):
             )
             for dev in self._devices
         ]
+        if all(r.proc_count == 0 for r in rows):
+            self._once(
+                "nopid",
+                "NVML lists no process of the server tree on any GPU yet (normal while "
+                "the server loads; inside a container NVML reports host PIDs: run it "
+                "with --pid=host); proc_used_bytes is empty while so",
+            )
+        return rows
 
     def _read_device(
         self, reader: GpuReader, dev: GpuDevice, pids: set[int] | None
@@ -305,14 +325,6 @@ class MemorySampler(PeriodicSampler[MemorySample]):
             proc_count = len(mine)
             if mine and all(p.used_bytes is not None for p in mine):
                 proc_used = sum(p.used_bytes or 0 for p in mine)
-            elif not mine:
-                self._once(
-                    f"nopid{dev.index}",
-                    f"NVML lists no process of the server tree on GPU {dev.index} yet "
-                    "(normal while the server loads; inside a container NVML reports "
-                    "host PIDs: run it with --pid=host); proc_used_bytes is empty "
-                    "while so",
-                )
         return {
             "source": SOURCE_NVML,
             "device_index": dev.index,

@@ -187,11 +187,17 @@ def test_process_memory_counts_only_the_server_tree(holder_tree):
         ("own-unknown", {}, 1),  # usedGpuMemory not available (WDDM-like)
     ],
 )
-def test_missing_per_process_figure_leaves_proc_used_empty(processes, fail, count):
+def test_missing_per_process_figure_leaves_proc_used_empty(
+    processes, fail, count, caplog
+):
     own = os.getpid()
     procs = [(own, None)] if processes == "own-unknown" else processes or []
-    gpu = FakeGpu("GPU-a", processes=procs, fail=fail)
-    row = sample_once(MemorySampler(own, reader=reader_for(gpu))).iloc[0]
+    gpus = [FakeGpu("GPU-a", processes=procs, fail=fail), FakeGpu("GPU-b", fail=fail)]
+    with caplog.at_level(logging.WARNING):
+        row = sample_once(MemorySampler(own, reader=reader_for(*gpus))).iloc[0]
+    # "none of ours on any GPU" is said once, only when NVML did list processes
+    said = sum("--pid=host" in r.getMessage() for r in caplog.records)
+    assert said == (1 if count == 0 else 0)
     assert pd.isna(row["proc_used_bytes"])
     assert pd.isna(row["proc_count"]) if count is None else row["proc_count"] == count
     assert row["mem_used_bytes"] == 10 * GiB  # the device columns still answer
