@@ -159,6 +159,22 @@ def _check_ensemble(
     return problems
 
 
+def _check_model_refs(
+    name: str, config: mc.ModelConfig, configs: Mapping[str, mc.ModelConfig]
+) -> list[Problem]:
+    """Parameters ``*_model_name`` (BLS targets) must name models of the repository."""
+    return [
+        Problem(
+            f"{name}/{CONFIG_NAME}",
+            f"parameter {key} names {value.string_value!r}, which is not in the repository",
+        )
+        for key, value in sorted(config.parameters.items())
+        if key.endswith("_model_name")
+        and value.string_value
+        and value.string_value not in configs
+    ]
+
+
 def is_decoupled(name: str, configs: Mapping[str, mc.ModelConfig]) -> bool:
     """True when ``name`` is decoupled (an ensemble: when any step model is; CORE rule)."""
     config = configs[name]
@@ -232,6 +248,7 @@ def validate_files(
     for name, config in configs.items():
         if config.platform == "ensemble":
             problems += _check_ensemble(name, config, configs)
+        problems += _check_model_refs(name, config, configs)
     if METADATA_NAME in files and configs:
         problems += _check_metadata(files[METADATA_NAME], configs)
     return problems

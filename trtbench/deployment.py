@@ -1,0 +1,304 @@
+"""Deploy built variants: render, validate and write their model repositories, and serve them.
+
+This is the library behind ``trtbench deploy`` and the deploy stage of ``trtbench run``. It is
+the one place that joins the build manifest (``trtbench.builders.manifest``) with the Triton
+repository code (``trtbench.triton_repo``); the two only exchange plain data.
+
+Typical use::
+
+    repo = deploy_variant(run_dir, "medusa", spec.deploy)      # RUN_DIR/model_repo/medusa
+    with serve(run_dir, "medusa", spec.deploy) as server:      # a ready TritonServer
+        meta = read_repo_metadata(repo)                         # model name, streaming, …
+        ... gRPC to server.grpc_url, model meta.model_name ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from trtbench.builders.manifest import read_manifest
+from trtbench.errors import ConfigError, DeployError
+from trtbench.run_dir import RunDir
+from trtbench.spec import DeploySpec
+from trtbench.triton_repo.interface import (
+    METADATA_NAME,
+    RepoMetadata,
+    read_repo_metadata,
+)
+from trtbench.triton_repo.render import render_repository
+from trtbench.triton_repo.server import ServerConfig, TritonServer
+from trtbench.triton_repo.validate import (
+    ensure_valid,
+    validate_files,
+    validate_repository,
+)
+from trtbench.triton_repo.write import write_repository
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DeployedVariant:
+    """One rendered (or checked) repository.
+
+    Attributes:
+        variant: variant name.
+        repo: ``RUN_DIR/model_repo/<variant>``.
+        metadata: its ``trtbench.json``.
+    """
+
+    variant: str
+    repo: Path
+    metadata: RepoMetadata
+
+
+def as_run_dir(run_dir: RunDir | Path) -> RunDir:
+    """Accept a RunDir or a path."""
+    return run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir))
+
+
+def load_deploy_spec(run_dir: RunDir | Path) -> DeploySpec:
+    """The spec's ``deploy`` section as recorded in ``run.json`` by ``trtbench build``.
+
+    Returns:
+        The recorded DeploySpec, or the defaults when run.json holds none.
+
+    Raises:
+        ConfigError: run.json's deploy section is invalid (names the field).
+    """
+    rd = as_run_dir(run_dir)
+    data = rd.read_run_json().get("build", {}).get("spec", {}).get("deploy")
+    if data is None:
+        return DeploySpec()
+    try:
+        return DeploySpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(
+            f"{rd.run_json}: deploy.{field}: {err['msg']}; fix the spec and build again"
+        ) from None
+
+
+def resolve_deploy_spec(
+    run_dir: RunDir | Path, overrides: dict[str, object] | None = None
+) -> DeploySpec:
+    """:func:`load_deploy_spec` with ``overrides`` (CLI options; None values ignored).
+
+    Raises:
+        ConfigError: an override is invalid (names the option, e.g. ``--grpc-port``).
+    """
+    base = load_deploy_spec(run_dir)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    try:
+        return DeploySpec.model_validate({**base.model_dump(), **given})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        option = "--" + str(err["loc"][0]).replace("_", "-")
+        raise ConfigError(f"{option}: {err['msg']}") from None
+
+
+def select_variants(run_dir: RunDir | Path, names: Sequence[str] = ()) -> list[str]:
+    """The variants to deploy: ``names`` (each must be built) or every built one.
+
+    Raises:
+        DeployError: nothing is built, or a named variant has no engine dir / build.json.
+    """
+    rd = as_run_dir(run_dir)
+    built = rd.built_variants()
+    for name in names:
+        if name not in built:
+            read_manifest(
+                rd.engine_dir(name)
+            )  # raises BuildError naming what is missing
+    if names:
+        return list(dict.fromkeys(names))
+    if not built:
+        raise DeployError(
+            f"no built variant in {rd.root / 'engines'}; run `trtbench build SPEC --out "
+            f"{rd.root}` first"
+        )
+    return built
+
+
+def render_variant(
+    run_dir: RunDir | Path, variant: str, deploy: DeploySpec
+) -> dict[str, str]:
+    """Render (not write) the repository of one variant: ``{relative path: text}``.
+
+    Raises:
+        BuildError: the engine dir is missing or not built (no/invalid build.json).
+        DeployError: the manifest cannot be deployed (missing engine role, Medusa tree).
+    """
+    rd = as_run_dir(run_dir)
+    engine_dir = rd.engine_dir(variant)
+    manifest = read_manifest(engine_dir)
+    return render_repository(manifest, engine_dir, deploy)
+
+
+def deploy_variant(
+    run_dir: RunDir | Path, variant: str, deploy: DeploySpec | None = None
+) -> Path:
+    """Render, validate and write ``RUN_DIR/model_repo/<variant>``.
+
+    Args:
+        run_dir: the run directory.
+        variant: a built variant.
+        deploy: deploy options (default: :func:`load_deploy_spec`).
+
+    Returns:
+        The repository path.
+
+    Raises:
+        BuildError: engine dir missing or not built.
+        DeployError: the rendered repository is invalid, or cannot be written.
+    """
+    rd = as_run_dir(run_dir)
+    deploy = deploy if deploy is not None else load_deploy_spec(rd)
+    files = render_variant(rd, variant, deploy)
+    repo = rd.model_repo(variant)
+    ensure_valid(validate_files(files), str(repo))
+    write_repository(files, repo)
+    ensure_valid(validate_repository(repo), str(repo))
+    log.info("model repository %s written", repo)
+    return repo
+
+
+def check_variant(
+    run_dir: RunDir | Path, variant: str, deploy: DeploySpec | None = None
+) -> DeployedVariant:
+    """Validate without writing: the repository as it would be rendered now, and the one
+    already written (if any).
+
+    Raises:
+        BuildError: engine dir missing or not built.
+        DeployError: either repository is invalid (the message names the first problem).
+    """
+    rd = as_run_dir(run_dir)
+    deploy = deploy if deploy is not None else load_deploy_spec(rd)
+    repo = rd.model_repo(variant)
+    files = render_variant(rd, variant, deploy)
+    ensure_valid(validate_files(files), f"{repo} (as rendered)")
+    if repo.exists():
+        ensure_valid(validate_repository(repo), str(repo))
+    meta = RepoMetadata.model_validate_json(files[METADATA_NAME])
+    return DeployedVariant(variant, repo, meta)
+
+
+def deploy_run(
+    run_dir: RunDir | Path,
+    variants: Sequence[str] = (),
+    deploy: DeploySpec | None = None,
+    *,
+    write: bool = True,
+) -> list[DeployedVariant]:
+    """Deploy the variants of a run (``write=False``: only check them, write nothing).
+
+    Args:
+        run_dir: the run directory.
+        variants: variant names (default: every built variant).
+        deploy: deploy options (default: :func:`load_deploy_spec`).
+        write: render and write each repository; False = :func:`check_variant`.
+
+    Raises:
+        BuildError, DeployError: see :func:`deploy_variant` and :func:`check_variant`.
+    """
+    rd = as_run_dir(run_dir)
+    deploy = deploy if deploy is not None else load_deploy_spec(rd)
+    out = []
+    for name in select_variants(rd, variants):
+        if write:
+            repo = deploy_variant(rd, name, deploy)
+            out.append(DeployedVariant(name, repo, read_repo_metadata(repo)))
+        else:
+            out.append(check_variant(rd, name, deploy))
+    return out
+
+
+def server_config(
+    run_dir: RunDir | Path, variant: str, meta: RepoMetadata, deploy: DeploySpec
+) -> ServerConfig:
+    """How to start tritonserver for one deployed variant (pure)."""
+    rd = as_run_dir(run_dir)
+    return ServerConfig(
+        model_repo=rd.model_repo(variant).resolve(),
+        log_path=rd.server_log(variant),
+        tritonserver=deploy.tritonserver,
+        grpc_port=deploy.grpc_port,
+        http_port=deploy.http_port,
+        metrics_port=deploy.metrics_port,
+        models=tuple(meta.models),
+        ready_timeout_s=deploy.ready_timeout_s,
+        world_size=meta.world_size,
+        tensorrt_llm_models=tuple(meta.tensorrt_llm_models),
+        mpirun=deploy.mpirun,
+    )
+
+
+@contextlib.contextmanager
+def serve(
+    run_dir: RunDir | Path,
+    variant: str,
+    deploy: DeploySpec | None = None,
+    *,
+    render: bool = False,
+) -> Iterator[TritonServer]:
+    """A running tritonserver for one variant, stopped (whole process group) on exit.
+
+    Args:
+        run_dir: the run directory.
+        variant: a deployed variant (``render=True`` deploys it first).
+        deploy: deploy options (default: :func:`load_deploy_spec`).
+        render: render and write the repository before starting.
+
+    Yields:
+        The ready :class:`TritonServer` (``grpc_url``, ``http_url``, ``metrics_url``); the
+        repository's metadata is ``read_repo_metadata(RunDir(run_dir).model_repo(variant))``.
+        The server log is ``RUN_DIR/server/<variant>.log``.
+
+    Raises:
+        DeployError: the repository is missing or invalid.
+        ServerStartError: binary not found, port in use, a model failed to load, timeout.
+    """
+    rd = as_run_dir(run_dir)
+    deploy = deploy if deploy is not None else load_deploy_spec(rd)
+    repo = deploy_variant(rd, variant, deploy) if render else rd.model_repo(variant)
+    ensure_valid(validate_repository(repo), str(repo))
+    meta = read_repo_metadata(repo)
+    with TritonServer(server_config(rd, variant, meta, deploy)) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def serve_variants(
+    run_dir: RunDir | Path,
+    variants: Sequence[str] = (),
+    deploy: DeploySpec | None = None,
+) -> Iterator[list[tuple[str, TritonServer]]]:
+    """Deploy the variants and serve each from its own tritonserver until the block exits.
+
+    Raises:
+        ConfigError: several variants with fixed ports (they would collide).
+        BuildError, DeployError, ServerStartError: see :func:`deploy_variant`, :func:`serve`.
+    """
+    rd = as_run_dir(run_dir)
+    deploy = deploy if deploy is not None else load_deploy_spec(rd)
+    names = select_variants(rd, variants)
+    fixed = [p for p in (deploy.grpc_port, deploy.http_port, deploy.metrics_port) if p]
+    if fixed and len(names) > 1:
+        raise ConfigError(
+            f"fixed ports ({', '.join(map(str, fixed))}) cannot serve {len(names)} variants "
+            "at once; pass one --variant or leave the ports out to pick free ones"
+        )
+    with contextlib.ExitStack() as stack:
+        servers = [
+            (name, stack.enter_context(serve(rd, name, deploy, render=True)))
+            for name in names
+        ]
+        yield servers
