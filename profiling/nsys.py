@@ -1,0 +1,435 @@
+"""Nsight Systems SQLite exports: the :class:`NsysReport` facade (schema-aware loader).
+
+Facts used (``research/profiling.md`` §1): the schema version is in ``META_DATA_EXPORT`` (nsys
+>= 2023) or ``EXPORT_META_DATA`` (older); tables are created lazily and carry no indexes; columns
+drift between versions (resolved here with ``PRAGMA table_info``, never ``SELECT *``);
+``CUPTI_ACTIVITY_KIND_RUNTIME`` holds runtime and driver calls; GPU work joins its call on
+``correlationId`` AND process (``globalPid = globalTid & ~0xFFFFFF``), as NVIDIA's
+``cuda_kern_exec_*`` reports do. The join runs inside SQLite against a keyed temporary table
+(the export itself is opened read-only and never modified); only the joined integer columns are
+fetched, in chunks, and string ids are decoded once per distinct id.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from trtbench.errors import ConfigError, TraceParseError
+from trtbench.profiling.launches import (
+    LaunchAnalysis,
+    LaunchTraceFacade,
+    classify_api,
+    make_launch_frame,
+    make_range_frame,
+    strip_api_version,
+)
+
+logger = logging.getLogger(__name__)
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_NA = -1  # SQL COALESCE sentinel for NULL (every real value here is >= 0)
+_CHUNK_ROWS = 262_144
+_PID_MASK = -16777216  # 0xFFFFFFFFFF000000 as a signed 64-bit SQLite integer
+_META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+_NVTX_RANGE_TYPES = {  # ENUM_NSYS_EVENT_TYPE ids, used when the ENUM table is absent
+    "NvtxPushPopRange": 59,
+    "NvtxStartEndRange": 60,
+    "NvtxtPushPopRange": 70,
+    "NvtxtStartEndRange": 71,
+}
+_MEMCPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+                 8: "DtoD", 9: "HtoH", 10: "PtoP"}  # fmt: skip
+# gpu_kind code, table, name expression (kernel: StringIds id; memcpy: copyKind)
+_GPU_TABLES = (
+    (0, "CUPTI_ACTIVITY_KIND_KERNEL", ("demangledName", "shortName")),
+    (1, "CUPTI_ACTIVITY_KIND_MEMCPY", ("copyKind",)),
+    (2, "CUPTI_ACTIVITY_KIND_MEMSET", ()),
+    (3, "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", ()),
+)
+_GPU_FIELDS = ("start", "end", "deviceId", "streamId", "correlationId", "globalPid")
+# grid/block packed as x << 32 | y << 16 | z (CUDA limits: x < 2^31, y and z < 2^16)
+_PACKED = {"grid": ("gridX", "gridY", "gridZ"), "block": ("blockX", "blockY", "blockZ")}
+_ROW_FIELDS = ("kind", *_GPU_FIELDS, "name", "graphNodeId", "grid", "block",
+               "api_start", "api_end", "api_tid", "api_name")  # fmt: skip
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """Open ``path`` read-only after checking it is a non-empty SQLite file."""
+    if not path.is_file():
+        raise ConfigError(
+            f"nsys export {path} does not exist; pass the .sqlite file of a report"
+        )
+    with path.open("rb") as fh:
+        head = fh.read(len(_SQLITE_MAGIC))
+    if not head:
+        raise TraceParseError(
+            f"{path} is empty (0 bytes); export the report again with "
+            "`nsys export --type sqlite REPORT.nsys-rep`"
+        )
+    if head != _SQLITE_MAGIC:
+        hint = (
+            "a .nsys-rep/.qdrep report must be exported first"
+            if path.suffix in (".nsys-rep", ".qdrep")
+            else "it is not an SQLite file"
+        )
+        raise TraceParseError(
+            f"{path} is not an nsys SQLite export ({hint}); run "
+            "`nsys export --type sqlite REPORT.nsys-rep` and pass the .sqlite"
+        )
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+class _Schema:
+    """Table and column names present in one export."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        names = [
+            r[0]
+            for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        ]
+        self.tables = set(names)
+        meta = next((t for t in _META_TABLES if t in self.tables), None)
+        if meta is None:
+            kind = (
+                "an nvprof database"
+                if "Version" in self.tables
+                else "not an nsys export"
+            )
+            raise TraceParseError(
+                f"{path} is {kind}: it has neither META_DATA_EXPORT nor EXPORT_META_DATA; "
+                "export the report with `nsys export --type sqlite REPORT.nsys-rep`"
+            )
+        self.meta = dict(conn.execute(f"SELECT name, value FROM {meta}").fetchall())
+        self._conn = conn
+        self._columns: dict[str, set[str]] = {}
+
+    def table(self, base: str) -> str | None:
+        """``base`` itself, else the highest ``base_V<n>`` variant, else None."""
+        if base in self.tables:
+            return base
+        variants = sorted(
+            (
+                t
+                for t in self.tables
+                if t.startswith(base + "_V") and t[len(base) + 2 :].isdigit()
+            ),
+            key=lambda t: int(t[len(base) + 2 :]),
+        )
+        return variants[-1] if variants else None
+
+    def columns(self, table: str) -> set[str]:
+        if table not in self._columns:
+            rows = self._conn.execute(f"PRAGMA table_info({table})").fetchall()
+            self._columns[table] = {r[1] for r in rows}
+        return self._columns[table]
+
+    def has_rows(self, table: str | None) -> bool:
+        return (
+            bool(table)
+            and self._conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone()
+        )
+
+
+def _fetch(
+    conn: sqlite3.Connection, sql: str, n_cols: int, rows_hint: int | None = None
+) -> np.ndarray:
+    """Run ``sql`` (integer columns only) into a column-major (n_cols, rows) int64 array.
+
+    With ``rows_hint`` (the exact row count) the array is filled in place, chunk by chunk.
+    """
+    cursor = conn.execute(sql)
+    if rows_hint is not None:
+        out = np.empty((n_cols, rows_hint), dtype=np.int64)
+        filled = 0
+        while rows := cursor.fetchmany(_CHUNK_ROWS):
+            out[:, filled : filled + len(rows)] = np.array(rows, dtype=np.int64).T
+            filled += len(rows)
+        return out[:, :filled]
+    chunks = [np.empty((n_cols, 0), dtype=np.int64)]
+    while rows := cursor.fetchmany(_CHUNK_ROWS):
+        chunks.append(np.array(rows, dtype=np.int64).reshape(-1, n_cols).T)
+    return np.concatenate(chunks, axis=1)
+
+
+def _strings(conn: sqlite3.Connection, ids: np.ndarray) -> dict[int, str]:
+    wanted = [int(i) for i in np.unique(ids) if i >= 0]
+    out: dict[int, str] = {}
+    for lo in range(0, len(wanted), 500):
+        part = wanted[lo : lo + 500]
+        marks = ",".join("?" * len(part))
+        out.update(
+            conn.execute(f"SELECT id, value FROM StringIds WHERE id IN ({marks})", part)
+        )
+    return out
+
+
+def _categorical(codes_by_id: np.ndarray, labels: dict[int, str]) -> pd.Categorical:
+    """Categorical of the labels of integer ids (-1 or unknown id -> NA), built from codes."""
+    ids = np.unique(codes_by_id[codes_by_id >= 0])
+    names = [labels.get(int(i)) for i in ids]
+    categories = sorted({n for n in names if n is not None})
+    lookup = {c: j for j, c in enumerate(categories)}
+    id_codes = np.array(
+        [lookup.get(n, -1) if n is not None else -1 for n in names] + [-1]
+    )
+    pos = np.searchsorted(ids, codes_by_id)
+    pos = np.where(codes_by_id >= 0, pos, len(ids))
+    return pd.Categorical.from_codes(
+        id_codes[pos].astype(np.int32), categories=categories
+    )
+
+
+def _gpu_names(
+    kind: np.ndarray, name: np.ndarray, kernel_names: dict
+) -> pd.Categorical:
+    """Kernel names from StringIds; ``Memcpy <kind>``, ``Memset``, ``CUDA graph`` otherwise."""
+    kernels = _categorical(np.where(kind == 0, name, _NA), kernel_names)
+    extra = [f"Memcpy {v}" for v in _MEMCPY_KINDS.values()] + [
+        "Memcpy",
+        "Memset",
+        "CUDA graph",
+    ]
+    categories = list(kernels.categories)
+    categories += [c for c in extra if c not in set(categories)]
+    lookup = {c: j for j, c in enumerate(categories)}
+    codes = kernels.codes.astype(np.int32)
+    copy_codes = np.full(max(_MEMCPY_KINDS) + 1, lookup["Memcpy"], dtype=np.int32)
+    for copy_kind, label in _MEMCPY_KINDS.items():
+        copy_codes[copy_kind] = lookup[f"Memcpy {label}"]
+    memcpy = kind == 1
+    copy_kind = np.clip(name[memcpy], 0, len(copy_codes) - 1)
+    codes[memcpy] = np.where(
+        name[memcpy] < len(copy_codes), copy_codes[copy_kind], lookup["Memcpy"]
+    )
+    codes[kind == 2] = lookup["Memset"]
+    codes[kind == 3] = lookup["CUDA graph"]
+    return pd.Categorical.from_codes(codes, categories=categories)
+
+
+class NsysReport(LaunchTraceFacade):
+    """One nsys SQLite export, parsed eagerly into a launch frame and an NVTX range frame.
+
+    Attributes:
+        path: the export.
+        schema_version: ``EXPORT_SCHEMA_VERSION`` (e.g. ``"3.16.1"``).
+        product_version: ``EXPORT_PRODUCT_VERSION`` (nsys release, e.g. ``"2024.6.2.225"``).
+        launches: launch frame (:data:`~trtbench.profiling.launch_schemas.LAUNCH_FRAME_COLUMNS`).
+        ranges: NVTX push/pop and start/end ranges with an end (names decoded).
+
+    Raises:
+        ConfigError: the file does not exist.
+        TraceParseError: empty, not SQLite, not an nsys export, truncated/corrupt, or no CUDA
+            activity (no kernel/memcpy/memset/graph rows and no launch calls).
+    """
+
+    range_kind = "NVTX range"
+
+    def describe(self) -> str:
+        """``nsys <release> export (schema <version>) <file name>``."""
+        return f"nsys {self.product_version} export (schema {self.schema_version}) {self.path.name}"
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        conn = _connect(self.path)
+        try:
+            schema = _Schema(conn, self.path)
+            self.schema_version = schema.meta.get("EXPORT_SCHEMA_VERSION", "unknown")
+            self.product_version = schema.meta.get("EXPORT_PRODUCT_VERSION", "unknown")
+            self.launches = self._load_launches(conn, schema)
+            self.ranges = self._load_ranges(conn, schema)
+        except sqlite3.DatabaseError as exc:
+            raise TraceParseError(
+                f"{self.path} is truncated or corrupt ({exc}); export the report again with "
+                "`nsys export --type sqlite REPORT.nsys-rep`"
+            ) from exc
+        finally:
+            conn.close()
+        logger.debug(
+            "%s: %d launch-frame rows, %d ranges",
+            path,
+            len(self.launches),
+            len(self.ranges),
+        )
+
+    def _load_launches(self, conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
+        runtime = schema.table("CUPTI_ACTIVITY_KIND_RUNTIME")
+        conn.execute(
+            "CREATE TEMP TABLE trtbench_api (corr INTEGER NOT NULL, gpid INTEGER NOT NULL, "
+            "start INTEGER, end INTEGER, tid INTEGER, nameId INTEGER, "
+            "PRIMARY KEY (corr, gpid)) WITHOUT ROWID"
+        )
+        conn.execute("CREATE TEMP TABLE trtbench_gpu (corr INTEGER NOT NULL, gpid INTEGER "
+                     "NOT NULL, PRIMARY KEY (corr, gpid)) WITHOUT ROWID")  # fmt: skip
+        if runtime:
+            conn.execute(
+                "INSERT OR IGNORE INTO temp.trtbench_api SELECT correlationId, "
+                f"globalTid & {_PID_MASK}, start, end, globalTid & 16777215, nameId "
+                f"FROM {runtime} WHERE correlationId IS NOT NULL AND globalTid IS NOT NULL"
+            )
+        parts = [self._load_gpu(conn, schema, kind, table, names)
+                 for kind, table, names in _GPU_TABLES]  # fmt: skip
+        gpu = np.concatenate([p for p in parts if p is not None] or
+                             [np.empty((len(_ROW_FIELDS), 0), np.int64)], axis=1)  # fmt: skip
+        api_names = _strings(conn, np.unique(np.concatenate(
+            [gpu[_ROW_FIELDS.index("api_name")],
+             np.array([r[0] for r in conn.execute("SELECT DISTINCT nameId FROM temp.trtbench_api")],
+                      dtype=np.int64)])))  # fmt: skip
+        launch_ids = [
+            i
+            for i, n in api_names.items()
+            if classify_api(strip_api_version(n)) != "other"
+        ]
+        idle = self._load_idle_calls(conn, launch_ids)
+        if gpu.shape[1] == 0 and idle.shape[1] == 0:
+            raise TraceParseError(
+                f"{self.path} holds no CUDA activity (no kernel, memcpy, memset or graph rows "
+                "and no launch calls); record with `nsys profile --trace=cuda,nvtx` and make "
+                "sure CUDA work runs inside the capture range"
+            )
+        rows = np.concatenate([gpu, idle], axis=1)
+        kernel_names = _strings(conn, rows[_ROW_FIELDS.index("name")][rows[0] == 0])
+        return self._frame(rows, kernel_names, api_names)
+
+    def _load_gpu(
+        self,
+        conn: sqlite3.Connection,
+        schema: _Schema,
+        kind: int,
+        base: str,
+        names: tuple,
+    ) -> np.ndarray | None:
+        table = schema.table(base)
+        if not schema.has_rows(table):
+            return None
+        cols = schema.columns(table)
+        missing = [c for c in ("start", "end") if c not in cols]
+        if missing:
+            raise TraceParseError(f"{self.path}: table {table} lacks columns {missing}")
+
+        def col(name: str) -> str:
+            return f"COALESCE(g.{name}, {_NA})" if name in cols else str(_NA)
+
+        name = next((f"COALESCE(g.{n}, {_NA})" for n in names if n in cols), str(_NA))
+        packed = [
+            f"COALESCE((g.{x} << 32) | (g.{y} << 16) | g.{z}, {_NA})"
+            if {x, y, z} <= cols
+            else str(_NA)
+            for x, y, z in _PACKED.values()
+        ]
+        select = ", ".join(
+            [*(col(c) for c in _GPU_FIELDS), name, col("graphNodeId"), *packed,
+             *(f"COALESCE(a.{c}, {_NA})" for c in ("start", "end", "tid", "nameId"))]
+        )  # fmt: skip
+        if "correlationId" in cols and "globalPid" in cols:
+            conn.execute(
+                "INSERT OR IGNORE INTO temp.trtbench_gpu SELECT correlationId, globalPid "
+                f"FROM {table} WHERE correlationId IS NOT NULL AND globalPid IS NOT NULL"
+            )
+            join = "LEFT JOIN temp.trtbench_api a ON a.corr = g.correlationId AND a.gpid = g.globalPid"
+        else:
+            join = "LEFT JOIN temp.trtbench_api a ON 0"
+        (count,) = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        rows = _fetch(
+            conn, f"SELECT {select} FROM {table} g {join}", len(_ROW_FIELDS) - 1, count
+        )
+        return np.concatenate([np.full((1, rows.shape[1]), kind, dtype=np.int64), rows])
+
+    @staticmethod
+    def _load_idle_calls(conn: sqlite3.Connection, launch_ids: list[int]) -> np.ndarray:
+        """Launch calls with no GPU row (e.g. graph replays traced as a whole without rows)."""
+        if not launch_ids:
+            return np.empty((len(_ROW_FIELDS), 0), np.int64)
+        na = ", ".join([str(_NA)] * 4)
+        geometry = ", ".join([str(_NA)] * 4)
+        sql = (
+            f"SELECT -1, {na}, a.corr, a.gpid, {geometry}, a.start, a.end, a.tid, a.nameId "
+            f"FROM temp.trtbench_api a WHERE a.nameId IN ({','.join(map(str, launch_ids))}) "
+            "AND NOT EXISTS (SELECT 1 FROM temp.trtbench_gpu g "
+            "WHERE g.corr = a.corr AND g.gpid = a.gpid)"
+        )
+        return _fetch(conn, sql, len(_ROW_FIELDS))
+
+    @staticmethod
+    def _frame(rows: np.ndarray, kernel_names: dict, api_names: dict) -> pd.DataFrame:
+        f = dict(zip(_ROW_FIELDS, rows, strict=True))
+        kind = f["kind"]
+
+        def masked(values: np.ndarray) -> pd.arrays.IntegerArray:
+            return pd.arrays.IntegerArray(values, values == _NA)
+
+        gpid = f["globalPid"]
+        pid = np.where(gpid == _NA, _NA, (gpid >> 24) & 0xFFFFFF)
+        api = {i: strip_api_version(n) for i, n in api_names.items()}
+        gpu_kind = pd.Categorical.from_codes(
+            np.where(kind >= 0, kind, -1),
+            categories=("kernel", "memcpy", "memset", "graph"),
+        )
+        geometry = {}
+        for packed in _PACKED:
+            values = f[packed]
+            na = values == _NA
+            for axis, part in zip(
+                "xyz",
+                (values >> 32, (values >> 16) & 0xFFFF, values & 0xFFFF),
+                strict=True,
+            ):
+                geometry[f"{packed}_{axis}"] = pd.arrays.IntegerArray(part, na)
+        return make_launch_frame(
+            {
+                "pid": masked(pid),
+                "tid": masked(f["api_tid"]),
+                "correlation_id": masked(f["correlationId"]),
+                "s_api_name": _categorical(f["api_name"], api),
+                "api_start_ns": masked(f["api_start"]),
+                "api_end_ns": masked(f["api_end"]),
+                "gpu_kind": gpu_kind,
+                "start_ns": masked(f["start"]),
+                "end_ns": masked(f["end"]),
+                "device_id": masked(f["deviceId"]),
+                "stream_id": masked(f["streamId"]),
+                "graph_node_id": masked(f["graphNodeId"]),
+                "s_name": _gpu_names(kind, f["name"], kernel_names),
+                **geometry,
+            }
+        )
+
+    def _load_ranges(self, conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
+        table = schema.table("NVTX_EVENTS")
+        empty = {c: [] for c in ("s_name", "pid", "tid", "start_ns", "end_ns")}
+        if not schema.has_rows(table):
+            return make_range_frame(empty)
+        types = dict(_NVTX_RANGE_TYPES)
+        if "ENUM_NSYS_EVENT_TYPE" in schema.tables:
+            enum = dict(conn.execute("SELECT name, id FROM ENUM_NSYS_EVENT_TYPE"))
+            types = {n: enum[n] for n in types if n in enum} or types
+        cols = schema.columns(table)
+        text = "n.text" if "text" in cols else "NULL"
+        if "textId" in cols:
+            name, join = (
+                f"COALESCE({text}, s.value)",
+                "LEFT JOIN StringIds s ON s.id = n.textId",
+            )
+        else:
+            name, join = text, ""
+        rows = conn.execute(
+            f"SELECT {name}, (n.globalTid >> 24) & 16777215, n.globalTid & 16777215, n.start, "
+            f"n.end FROM {table} n {join} WHERE n.end IS NOT NULL AND n.eventType IN "
+            f"({','.join(str(v) for v in types.values())})"
+        ).fetchall()
+        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in empty]
+        return make_range_frame(dict(zip(empty, columns, strict=True)))
+
+
+def analyze_nsys_report(path: Path, step_pattern: str | None = None) -> LaunchAnalysis:
+    """Load ``path`` and run every launch analyzer (``trtbench analyze nsys``).
+
+    Raises:
+        ConfigError, TraceParseError: see :class:`NsysReport` and
+            :func:`~trtbench.profiling.launches.resolve_step_windows`.
+    """
+    return NsysReport(path).analyze(step_pattern)
