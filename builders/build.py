@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,41 +16,19 @@ from trtbench.builders.manifest import (
     library_versions,
     utc_now,
 )
-from trtbench.errors import NotAvailableError
 from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec, VariantSpec
+from trtbench.spec import BenchSpec
 
 logger = logging.getLogger(__name__)
 
-TRTLLM_IMAGE = "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
-TRTLLM_VERSION = "1.2.1"
-
 Builder = Callable[..., BuildManifest]
-
-
-def build_trtllm_variant(
-    spec: BenchSpec, variant: VariantSpec, out: RunDir, *, dry_run: bool = False
-) -> BuildManifest:
-    """Placeholder for the TensorRT-LLM builder (its own issue).
-
-    Raises:
-        NotAvailableError: always, saying where TensorRT-LLM comes from.
-    """
-    if importlib.util.find_spec("tensorrt_llm") is None:
-        raise NotAvailableError(
-            f"backend trtllm needs TensorRT-LLM {TRTLLM_VERSION}, which is not installed "
-            f"here; run trtbench inside {TRTLLM_IMAGE} (TensorRT-LLM {TRTLLM_VERSION}) "
-            "or use --backend reference"
-        )
-    raise NotAvailableError(
-        "backend trtllm: this trtbench has no TensorRT-LLM engine builder yet; use "
-        "--backend reference"
-    )
 
 
 def backend_builder(backend: str) -> Builder:
     """The build function of ``backend`` (``reference`` imports torch lazily)."""
     if backend == "trtllm":
+        from trtbench.builders.trtllm import build_trtllm_variant
+
         return build_trtllm_variant
     from trtbench.builders.reference.build import build_reference_variant
 

@@ -49,5 +49,7 @@ def build(
     run_dir = RunDir(out if out is not None else Path("runs") / bench.name)
     for manifest in build_variants(bench, variants, backend, run_dir, dry_run):
         click.echo(describe_build(manifest, dry_run))
+        if dry_run and manifest.model_extra and "dry_run_text" in manifest.model_extra:
+            click.echo(manifest.model_extra["dry_run_text"])
     if not dry_run:
         click.echo(f"run dir: {run_dir.root}")
