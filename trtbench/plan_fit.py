@@ -22,27 +22,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trtbench.profiling.metrics import METRICS, stat_column
+from trtbench.profiling.comparison import (
+    TPOT_SPEEDUP,
+    summary_column,
+    tokens_per_step,
+)
 from trtbench.run_data import VariantInfo
 from trtbench.speculation import expected_tokens_per_step, fit_alpha, leviathan_speedup
 
-_METRIC = {m.name: m for m in METRICS}
-SPEEDUP_COLUMN = "tpot_speedup_ratio"
-
-
-def summary_column(metric: str, stat: str = "mean") -> str:
-    """Name of a summary.csv statistic column, e.g. ``("time_per_output_token", "p50")``."""
-    return stat_column(_METRIC[metric], stat)
-
-
-def tokens_per_step(summary: pd.DataFrame) -> pd.Series:
-    """Measured tokens per decode step per row: acceptance length, else tokens/response."""
-    accept = summary.get(summary_column("acceptance_length"))
-    client = summary.get(summary_column("tokens_per_response"))
-    nan = pd.Series(np.nan, index=summary.index)
-    accept = nan if accept is None else pd.to_numeric(accept, errors="coerce")
-    client = nan if client is None else pd.to_numeric(client, errors="coerce")
-    return accept.fillna(client)
+SPEEDUP_COLUMN = TPOT_SPEEDUP
 
 
 @dataclass(frozen=True)

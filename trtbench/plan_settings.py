@@ -20,7 +20,7 @@ from trtbench.builders.medusa_tree import per_rank_accuracies, resolve_choices
 from trtbench.errors import ConfigError
 from trtbench.export import Column, records_to_frame, write_csv
 from trtbench.model_shapes import resolve_model
-from trtbench.plan_fit import VariantFit, fit_run, summary_column
+from trtbench.plan_fit import VariantFit, fit_run
 from trtbench.planner import (
     BASELINE,
     DraftSetup,
@@ -31,6 +31,7 @@ from trtbench.planner import (
     estimate_step,
     make_plan,
 )
+from trtbench.profiling.comparison import summary_column
 from trtbench.profiling.gpus import get_gpu
 from trtbench.run_data import load_run
 from trtbench.speculation import greedy_medusa_tree

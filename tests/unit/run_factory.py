@@ -19,7 +19,7 @@ from trtbench.builders.manifest import (
     write_manifest,
 )
 from trtbench.export import write_csv
-from trtbench.plan_fit import summary_column
+from trtbench.profiling.comparison import summary_column
 from trtbench.profiling.loadtest_schema import SUMMARY_SCHEMA
 from trtbench.profiling.memory_breakdown import MEMORY_BREAKDOWN_SCHEMA
 from trtbench.profiling.metrics import add_speedups
@@ -89,7 +89,12 @@ def write_build(
 
 
 def write_repo_metadata(
-    root: Path, variant: str, mode: str, *, streaming: bool
+    root: Path,
+    variant: str,
+    mode: str,
+    *,
+    streaming: bool,
+    graphs: tuple[bool, bool, str] = (False, False, "no CUDA device"),
 ) -> Path:
     """Write ``model_repo/<variant>/trtbench.json`` through RepoMetadata."""
     meta = RepoMetadata(
@@ -98,7 +103,7 @@ def write_repo_metadata(
         outputs={"output_ids": "INT32"},
         speculative_counts="none" if mode == "baseline" else "per_response",
         max_batch_size=8, max_input_len=64, max_seq_len=256, tokenizer_dir="/nonexistent",
-        cuda_graphs={"requested": False, "enabled": False, "reason": "no CUDA device"},
+        cuda_graphs={"requested": graphs[0], "enabled": graphs[1], "reason": graphs[2]},
     )  # fmt: skip
     path = RunDir(root).model_repo(variant) / "trtbench.json"
     path.parent.mkdir(parents=True, exist_ok=True)

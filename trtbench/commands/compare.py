@@ -1,0 +1,29 @@
+"""``trtbench compare RUN_A RUN_B``: the same metrics side by side, with B / A ratios."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from trtbench.reporting import compare_runs
+
+
+@click.command("compare")
+@click.argument("run_a", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("run_b", type=click.Path(path_type=Path, file_okay=False))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write the Markdown here.",
+)
+def compare(run_a: Path, run_b: Path, out: Path | None) -> None:
+    """Compare RUN_A and RUN_B per variant and tier (e.g. CUDA graphs on vs off).
+
+    Prints TTFT, TPOT, E2E, output tok/s, tokens per step and speedup of both runs with
+    B / A ratios, then memory and launch overhead per step when both runs have them.
+    """
+    result = compare_runs(run_a, run_b, out)
+    click.echo(result.markdown, nl=False)
+    if result.path is not None:
+        click.echo(f"\nwrote {result.path}")

@@ -1,0 +1,24 @@
+"""``trtbench report RUN_DIR``: report.md and plots/*.png from the run directory's CSVs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from trtbench.reporting import write_report
+
+
+@click.command("report")
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+def report(run_dir: Path) -> None:
+    """Render RUN_DIR/report.md and RUN_DIR/plots/*.png from the CSVs alone.
+
+    The comparison matrix (extra memory, speedup at low and high concurrency, tokens per
+    step, TTFT, TPOT, output tok/s, CUDA graphs) is also printed.
+    """
+    result = write_report(run_dir)
+    click.echo(result.matrix_markdown)
+    click.echo(f"\nwrote {result.report_path}")
+    for path in result.plot_paths:
+        click.echo(f"wrote {path}")
