@@ -7,9 +7,11 @@ import json
 import shutil
 from pathlib import Path
 
+import pynvml
 import pytest
 from click.testing import CliRunner
 
+from tests.unit.fake_nvml import FakeGpu, FakeNvml
 from tests.unit.hf_dirs import TREE6, make_models, spec_for
 from trtbench.builders.trtllm import build_trtllm_variant, plan_and_check
 from trtbench.builders.trtllm_calls import Call, EnumRef, PathArg, RankArg
@@ -21,6 +23,7 @@ from trtbench.builders.trtllm_plan import (
     read_model_facts,
 )
 from trtbench.builders.trtllm_render import build_argv, convert_argv, render_plan
+from trtbench.builders.trtllm_run import GpuMemoryPeak, gpu_capabilities
 from trtbench.cli import cli, main
 from trtbench.errors import ConfigError, ModelMismatchError
 from trtbench.run_dir import RunDir
@@ -331,3 +334,57 @@ def test_plan_variant_is_pure(models, tmp_path):
     plan = plan_variant(spec.variant("base"), facts, tmp_path / "engines" / "base")
     assert not (tmp_path / "engines").exists()
     assert plan.engines[0].engine_dir == str(tmp_path / "engines" / "base")
+
+
+class ComputeCapabilityNvml(FakeNvml):
+    """FakeNvml plus the compute capability query (per device, scripted)."""
+
+    def __init__(self, gpus, capabilities):
+        super().__init__(gpus)
+        self.capabilities = capabilities
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle):
+        self._gpu(handle, "nvmlDeviceGetCudaComputeCapability")
+        return self.capabilities[handle]
+
+
+def test_gpu_capabilities_from_nvml():
+    nvml = ComputeCapabilityNvml(
+        [FakeGpu("GPU-0", name="NVIDIA A100"), FakeGpu("GPU-1", name="NVIDIA H100")],
+        [(8, 0), (9, 0)],
+    )
+    nvml.nvmlInit()
+    assert gpu_capabilities(nvml) == [("NVIDIA A100", (8, 0)), ("NVIDIA H100", (9, 0))]
+    broken = ComputeCapabilityNvml([FakeGpu("GPU-0")], [(9, 0)])
+    broken.nvmlInit()
+    broken.gpus[0].fail["nvmlDeviceGetCudaComputeCapability"] = (
+        pynvml.NVML_ERROR_NOT_SUPPORTED
+    )
+    assert gpu_capabilities(broken) == []
+
+
+def test_gpu_memory_peak_tracks_the_largest_sample():
+    gpus = [
+        FakeGpu("GPU-0", used=2 * 2**30, reserved=0),
+        FakeGpu("GPU-1", used=0, reserved=0),
+    ]
+    nvml = FakeNvml(gpus)
+    nvml.nvmlInit()
+    peak = GpuMemoryPeak(nvml, interval_s=3600)  # the thread samples once, then waits
+    with peak:
+        gpus[1].used = 5 * 2**30
+        peak.sample()
+        gpus[1].used = 1 * 2**30
+    # baseline 2 GiB; peak 2 + 5 GiB; the exit sample (3 GiB) does not lower it
+    assert peak.available and peak.baseline_used_bytes == 2 * 2**30
+    assert peak.peak_used_bytes == 7 * 2**30
+    assert peak.peak_delta_bytes == 5 * 2**30
+
+
+def test_gpu_memory_peak_without_nvml_is_unavailable(monkeypatch):
+    import trtbench.builders.trtllm_run as run
+
+    monkeypatch.setattr(run, "_load_nvml", lambda: None)
+    with GpuMemoryPeak() as peak:
+        pass
+    assert not peak.available and peak.peak_delta_bytes is None
