@@ -9,10 +9,14 @@ client's ``perf_counter_ns()`` readings (comparable within one run only).
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import pandas as pd
 
 from trtbench.export import Column
 from trtbench.profiling.metrics import METRICS, STATS, request_metrics, stat_column
+from trtbench.records import RequestRecord, ResponseRecord
 
 _TIER = (
     Column("variant", "served variant (or the --variant label)"),
@@ -101,3 +105,19 @@ def requests_table(requests: pd.DataFrame) -> pd.DataFrame:
     """Request records plus their per-request metrics (NaN for failed requests), pure."""
     derived = request_metrics(requests).set_index("request_id")[list(_PER_REQUEST)]
     return requests.join(derived, on="request_id")
+
+
+def read_records_csv(path: Path) -> pd.DataFrame:
+    """Read ``requests.csv`` or ``responses.csv`` back into record columns (derived dropped).
+
+    Integer columns that may be empty (``first_token_ns``, draft counts) come back as
+    pandas ``Int64``; ``error`` is NaN for successful requests.
+    """
+    frame = pd.read_csv(path)
+    record = ResponseRecord if "received_ns" in frame.columns else RequestRecord
+    names = [f.name for f in dataclasses.fields(record)]
+    frame = frame[[n for n in names if n in frame.columns]]
+    for name in frame.columns:
+        if name.endswith("_ns") or name.endswith("_tokens") or name == "concurrency":
+            frame[name] = frame[name].astype("Int64")
+    return frame

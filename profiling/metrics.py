@@ -82,14 +82,18 @@ def request_metrics(requests: pd.DataFrame) -> pd.DataFrame:
         draft_acceptance_rate_ratio (NaN where the server reports no draft counts).
     """
     r = _ok(requests)
-    ttft = (r["first_token_ns"] - r["sent_ns"]).astype(float)
-    e2e = (r["last_token_ns"] - r["sent_ns"]).astype(float)
-    osl = r["output_tokens"].astype(float)
-    after_first = osl - r["first_response_tokens"].astype(float)
+
+    def f(name: str) -> pd.Series:
+        return r[name].astype(float)  # Int64 / object (None) columns → float64 with NaN
+
+    ttft = f("first_token_ns") - f("sent_ns")
+    e2e = f("last_token_ns") - f("sent_ns")
+    osl = f("output_tokens")
+    after_first = osl - f("first_response_tokens")
     tpot = (e2e - ttft) / after_first.where(after_first > 0)
-    decode_responses = (r["token_responses"] - 1).astype(float)
-    accepted = pd.to_numeric(r["accepted_draft_tokens"], errors="coerce")
-    drafted = pd.to_numeric(r["draft_tokens"], errors="coerce")
+    decode_responses = f("token_responses") - 1
+    accepted = f("accepted_draft_tokens")
+    drafted = f("draft_tokens")
     steps = osl - accepted
     return pd.DataFrame(
         {
@@ -102,9 +106,9 @@ def request_metrics(requests: pd.DataFrame) -> pd.DataFrame:
             "output_token_throughput_per_user_tokens_per_s": 1e9 / tpot,
             "tokens_per_response_tokens": after_first
             / decode_responses.where(decode_responses > 0),
-            "input_sequence_length_tokens": r["input_tokens"].astype(float),
+            "input_sequence_length_tokens": f("input_tokens"),
             "output_sequence_length_tokens": osl,
-            "client_queue_time_ms": (r["sent_ns"] - r["scheduled_ns"]) / 1e6,
+            "client_queue_time_ms": (f("sent_ns") - f("scheduled_ns")) / 1e6,
             "acceptance_length_tokens": osl / steps.where(steps > 0),
             "draft_acceptance_rate_ratio": accepted / drafted.where(drafted > 0),
         }

@@ -1,0 +1,209 @@
+"""The load generator against a real tritonserver whose model emits tokens on a script.
+
+The scripted model (tests/data/scripted_model) sends 1 token 40 ms after ``execute`` and then
+2 tokens every 10 ms, so a 9-token request has TTFT 40 ms, ICL 10 ms, per-token ITL
+10 / 2 = 5 ms, TPOT (80 − 40) / (9 − 1) = 5 ms and E2E 40 + 4·10 = 80 ms. It reports 4
+proposed and 1 accepted draft token per step after the first: acceptance length
+9 / (9 − 4) = 1.8 and draft acceptance rate 4 / 16 = 0.25. Measured values must match
+within 2 ms. TTFT by definition also holds the Triton round trip (gRPC, scheduling, the
+Python backend's IPC: ~0.9 ms here), measured first with a zero-delay model on the same
+server through the same generator; the expected TTFT is 40 ms + that round trip.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+from conftest import get_test_data_dir
+
+from trtbench.cli import main
+from trtbench.export import Column
+from trtbench.profiling.loadtest_schema import (
+    REQUESTS_SCHEMA,
+    RESPONSES_SCHEMA,
+    SUMMARY_SCHEMA,
+)
+from trtbench.triton_repo.server import ServerConfig, TritonServer
+
+pytestmark = pytest.mark.integration
+
+TOLERANCE_MS = 2.0
+
+
+def _repo_module():
+    path = get_test_data_dir("scripted_model") / "repo.py"
+    spec = importlib.util.spec_from_file_location("scripted_repo", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("scripted")
+    repo = _repo_module().write_scripted_repo(
+        tmp / "repo",
+        {"scripted": {}, "instant": {"first_delay_ms": 0, "step_ms": 0}},
+        with_wrong_inputs=True,
+    )
+    models = ("scripted", "instant", "wrong_inputs")
+    config = ServerConfig(repo, tmp / "server.log", models=models)
+    with TritonServer(config) as srv:
+        yield srv
+
+
+def loadtest(capsys, *args: str) -> int:
+    """Run ``trtbench loadtest`` in-process; return the exit code (0 when it returns)."""
+    try:
+        main(["loadtest", *args])
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def columns(schema: tuple[Column, ...]) -> list[str]:
+    return [c.name for c in schema]
+
+
+@pytest.fixture(scope="module")
+def round_trip_ms(server, tmp_path_factory) -> float:
+    """Median TTFT of a model that answers at once: the server round trip."""
+    out = tmp_path_factory.mktemp("instant")
+    code = loadtest(
+        None, "--url", server.grpc_url, "--model", "instant", "--concurrency", "1",
+        "--requests-per-tier", "40", "--output-len-mean", "2", "--warmup-requests", "4",
+        "--out", str(out),
+    )  # fmt: skip
+    assert code == 0
+    summary = pd.read_csv(out / "loadtest" / "summary.csv")
+    rtt = float(summary["time_to_first_token_p50_ms"].iloc[0])
+    assert 0 < rtt < 5, "the Triton round trip alone should be well under 5 ms"
+    return rtt
+
+
+def test_ttft_and_itl_match_the_script_at_concurrency_1_and_16(
+    server, round_trip_ms, tmp_path, capsys
+):
+    code = loadtest(
+        capsys, "--url", server.grpc_url, "--model", "scripted",
+        "--concurrency", "1,16", "--requests-per-tier", "48", "--ramp-up-s", "0.08",
+        "--output-len-mean", "9", "--input-len-mean", "16", "--warmup-requests", "4",
+        "--out", str(tmp_path),
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    summary = pd.read_csv(tmp_path / "loadtest" / "summary.csv")
+    assert list(summary.columns) == columns(SUMMARY_SCHEMA)
+    summary = summary.set_index("tier")
+    for tier in ("c1", "c16"):
+        row = summary.loc[tier]
+        assert row["error_count"] == 0
+        assert row["request_count"] == 48
+        assert row["time_to_first_token_p50_ms"] == pytest.approx(
+            40 + round_trip_ms, abs=TOLERANCE_MS
+        )
+        assert row["inter_token_latency_mean_ms"] == pytest.approx(5, abs=TOLERANCE_MS)
+        assert row["inter_token_latency_p50_ms"] == pytest.approx(5, abs=TOLERANCE_MS)
+        assert row["time_per_output_token_mean_ms"] == pytest.approx(
+            5, abs=TOLERANCE_MS
+        )
+        assert row["inter_chunk_latency_p50_ms"] == pytest.approx(10, abs=TOLERANCE_MS)
+        assert row["request_latency_p50_ms"] == pytest.approx(
+            80 + round_trip_ms, abs=TOLERANCE_MS
+        )
+        assert row["tokens_per_response_mean_tokens"] == 2.0
+        assert row["output_sequence_length_mean_tokens"] == 9.0
+        # 8 decode tokens → 8 ITL samples and 4 ICL samples per request.
+        assert row["inter_token_latency_count"] == 48 * 8
+        assert row["inter_chunk_latency_count"] == 48 * 4
+        assert row["acceptance_length_mean_tokens"] == pytest.approx(1.8)
+        assert row["draft_acceptance_rate_mean_ratio"] == pytest.approx(0.25)
+    requests = pd.read_csv(tmp_path / "loadtest" / "requests.csv")
+    assert list(requests.columns) == columns(REQUESTS_SCHEMA)
+    assert set(requests["output_token_source"]) == {"output_ids"}
+    # Every request ends with the empty final response, which is not a token.
+    assert set(requests["empty_responses"]) == {1}
+    assert (requests["end_ns"] > requests["last_token_ns"]).all()
+    responses = pd.read_csv(tmp_path / "loadtest" / "responses.csv")
+    assert list(responses.columns) == columns(RESPONSES_SCHEMA)
+    assert len(responses) == 2 * 48 * 6  # 5 token responses + 1 empty final each
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["loadtest"]["scripted"]["tiers_done"] == ["c1", "c16"]
+
+
+def test_non_streaming_endpoint_gives_one_response(server, tmp_path, capsys):
+    code = loadtest(
+        capsys, "--url", server.grpc_url, "--model", "scripted", "--endpoint",
+        "nostream", "--concurrency", "2", "--requests-per-tier", "4",
+        "--output-len-mean", "9", "--warmup-requests", "0", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    row = pd.read_csv(tmp_path / "loadtest" / "summary.csv").iloc[0]
+    # All 9 tokens arrive at 80 ms in one response: TTFT = E2E, no ITL samples.
+    assert row["time_to_first_token_p50_ms"] == row["request_latency_p50_ms"]
+    assert row["request_latency_p50_ms"] == pytest.approx(80, abs=5.0)
+    assert row["tokens_per_response_count"] == 0
+    assert row["inter_token_latency_count"] == 0
+
+
+def test_request_rate_schedule_and_timeouts_are_rows(server, tmp_path, capsys):
+    code = loadtest(
+        capsys, "--url", server.grpc_url, "--model", "scripted", "--request-rate", "50",
+        "--arrival", "constant", "--requests-per-tier", "10", "--output-len-mean", "9",
+        "--request-timeout-s", "0.06", "--warmup-requests", "0", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    req = pd.read_csv(tmp_path / "loadtest" / "requests.csv")
+    # Constant 50 requests/s: intended send times exactly 20 ms apart.
+    assert req["scheduled_ns"].diff().dropna().tolist() == [20_000_000] * 9
+    assert set(req["tier"]) == {"r50"}
+    # Each request needs 80 ms; a 60 ms deadline fails every one, as rows with the reason.
+    assert (req["error"] == "timed out after 0.06 s").all()
+    summary = pd.read_csv(tmp_path / "loadtest" / "summary.csv").iloc[0]
+    assert (summary["request_count"], summary["error_count"]) == (10, 10)
+
+
+def test_unknown_model_exits_2_naming_it(server, tmp_path, capsys):
+    code = loadtest(capsys, "--url", server.grpc_url, "--model", "nope",
+                    "--out", str(tmp_path))  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1
+    assert "'nope' is not ready" in err and "scripted" in err
+
+
+def test_model_with_other_inputs_names_the_missing_tensor(server, tmp_path, capsys):
+    code = loadtest(capsys, "--url", server.grpc_url, "--model", "wrong_inputs",
+                    "--out", str(tmp_path))  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1
+    assert "no input tensor 'text_input'" in err
+
+
+def test_ctrl_c_keeps_what_was_measured(server, tmp_path):
+    argv = [
+        sys.executable, "-m", "trtbench.cli", "loadtest", "--url", server.grpc_url,
+        "--model", "scripted", "--concurrency", "2", "--requests-per-tier", "100000",
+        "--output-len-mean", "9", "--warmup-requests", "0", "--out", str(tmp_path),
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        argv, stderr=subprocess.PIPE, text=True, env=dict(os.environ)
+    )
+    time.sleep(4.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    req = pd.read_csv(tmp_path / "loadtest" / "requests.csv")
+    # Requests in flight at the signal are dropped; every kept one finished cleanly.
+    assert len(req) > 0
+    assert req["error"].isna().all()
+    assert (req["output_tokens"] == 9).all()
+    assert (tmp_path / "loadtest" / "summary.csv").is_file()

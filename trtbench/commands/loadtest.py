@@ -1,0 +1,269 @@
+"""``trtbench loadtest``: gRPC streaming load tiers against any Triton LLM model.
+
+Also home of the terminal pieces ``trtbench run`` shares: the per-tier progress bar and the
+comparison table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pandas as pd
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichBar
+from rich.table import Table
+
+from trtbench.errors import ConfigError
+from trtbench.loadtest import run_loadtest
+from trtbench.profiling.grpc_client import ENDPOINTS
+from trtbench.profiling.schedule import Tier
+from trtbench.spec import LoadtestSpec
+
+SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+class TierProgress:
+    """A rich progress bar per tier (on stderr); implements ``loadgen.Progress``."""
+
+    def __init__(self) -> None:
+        self._bar: RichBar | None = None
+        self._task: int | None = None
+        self._failed = 0
+
+    def tier_started(self, variant: str, tier: Tier, total: int | None) -> None:
+        self._bar = RichBar(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[failed]} failed"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        self._bar.start()
+        self._failed = 0
+        self._task = self._bar.add_task(
+            f"{variant} {tier.label}", total=total, failed=0
+        )
+
+    def request_done(self, ok: bool) -> None:
+        if self._bar is not None and self._task is not None:
+            self._failed += 0 if ok else 1
+            self._bar.update(self._task, advance=1, failed=self._failed)
+
+    def tier_ended(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+        self._bar = None
+
+
+TABLE_COLUMNS = (
+    ("variant", "variant", "{}"),
+    ("tier", "tier", "{}"),
+    ("request_count", "requests", "{:.0f}"),
+    ("error_count", "errors", "{:.0f}"),
+    ("time_to_first_token_p50_ms", "TTFT p50 ms", "{:.1f}"),
+    ("time_per_output_token_mean_ms", "TPOT ms", "{:.2f}"),
+    ("inter_token_latency_p50_ms", "ITL p50 ms", "{:.2f}"),
+    ("tokens_per_response_mean_tokens", "tok/resp", "{:.2f}"),
+    ("output_token_throughput_tokens_per_s", "out tok/s", "{:.1f}"),
+    ("request_throughput_per_s", "req/s", "{:.2f}"),
+    ("acceptance_length_mean_tokens", "accept len", "{:.2f}"),
+    ("tpot_speedup_ratio", "TPOT speedup", "{:.2f}x"),
+    ("output_token_throughput_speedup_ratio", "tok/s speedup", "{:.2f}x"),
+)
+
+
+def comparison_table(summary: pd.DataFrame) -> Table:
+    """The summary as a terminal table (one row per variant × tier)."""
+    table = Table(title="load test: variants side by side")
+    for _, header, _ in TABLE_COLUMNS:
+        table.add_column(
+            header, justify="left" if header in ("variant", "tier") else "right"
+        )
+    for _, row in summary.iterrows():
+        cells = []
+        for name, _, fmt in TABLE_COLUMNS:
+            value = row.get(name)
+            cells.append("-" if value is None or pd.isna(value) else fmt.format(value))
+        table.add_row(*cells)
+    return table
+
+
+def print_outcome(outcome) -> None:
+    """Print the comparison table, the warnings and where the CSVs are."""
+    Console().print(comparison_table(outcome.summary))
+    for warning in outcome.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(
+        f"wrote {outcome.run_dir.loadtest_dir}/{{requests,responses,summary}}.csv"
+    )
+    if outcome.interrupted:
+        click.echo("interrupted: kept what was measured", err=True)
+        raise KeyboardInterrupt  # trtbench.cli.main: exit code 130
+
+
+def parse_list(text: str | None, kind: type, option: str) -> list | None:
+    """``"1,8,16"`` → ``[1, 8, 16]``; raises ConfigError naming ``option``."""
+    if text is None:
+        return None
+    try:
+        return [kind(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"{option}: {text!r} is not a comma-separated list of numbers (e.g. 1,8,16)"
+        ) from None
+
+
+def parse_slo(text: str | None) -> dict[str, float]:
+    """``"ttft_ms=200,tpot_ms=20"`` → ``{"slo_ttft_ms": 200.0, ...}`` (spec field names)."""
+    out: dict[str, float] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        key, _, value = part.partition("=")
+        key = key.strip()
+        try:
+            if key not in SLO_KEYS:
+                raise ValueError
+            out[f"slo_{key}"] = float(value)
+        except ValueError:
+            raise ConfigError(
+                f"--slo: {part!r} is not KEY=MS with KEY one of {', '.join(SLO_KEYS)} "
+                "(e.g. --slo ttft_ms=200,tpot_ms=20)"
+            ) from None
+    return out
+
+
+def spec_from_options(fields: dict) -> LoadtestSpec:
+    """Validate CLI values as a LoadtestSpec; an invalid one names its ``--option``."""
+    try:
+        return LoadtestSpec.model_validate(
+            {k: v for k, v in fields.items() if v is not None}
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = [p for p in err["loc"] if isinstance(p, str)]
+        option = f"--{loc[0].replace('_', '-')}" if loc else "options"
+        if option.startswith("--slo-"):
+            option = "--slo"
+        msg = err["msg"].removeprefix("Value error, ")
+        got = (
+            f" (got {err['input']!r})"
+            if loc and not isinstance(err["input"], dict)
+            else ""
+        )
+        raise ConfigError(f"{option}: {msg}{got}") from None
+
+
+@click.command("loadtest")
+@click.option("--url", required=True, help="Triton gRPC address HOST:PORT.")
+@click.option("--model", default="ensemble", show_default=True, help="Model to call.")
+@click.option(
+    "--concurrency",
+    default="1,4,8",
+    show_default=True,
+    help="Closed-loop tiers: comma-separated concurrencies.",
+)
+@click.option(
+    "--request-rate",
+    default=None,
+    help="Open-loop tiers instead: comma-separated requests/s.",
+)
+@click.option(
+    "--arrival",
+    type=click.Choice(["constant", "poisson", "gamma"]),
+    default="poisson",
+    show_default=True,
+    help="Arrival process (rate mode).",
+)
+@click.option(
+    "--burstiness",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Gamma shape (rate mode): 1 = Poisson, <1 burstier.",
+)
+@click.option(
+    "--requests-per-tier",
+    type=int,
+    default=None,
+    help="Requests per tier [default: 32 unless --duration-s].",
+)
+@click.option(
+    "--duration-s", type=float, default=None, help="Seconds per tier instead."
+)
+@click.option(
+    "--ramp-up-s",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Spread a closed-loop tier's first requests over this many seconds.",
+)
+@click.option(
+    "--warmup-requests",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Unrecorded requests before the first tier.",
+)
+@click.option("--input-len-mean", type=int, default=64, show_default=True)
+@click.option("--input-len-std", type=float, default=0.0, show_default=True)
+@click.option("--output-len-mean", type=int, default=64, show_default=True)
+@click.option("--output-len-std", type=float, default=0.0, show_default=True)
+@click.option(
+    "--fixed-output-len/--free-output-len",
+    default=True,
+    show_default=True,
+    help="Send min tokens = max tokens.",
+)
+@click.option(
+    "--dataset",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="trtllm-bench JSONL (task_id, prompt|input_ids, output_tokens).",
+)
+@click.option(
+    "--tokenizer",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Model dir with tokenizer.json: exact ISL; needed for text-only models.",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--request-timeout-s", type=float, default=120.0, show_default=True)
+@click.option("--slo", default=None, help="Goodput SLOs, e.g. ttft_ms=200,tpot_ms=20.")
+@click.option(
+    "--endpoint",
+    type=click.Choice(sorted(ENDPOINTS)),
+    default=None,
+    help="stream | nostream | unary [default: from the model config].",
+)
+@click.option(
+    "--variant", default=None, help="Label for the rows [default: the model]."
+)
+@click.option("--baseline", default=None, help="Variant the speedups compare against.")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("runs/loadtest"),
+    show_default=True,
+    help="Run directory.",
+)
+def loadtest(url: str, model: str, concurrency: str, request_rate: str | None,
+             slo: str | None, tokenizer: Path | None, endpoint: str | None,
+             variant: str | None, baseline: str | None, out: Path,
+             **fields: object) -> None:  # fmt: skip
+    """Load-test MODEL at URL tier by tier; write OUT/loadtest/*.csv and print the table."""
+    spec = spec_from_options(
+        {**fields, **parse_slo(slo),
+         "concurrency": parse_list(concurrency, int, "--concurrency"),
+         "request_rate": parse_list(request_rate, float, "--request-rate")}
+    )  # fmt: skip
+    outcome = run_loadtest(
+        url, model, spec, out, variant=variant, tokenizer_dir=tokenizer,
+        endpoint=endpoint, baseline=baseline, progress=TierProgress(),
+    )  # fmt: skip
+    print_outcome(outcome)
