@@ -134,6 +134,16 @@ def run_notes(
             notes.append(
                 f"`{name}`: CUDA graphs were requested but unavailable ({reason})."
             )
+    guessed = [
+        f"`{v['variant']}`"
+        for _, v in variants.iterrows()
+        if v.get("mode_source") == "name"
+    ]
+    if guessed:
+        notes.append(
+            f"No build.json or repository metadata for {', '.join(guessed)}: the mode was "
+            "guessed from the name, and draft length / tree size are unknown."
+        )
     cpu = [
         f"`{v['variant']}`" for _, v in variants.iterrows()
         if v.get("backend") == "reference" and _no_gpu(v)

@@ -42,7 +42,8 @@ class VariantFit:
         draft_len: γ (draft_target) or tree nodes (medusa).
         tokens_per_step: pooled measured E.
         alpha: fitted acceptance (draft_target only).
-        cost_ratio: c (draft_target) or v, the step cost relative to baseline (medusa).
+        cost_ratio: c when α was fitted (draft_target with a known γ), else v, the whole
+            step's cost relative to a baseline step (see :attr:`cost_kind`).
         reference_tier: the tier c / v were fitted on (lowest concurrency).
     """
 
@@ -53,6 +54,11 @@ class VariantFit:
     alpha: float | None
     cost_ratio: float | None
     reference_tier: str | None
+
+    @property
+    def cost_kind(self) -> str:
+        """``c`` (draft step / target step) or ``v`` (variant step / baseline step)."""
+        return "c" if self.alpha is not None else "v"
 
 
 def _pooled(values: pd.Series, weights: pd.Series | None) -> float:
@@ -88,10 +94,7 @@ def fit_variant(rows: pd.DataFrame, info: VariantInfo) -> VariantFit | None:
         first = ref.sort_values("concurrency", na_position="last").index[0]
         step = float(e[first]) / float(rows.loc[first, SPEEDUP_COLUMN])
         tier = str(rows.loc[first, "tier"])
-        if info.mode == "draft_target" and gamma:
-            ratio = max((step - 1.0) / gamma, 0.0)
-        elif info.mode == "medusa":
-            ratio = step
+        ratio = max((step - 1.0) / gamma, 0.0) if alpha is not None and gamma else step
     return VariantFit(info.name, info.mode, gamma, pooled, alpha, ratio, tier)
 
 

@@ -103,6 +103,12 @@ def _num(value: object, fmt: str) -> str:
     return "-" if value is None or pd.isna(value) else format(value, fmt)
 
 
+FIT_LEGEND = (
+    "c = draft step / target step (Leviathan §2.3, from TPOT x E / baseline TPOT = γc + 1 at "
+    "the lowest concurrency); v = whole step / baseline step (when γ is unknown, or Medusa)."
+)
+
+
 def render_fit(result: PlanResult) -> str:
     """The fit section: fitted α / cost ratio per variant and per-tier errors."""
     if not result.fits:
@@ -118,10 +124,12 @@ def render_fit(result: PlanResult) -> str:
     )
     rows = [
         (f.variant, f.mode, _num(f.draft_len, "d"), f"{f.tokens_per_step:.3f}",
-         _num(f.alpha, ".3f"), _num(f.cost_ratio, ".3f"), f.reference_tier or "-")
+         _num(f.alpha, ".3f"),
+         "-" if f.cost_ratio is None else f"{f.cost_kind}={f.cost_ratio:.3f}",
+         f.reference_tier or "-")
         for f in result.fits
     ]  # fmt: skip
-    out = [f"Fit to {result.run_dir}:", table(header, rows), ""]
+    out = [f"Fit to {result.run_dir}:", table(header, rows), FIT_LEGEND, ""]
     frame = result.fit_rows
     roof = frame is not None and "roofline_speedup_ratio" in frame
     header = ("variant", "tier", "E meas", "E pred", "speedup meas", "speedup pred",

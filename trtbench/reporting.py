@@ -115,7 +115,7 @@ def _header(a: RunAnalysis) -> list[str]:
     for f in fits:
         alpha = f"α = {f.alpha:.3f}, " if f.alpha is not None else ""
         cost = "" if f.cost_ratio is None else (
-            f"draft cost c = {f.cost_ratio:.3f}" if f.mode == "draft_target"
+            f"draft cost c = {f.cost_ratio:.3f}" if f.cost_kind == "c"
             else f"step cost v = {f.cost_ratio:.3f} x baseline")  # fmt: skip
         lines.append(
             f"Fitted (`trtbench plan --from-run`): `{f.variant}` E = {f.tokens_per_step:.2f} "

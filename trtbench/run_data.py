@@ -34,7 +34,8 @@ class VariantInfo:
 
     Attributes:
         name: variant name (as in the CSVs).
-        mode: baseline | draft_target | medusa (None when no manifest says).
+        mode: baseline | draft_target | medusa (None when nothing says).
+        mode_source: build.json | metadata (trtbench.json / run.json) | name (guessed).
         backend: reference | trtllm (None when unknown).
         draft_len: γ of a draft_target variant (``max_draft_len``).
         tree_nodes: Medusa tree nodes (tokens verified per step minus the root).
@@ -48,6 +49,7 @@ class VariantInfo:
 
     name: str
     mode: str | None = None
+    mode_source: str = ""
     backend: str | None = None
     draft_len: int | None = None
     tree_nodes: int | None = None
@@ -111,27 +113,57 @@ def _graphs(build: dict[str, Any], repo: dict[str, Any]) -> tuple[str, str]:
     return UNKNOWN, reason
 
 
-def variant_info(name: str, build: dict[str, Any], repo: dict[str, Any]) -> VariantInfo:
-    """Merge ``build.json`` and ``trtbench.json`` dicts (either may be empty) of one variant."""
-    mode = build.get("mode") or repo.get("mode")
+def mode_from_name(name: str) -> str | None:
+    """Guess a mode from a variant name (``medusa…``, ``draft…``/``dtm…``, ``baseline…``)."""
+    low = name.lower()
+    for token, mode in (("medusa", "medusa"), ("draft", "draft_target"),
+                        ("dtm", "draft_target"), ("baseline", "baseline")):  # fmt: skip
+        if token in low:
+            return mode
+    return None
+
+
+def variant_info(
+    name: str,
+    build: dict[str, Any],
+    repo: dict[str, Any],
+    run: dict[str, Any] | None = None,
+) -> VariantInfo:
+    """Merge what the files say about one variant (any of the dicts may be empty).
+
+    Precedence: ``build.json``, then ``model_repo/<v>/trtbench.json``, then ``run.json``
+    (``build.variants.<v>``; ``loadtest.<v>.endpoint`` for streaming), then the name
+    (:func:`mode_from_name`, recorded in ``mode_source``).
+    """
+    run = run or {}
+    built = (run.get("build") or {}).get("variants", {}).get(name) or {}
+    tested = (run.get("loadtest") or {}).get(name) or {}
+    mode, source = build.get("mode"), "build.json"
+    if not mode:
+        mode, source = repo.get("mode") or built.get("mode"), "metadata"
+    if not mode:
+        mode, source = mode_from_name(name), "name"
     medusa = build.get("medusa") or {}
     choices = medusa.get("choices") or repo.get("medusa_choices")
-    draft_len = build.get("max_draft_len") or repo.get("max_draft_len")
-    graphs, reason = _graphs(build, repo)
+    draft_len = (
+        build.get("max_draft_len")
+        or repo.get("max_draft_len")
+        or built.get("max_draft_len")
+    )
+    graphs, reason = _graphs(build or {"cuda_graphs": built.get("cuda_graphs")}, repo)
+    streaming = repo.get("streaming")
+    if streaming is None and tested.get("endpoint"):
+        streaming = tested["endpoint"] == "stream"
     return VariantInfo(
-        name=name,
-        mode=mode,
-        backend=build.get("backend") or repo.get("backend"),
+        name=name, mode=mode, mode_source=source if mode else "",
+        backend=build.get("backend") or repo.get("backend") or built.get("backend"),
         draft_len=int(draft_len) if mode == "draft_target" and draft_len else None,
         tree_nodes=len(choices) if mode == "medusa" and choices else None,
         medusa_choices=tuple(tuple(int(k) for k in c) for c in choices)
-        if mode == "medusa" and choices
-        else None,
-        medusa_heads=medusa.get("num_heads"),
-        cuda_graphs=graphs,
-        cuda_graphs_reason=reason,
-        streaming=repo.get("streaming"),
-    )
+        if mode == "medusa" and choices else None,
+        medusa_heads=medusa.get("num_heads"), cuda_graphs=graphs,
+        cuda_graphs_reason=reason, streaming=streaming,
+    )  # fmt: skip
 
 
 def _optional_csv(path: Path) -> pd.DataFrame | None:
@@ -166,6 +198,7 @@ def load_run(root: Path) -> RunData:
             "into this run directory first"
         )
     summary = pd.read_csv(rd.summary_csv)
+    run = rd.read_run_json()
     names = list(dict.fromkeys([*summary["variant"].astype(str), *rd.built_variants()]))
     variants = {}
     for name in names:
@@ -175,10 +208,10 @@ def load_run(root: Path) -> RunData:
         )
         build = _read_json(build_path) if build_path.is_file() else {}
         repo = _read_json(repo_path) if repo_path.is_file() else {}
-        variants[name] = variant_info(name, build, repo)
+        variants[name] = variant_info(name, build, repo, run)
     return RunData(
         root=rd.root,
-        run=rd.read_run_json(),
+        run=run,
         variants=variants,
         summary=summary,
         requests=_optional_csv(rd.requests_csv),

@@ -30,6 +30,7 @@ from run_factory import (
 from trtbench.cli import cli, main
 from trtbench.reporting import analyze_run, compare_runs, write_report
 from trtbench.run_data import load_run
+from trtbench.run_dir import RunDir
 
 GIB = 1024**3
 TPOT = {
@@ -203,3 +204,24 @@ def test_report_on_missing_run_exits_2(tmp_path, capsys):
         main(["compare", str(tmp_path / "empty"), str(tmp_path / "empty")])
     assert exc.value.code == 2
     assert "summary.csv is missing" in capsys.readouterr().err
+
+
+def test_modes_and_streaming_without_manifests(tmp_path):
+    # `trtbench loadtest` alone leaves no build.json: the mode comes from the name, and
+    # run.json's loadtest endpoint ("nostream") says the draft variant did not stream.
+    root = tmp_path / "run"
+    rows = [summary_row(v, c, tpot=t, accept=3.0 if v == "dtm-k4" else float("nan"))
+            for v, t in (("baseline", 10.0), ("dtm-k4", 5.0)) for c in (1, 8)]  # fmt: skip
+    write_summary(root, rows)
+    RunDir(root).update_run_json(
+        "loadtest",
+        {"dtm-k4": {"endpoint": "nostream"}, "baseline": {"endpoint": "stream"}},
+    )
+    run = load_run(root)
+    assert run.variants["dtm-k4"].mode == "draft_target"
+    assert run.variants["dtm-k4"].mode_source == "name"
+    assert run.variants["dtm-k4"].streaming is False
+    assert run.variants["baseline"].streaming is True
+    notes = analyze_run(run).notes
+    assert any("guessed from the name" in n for n in notes)
+    assert any("`dtm-k4` does not stream" in n for n in notes)
