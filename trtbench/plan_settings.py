@@ -140,6 +140,8 @@ def medusa_setup(settings: PlanSettings) -> MedusaSetup | None:
             settings.medusa_accuracies or "", settings.medusa_cumulative
         ),
     )
+    if settings.medusa_heads is not None:
+        acc = acc[: settings.medusa_heads]  # heads beyond the given count do not exist
     if settings.medusa_tree.strip().lower() == GREEDY:
         choices = greedy_medusa_tree(acc, settings.medusa_nodes)
     else:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from trtbench.plan_settings import PlanResult
-from trtbench.planner import Plan, medusa_head_params
+from trtbench.planner import Plan, estimate_memory, medusa_head_params
 from trtbench.speculation import expected_tokens_per_step
 
 FORMULA = (
@@ -80,6 +80,18 @@ def _rows(plan: Plan) -> str:
         for r in plan.rows
     ]  # fmt: skip
     return table(header, rows)
+
+
+def _memory(plan: Plan) -> list[str]:
+    """Per mode: weights, draft/heads weights and KV cache per sequence (GB)."""
+    lines = ["Memory per mode (GB): weights + draft/heads + KV per sequence x B:"]
+    for mode in plan.inputs.modes:
+        m = estimate_memory(plan.inputs, mode, 1)
+        lines.append(
+            f"  {mode}: {_gb(m.weights_bytes)} + {_gb(m.extra_weights_bytes)} + "
+            f"{m.kv_per_sequence_bytes / 1e9:.3f} x B"
+        )
+    return lines
 
 
 def _verdicts(plan: Plan) -> list[str]:
@@ -155,7 +167,8 @@ def render_plan(result: PlanResult) -> str:
     parts = []
     if result.plan is not None:
         plan = result.plan
-        parts += [*_header(plan), "", _rows(plan), "", *_verdicts(plan), "", FORMULA]
+        parts += [*_header(plan), "", _rows(plan), "", *_memory(plan), *_verdicts(plan)]
+        parts += ["", FORMULA]
     if result.run_dir is not None:
         parts += ["", render_fit(result)]
     if result.csv_path is not None:

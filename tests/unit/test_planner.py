@@ -209,3 +209,19 @@ def test_gpu_table_and_errors():
         get_gpu("a100").peak_flops_per_s(fp8=True)
     with pytest.raises(ConfigError, match="b200"):
         get_gpu("b200")
+
+
+def test_fewer_heads_than_accuracy_rows_limit_the_greedy_tree():
+    # 4 heads: head 5's accuracies are dropped, so no path is deeper than 4
+    settings = PlanSettings(
+        model="llama-3-8b",
+        medusa_accuracies="vicuna-7b",
+        medusa_heads=4,
+        medusa_nodes=63,
+    )
+    setup = medusa_setup(settings)
+    assert setup.num_heads == 4
+    assert len(setup.accuracies) == 4
+    assert max(len(p) for p in setup.choices) <= 4
+    # Llama-3-8B heads: 4 x (16,777,216 + 4,096 + 525,336,576) = 4 x 542,117,888
+    assert medusa_head_params(resolve_model("llama-3-8b"), 4, 1) == 2_168_471_552
