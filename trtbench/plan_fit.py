@@ -27,6 +27,7 @@ from trtbench.profiling.comparison import (
     summary_column,
     tokens_per_step,
 )
+from trtbench.profiling.metrics import add_speedups
 from trtbench.run_data import VariantInfo
 from trtbench.speculation import expected_tokens_per_step, fit_alpha, leviathan_speedup
 
@@ -115,7 +116,9 @@ def predicted_tokens_per_step(fit: VariantFit) -> float:
 
 
 def fit_run(
-    summary: pd.DataFrame, variants: dict[str, VariantInfo]
+    summary: pd.DataFrame,
+    variants: dict[str, VariantInfo],
+    baseline: str | None = None,
 ) -> tuple[list[VariantFit], pd.DataFrame]:
     """Fit every speculative variant and compare its predictions with each tier.
 
@@ -123,12 +126,16 @@ def fit_run(
         summary: summary.csv rows (``variant``, ``tier``, ``concurrency``, the TPOT
             speedup column and the acceptance/tokens-per-response statistics).
         variants: per-variant mode and draft length (from build.json).
+        baseline: when given, the speedups are recomputed against it
+            (``metrics.add_speedups``) instead of taken from the file.
 
     Returns:
         The fits, and one row per (variant, tier): variant, tier, concurrency,
         measured_tokens_per_step, predicted_tokens_per_step, measured_speedup_ratio,
         predicted_speedup_ratio, error_ratio (predicted / measured − 1).
     """
+    if baseline is not None:
+        summary = add_speedups(summary, baseline)
     fits, rows = [], []
     for name, group in summary.groupby("variant", sort=False):
         info = variants.get(str(name), VariantInfo(str(name)))

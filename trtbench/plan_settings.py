@@ -269,7 +269,7 @@ def run_plan(settings: PlanSettings) -> PlanResult:
     fits, fit_rows, run = [], None, None
     if settings.from_run is not None:
         run = _option("--from-run", lambda: load_run(settings.from_run or Path()))
-        fits, fit_rows = fit_run(run.summary, run.variants)
+        fits, fit_rows = fit_run(run.summary, run.variants, run.baseline)
         if settings.model is None:
             return PlanResult(None, fits, fit_rows, run.root)
         settings = _run_shape(run, settings)

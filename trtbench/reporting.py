@@ -111,7 +111,7 @@ def _header(a: RunAnalysis) -> list[str]:
     if host:
         gpus = host.get("gpus") or "none"
         lines.append(f"Host: {host.get('hostname', '?')}, GPUs: {gpus}.")
-    fits, _ = fit_run(a.run.summary, a.run.variants)
+    fits, _ = fit_run(a.run.summary, a.run.variants, a.run.baseline)
     for f in fits:
         alpha = f"α = {f.alpha:.3f}, " if f.alpha is not None else ""
         cost = "" if f.cost_ratio is None else (

@@ -51,7 +51,7 @@ def summary_row(variant: str, concurrency: int, **metrics: float) -> dict[str, A
 
 
 def write_summary(
-    root: Path, rows: list[dict[str, Any]], baseline: str = "baseline"
+    root: Path, rows: list[dict[str, Any]], baseline: str | None = "baseline"
 ) -> Path:
     """Write ``loadtest/summary.csv`` (SUMMARY_SCHEMA) with the load test's own speedup
     columns (``metrics.add_speedups``: baseline mean TPOT / variant mean TPOT, same tier)."""

@@ -55,7 +55,7 @@ def test_bad_input_exits_2_naming_the_option(args, option, capsys):
     assert "Traceback" not in err
 
 
-def _fit_run_dir(root):
+def _fit_run_dir(root, baseline="baseline"):
     # baseline TPOT 10 ms (c1), 12 ms (c8). draft-k4: E = 3.3616 (α = 0.8, γ = 4);
     # TPOT c1 = 10 * 1.2 / 3.3616 -> speedup 2.80133, step ratio E/S = 1.2 = 4c + 1 -> c = 0.05
     # c8: TPOT 6 -> speedup 2.0. medusa (3 nodes): 2 tokens/response, TPOT 6.25 -> 1.6,
@@ -67,16 +67,19 @@ def _fit_run_dir(root):
         summary_row("medusa", 1, tpot=6.25, per_response=2.0),
         summary_row("medusa", 8, tpot=8.0, per_response=2.0),
     ]  # fmt: skip
-    write_summary(root, rows)
+    write_summary(root, rows, baseline)
     write_build(root, "baseline", "baseline")
     write_build(root, "draft-k4", "draft_target", draft_len=4)
     write_build(root, "medusa", "medusa", choices=[[0], [0, 0], [1]])
     return root
 
 
-def test_fit_recovers_alpha_and_cost_ratio(tmp_path):
-    run = load_run(_fit_run_dir(tmp_path))
-    fits, rows = fit_run(run.summary, run.variants)
+@pytest.mark.parametrize("loadtest_baseline", ["baseline", None])
+def test_fit_recovers_alpha_and_cost_ratio(tmp_path, loadtest_baseline):
+    # None: the load test ran without --baseline (no speedups in the file); the fit
+    # recomputes them against the run's baseline variant.
+    run = load_run(_fit_run_dir(tmp_path, loadtest_baseline))
+    fits, rows = fit_run(run.summary, run.variants, run.baseline)
     by = {f.variant: f for f in fits}
     assert by["draft-k4"].alpha == pytest.approx(0.8, abs=1e-6)
     assert by["draft-k4"].cost_ratio == pytest.approx(0.05, abs=1e-9)
