@@ -2,7 +2,7 @@
 
 :func:`build_trtllm_variant` is the backend function ``builders/build.py`` dispatches to.
 
-1. Read the models' config.json (:func:`~trtbench.builders.trtllm_plan.read_model_facts`) and
+1. Read the models' config.json (:func:`~trtbench.builders.trtllm_facts.read_model_facts`) and
    make the plan (:func:`~trtbench.builders.trtllm_plan.plan_variant`).
 2. Check every call and command line against the TensorRT-LLM 1.2.1 contract, and the GPU's
    compute capability for FP8 when a GPU is visible — all before any GPU work.
@@ -41,17 +41,16 @@ from trtbench.builders.manifest import (
 from trtbench.builders.trtllm_contract import (
     Contract,
     check_build_argv,
-    check_draft_pair,
-    check_engine,
     load_contract,
 )
+from trtbench.builders.trtllm_facts import read_model_facts
 from trtbench.builders.trtllm_plan import (
     VariantPlan,
     engine_layout,
     plan_variant,
-    read_model_facts,
 )
 from trtbench.builders.trtllm_render import build_argv, render_plan
+from trtbench.builders.trtllm_rules import check_draft_pair, check_engine
 from trtbench.builders.trtllm_run import (
     StepResult,
     gpu_capabilities,

@@ -16,7 +16,6 @@ plugins and shapes follow research/trtllm_build.md §1 and §4; the rules are ch
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,26 +30,12 @@ from trtbench.builders.trtllm_calls import (
     call_from_json,
     call_to_json,
 )
-from trtbench.errors import ConfigError, ModelMismatchError
-from trtbench.spec import ModelsSpec, VariantSpec
+from trtbench.builders.trtllm_facts import ModelFacts, checkpoint_dtype
+from trtbench.errors import ConfigError
+from trtbench.spec import VariantSpec
 
 # KV-cache share of free GPU memory for the executor the LLM API starts after a build.
 BUILD_KV_CACHE_FRACTION = 0.2
-CHECKPOINT_DTYPES = ("float32", "float16", "bfloat16")
-
-
-@dataclass(frozen=True)
-class ModelFacts:
-    """What the plan needs from the model directories' config.json files (read once)."""
-
-    target_dir: str
-    target_vocab: int | None
-    target_dtype: str | None
-    draft_dir: str | None = None
-    draft_vocab: int | None = None
-    medusa_dir: str | None = None
-    medusa_num_heads: int | None = None
-    medusa_num_layers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -141,83 +126,6 @@ class VariantPlan:
                 else tuple(tuple(c) for c in choices),
             }
         )
-
-
-def _read_config(directory: Path, role: str) -> dict[str, Any]:
-    path = Path(directory) / "config.json"
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(
-            f"models.{role}: {path} does not exist; point models.{role} at a Hugging Face "
-            "model directory (save_pretrained layout)"
-        ) from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(
-            f"models.{role}: cannot read {path} ({exc}); fix it"
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"models.{role}: {path} is not a JSON object; fix it")
-    return data
-
-
-def _heads_facts(directory: Path, target_vocab: int | None) -> tuple[int, int]:
-    config = _read_config(directory, "medusa")
-    heads, layers = config.get("medusa_num_heads"), config.get("medusa_num_layers")
-    if not isinstance(heads, int) or not isinstance(layers, int):
-        raise ConfigError(
-            f"models.medusa: {directory}/config.json needs integer medusa_num_heads and "
-            "medusa_num_layers (TensorRT-LLM reads medusa_num_layers from it); add them"
-        )
-    vocab = config.get("vocab_size")
-    if vocab is not None and target_vocab is not None and vocab != target_vocab:
-        raise ModelMismatchError(
-            f"Medusa heads in {directory} predict {vocab} tokens but the target has "
-            f"{target_vocab}; train the heads on this target"
-        )
-    return heads, layers
-
-
-def read_model_facts(models: ModelsSpec, modes: set[str]) -> ModelFacts:
-    """Read the config.json of the target, and of the draft / heads when ``modes`` need them.
-
-    Raises:
-        ConfigError: a directory or config.json is missing or unreadable, or the heads'
-            config lacks ``medusa_num_heads`` / ``medusa_num_layers``.
-        ModelMismatchError: draft (or heads) vocabulary differs from the target's.
-    """
-    target = _read_config(models.target, "target")
-    vocab = target.get("vocab_size")
-    dtype = target.get("torch_dtype") or target.get("dtype")
-    facts: dict[str, Any] = {
-        "target_dir": str(models.target),
-        "target_vocab": vocab,
-        "target_dtype": dtype if isinstance(dtype, str) else None,
-    }
-    if "draft_target" in modes:
-        if models.draft is None:
-            raise ConfigError(
-                "a draft_target variant needs models.draft (a draft model dir); add it"
-            )
-        draft_vocab = _read_config(models.draft, "draft").get("vocab_size")
-        if draft_vocab != vocab:
-            raise ModelMismatchError(
-                f"draft model {models.draft} has vocab_size {draft_vocab} but the target "
-                f"has {vocab}; use a draft trained with the target's tokenizer"
-            )
-        facts.update(draft_dir=str(models.draft), draft_vocab=draft_vocab)
-    if "medusa" in modes:
-        if models.medusa is None:
-            raise ConfigError(
-                "a medusa variant needs models.medusa (a Medusa heads dir); add it"
-            )
-        heads, layers = _heads_facts(models.medusa, vocab)
-        facts.update(
-            medusa_dir=str(models.medusa),
-            medusa_num_heads=heads,
-            medusa_num_layers=layers,
-        )
-    return ModelFacts(**facts)
 
 
 def _plugins(variant: VariantSpec) -> dict[str, Any]:
@@ -373,6 +281,38 @@ def _medusa_step(
     return EngineStep("target", str(root), llm, expect, convert, str(ckpt), world)
 
 
+def _plain_steps(
+    variant: VariantSpec, facts: ModelFacts, root: Path
+) -> tuple[EngineStep, ...]:
+    """baseline: one engine at the root; draft_target: target/ (DTE, K) and draft/."""
+    target = facts.target_dir
+    if variant.mode == "baseline":
+        step = _plain_step(
+            variant,
+            "target",
+            target,
+            target,
+            root,
+            mode="NONE",
+            draft_len=0,
+            logits=False,
+        )
+        return (step,)
+    if facts.draft_dir is None:
+        raise ConfigError(f"variant {variant.name}: draft_target needs models.draft")
+    logits = variant.draft_acceptance == "logits"
+    return (
+        _plain_step(
+            variant, "target", target, target, root / "target",
+            mode="DRAFT_TOKENS_EXTERNAL", draft_len=variant.draft_len, logits=logits,
+        ),
+        _plain_step(
+            variant, "draft", facts.draft_dir, facts.draft_dir, root / "draft",
+            mode="NONE", draft_len=0, logits=logits,
+        ),
+    )  # fmt: skip
+
+
 def plan_variant(
     variant: VariantSpec, facts: ModelFacts, engine_root: Path
 ) -> VariantPlan:
@@ -380,56 +320,17 @@ def plan_variant(
 
     Args:
         variant: the variant as validated by the spec.
-        facts: from :func:`read_model_facts` (covering this variant's mode).
+        facts: from :func:`~trtbench.builders.trtllm_facts.read_model_facts` (covering
+            this variant's mode).
         engine_root: ``<run>/engines/<variant>`` (absolute paths go into the plan).
 
     Raises:
         ConfigError: a Medusa tree that cannot be resolved, or facts missing for the mode.
     """
     root = Path(engine_root)
-    logits = variant.draft_acceptance == "logits"
     choices = heads = layers = None
-    if variant.mode == "baseline":
-        steps = (
-            _plain_step(
-                variant,
-                "target",
-                facts.target_dir,
-                facts.target_dir,
-                root,
-                mode="NONE",
-                draft_len=0,
-                logits=False,
-            ),
-        )
-    elif variant.mode == "draft_target":
-        if facts.draft_dir is None:
-            raise ConfigError(
-                f"variant {variant.name}: draft_target needs models.draft"
-            )
-        k = variant.draft_len
-        steps = (
-            _plain_step(
-                variant,
-                "target",
-                facts.target_dir,
-                facts.target_dir,
-                root / "target",
-                mode="DRAFT_TOKENS_EXTERNAL",
-                draft_len=k,
-                logits=logits,
-            ),
-            _plain_step(
-                variant,
-                "draft",
-                facts.draft_dir,
-                facts.draft_dir,
-                root / "draft",
-                mode="NONE",
-                draft_len=0,
-                logits=logits,
-            ),
-        )
+    if variant.mode != "medusa":
+        steps = _plain_steps(variant, facts, root)
     else:
         if facts.medusa_dir is None:
             raise ConfigError(f"variant {variant.name}: medusa needs models.medusa")
@@ -454,14 +355,6 @@ def plan_variant(
         cuda_graphs=variant.cuda_graphs,
         checkpoint_dtype=checkpoint_dtype(variant, facts),
     )
-
-
-def checkpoint_dtype(variant: VariantSpec, facts: ModelFacts) -> str:
-    """The explicit dtype the examples/ converters want ('auto' -> the target's, else float16)."""
-    if variant.dtype != "auto":
-        return variant.dtype
-    found = facts.target_dtype
-    return found if found in CHECKPOINT_DTYPES else "float16"
 
 
 def engine_layout(plan: VariantPlan) -> dict[str, str]:

@@ -53,6 +53,7 @@ def gpu_capabilities(nvml: Any | None = None) -> list[tuple[str, tuple[int, int]
     Args:
         nvml: a ``pynvml``-like module already initialised (default: import and init pynvml).
     """
+    owned = nvml is None
     nvml = nvml or _load_nvml()
     if nvml is None:
         return []
@@ -65,6 +66,9 @@ def gpu_capabilities(nvml: Any | None = None) -> list[tuple[str, tuple[int, int]
     except nvml.NVMLError as exc:
         logger.warning("NVML could not list GPUs (%s); assuming none", exc)
         return []
+    finally:
+        if owned:
+            nvml.nvmlShutdown()
     return out
 
 
@@ -82,6 +86,7 @@ class GpuMemoryPeak:
 
     def __init__(self, nvml: Any | None = None, interval_s: float = 0.2) -> None:
         self._nvml = nvml
+        self._owned = nvml is None
         self._interval_s = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -120,6 +125,7 @@ class GpuMemoryPeak:
     def __enter__(self) -> GpuMemoryPeak:
         self._nvml = self._nvml or _load_nvml()
         if self._nvml is None:
+            self._owned = False
             return self
         self.available = True
         self.sample()
@@ -133,6 +139,8 @@ class GpuMemoryPeak:
             self._thread.join()
             if self.error is None:
                 self.sample()
+        if self._owned and self.available:
+            self._nvml.nvmlShutdown()
 
     @property
     def peak_delta_bytes(self) -> int | None:

@@ -11,8 +11,8 @@ log, non-zero exit status.
 from __future__ import annotations
 
 import json
+import logging
 import sys
-import time
 from pathlib import Path
 
 from trtbench.builders.trtllm_calls import materialize
@@ -20,33 +20,36 @@ from trtbench.builders.trtllm_contract import load_contract
 from trtbench.builders.trtllm_plan import EngineStep, VariantPlan
 from trtbench.builders.trtllm_run import require_trtllm
 
-
-def _say(message: str) -> None:
-    print(f"[trtbench-worker {time.strftime('%H:%M:%S')}] {message}", flush=True)
+logger = logging.getLogger("trtbench.builders.trtllm_worker")
 
 
 def build_engine(step: EngineStep) -> None:
     """Convert (Medusa) and build one engine as the plan says (GPU + tensorrt_llm needed)."""
     contract = load_contract()
     version = require_trtllm(contract)
-    _say(f"TensorRT-LLM {version}; engine {step.role} -> {step.engine_dir}")
+    logger.info(f"TensorRT-LLM {version}; engine {step.role} -> {step.engine_dir}")
     if step.convert is not None and step.checkpoint_dir is not None:
         for rank in range(step.world_size):
-            _say(f"converting checkpoint rank {rank}/{step.world_size}")
+            logger.info(f"converting checkpoint rank {rank}/{step.world_size}")
             model = materialize(step.convert, contract.imports, rank)
             model.save_checkpoint(step.checkpoint_dir, save_config=(rank == 0))
-    _say("building (LLM API)")
+    logger.info("building (LLM API)")
     llm = materialize(step.llm, contract.imports)
     try:
-        _say("saving the engine")
+        logger.info("saving the engine")
         llm.save(step.engine_dir)
     finally:
         llm.shutdown()
-    _say("done")
+    logger.info("done")
 
 
 def main(argv: list[str]) -> None:
-    """``argv`` = [PLAN_JSON, ROLE]."""
+    """``argv`` = [PLAN_JSON, ROLE]; logs to stdout, which the parent streams to build.log."""
+    logging.basicConfig(
+        stream=sys.stdout,
+        level=logging.INFO,
+        format="[trtbench-worker %(asctime)s] %(message)s",
+    )
     plan_path, role = Path(argv[0]), argv[1]
     plan = VariantPlan.from_json(json.loads(plan_path.read_text()))
     step = next(e for e in plan.engines if e.role == role)

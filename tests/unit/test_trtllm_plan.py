@@ -16,11 +16,11 @@ from tests.unit.hf_dirs import TREE6, make_models, spec_for
 from trtbench.builders.trtllm import build_trtllm_variant, plan_and_check
 from trtbench.builders.trtllm_calls import Call, EnumRef, PathArg, RankArg
 from trtbench.builders.trtllm_contract import load_contract
+from trtbench.builders.trtllm_facts import read_model_facts
 from trtbench.builders.trtllm_plan import (
     VariantPlan,
     engine_layout,
     plan_variant,
-    read_model_facts,
 )
 from trtbench.builders.trtllm_render import build_argv, convert_argv, render_plan
 from trtbench.builders.trtllm_run import GpuMemoryPeak, gpu_capabilities
