@@ -290,6 +290,13 @@ def run_step(
     )
 
 
+def _clear_engine(engine_dir: Path) -> None:
+    """Remove a previous build's config.json and rank files (never read back stale ones)."""
+    if engine_dir.is_dir():
+        for path in [engine_dir / "config.json", *engine_dir.glob("rank*.engine")]:
+            path.unlink(missing_ok=True)
+
+
 def run_plan(
     plan: VariantPlan,
     python: str = sys.executable,
@@ -313,6 +320,7 @@ def run_plan(
     log_path.write_text(f"# trtbench build of variant {plan.name} ({plan.mode})\n")
     results = []
     for step in plan.engines:
+        _clear_engine(Path(step.engine_dir))
         result = run_step(plan_path, step, log_path, python, nvml)
         results.append(result)
         if on_step is not None:
