@@ -157,10 +157,14 @@ def check_call(call: Call, contract: Contract, where: str = "") -> None:
     named = dict(zip(positional, call.args, strict=False))
     for key, value in [*named.items(), *call.kwargs.items()]:
         if key not in fields:
-            near = ", ".join(sorted(fields))
+            scope = (
+                f"TensorRT-LLM {contract.version}"
+                if entry.get("complete")
+                else "the verified subset of the contract (fields trtbench sets)"
+            )
             raise ConfigError(
-                f"{here}: unknown field {key!r} for TensorRT-LLM {contract.version}; "
-                f"valid fields: {near}"
+                f"{here}: unknown field {key!r} for {scope}; valid fields: "
+                f"{', '.join(sorted(fields))}"
             )
         problem = _type_error(value, fields[key]["type"], contract)
         if problem:

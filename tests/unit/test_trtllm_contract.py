@@ -264,3 +264,9 @@ def test_load_contract_from_a_path(tmp_path: Path, contract):
     assert other.version == "9.9"
     with pytest.raises(ConfigError, match="not part of the TensorRT-LLM 9.9 contract"):
         other.fields("BuildConfig")
+
+
+def test_unknown_field_of_a_partial_table_says_so(contract):
+    # LLM lists only the arguments trtbench passes: say that, not "does not exist"
+    with pytest.raises(ConfigError, match="verified subset of the contract"):
+        check_call(Call("LLM", {"enable_chunked_prefill": True}), contract)
