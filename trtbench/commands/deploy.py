@@ -25,7 +25,11 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 
 def _serve_until_interrupted(run_dir: Path, variants: tuple[str, ...], deploy) -> None:
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    """Serve until SIGINT/SIGTERM; every server is stopped before returning (also when the
+    signal arrives during startup). Handlers are set here because a parent may have left
+    SIGINT ignored (background jobs)."""
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, _raise_interrupt) for s in signals}
     try:
         with serve_variants(run_dir, variants, deploy) as servers:
             for name, server in servers:
@@ -34,13 +38,13 @@ def _serve_until_interrupted(run_dir: Path, variants: tuple[str, ...], deploy) -
                     f"metrics {server.metrics_url}  (log {server.config.log_path})"
                 )
             click.echo("serving; press Ctrl-C to stop", err=True)
-            try:
-                while True:
-                    time.sleep(3600)
-            except KeyboardInterrupt:
-                click.echo("stopping", err=True)
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     click.echo("stopped", err=True)
 
 

@@ -1,0 +1,282 @@
+"""Serve every reference variant from a real tritonserver and stream through it.
+
+The run directory is built with ``trtbench build``'s library from the small real models
+(``tiny_models``) and deployed with :func:`trtbench.deployment.deploy_run`. For each variant a
+real tritonserver streams one request over gRPC ``ModelStreamInfer`` (with
+``triton_enable_empty_final_response``), and the token ids, text and draft counts must equal
+what the reference engine emits directly in this process: the server adds nothing and loses
+nothing. Bad input goes through the CLI (exit 2, one line). After each test, no process of the
+server's group is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+
+from trtbench.builders.build import build_variants
+from trtbench.builders.reference.engine import load_engine
+from trtbench.cli import main
+from trtbench.deployment import deploy_run, serve
+from trtbench.run_dir import RunDir
+from trtbench.spec import BenchSpec, DeploySpec, ModelsSpec, VariantSpec
+
+pytestmark = pytest.mark.integration
+
+# Multi-byte characters make the incremental detokenizer hold pieces back.
+PROMPT = "def greet(name):\n    return f'héllo, {name} → ünïcode'\n\ndef "
+MAX_TOKENS = 24
+TREE = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]
+VARIANTS = ("baseline", "draft_target", "medusa")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tiny_models, tmp_path_factory) -> RunDir:
+    """A built and deployed run: baseline, draft_target (K=4), medusa (6-node tree)."""
+    spec = BenchSpec(
+        name="deploy-it",
+        backend="reference",
+        models=ModelsSpec(**tiny_models),
+        variants=[
+            VariantSpec(name="baseline", mode="baseline"),
+            VariantSpec(name="draft_target", mode="draft_target", max_draft_len=4),
+            VariantSpec(name="medusa", mode="medusa", medusa_choices=TREE),
+        ],
+        deploy=DeploySpec(ready_timeout_s=120, reference_device="cpu"),
+    )
+    rd = RunDir(tmp_path_factory.mktemp("deploy") / "run")
+    build_variants(spec, (), None, rd)
+    deploy_run(rd, (), spec.deploy)
+    return rd
+
+
+@dataclass(frozen=True)
+class Response:
+    ids: list[int] | None
+    text: str | None
+    proposed: int | None
+    accepted: int | None
+    final: bool
+    outputs: dict[str, np.ndarray]
+
+
+def _input(name: str, value, dtype: str) -> grpcclient.InferInput:
+    array = np.array([[value]], dtype=object if dtype == "BYTES" else None)
+    if dtype != "BYTES":
+        array = array.astype({"INT32": np.int32, "BOOL": np.bool_}[dtype])
+    tensor = grpcclient.InferInput(name, list(array.shape), dtype)
+    tensor.set_data_from_numpy(array)
+    return tensor
+
+
+def infer_stream(
+    url: str, prompt: str, max_tokens: int, stream: bool
+) -> list[Response]:
+    """One request over ModelStreamInfer; every response until the final flag."""
+    client = grpcclient.InferenceServerClient(url)
+    results: queue.Queue = queue.Queue()
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    inputs = [
+        _input("text_input", prompt.encode(), "BYTES"),
+        _input("max_tokens", max_tokens, "INT32"),
+        _input("stream", stream, "BOOL"),
+        _input("exclude_input_in_output", True, "BOOL"),
+        _input("return_perf_metrics", True, "BOOL"),
+    ]
+    client.async_stream_infer("ensemble", inputs, enable_empty_final_response=True)
+    out: list[Response] = []
+    try:
+        while not (out and out[-1].final):
+            result, error = results.get(timeout=60)
+            assert error is None, error
+            response = result.get_response()
+            names = [o.name for o in response.outputs]
+            arrays = {n: result.as_numpy(n) for n in names}
+            ids = arrays.get("output_ids")
+            text = arrays.get("text_output")
+            out.append(
+                Response(
+                    ids=None if ids is None else ids.reshape(-1).tolist(),
+                    text=None if text is None else text.reshape(-1)[0].decode(),
+                    proposed=_scalar(arrays.get("draft_tokens_proposed")),
+                    accepted=_scalar(arrays.get("draft_tokens_accepted")),
+                    final=response.parameters["triton_final_response"].bool_param,
+                    outputs=arrays,
+                )
+            )
+    finally:
+        client.stop_stream()
+        client.close()
+    return out
+
+
+def _scalar(array):
+    return None if array is None else array.reshape(-1)[0].item()
+
+
+SUCCESS_2 = 'nv_inference_request_success{model="ensemble",version="1"} 2'
+
+
+def wait_for_metric(url: str, line: str, timeout_s: float = 10.0) -> str:
+    """/metrics text once it holds ``line`` (counters update when a request is released,
+    a moment after its final response), or the last text read."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 - localhost
+            text = resp.read().decode()
+        if line in text or time.monotonic() > deadline:
+            return text
+        time.sleep(0.1)
+
+
+def group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_stream_is_lossless_through_the_server(run_dir, variant):
+    engine = load_engine(run_dir.engine_dir(variant), device="cpu")
+    prompt_ids = engine.tokenizer.encode(PROMPT, add_special_tokens=True)
+    steps = list(engine.generate(prompt_ids, MAX_TOKENS))
+    all_ids = [t for s in steps for t in s.token_ids]
+    text = engine.tokenizer.decode(
+        all_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
+    )
+    with serve(run_dir, variant) as server:
+        pgid = server.process.pid
+        streamed = infer_stream(server.grpc_url, PROMPT, MAX_TOKENS, stream=True)
+        whole = infer_stream(server.grpc_url, PROMPT, MAX_TOKENS, stream=False)
+        metrics = wait_for_metric(server.metrics_url, SUCCESS_2)
+    assert group_gone(pgid)
+    # streaming: one response per engine step, same ids, same draft counts, final on last
+    data = [r for r in streamed if r.ids]
+    assert [tuple(r.ids) for r in data] == [s.token_ids for s in steps]
+    assert [(r.proposed, r.accepted) for r in data] == [
+        (s.draft_proposed, s.draft_accepted) for s in steps
+    ]
+    assert "".join(r.text for r in data) == text
+    assert [r.final for r in streamed] == [False] * (len(streamed) - 1) + [True]
+    last = streamed[-1].outputs
+    proposed = sum(s.draft_proposed for s in steps)
+    accepted = sum(s.draft_accepted for s in steps)
+    assert _scalar(last["total_draft_tokens"]) == proposed
+    assert _scalar(last["total_accepted_draft_tokens"]) == accepted
+    assert _scalar(last["acceptance_rate"]) == pytest.approx(
+        accepted / proposed if proposed else 0.0
+    )
+    assert _scalar(last["first_token_time_ns"]) <= _scalar(last["last_token_time_ns"])
+    # non-streaming: one final response with everything
+    assert len(whole) == 1 and whole[0].final
+    assert whole[0].ids == all_ids and whole[0].text == text
+    assert (whole[0].proposed, whole[0].accepted) == (proposed, accepted)
+    # two requests answered, both counted by Triton's /metrics
+    assert SUCCESS_2 in metrics
+    if variant != "baseline":
+        assert proposed > 0
+
+
+def run_cli(args: list, capsys) -> tuple[int, str]:
+    try:
+        main([str(a) for a in args])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    return code, capsys.readouterr().err
+
+
+def one_line(code: int, err: str) -> str:
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_model_that_fails_to_load_reports_why(run_dir, capsys):
+    """A built engine whose model files are gone: the model raises on init."""
+    broken = json.loads(run_dir.build_json("baseline").read_text())
+    broken["variant"]["name"] = "broken"
+    broken["models"]["target"]["path"] = str(run_dir.root / "gone")
+    run_dir.engine_dir("broken").mkdir()
+    run_dir.build_json("broken").write_text(json.dumps(broken))
+    code, err = run_cli(
+        ["deploy", run_dir.root, "--variant", "broken", "--serve"], capsys
+    )
+    line = one_line(code, err)
+    assert "failed to load 'ensemble'" in line
+    assert f"{run_dir.root / 'gone'}" in line and "is gone" in line
+    assert str(run_dir.server_log("broken")) in line
+
+
+def test_port_in_use_is_named(run_dir, capsys):
+    with socket.socket() as sock:
+        sock.bind(("0.0.0.0", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        args = ["deploy", run_dir.root, "--variant", "baseline", "--serve"]
+        code, err = run_cli([*args, "--grpc-port", port], capsys)
+    line = one_line(code, err)
+    assert f"grpc_port {port} is already in use" in line and "--grpc-port" in line
+
+
+def test_missing_tritonserver_is_named(run_dir, tmp_path, capsys):
+    missing = tmp_path / "tritonserver"
+    args = ["deploy", run_dir.root, "--variant", "baseline", "--serve"]
+    code, err = run_cli([*args, "--tritonserver", missing], capsys)
+    line = one_line(code, err)
+    assert f"tritonserver {missing} is not an executable file" in line
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:  # field 4 of /proc/<pid>/stat: the parent pid
+            out.append(int(stat.parent.name))
+    return out
+
+
+def test_cli_serve_prints_endpoints_and_stops_on_ctrl_c(run_dir):
+    cmd = [sys.executable, "-m", "trtbench.cli", "deploy", str(run_dir.root)]
+    proc = subprocess.Popen(  # noqa: S603
+        [*cmd, "--variant", "baseline", "--serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("baseline: grpc localhost:"), proc.stderr.read()
+        metrics_url = line.split("metrics ")[1].split()[0]
+        with urllib.request.urlopen(metrics_url, timeout=10) as resp:  # noqa: S310
+            assert resp.status == 200
+        servers = _children(proc.pid)
+        assert servers, "tritonserver is not a child of trtbench deploy --serve"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert err.strip().splitlines()[-1] == "stopped"
+    assert all(group_gone(pid) for pid in servers)
