@@ -40,17 +40,9 @@ from trtbench.triton_repo.binary import (
 )
 
 __all__ = [
-    "NGC_TRITONSERVER",
-    "Ports",
-    "ServerConfig",
-    "TritonBinary",
-    "TritonServer",
-    "choose_ports",
-    "find_tritonserver",
-    "log_errors",
-    "mpirun_argv",
-    "server_argv",
-]
+    "NGC_TRITONSERVER", "Ports", "ServerConfig", "TritonBinary", "TritonServer",
+    "choose_ports", "find_tritonserver", "log_errors", "mpirun_argv", "server_argv",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +233,12 @@ def _http_ok(url: str) -> bool:
         return False
 
 
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 class _PortTaken(Exception):
     """A picked port was taken before tritonserver bound it (retry with new ports)."""
 
@@ -379,9 +377,10 @@ class TritonServer:
             try:
                 proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                _kill_group(proc)
+            except BaseException:  # a second Ctrl-C while waiting: kill, then re-raise
+                _kill_group(proc)
+                raise
         # Children (Python backend stubs, MPI ranks) share the group; make sure none survive.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
