@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import grpc
+import numpy as np
 from tritonclient.grpc import service_pb2_grpc
 
 from trtbench.errors import LoadTestError
@@ -125,7 +126,7 @@ class _Runner:
             exchange = Exchange(t, t, [], INTERRUPTED)
         if record:
             self.exchanges.append((slot, exchange))
-            if self.progress is not None:
+            if self.progress is not None and exchange.error != INTERRUPTED:
                 self.progress.request_done(exchange.error is None)
         return exchange
 
@@ -165,8 +166,6 @@ class _Runner:
         await self._gather([worker(k) for k in range(workers)])
 
     async def open_loop(self, variant: str, tier: Tier, rng_seed: int) -> None:
-        import numpy as np  # noqa: PLC0415
-
         rng = np.random.default_rng(rng_seed)
         offsets = iter_send_offsets_ns(
             tier.request_rate_per_s or 1.0,

@@ -76,12 +76,21 @@ def _drop_prefix(chunks: list[str], chars: int) -> list[str]:
 
 
 def _spec_counts(parsed: Sequence[ParsedResponse]) -> list[tuple[int | None, ...]]:
-    """Per-response (draft, accepted) counts; running totals turned into deltas."""
+    """Per-response (draft, accepted) counts; running totals turned into deltas.
+
+    Where a stream carries per-response counts, running totals (also sent on a final
+    response) are ignored so nothing is counted twice.
+    """
+    per_response = any(
+        not p.cumulative_counts and p.draft_tokens is not None for p in parsed
+    )
     out: list[tuple[int | None, ...]] = []
     last = (0, 0)
     for p in parsed:
         pair = (p.draft_tokens, p.accepted_draft_tokens)
-        if p.cumulative_counts and None not in pair:
+        if p.cumulative_counts and per_response:
+            out.append((None, None))
+        elif p.cumulative_counts and None not in pair:
             out.append((pair[0] - last[0], pair[1] - last[1]))
             last = pair  # type: ignore[assignment]
         else:

@@ -261,6 +261,11 @@ def test_acceptance_from_server_counts():
         ):
             msg.outputs.add(name=name, datatype="INT32", shape=[1, 1])
             msg.raw_output_contents.append(np.asarray([value], "<i4").tobytes())
+    # The final response also carries running totals (as trtbench's reference model does
+    # with return_perf_metrics); they must not be counted again.
+    for name, value in (("total_draft_tokens", 12), ("total_accepted_draft_tokens", 6)):
+        msg_b.outputs.add(name=name, datatype="INT32", shape=[1, 1])
+        msg_b.raw_output_contents.append(np.asarray([value], "<i4").tobytes())
     rec, resp = records([(10.0, msg_a), (20.0, msg_b)])
     assert (rec.draft_tokens, rec.accepted_draft_tokens) == (12, 6)
     m = request_metrics(records_to_frame([rec])).iloc[0]

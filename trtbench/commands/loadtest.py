@@ -95,7 +95,10 @@ def comparison_table(summary: pd.DataFrame) -> Table:
 
 def print_outcome(outcome) -> None:
     """Print the comparison table, the warnings and where the CSVs are."""
-    Console().print(comparison_table(outcome.summary))
+    console = Console()
+    if not console.is_terminal:  # piped or captured: do not squeeze into 80 columns
+        console = Console(width=160)
+    console.print(comparison_table(outcome.summary))
     for warning in outcome.warnings:
         click.echo(f"warning: {warning}", err=True)
     click.echo(

@@ -1,0 +1,121 @@
+"""``trtbench run`` end to end on the small real models: build → deploy → tiers → CSVs.
+
+Three variants (baseline, draft-target, Medusa) on the reference backend, each served by its
+own tritonserver, two concurrency tiers of a few fixed-length requests.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+
+from trtbench.cli import main
+from trtbench.triton_repo.server import port_in_use
+
+pytestmark = pytest.mark.integration
+
+OUTPUT_TOKENS = 12
+REQUESTS = 4
+
+
+@pytest.fixture(scope="module")
+def finished_run(tiny_models, tmp_path_factory):
+    """Run the spec once for the module; return (run dir, exit code, stdout)."""
+    root = tmp_path_factory.mktemp("run")
+    common = {"dtype": "float32", "max_batch_size": 4, "max_input_len": 64,
+              "max_seq_len": 128}  # fmt: skip
+    spec = {
+        "name": "pipeline-test",
+        "backend": "reference",
+        "models": {k: str(v) for k, v in tiny_models.items()},
+        "variants": [
+            {"name": "base", "mode": "baseline", **common},
+            {"name": "dt", "mode": "draft_target", "max_draft_len": 3, **common},
+            {
+                "name": "med",
+                "mode": "medusa",
+                "medusa_choices": [[0], [0, 0], [1]],
+                **common,
+            },
+        ],  # fmt: skip
+        "deploy": {"ready_timeout_s": 120},
+        "loadtest": {
+            "concurrency": [1, 2],
+            "requests_per_tier": REQUESTS,
+            "warmup_requests": 1,
+            "input_len_mean": 16,
+            "output_len_mean": OUTPUT_TOKENS,
+            "slo_ttft_ms": 60000,
+        },
+        "profile": {"memory_interval_ms": 50, "metrics_interval_ms": 200},
+    }
+    spec_path = root / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(spec))
+    out = root / "out"
+    try:
+        main(["run", str(spec_path), "--out", str(out)])
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return out, code
+
+
+def test_run_writes_a_summary_row_per_variant_and_tier(finished_run, capsys):
+    out, code = finished_run
+    assert code == 0
+    summary = pd.read_csv(out / "loadtest" / "summary.csv")
+    assert list(zip(summary["variant"], summary["tier"], strict=True)) == [
+        (v, t) for v in ("base", "dt", "med") for t in ("c1", "c2")
+    ]
+    assert (summary["error_count"] == 0).all()
+    assert (summary["request_count"] == REQUESTS).all()
+    # Fixed lengths (min tokens = max tokens): every request returns exactly 12 tokens.
+    assert (summary["output_sequence_length_mean_tokens"] == OUTPUT_TOKENS).all()
+    assert (summary["osl_mismatch_count"] == 0).all()
+    base = summary[summary["variant"] == "base"]
+    assert (base["tpot_speedup_ratio"] == 1.0).all()
+    assert (base["output_token_throughput_speedup_ratio"] == 1.0).all()
+    spec_rows = summary[summary["variant"] != "base"]
+    assert spec_rows["tpot_speedup_ratio"].notna().all()
+    # The speculative variants report draft counts: 0 ≤ rate ≤ 1, acceptance length ≥ 1.
+    assert spec_rows["draft_acceptance_rate_mean_ratio"].between(0, 1).all()
+    assert (spec_rows["acceptance_length_mean_tokens"] >= 1).all()
+    # A generous TTFT SLO: every request is good.
+    assert (summary["good_request_fraction_ratio"] == 1.0).all()
+
+
+def test_run_writes_profiles_and_run_json(finished_run):
+    out, _ = finished_run
+    memory = pd.read_csv(out / "memory.csv")
+    assert set(memory["variant"]) == {"base", "dt", "med"}
+    assert {"load", "warmup", "tier:c1", "tier:c2"} <= set(memory["phase"])
+    metrics = pd.read_csv(out / "server_metrics.csv")
+    assert "tier:c2" in set(metrics["phase"])
+    assert metrics["name"].str.startswith("nv_inference").any()
+    breakdown = pd.read_csv(out / "memory_breakdown.csv")
+    assert list(breakdown["variant"]) == ["base", "dt", "med"]
+    run = json.loads((out / "run.json").read_text())
+    assert run["run"]["variants"]["med"]["tiers_done"] == ["c1", "c2"]
+    assert run["run"]["interrupted"] is False
+    requests = pd.read_csv(out / "loadtest" / "requests.csv")
+    assert set(requests["output_token_source"]) == {"output_ids"}
+    assert set(requests["input_token_source"]) == {"tokenizer"}
+    # The same prompts went to every variant.
+    by_variant = requests.groupby("variant")["input_tokens"].apply(list)
+    assert by_variant["base"] == by_variant["dt"] == by_variant["med"]
+
+
+def test_every_server_was_stopped(finished_run):
+    out, _ = finished_run
+    for variant in ("base", "dt", "med"):
+        log = (out / "server" / f"{variant}.log").read_text()
+        ports = [
+            int(line.split(":")[-1].split()[0])
+            for line in log.splitlines()
+            if "Started GRPCInferenceService at" in line
+        ]
+        assert ports, f"no gRPC port in the {variant} server log"
+        assert not port_in_use(ports[0])

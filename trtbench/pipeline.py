@@ -1,0 +1,250 @@
+"""``trtbench run``: build → deploy (one server per variant, stopped after) → tiers → CSVs.
+
+For each variant in spec order: render its model repository, start its tritonserver with the
+memory sampler already running (phase ``load``), warm up (phase ``warmup``), run every tier
+(phases ``tier:<label>``, with Triton's ``/metrics`` scraped throughout), stop the server.
+Then write ``loadtest/{requests,responses,summary}.csv``, ``memory.csv``,
+``server_metrics.csv`` and ``memory_breakdown.csv``. A failure or Ctrl-C in the middle keeps
+what was measured: the CSVs are written for what finished and the server is stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from trtbench.builders.build import build_variants
+from trtbench.deployment import deploy_variant, server_config
+from trtbench.errors import TrtbenchError
+from trtbench.loadtest import (
+    LoadtestOutcome,
+    connect,
+    make_prompts,
+    measure,
+    open_tokenizer,
+    write_loadtest,
+)
+from trtbench.profiling.loadgen import LoadResult, Progress
+from trtbench.profiling.memory import MemorySampler, write_memory_csv
+from trtbench.profiling.memory_breakdown import (
+    load_variant_inputs,
+    memory_breakdown,
+    write_memory_breakdown_csv,
+)
+from trtbench.profiling.prompts import Prompt, TextTokenizer
+from trtbench.profiling.schedule import Tier
+from trtbench.profiling.server_metrics import (
+    ServerMetricsScraper,
+    write_server_metrics_csv,
+)
+from trtbench.run_dir import RunDir
+from trtbench.spec import BenchSpec, VariantSpec
+from trtbench.triton_repo.interface import RepoMetadata, read_repo_metadata
+from trtbench.triton_repo.server import TritonServer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Collected:
+    """What the variants produced so far (kept when a later one fails)."""
+
+    results: dict[str, LoadResult] = field(default_factory=dict)
+    memory: list[pd.DataFrame] = field(default_factory=list)
+    metrics: dict[str, pd.DataFrame] = field(default_factory=dict)
+    memory_by_variant: dict[str, pd.DataFrame] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+class _Marking:
+    """Progress that also labels the samplers' phases with the tier (``tier:c8``)."""
+
+    def __init__(self, inner: Progress | None, samplers: list) -> None:
+        self.inner, self.samplers = inner, samplers
+
+    def tier_started(self, variant: str, tier: Tier, total: int | None) -> None:
+        for sampler in self.samplers:
+            sampler.mark(f"tier:{tier.label}")
+        if self.inner is not None:
+            self.inner.tier_started(variant, tier, total)
+
+    def request_done(self, ok: bool) -> None:
+        if self.inner is not None:
+            self.inner.request_done(ok)
+
+    def tier_ended(self) -> None:
+        if self.inner is not None:
+            self.inner.tier_ended()
+
+
+def endpoint_of(meta: RepoMetadata) -> str:
+    """The generator's endpoint kind for a deployed repository (its ``trtbench.json``)."""
+    if not meta.decoupled:
+        return "unary"
+    return "stream" if meta.streaming else "nostream"
+
+
+@contextlib.contextmanager
+def _sampled_server(
+    rd: RunDir, variant: VariantSpec, spec: BenchSpec, meta: RepoMetadata
+) -> Iterator[tuple[TritonServer, list]]:
+    """Start the variant's server inside the memory sampler (and the /metrics scraper)."""
+    server = TritonServer(server_config(rd, variant.name, meta, spec.deploy))
+
+    def pid() -> int | None:
+        return server.process.pid if server.process is not None else None
+
+    memory = MemorySampler(
+        pid,
+        variant=variant.name,
+        interval_ms=spec.profile.memory_interval_ms,
+        phase="load",
+    )
+    with memory, server, contextlib.ExitStack() as stack:
+        memory.mark("warmup")
+        samplers: list = [memory]
+        if spec.profile.scrape_metrics:
+            scraper = ServerMetricsScraper(
+                server.metrics_url,
+                variant=variant.name,
+                interval_ms=spec.profile.metrics_interval_ms,
+                phase="warmup",
+            )
+            samplers.append(stack.enter_context(scraper))
+        yield server, samplers
+
+
+def _measure_variant(
+    rd: RunDir,
+    spec: BenchSpec,
+    variant: VariantSpec,
+    prompts: list[Prompt] | None,
+    progress: Progress | None,
+    got: _Collected,
+) -> list[Prompt]:
+    """Deploy, serve and load-test one variant; record its results in ``got``."""
+    start = time.monotonic()
+    repo = deploy_variant(rd, variant.name, spec.deploy)
+    meta = read_repo_metadata(repo)
+    tokenizer: TextTokenizer | None = open_tokenizer(Path(meta.tokenizer_dir))
+    prompts = prompts or make_prompts(spec.loadtest, tokenizer)
+    samplers: list = []
+    try:
+        with _sampled_server(rd, variant, spec, meta) as (server, samplers):
+            target = connect(
+                server.grpc_url,
+                meta.model_name,
+                endpoint=endpoint_of(meta),
+                fixed_output_len=spec.loadtest.fixed_output_len,
+                extra_inputs=meta.extra_inputs,
+            )
+            marking = _Marking(progress, samplers)
+            got.results[variant.name] = measure(
+                target, spec.loadtest, variant.name, prompts, tokenizer, marking
+            )
+    finally:
+        for sampler in samplers:
+            frame = sampler.frame()
+            if isinstance(sampler, MemorySampler):
+                got.memory.append(frame)
+                got.memory_by_variant[variant.name] = frame
+            else:
+                got.metrics[variant.name] = frame
+        got.seconds[variant.name] = round(time.monotonic() - start, 3)
+    return prompts
+
+
+def _write_profiles(rd: RunDir, got: _Collected) -> None:
+    """memory.csv, server_metrics.csv and memory_breakdown.csv from what was sampled."""
+    frames = [f for f in got.memory if not f.empty]
+    if frames:
+        write_memory_csv(pd.concat(frames, ignore_index=True), rd.memory_csv)
+    metrics = [f for f in got.metrics.values() if not f.empty]
+    if metrics:
+        write_server_metrics_csv(
+            pd.concat(metrics, ignore_index=True), rd.server_metrics_csv
+        )
+    inputs = [
+        load_variant_inputs(
+            rd.build_json(name),
+            memory=got.memory_by_variant.get(name),
+            server_metrics=got.metrics.get(name),
+        )
+        for name in got.memory_by_variant
+        if rd.build_json(name).is_file()
+    ]
+    if inputs:
+        write_memory_breakdown_csv(memory_breakdown(inputs), rd.memory_breakdown_csv)
+
+
+def baseline_of(spec: BenchSpec, names: list[str]) -> str | None:
+    """The first measured variant whose mode is baseline (the speedups' reference)."""
+    return next((v.name for v in spec.variants if v.mode == "baseline"
+                 and v.name in names), None)  # fmt: skip
+
+
+def run_bench(
+    spec: BenchSpec,
+    out: RunDir,
+    variants: tuple[str, ...] = (),
+    progress: Progress | None = None,
+) -> LoadtestOutcome:
+    """Build, deploy, load-test and profile the variants of ``spec`` into ``out``.
+
+    Args:
+        spec: the validated bench spec.
+        out: the run directory.
+        variants: variant names (default: all, in spec order).
+        progress: per-tier progress sink (the CLI's rich bar).
+
+    Returns:
+        The load-test outcome (summary, warnings, interrupted flag).
+
+    Raises:
+        ConfigError, BuildError, ModelMismatchError: build stage.
+        DeployError, ServerStartError, LoadTestError: a variant could not be served or
+            measured (the CSVs of the variants before it are written first).
+    """
+    selected = spec.select(variants)
+    build_variants(spec, [v.name for v in selected], None, out)
+    got = _Collected()
+    prompts: list[Prompt] | None = None
+    failure: TrtbenchError | None = None
+    try:
+        for variant in selected:
+            prompts = _measure_variant(out, spec, variant, prompts, progress, got)
+            if got.results[variant.name].interrupted:
+                break
+    except TrtbenchError as exc:
+        failure = exc
+    finally:
+        outcome = _finish(out, spec, got)
+    if failure is not None:
+        raise failure
+    return outcome
+
+
+def _finish(out: RunDir, spec: BenchSpec, got: _Collected) -> LoadtestOutcome:
+    interrupted = any(r.interrupted for r in got.results.values())
+    _write_profiles(out, got)
+    out.update_run_json(
+        "run",
+        {
+            "variants": {
+                name: {"tiers_done": r.tiers_done, "seconds": got.seconds.get(name)}
+                for name, r in got.results.items()
+            },
+            "interrupted": interrupted,
+        },
+    )
+    if not any(r.requests for r in got.results.values()):
+        return LoadtestOutcome(pd.DataFrame(), out, interrupted, [])
+    baseline = baseline_of(spec, list(got.results))
+    summary, warnings = write_loadtest(out, got.results, spec.loadtest.slos, baseline)
+    return LoadtestOutcome(summary, out, interrupted, warnings)
