@@ -16,7 +16,7 @@ from importlib import resources
 from trtbench.errors import DeployError
 from trtbench.triton_repo.interface import Tensor
 
-UTILS_MODULE = "trtbench_model_utils.py"
+HELPER_MODULES = ("trtbench_model_utils.py", "trtbench_detok.py")
 
 
 def load_template(relpath: str) -> str:
@@ -127,12 +127,14 @@ def render_python_model(
 
 
 def python_model_files(name: str, config: str, model_py: str) -> dict[str, str]:
-    """config.pbtxt, ``1/model.py`` and the shared helper module of one Python model."""
-    return {
+    """config.pbtxt, ``1/model.py`` and the shared helper modules of one Python model."""
+    files = {
         f"{name}/config.pbtxt": config,
         f"{name}/1/model.py": load_template(model_py),
-        f"{name}/1/{UTILS_MODULE}": load_template(f"python/{UTILS_MODULE}"),
     }
+    for helper in HELPER_MODULES:
+        files[f"{name}/1/{helper}"] = load_template(f"python/{helper}")
+    return files
 
 
 def medusa_brace(choices: Sequence[Sequence[int]]) -> str:

@@ -79,6 +79,7 @@ def test_reference_is_one_decoupled_python_ensemble(mode):
         "ensemble/config.pbtxt",
         "ensemble/1/model.py",
         "ensemble/1/trtbench_model_utils.py",
+        "ensemble/1/trtbench_detok.py",
         "trtbench.json",
     }
     cfg = config(files, "ensemble")

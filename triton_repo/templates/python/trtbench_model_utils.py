@@ -7,12 +7,8 @@ input arrives as shape ``[1, 1]``.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import triton_python_backend_utils as pb_utils
-
-REPLACEMENT_CHAR = "\ufffd"
 
 
 def model_parameters(model_config: dict) -> dict[str, str]:
@@ -68,45 +64,3 @@ def error_response(message: str) -> pb_utils.InferenceResponse:
     return pb_utils.InferenceResponse(
         output_tensors=[], error=pb_utils.TritonError(message)
     )
-
-
-class IncrementalDecoder:
-    """Detokenize a growing id sequence piece by piece, exactly.
-
-    Each call decodes all ids so far and returns the text not returned before. While the
-    decoded text ends in U+FFFD (the last ids hold part of a multi-byte character), the
-    piece is held back until the character completes, so the pieces always concatenate to
-    ``tokenizer.decode(all_ids)``. ``flush()`` returns whatever is still held back.
-    """
-
-    def __init__(self, tokenizer, skip_special_tokens: bool = True) -> None:
-        self._tokenizer = tokenizer
-        self._skip = skip_special_tokens
-        self._ids: list[int] = []
-        self._sent = ""
-
-    def _decode(self) -> str:
-        return self._tokenizer.decode(
-            self._ids,
-            skip_special_tokens=self._skip,
-            clean_up_tokenization_spaces=False,
-        )
-
-    def push(self, ids) -> str:
-        """Add ``ids``; return the newly complete text ('' while a character is partial)."""
-        self._ids.extend(int(i) for i in ids)
-        text = self._decode()
-        if text.endswith(REPLACEMENT_CHAR):
-            return ""
-        return self._take(text)
-
-    def flush(self) -> str:
-        """Return all text not yet returned, partial characters included."""
-        return self._take(self._decode())
-
-    def _take(self, text: str) -> str:
-        # Normally the new text extends what was sent; if a tokenizer clean-up changed an
-        # earlier piece, send the tail after the common prefix.
-        piece = text[len(os.path.commonprefix([text, self._sent])) :]
-        self._sent = text
-        return piece

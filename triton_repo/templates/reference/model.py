@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+from trtbench_detok import IncrementalDecoder
 from trtbench_model_utils import (
-    IncrementalDecoder,
     as_bool,
     error_response,
     ids_tensor,
