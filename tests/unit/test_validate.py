@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 import pytest
+from test_build_reference import run_cli
 from test_render import ENGINE_DIR, manifest
 
 from trtbench.builders.manifest import write_manifest
-from trtbench.cli import main
 from trtbench.errors import DeployError
 from trtbench.run_dir import RunDir
 from trtbench.spec import DeploySpec
@@ -192,16 +192,6 @@ def test_ensure_valid_is_one_line_with_a_count():
 
 
 # --- CLI -------------------------------------------------------------------------------
-
-
-def run_cli(args: list, capsys) -> tuple[int, str, str]:
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
 
 
 def trtllm_run(tmp_path: Path) -> RunDir:

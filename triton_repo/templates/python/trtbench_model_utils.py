@@ -64,3 +64,23 @@ def error_response(message: str) -> pb_utils.InferenceResponse:
     return pb_utils.InferenceResponse(
         output_tensors=[], error=pb_utils.TritonError(message)
     )
+
+
+def special_ids(tokenizer) -> tuple[int, int]:
+    """Default ``(end_id, pad_id)``: the tokenizer's eos (-1 if none) and pad (else eos)."""
+    eos = tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id
+    end_id = int(eos if eos is not None else -1)
+    return end_id, int(pad if pad is not None else max(end_id, 0))
+
+
+def respond_each(requests, handle, label: str) -> list:
+    """``[handle(request)]`` for a non-decoupled model; a failure becomes an error
+    response (prefixed with ``label``) for that request only."""
+    responses = []
+    for request in requests:
+        try:
+            responses.append(handle(request))
+        except Exception as exc:  # noqa: BLE001 - reported to the client
+            responses.append(error_response(f"{label}: {exc}"))
+    return responses

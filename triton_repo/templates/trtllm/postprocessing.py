@@ -17,7 +17,7 @@ import json
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from transformers import AutoTokenizer
-from trtbench_model_utils import as_bool, error_response, model_parameters
+from trtbench_model_utils import as_bool, model_parameters, respond_each
 
 
 class TritonPythonModel:
@@ -29,13 +29,7 @@ class TritonPythonModel:
         self.skip_special = as_bool(params.get("skip_special_tokens", "true"))
 
     def execute(self, requests):
-        responses = []
-        for request in requests:
-            try:
-                responses.append(self._detokenize(request))
-            except Exception as exc:  # noqa: BLE001 - reported to the client
-                responses.append(error_response(f"postprocessing: {exc}"))
-        return responses
+        return respond_each(requests, self._detokenize, "postprocessing")
 
     def _detokenize(self, request):
         ids = pb_utils.get_input_tensor_by_name(request, "output_ids").as_numpy()

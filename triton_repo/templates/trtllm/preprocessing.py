@@ -16,7 +16,7 @@ import json
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from transformers import AutoTokenizer
-from trtbench_model_utils import as_bool, error_response, model_parameters
+from trtbench_model_utils import as_bool, model_parameters, respond_each, special_ids
 
 
 def _column(request, name: str, rows: int, default: int) -> np.ndarray:
@@ -33,19 +33,10 @@ class TritonPythonModel:
         params = model_parameters(json.loads(args["model_config"]))
         self.tokenizer = AutoTokenizer.from_pretrained(params["tokenizer_dir"])
         self.add_special_tokens = as_bool(params.get("add_special_tokens", "true"))
-        eos = self.tokenizer.eos_token_id
-        pad = self.tokenizer.pad_token_id
-        self.end_id = int(eos if eos is not None else -1)
-        self.pad_id = int(pad if pad is not None else max(self.end_id, 0))
+        self.end_id, self.pad_id = special_ids(self.tokenizer)
 
     def execute(self, requests):
-        responses = []
-        for request in requests:
-            try:
-                responses.append(self._tokenize(request))
-            except Exception as exc:  # noqa: BLE001 - reported to the client
-                responses.append(error_response(f"preprocessing: {exc}"))
-        return responses
+        return respond_each(requests, self._tokenize, "preprocessing")
 
     def _tokenize(self, request):
         texts = pb_utils.get_input_tensor_by_name(request, "text_input").as_numpy()

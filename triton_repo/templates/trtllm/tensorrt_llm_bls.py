@@ -39,6 +39,7 @@ from trtbench_model_utils import (
     request_batch_size,
     scalar_input,
     scalar_tensor,
+    special_ids,
     text_tensor,
 )
 
@@ -55,10 +56,7 @@ class TritonPythonModel:
         self.draft = params["tensorrt_llm_draft_model_name"]
         self.default_k = int(params.get("num_draft_tokens", "4"))
         self.add_special_tokens = as_bool(params.get("add_special_tokens", "true"))
-        eos = self.tokenizer.eos_token_id
-        pad = self.tokenizer.pad_token_id
-        self.end_id = int(eos if eos is not None else -1)
-        self.pad_id = int(pad if pad is not None else max(self.end_id, 0))
+        self.end_id, self.pad_id = special_ids(self.tokenizer)
 
     def execute(self, requests):
         for request in requests:
