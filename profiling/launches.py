@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -169,42 +170,41 @@ def kernel_launch_trace(frame: pd.DataFrame) -> pd.DataFrame:
         max(0, kernel_start - api_end)`` (HTA); ``call_kernels`` = kernels sharing the call (the
         nodes of a graph replay); ``call_index`` = 0-based rank by start within the call.
     """
-    k = frame[(frame["gpu_kind"] == "kernel") & frame["api_start_ns"].notna()]
+    mask = (frame["gpu_kind"] == "kernel") & frame["api_start_ns"].notna()
+    pos = np.flatnonzero(mask.to_numpy())
+    # one sort; rows of a call share api_start, so they end up ordered by kernel start
+    order = np.lexsort(
+        (
+            frame["start_ns"].to_numpy(np.int64, na_value=0)[pos],
+            frame["api_start_ns"].to_numpy(np.int64, na_value=0)[pos],
+        )
+    )
+    k = frame.iloc[pos[order]].reset_index(drop=True)
     api_start, api_end = k["api_start_ns"], k["api_end_ns"]
     start, end = k["start_ns"], k["end_ns"]
     queued = start >= api_end
-    key = pd.Series(_call_key(k), index=k.index)
-    out = pd.DataFrame(
+    key = pd.Series(_call_key(k))
+    calls = key.groupby(key, sort=False)
+    out = {
+        "api_start_ns": api_start,
+        "api_dur_ns": api_end - api_start,
+        "queue_start_ns": api_end.where(queued),
+        "queue_dur_ns": (start - api_end).where(queued),
+        "kernel_start_ns": start,
+        "kernel_dur_ns": end - start,
+        "total_dur_ns": np.maximum(api_end, end) - api_start,
+        "launch_delay_ns": (start - api_end).clip(lower=0),
+        "call_kernels": calls.transform("size").astype("Int64"),
+        "call_index": calls.cumcount().astype("Int64"),
+        "s_kernel_name": k["s_name"],
+    }
+    return pd.DataFrame(
         {
-            "api_start_ns": api_start,
-            "api_dur_ns": api_end - api_start,
-            "queue_start_ns": api_end.where(queued),
-            "queue_dur_ns": (start - api_end).where(queued),
-            "kernel_start_ns": start,
-            "kernel_dur_ns": end - start,
-            "total_dur_ns": np.maximum(api_end, end) - api_start,
-            "launch_delay_ns": (start - api_end).clip(lower=0),
-            "pid": k["pid"],
-            "tid": k["tid"],
-            "device_id": k["device_id"],
-            "stream_id": k["stream_id"],
-            "correlation_id": k["correlation_id"],
-            "s_api_name": k["s_api_name"],
-            "api_kind": k["api_kind"],
-            "graph_node_id": k["graph_node_id"],
-            "call_kernels": key.groupby(key).transform("size").astype("Int64"),
-            **{c: k[c] for c in ("grid_x", "grid_y", "grid_z")},
-            **{c: k[c] for c in ("block_x", "block_y", "block_z")},
-            "s_kernel_name": k["s_name"],
-        }
+            c.name: out[c.name] if c.name in out else k[c.name]
+            for c in KERNEL_LAUNCH_SCHEMA
+        },
+        copy=False,
     )
-    out["_key"] = key
-    out = out.sort_values(["_key", "kernel_start_ns"], kind="stable")
-    out["call_index"] = out.groupby("_key").cumcount().astype("Int64")
-    out = out.sort_values(["api_start_ns", "kernel_start_ns"], kind="stable")
-    return out.drop(columns="_key").reset_index(drop=True)[
-        [c.name for c in KERNEL_LAUNCH_SCHEMA]
-    ]
 
 
 def _std_nsys(values: pd.core.groupby.SeriesGroupBy) -> pd.Series:
@@ -371,15 +371,22 @@ def analyze_launches(
     Raises:
         ConfigError: from :func:`resolve_step_windows`.
     """
+    started = time.perf_counter()
     trace = kernel_launch_trace(frame)
     windows, source = resolve_step_windows(frame, ranges, step_pattern, what=what)
     steps = step_table(frame, windows)
-    return LaunchAnalysis(
+    analysis = LaunchAnalysis(
         kernel_launches=trace,
         launch_summary=kernel_launch_summary(trace),
         steps=steps,
         summary=summarize_steps(steps, source),
     )
+    logger.debug(
+        "analyzed %d launch-frame rows in %.2f s",
+        len(frame),
+        time.perf_counter() - started,
+    )
+    return analysis
 
 
 class LaunchTraceFacade:

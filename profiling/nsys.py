@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from pathlib import Path
 
 import numpy as np
@@ -51,11 +52,12 @@ _GPU_TABLES = (
     (2, "CUPTI_ACTIVITY_KIND_MEMSET", ()),
     (3, "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", ()),
 )
-_GPU_FIELDS = ("start", "end", "deviceId", "streamId", "correlationId", "globalPid")
-# grid/block packed as x << 32 | y << 16 | z (CUDA limits: x < 2^31, y and z < 2^16)
+# Fetched columns of the launch query, in order (kind is filled in numpy, not fetched). Pairs of
+# small integers travel packed in one int64 (hi << 32 | lo) because the sqlite3 module's cost is
+# per cell; grid/block pack x << 32 | y << 16 | z (CUDA limits: x < 2^31, y and z < 2^16).
+_ROW_FIELDS = ("kind", "start", "end", "device_stream", "pid_corr", "name", "graphNodeId",
+               "grid", "block", "api_start", "api_end", "tid_api_name")  # fmt: skip
 _PACKED = {"grid": ("gridX", "gridY", "gridZ"), "block": ("blockX", "blockY", "blockZ")}
-_ROW_FIELDS = ("kind", *_GPU_FIELDS, "name", "graphNodeId", "grid", "block",
-               "api_start", "api_end", "api_tid", "api_name")  # fmt: skip
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -135,25 +137,34 @@ class _Schema:
         )
 
 
-def _fetch(
-    conn: sqlite3.Connection, sql: str, n_cols: int, rows_hint: int | None = None
-) -> np.ndarray:
-    """Run ``sql`` (integer columns only) into a column-major (n_cols, rows) int64 array.
-
-    With ``rows_hint`` (the exact row count) the array is filled in place, chunk by chunk.
-    """
+def _fetch_into(conn: sqlite3.Connection, sql: str, out: np.ndarray) -> int:
+    """Run ``sql`` (integer columns only) into ``out`` (rows, n_cols), chunk by chunk; return
+    the number of rows written."""
     cursor = conn.execute(sql)
-    if rows_hint is not None:
-        out = np.empty((n_cols, rows_hint), dtype=np.int64)
-        filled = 0
-        while rows := cursor.fetchmany(_CHUNK_ROWS):
-            out[:, filled : filled + len(rows)] = np.array(rows, dtype=np.int64).T
-            filled += len(rows)
-        return out[:, :filled]
-    chunks = [np.empty((n_cols, 0), dtype=np.int64)]
+    filled = 0
     while rows := cursor.fetchmany(_CHUNK_ROWS):
-        chunks.append(np.array(rows, dtype=np.int64).reshape(-1, n_cols).T)
-    return np.concatenate(chunks, axis=1)
+        out[filled : filled + len(rows)] = rows
+        filled += len(rows)
+    return filled
+
+
+def _pack(*parts: str) -> str:
+    """SQL packing two (hi << 32 | lo) or three (x << 32 | y << 16 | z) integer expressions;
+    NULL in any part gives the sentinel."""
+    shifts = (32, 0) if len(parts) == 2 else (32, 16, 0)
+    packed = " | ".join(f"(({p}) << {n})" for p, n in zip(parts, shifts, strict=True))
+    return f"COALESCE({packed}, {_NA})"
+
+
+def _unpack(
+    values: np.ndarray,
+) -> tuple[pd.arrays.IntegerArray, pd.arrays.IntegerArray]:
+    """Inverse of two-part :func:`_pack`: (hi, lo) as Int64 arrays, NA where the sentinel."""
+    na = values == _NA
+    return (
+        pd.arrays.IntegerArray(values >> 32, na),
+        pd.arrays.IntegerArray(values & 0xFFFFFFFF, na),
+    )
 
 
 def _strings(conn: sqlite3.Connection, ids: np.ndarray) -> dict[int, str]:
@@ -235,6 +246,7 @@ class NsysReport(LaunchTraceFacade):
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        started = time.perf_counter()
         conn = _connect(self.path)
         try:
             schema = _Schema(conn, self.path)
@@ -250,62 +262,81 @@ class NsysReport(LaunchTraceFacade):
         finally:
             conn.close()
         logger.debug(
-            "%s: %d launch-frame rows, %d ranges",
+            "%s: %d launch-frame rows, %d ranges, loaded in %.2f s",
             path,
             len(self.launches),
             len(self.ranges),
+            time.perf_counter() - started,
         )
 
     def _load_launches(self, conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
-        runtime = schema.table("CUPTI_ACTIVITY_KIND_RUNTIME")
+        """Fill temp tables (calls keyed by correlation and process, GPU keys), then fetch
+        every GPU table left-joined with its call, and the launch calls without GPU rows."""
         conn.execute(
             "CREATE TEMP TABLE trtbench_api (corr INTEGER NOT NULL, gpid INTEGER NOT NULL, "
             "start INTEGER, end INTEGER, tid INTEGER, nameId INTEGER, "
             "PRIMARY KEY (corr, gpid)) WITHOUT ROWID"
         )
-        conn.execute("CREATE TEMP TABLE trtbench_gpu (corr INTEGER NOT NULL, gpid INTEGER "
-                     "NOT NULL, PRIMARY KEY (corr, gpid)) WITHOUT ROWID")  # fmt: skip
+        conn.execute(
+            "CREATE TEMP TABLE trtbench_gpu (corr INTEGER NOT NULL, gpid INTEGER NOT NULL, "
+            "PRIMARY KEY (corr, gpid)) WITHOUT ROWID"
+        )
+        runtime = schema.table("CUPTI_ACTIVITY_KIND_RUNTIME")
         if runtime:
             conn.execute(
                 "INSERT OR IGNORE INTO temp.trtbench_api SELECT correlationId, "
                 f"globalTid & {_PID_MASK}, start, end, globalTid & 16777215, nameId "
                 f"FROM {runtime} WHERE correlationId IS NOT NULL AND globalTid IS NOT NULL"
             )
-        parts = [self._load_gpu(conn, schema, kind, table, names)
-                 for kind, table, names in _GPU_TABLES]  # fmt: skip
-        gpu = np.concatenate([p for p in parts if p is not None] or
-                             [np.empty((len(_ROW_FIELDS), 0), np.int64)], axis=1)  # fmt: skip
-        api_names = _strings(conn, np.unique(np.concatenate(
-            [gpu[_ROW_FIELDS.index("api_name")],
-             np.array([r[0] for r in conn.execute("SELECT DISTINCT nameId FROM temp.trtbench_api")],
-                      dtype=np.int64)])))  # fmt: skip
+        sources = [
+            (table, self._gpu_query(conn, schema, table, names))
+            for _, table, names in _GPU_TABLES
+            if schema.has_rows(schema.table(table))
+        ]
+        name_ids = [
+            r[0] for r in conn.execute("SELECT DISTINCT nameId FROM temp.trtbench_api")
+        ]
+        api_names = _strings(conn, np.array(name_ids, dtype=np.int64))
         launch_ids = [
             i
             for i, n in api_names.items()
             if classify_api(strip_api_version(n)) != "other"
         ]
-        idle = self._load_idle_calls(conn, launch_ids)
-        if gpu.shape[1] == 0 and idle.shape[1] == 0:
+        counts = [
+            conn.execute(f"SELECT count(*) FROM {schema.table(table)}").fetchone()[0]
+            for table, _ in sources
+        ]
+        rows = np.empty((sum(counts), len(_ROW_FIELDS)), dtype=np.int64)
+        at = 0
+        for (table, sql), count in zip(sources, counts, strict=True):
+            rows[at : at + count, 0] = next(k for k, t, _ in _GPU_TABLES if t == table)
+            at += _fetch_into(conn, sql, rows[at : at + count, 1:])
+        if launch_ids:  # rare and small: appended with one copy
+            idle = conn.execute(self._idle_calls_query(launch_ids)).fetchall()
+            if idle:
+                idle_rows = np.array([(_NA, *r) for r in idle], dtype=np.int64)
+                rows = np.concatenate([rows[:at], idle_rows])
+                at = len(rows)
+        if at == 0:
             raise TraceParseError(
                 f"{self.path} holds no CUDA activity (no kernel, memcpy, memset or graph rows "
                 "and no launch calls); record with `nsys profile --trace=cuda,nvtx` and make "
                 "sure CUDA work runs inside the capture range"
             )
-        rows = np.concatenate([gpu, idle], axis=1)
-        kernel_names = _strings(conn, rows[_ROW_FIELDS.index("name")][rows[0] == 0])
+        rows = rows[:at]
+        kernel_names = _strings(conn, rows[rows[:, 0] == 0, _ROW_FIELDS.index("name")])
         return self._frame(rows, kernel_names, api_names)
 
-    def _load_gpu(
+    def _gpu_query(
         self,
         conn: sqlite3.Connection,
         schema: _Schema,
-        kind: int,
         base: str,
-        names: tuple,
-    ) -> np.ndarray | None:
+        names: tuple[str, ...],
+    ) -> str:
+        """SELECT of one GPU table in ``_ROW_FIELDS`` order (without ``kind``); also records
+        the table's (correlation, process) keys in ``temp.trtbench_gpu``."""
         table = schema.table(base)
-        if not schema.has_rows(table):
-            return None
         cols = schema.columns(table)
         missing = [c for c in ("start", "end") if c not in cols]
         if missing:
@@ -316,84 +347,85 @@ class NsysReport(LaunchTraceFacade):
 
         name = next((f"COALESCE(g.{n}, {_NA})" for n in names if n in cols), str(_NA))
         packed = [
-            f"COALESCE((g.{x} << 32) | (g.{y} << 16) | g.{z}, {_NA})"
-            if {x, y, z} <= cols
-            else str(_NA)
-            for x, y, z in _PACKED.values()
+            _pack(*(f"g.{c}" for c in xyz)) if set(xyz) <= cols else str(_NA)
+            for xyz in _PACKED.values()
         ]
-        select = ", ".join(
-            [*(col(c) for c in _GPU_FIELDS), name, col("graphNodeId"), *packed,
-             *(f"COALESCE(a.{c}, {_NA})" for c in ("start", "end", "tid", "nameId"))]
-        )  # fmt: skip
-        if "correlationId" in cols and "globalPid" in cols:
-            conn.execute(
-                "INSERT OR IGNORE INTO temp.trtbench_gpu SELECT correlationId, globalPid "
-                f"FROM {table} WHERE correlationId IS NOT NULL AND globalPid IS NOT NULL"
-            )
-            join = "LEFT JOIN temp.trtbench_api a ON a.corr = g.correlationId AND a.gpid = g.globalPid"
-        else:
-            join = "LEFT JOIN temp.trtbench_api a ON 0"
-        (count,) = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
-        rows = _fetch(
-            conn, f"SELECT {select} FROM {table} g {join}", len(_ROW_FIELDS) - 1, count
+        pid_corr = (
+            _pack("(g.globalPid >> 24) & 16777215", "g.correlationId")
+            if {"globalPid", "correlationId"} <= cols
+            else str(_NA)
         )
-        return np.concatenate([np.full((1, rows.shape[1]), kind, dtype=np.int64), rows])
+        device = [f"g.{c}" if c in cols else "NULL" for c in ("deviceId", "streamId")]
+        select = ", ".join(
+            [col("start"), col("end"), _pack(*device), pid_corr, name, col("graphNodeId"),
+             *packed, f"COALESCE(a.start, {_NA})", f"COALESCE(a.end, {_NA})",
+             _pack("a.tid", "a.nameId")]
+        )  # fmt: skip
+        if not {"correlationId", "globalPid"} <= cols:
+            return f"SELECT {select} FROM {table} g LEFT JOIN temp.trtbench_api a ON 0"
+        conn.execute(
+            "INSERT OR IGNORE INTO temp.trtbench_gpu SELECT correlationId, globalPid "
+            f"FROM {table} WHERE correlationId IS NOT NULL AND globalPid IS NOT NULL"
+        )
+        return (
+            f"SELECT {select} FROM {table} g LEFT JOIN temp.trtbench_api a "
+            "ON a.corr = g.correlationId AND a.gpid = g.globalPid"
+        )
 
     @staticmethod
-    def _load_idle_calls(conn: sqlite3.Connection, launch_ids: list[int]) -> np.ndarray:
-        """Launch calls with no GPU row (e.g. graph replays traced as a whole without rows)."""
-        if not launch_ids:
-            return np.empty((len(_ROW_FIELDS), 0), np.int64)
-        na = ", ".join([str(_NA)] * 4)
-        geometry = ", ".join([str(_NA)] * 4)
-        sql = (
-            f"SELECT -1, {na}, a.corr, a.gpid, {geometry}, a.start, a.end, a.tid, a.nameId "
+    def _idle_calls_query(launch_ids: list[int]) -> str:
+        """Launch calls with no GPU row (e.g. replays of graphs traced without node rows)."""
+        na3, na4 = ", ".join([str(_NA)] * 3), ", ".join([str(_NA)] * 4)
+        pid_corr = _pack("(a.gpid >> 24) & 16777215", "a.corr")
+        return (
+            f"SELECT {na3}, {pid_corr}, {na4}, a.start, a.end, {_pack('a.tid', 'a.nameId')} "
             f"FROM temp.trtbench_api a WHERE a.nameId IN ({','.join(map(str, launch_ids))}) "
             "AND NOT EXISTS (SELECT 1 FROM temp.trtbench_gpu g "
             "WHERE g.corr = a.corr AND g.gpid = a.gpid)"
         )
-        return _fetch(conn, sql, len(_ROW_FIELDS))
 
     @staticmethod
     def _frame(rows: np.ndarray, kernel_names: dict, api_names: dict) -> pd.DataFrame:
-        f = dict(zip(_ROW_FIELDS, rows, strict=True))
-        kind = f["kind"]
+        """Launch frame from the fetched (rows, fields) array (see ``_ROW_FIELDS``)."""
+        f = {name: rows[:, j] for j, name in enumerate(_ROW_FIELDS)}
 
         def masked(values: np.ndarray) -> pd.arrays.IntegerArray:
+            values = np.ascontiguousarray(values)
             return pd.arrays.IntegerArray(values, values == _NA)
 
-        gpid = f["globalPid"]
-        pid = np.where(gpid == _NA, _NA, (gpid >> 24) & 0xFFFFFF)
+        kind = np.ascontiguousarray(f["kind"])
+        device, stream = _unpack(f["device_stream"])
+        pid, corr = _unpack(f["pid_corr"])
+        tid, api_name = _unpack(f["tid_api_name"])
         api = {i: strip_api_version(n) for i, n in api_names.items()}
-        gpu_kind = pd.Categorical.from_codes(
-            np.where(kind >= 0, kind, -1),
-            categories=("kernel", "memcpy", "memset", "graph"),
-        )
         geometry = {}
         for packed in _PACKED:
             values = f[packed]
             na = values == _NA
-            for axis, part in zip(
-                "xyz",
-                (values >> 32, (values >> 16) & 0xFFFF, values & 0xFFFF),
-                strict=True,
-            ):
+            parts = (values >> 32, (values >> 16) & 0xFFFF, values & 0xFFFF)
+            for axis, part in zip("xyz", parts, strict=True):
                 geometry[f"{packed}_{axis}"] = pd.arrays.IntegerArray(part, na)
         return make_launch_frame(
             {
-                "pid": masked(pid),
-                "tid": masked(f["api_tid"]),
-                "correlation_id": masked(f["correlationId"]),
-                "s_api_name": _categorical(f["api_name"], api),
+                "pid": pid,
+                "tid": tid,
+                "correlation_id": corr,
+                "s_api_name": _categorical(
+                    api_name.to_numpy(np.int64, na_value=_NA), api
+                ),
                 "api_start_ns": masked(f["api_start"]),
                 "api_end_ns": masked(f["api_end"]),
-                "gpu_kind": gpu_kind,
+                "gpu_kind": pd.Categorical.from_codes(
+                    kind, categories=("kernel", "memcpy", "memset", "graph")
+                ),
                 "start_ns": masked(f["start"]),
                 "end_ns": masked(f["end"]),
-                "device_id": masked(f["deviceId"]),
-                "stream_id": masked(f["streamId"]),
+                "device_id": device,
+                "stream_id": stream,
                 "graph_node_id": masked(f["graphNodeId"]),
-                "s_name": _gpu_names(kind, f["name"], kernel_names),
+                "s_name": _gpu_names(
+                    kind, np.ascontiguousarray(f["name"]), kernel_names
+                ),
                 **geometry,
             }
         )

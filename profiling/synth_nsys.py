@@ -109,6 +109,18 @@ class MemsetRow(NamedTuple):
     device_id: int = 0
 
 
+class GraphTraceRow(NamedTuple):
+    """One whole-graph replay (``CUPTI_ACTIVITY_KIND_GRAPH_TRACE``, ``--cuda-graph-trace=graph``)."""
+
+    start_ns: int
+    end_ns: int
+    global_pid: int
+    correlation_id: int
+    graph_id: int = 1
+    stream_id: int = 7
+    device_id: int = 0
+
+
 def global_tid(pid: int, tid: int) -> int:
     """Serialized nsys thread id for ``pid``/``tid`` (hardware id 1), as in real exports."""
     return (1 << 48) | (pid << 24) | tid
@@ -252,6 +264,20 @@ class NsysExportWriter:
                 for m in (MemsetRow(*r) for r in rows)
             ),
         )
+
+    def add_graph_traces(self, rows: Iterable[GraphTraceRow]) -> None:
+        """Insert whole-graph replay rows (graph exec id = graph id)."""
+        self._create("CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+        self._conn.executemany(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start, end, deviceId, contextId, "
+            "streamId, correlationId, globalPid, graphId, graphExecId) "
+            "VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)",
+            (
+                (g.start_ns, g.end_ns, g.device_id, g.stream_id, g.correlation_id,
+                 g.global_pid, g.graph_id, g.graph_id)
+                for g in (GraphTraceRow(*r) for r in rows)
+            ),
+        )  # fmt: skip
 
     def add_nvtx_ranges(self, rows: Iterable[NvtxRow]) -> None:
         """Insert NVTX push/pop ranges (eventType 59, text not registered)."""

@@ -31,7 +31,7 @@ def _options(func: Callable) -> Callable:
 
 
 def _us(ns: float) -> str:
-    return "n/a" if math.isnan(ns) else f"{ns / 1000:,.1f} us"
+    return "n/a" if math.isnan(ns) else f"{ns / 1000:,.3f} us"
 
 
 def _report(analysis: LaunchAnalysis, out: Path) -> None:
