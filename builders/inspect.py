@@ -256,8 +256,9 @@ def format_summary(s: EngineSummary) -> str:
     if s.num_eagle_layers is not None:
         draft += f", eagle layers={s.num_eagle_layers}"
     sizes = ", ".join(f"rank{r}={b / 1e6:.1f} MB" for r, b in s.bytes_per_rank.items())
+    sizes = sizes or "no rank files"
     if s.missing_ranks:
-        sizes += f" (missing rank files: {s.missing_ranks})"
+        sizes += f" (missing: {', '.join(f'rank{r}.engine' for r in s.missing_ranks)})"
     lines = [
         f"engine {s.role}: {s.engine_dir}",
         f"  TensorRT-LLM {s.tensorrt_llm_version}, {s.architecture}, dtype {s.dtype}",
@@ -268,7 +269,7 @@ def format_summary(s: EngineSummary) -> str:
         f"beam={s.max_beam_width} num_tokens={s.max_num_tokens}, kv_cache={s.kv_cache_type}",
         f"  logits: context={s.gather_context_logits} generation={s.gather_generation_logits}",
         f"  plugins: {_enabled_plugins(s.plugins)}",
-        f"  bytes per rank: {sizes or 'no rank files'}",
+        f"  bytes per rank: {sizes}",
     ]
     return "\n".join(lines)
 

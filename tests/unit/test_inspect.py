@@ -204,3 +204,11 @@ def test_run_plan_without_tensorrt_llm_fails_with_the_log(plans, tmp_path):
     assert "trtbench.builders.trtllm_worker" in log and "Traceback" in log
     assert (tmp_path / "engines/base/plan.json").is_file()
     assert not (tmp_path / "engines/base/build.json").exists()
+
+
+def test_text_summary_lists_rank_sizes_and_missing_files(tmp_path):
+    text = render_engine_inspection(
+        engine_copy(tmp_path, "baseline_tp2", {1: 2_500_000})
+    )
+    assert "bytes per rank: rank1=2.5 MB (missing: rank0.engine)" in text
+    assert "TP=2 PP=1 (world 2)" in text
