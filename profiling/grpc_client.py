@@ -95,7 +95,10 @@ def interface_from_config(config: model_config_pb2.ModelConfig) -> ModelInterfac
         name=config.name,
         inputs=inputs,
         outputs=tuple(o.name for o in config.output),
-        decoupled=bool(config.model_transaction_policy.decoupled),
+        # An ensemble's own config names no policy; Triton makes it decoupled when a step
+        # is (research/triton_backend.md §3), as in every TRT-LLM streaming deployment.
+        decoupled=bool(config.model_transaction_policy.decoupled)
+        or config.platform == "ensemble",
     )
 
 
@@ -247,6 +250,7 @@ async def stream_request(
         async for msg in call:
             t = now()
             if msg.error_message:
+                call.cancel()  # stop whatever the server still does for it
                 return Exchange(sent, t, responses, msg.error_message)
             responses.append((t, msg.infer_response))
             if msg.infer_response.parameters[FINAL_PARAM].bool_param:
