@@ -14,9 +14,14 @@ from click.testing import CliRunner
 
 from tests.conftest import get_shared_fixture
 from trtbench.cli import cli, main
-from trtbench.errors import TraceParseError
+from trtbench.errors import ConfigError, TraceParseError
 from trtbench.profiling.launch_schemas import KERNEL_LAUNCH_SCHEMA, STEP_SCHEMA
 from trtbench.profiling.nsys import NsysReport
+from trtbench.profiling.nsys_profile import (
+    NsysProfileSpec,
+    nsys_profile_argv,
+    wrap_with_nsys,
+)
 from trtbench.profiling.synth_nsys import (
     ApiRow,
     GraphTraceRow,
@@ -312,3 +317,58 @@ def test_cli_pattern_matching_nothing(
     err = capsys.readouterr().err.strip()
     assert "matches no NVTX range name" in err and "'attention_simulation' (16)" in err
     assert "--step-pattern" in err and "\n" not in err
+
+
+def test_nsys_profile_argv() -> None:
+    spec = NsysProfileSpec(Path("traces"), "run1")
+    argv = nsys_profile_argv(spec, ["python", "serve.py", "--port", "8001"])
+    assert argv[:2] == ["nsys", "profile"]
+    assert {"--trace=cuda,nvtx", "--cuda-graph-trace=node", "--sample=none",
+            "--export=sqlite", "--output=traces/run1"} <= set(argv)  # fmt: skip
+    assert argv[-4:] == ["python", "serve.py", "--port", "8001"]
+    assert not any(a.startswith("--capture-range") for a in argv)
+    nvtx = NsysProfileSpec(Path("t"), capture_range="nvtx", nvtx_capture="decode@*")
+    argv, env = wrap_with_nsys(nvtx, ["python", "x.py"], Path("/opt/nsys"))
+    assert argv[0] == "/opt/nsys"
+    assert {
+        "--capture-range=nvtx",
+        "--capture-range-end=stop",
+        "--nvtx-capture=decode@*",
+    } <= set(argv)
+    assert env == {"NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"}  # torch.cuda.nvtx strings
+
+
+@pytest.mark.parametrize(
+    ("spec", "command", "expected"),
+    [
+        (
+            NsysProfileSpec(Path("t"), capture_range="nvtx"),
+            ["x"],
+            "needs --nvtx-capture",
+        ),
+        (
+            NsysProfileSpec(Path("t"), nvtx_capture="decode"),
+            ["x"],
+            "--capture-range nvtx",
+        ),
+        (NsysProfileSpec(Path("t")), [], "no command to profile"),
+    ],
+)
+def test_nsys_profile_argv_rejects(
+    spec: NsysProfileSpec, command: list, expected: str
+) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        nsys_profile_argv(spec, command)
+
+
+def test_profile_without_nsys_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "bin" / "nsys"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["profile", "nsys", "--nsys", str(missing), "--out", str(tmp_path), "--",
+              "python", "-c", "pass"])  # fmt: skip
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--nsys {missing} is not an executable file" in err and "\n" not in err
+    assert not (tmp_path / "report.sqlite").exists()
