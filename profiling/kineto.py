@@ -190,7 +190,9 @@ def _launch_frame(collector: _Collector) -> pd.DataFrame:
     """GPU activities left-joined with their calls on the correlation id, plus the launch calls
     without GPU activity (the launch frame)."""
     api = _int64_frame(collector.api, ("s_api_name",))
-    kinds = api["s_api_name"].map(classify_api)
+    kinds = api["s_api_name"].map(
+        {n: classify_api(n) for n in api["s_api_name"].unique()}
+    )
     keyed = api[api["corr"].notna()]
     duplicated = keyed["corr"].duplicated()
     if duplicated.any():
