@@ -185,6 +185,44 @@ def _union_length(
     return np.bincount(g, weights=contrib, minlength=n)
 
 
+def _launch_delays(calls: pd.DataFrame, n: int) -> dict[str, object]:
+    """Per step: count, mean and max of ``max(0, first GPU start - api end)`` over launch calls
+    (``calls``: one row per GPU activity of a launch call: step, pid, corr, start, api_end)."""
+    per_call = calls.groupby(["step", "pid", "corr"], sort=False).agg(
+        first_start=("start", "min"), api_end=("api_end", "first")
+    )
+    by_step = (
+        (per_call["first_start"] - per_call["api_end"])
+        .clip(lower=0)
+        .groupby(level="step")
+    )
+    return {
+        "launch_delay_calls": by_step.size().reindex(range(n), fill_value=0).to_numpy(),
+        "launch_delay_mean_ns": by_step.mean().reindex(range(n)).to_numpy(),
+        "launch_delay_max_ns": pd.array(by_step.max().reindex(range(n)), dtype="Int64"),
+    }
+
+
+def _gpu_figures(step: np.ndarray, start: np.ndarray, end: np.ndarray, n: int) -> dict:
+    """Per step: first start, last end, busy (union length) and idle of GPU intervals."""
+    gpu = pd.DataFrame({"step": step, "start": start, "end": end})
+    span = (
+        gpu.groupby("step")
+        .agg(first=("start", "min"), last=("end", "max"))
+        .reindex(range(n))
+    )
+    first = pd.array(span["first"], dtype="Int64")
+    last = pd.array(span["last"], dtype="Int64")
+    busy = _union_length(step, start, end, n).astype(np.int64)
+    idle = pd.Series(last - first).fillna(0).to_numpy(dtype=np.int64) - busy
+    return {
+        "gpu_start_ns": first,
+        "gpu_end_ns": last,
+        "gpu_busy_ns": busy,
+        "gpu_idle_ns": idle,
+    }
+
+
 def step_table(frame: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     """One row per window with launch and GPU figures (:data:`STEP_SCHEMA`, ``steps.csv``).
 
@@ -203,10 +241,8 @@ def step_table(frame: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     row, step = _assign_rows(frame, windows)
     sub = frame.iloc[row]
     api_kind = sub["api_kind"].cat.codes.to_numpy()
-    launch = np.isin(
-        api_kind, [API_KINDS.index("kernel_launch"), API_KINDS.index("graph_launch")]
-    )
     graph = api_kind == API_KINDS.index("graph_launch")
+    launch = graph | (api_kind == API_KINDS.index("kernel_launch"))
     gpu_kind = sub["gpu_kind"].cat.codes.to_numpy()
     has_gpu = gpu_kind >= 0
     kernel = gpu_kind == GPU_KINDS.index("kernel")
@@ -217,52 +253,29 @@ def step_table(frame: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
             "corr": sub["correlation_id"].to_numpy(),
         }
     )
-    first = ~call.duplicated().to_numpy()
-    api_start = sub["api_start_ns"].to_numpy(dtype=np.int64, na_value=0)
-    api_end = sub["api_end_ns"].to_numpy(dtype=np.int64, na_value=0)
-    start = sub["start_ns"].to_numpy(dtype=np.int64, na_value=0)
-    end = sub["end_ns"].to_numpy(dtype=np.int64, na_value=0)
+    first = ~call.duplicated().to_numpy()  # each call once per step
+    api_start, api_end, start, end = (
+        sub[c].to_numpy(dtype=np.int64, na_value=0)
+        for c in ("api_start_ns", "api_end_ns", "start_ns", "end_ns")
+    )
 
     def count(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         w = None if weights is None else weights[mask]
-        return np.bincount(step[mask], weights=w, minlength=n)
+        return np.bincount(step[mask], weights=w, minlength=n).astype(np.int64)
 
     out = windows.drop(columns="tid").copy()
     out["wall_ns"] = out["end_ns"] - out["start_ns"]
-    out["launch_calls"] = count(first & launch).astype(np.int64)
-    out["graph_launches"] = count(first & graph).astype(np.int64)
-    out["launch_overhead_ns"] = count(first & launch, api_end - api_start).astype(
-        np.int64
-    )
-    out["kernels"] = count(kernel).astype(np.int64)
-    out["graph_kernels"] = count(kernel & graph).astype(np.int64)
-    calls = call[launch & has_gpu].assign(
-        start=start[launch & has_gpu], api_end=api_end[launch & has_gpu]
-    )
-    per_call = calls.groupby(["step", "pid", "corr"], sort=False).agg(
-        first_start=("start", "min"), api_end=("api_end", "first")
-    )
-    delay = (per_call["first_start"] - per_call["api_end"]).clip(lower=0)
-    by_step = delay.groupby(level="step")
-    out["launch_delay_calls"] = (
-        by_step.size().reindex(range(n), fill_value=0).to_numpy()
-    )
-    out["launch_delay_mean_ns"] = by_step.mean().reindex(range(n)).to_numpy()
-    out["launch_delay_max_ns"] = pd.array(
-        by_step.max().reindex(range(n)), dtype="Int64"
-    )
-    gpu = pd.DataFrame(
-        {"step": step[has_gpu], "start": start[has_gpu], "end": end[has_gpu]}
-    )
-    span = gpu.groupby("step").agg(
-        gpu_start_ns=("start", "min"), gpu_end_ns=("end", "max")
-    )
-    span = span.reindex(range(n))
-    out["gpu_start_ns"] = pd.array(span["gpu_start_ns"], dtype="Int64")
-    out["gpu_end_ns"] = pd.array(span["gpu_end_ns"], dtype="Int64")
-    busy = _union_length(step[has_gpu], start[has_gpu], end[has_gpu], n).astype(
-        np.int64
-    )
-    out["gpu_busy_ns"] = busy
-    out["gpu_idle_ns"] = (out["gpu_end_ns"] - out["gpu_start_ns"]).fillna(0) - busy
+    out["launch_calls"] = count(first & launch)
+    out["graph_launches"] = count(first & graph)
+    out["launch_overhead_ns"] = count(first & launch, api_end - api_start)
+    out["kernels"] = count(kernel)
+    out["graph_kernels"] = count(kernel & graph)
+    with_gpu = launch & has_gpu
+    calls = call[with_gpu].assign(start=start[with_gpu], api_end=api_end[with_gpu])
+    for name, values in _launch_delays(calls, n).items():
+        out[name] = values
+    for name, values in _gpu_figures(
+        step[has_gpu], start[has_gpu], end[has_gpu], n
+    ).items():
+        out[name] = values
     return out[[c.name for c in STEP_SCHEMA]]

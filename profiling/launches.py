@@ -13,10 +13,10 @@ Launch calls: a host call whose name, without nsys's ``_vNNNN`` suffix, is a ker
 ``cuLaunchKernel``, ``cuLaunchKernelEx``, ``cuLaunchCooperativeKernel*``, ``cuLaunchGrid*``, with
 ``_ptsz``/``_ptds`` variants) or a graph launch (``cudaGraphLaunch``, ``cuGraphLaunch``).
 
-A decode step is a time window on one host process (an NVTX/annotation range, or the interval from
-one graph launch to the next on a thread). A call belongs to a step when it starts inside the window
-(``start_ns <= api_start_ns < end_ns``, same process); a GPU activity belongs to the step of the
-call that launched it (the nsys ``nvtx_gpu_proj_trace`` projection rule).
+A decode step is a time window on one host thread (an NVTX/annotation range, or the interval from
+one graph launch to the next on that thread). A call belongs to a step when it starts inside the
+window on the same thread (``start_ns <= api_start_ns < end_ns``); a GPU activity belongs to the
+step of the call that launched it (the nsys ``nvtx_gpu_proj_trace`` projection rule).
 
 **Launch overhead per step** (the one definition used in ``steps.csv``, the CLI summary and the
 report): the host time spent inside launch calls that start in the step,
@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from trtbench.profiling.launch_schemas import (
+    API_KINDS,
     INT_COLUMNS,
     KERNEL_LAUNCH_SCHEMA,
     LAUNCH_FRAME_COLUMNS,
@@ -58,28 +59,6 @@ from trtbench.profiling.launch_steps import (
     step_windows_whole_trace,
 )
 
-__all__ = [
-    "DEFAULT_STEP_PATTERN",
-    "KERNEL_LAUNCH_SCHEMA",
-    "LAUNCH_FRAME_COLUMNS",
-    "LAUNCH_SUMMARY_SCHEMA",
-    "RANGE_COLUMNS",
-    "STEP_SCHEMA",
-    "LaunchAnalysis",
-    "LaunchTraceFacade",
-    "StepSummary",
-    "analyze_launches",
-    "classify_api",
-    "kernel_launch_summary",
-    "kernel_launch_trace",
-    "make_launch_frame",
-    "make_range_frame",
-    "resolve_step_windows",
-    "step_table",
-    "strip_api_version",
-    "summarize_steps",
-]
-
 logger = logging.getLogger(__name__)
 
 _VERSION_SUFFIX = re.compile(r"_v\d{4,}$")
@@ -90,8 +69,6 @@ _KERNEL_LAUNCH = re.compile(
     r"|cuLaunchGridAsync)(_ptsz|_ptds)?$"
 )
 _GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|cuGraphLaunch)(_ptsz|_ptds)?$")
-API_KINDS = ("kernel_launch", "graph_launch", "other")
-GPU_KINDS = ("kernel", "memcpy", "memset", "graph")
 
 
 def strip_api_version(name: str) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trtbench.errors import ConfigError, TraceParseError
+from trtbench.errors import TraceParseError
 from trtbench.profiling.launches import (
     LaunchAnalysis,
     LaunchTraceFacade,
@@ -29,14 +29,20 @@ from trtbench.profiling.launches import (
     make_range_frame,
     strip_api_version,
 )
+from trtbench.profiling.nsys_sqlite import (
+    NA,
+    ExportSchema,
+    categorical_from_ids,
+    connect_export,
+    decode_strings,
+    fetch_into,
+    pack_sql,
+    unpack,
+)
 
 logger = logging.getLogger(__name__)
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-_NA = -1  # SQL COALESCE sentinel for NULL (every real value here is >= 0)
-_CHUNK_ROWS = 262_144
 _PID_MASK = -16777216  # 0xFFFFFFFFFF000000 as a signed 64-bit SQLite integer
-_META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 _NVTX_RANGE_TYPES = {  # ENUM_NSYS_EVENT_TYPE ids, used when the ENUM table is absent
     "NvtxPushPopRange": 59,
     "NvtxStartEndRange": 60,
@@ -60,146 +66,11 @@ _ROW_FIELDS = ("kind", "start", "end", "device_stream", "pid_corr", "name", "gra
 _PACKED = {"grid": ("gridX", "gridY", "gridZ"), "block": ("blockX", "blockY", "blockZ")}
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    """Open ``path`` read-only after checking it is a non-empty SQLite file."""
-    if not path.is_file():
-        raise ConfigError(
-            f"nsys export {path} does not exist; pass the .sqlite file of a report"
-        )
-    with path.open("rb") as fh:
-        head = fh.read(len(_SQLITE_MAGIC))
-    if not head:
-        raise TraceParseError(
-            f"{path} is empty (0 bytes); export the report again with "
-            "`nsys export --type sqlite REPORT.nsys-rep`"
-        )
-    if head != _SQLITE_MAGIC:
-        hint = (
-            "a .nsys-rep/.qdrep report must be exported first"
-            if path.suffix in (".nsys-rep", ".qdrep")
-            else "it is not an SQLite file"
-        )
-        raise TraceParseError(
-            f"{path} is not an nsys SQLite export ({hint}); run "
-            "`nsys export --type sqlite REPORT.nsys-rep` and pass the .sqlite"
-        )
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-
-
-class _Schema:
-    """Table and column names present in one export."""
-
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        names = [
-            r[0]
-            for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-        ]
-        self.tables = set(names)
-        meta = next((t for t in _META_TABLES if t in self.tables), None)
-        if meta is None:
-            kind = (
-                "an nvprof database"
-                if "Version" in self.tables
-                else "not an nsys export"
-            )
-            raise TraceParseError(
-                f"{path} is {kind}: it has neither META_DATA_EXPORT nor EXPORT_META_DATA; "
-                "export the report with `nsys export --type sqlite REPORT.nsys-rep`"
-            )
-        self.meta = dict(conn.execute(f"SELECT name, value FROM {meta}").fetchall())
-        self._conn = conn
-        self._columns: dict[str, set[str]] = {}
-
-    def table(self, base: str) -> str | None:
-        """``base`` itself, else the highest ``base_V<n>`` variant, else None."""
-        if base in self.tables:
-            return base
-        variants = sorted(
-            (
-                t
-                for t in self.tables
-                if t.startswith(base + "_V") and t[len(base) + 2 :].isdigit()
-            ),
-            key=lambda t: int(t[len(base) + 2 :]),
-        )
-        return variants[-1] if variants else None
-
-    def columns(self, table: str) -> set[str]:
-        if table not in self._columns:
-            rows = self._conn.execute(f"PRAGMA table_info({table})").fetchall()
-            self._columns[table] = {r[1] for r in rows}
-        return self._columns[table]
-
-    def has_rows(self, table: str | None) -> bool:
-        return (
-            bool(table)
-            and self._conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone()
-        )
-
-
-def _fetch_into(conn: sqlite3.Connection, sql: str, out: np.ndarray) -> int:
-    """Run ``sql`` (integer columns only) into ``out`` (rows, n_cols), chunk by chunk; return
-    the number of rows written."""
-    cursor = conn.execute(sql)
-    filled = 0
-    while rows := cursor.fetchmany(_CHUNK_ROWS):
-        out[filled : filled + len(rows)] = rows
-        filled += len(rows)
-    return filled
-
-
-def _pack(*parts: str) -> str:
-    """SQL packing two (hi << 32 | lo) or three (x << 32 | y << 16 | z) integer expressions;
-    NULL in any part gives the sentinel."""
-    shifts = (32, 0) if len(parts) == 2 else (32, 16, 0)
-    packed = " | ".join(f"(({p}) << {n})" for p, n in zip(parts, shifts, strict=True))
-    return f"COALESCE({packed}, {_NA})"
-
-
-def _unpack(
-    values: np.ndarray,
-) -> tuple[pd.arrays.IntegerArray, pd.arrays.IntegerArray]:
-    """Inverse of two-part :func:`_pack`: (hi, lo) as Int64 arrays, NA where the sentinel."""
-    na = values == _NA
-    return (
-        pd.arrays.IntegerArray(values >> 32, na),
-        pd.arrays.IntegerArray(values & 0xFFFFFFFF, na),
-    )
-
-
-def _strings(conn: sqlite3.Connection, ids: np.ndarray) -> dict[int, str]:
-    wanted = [int(i) for i in np.unique(ids) if i >= 0]
-    out: dict[int, str] = {}
-    for lo in range(0, len(wanted), 500):
-        part = wanted[lo : lo + 500]
-        marks = ",".join("?" * len(part))
-        out.update(
-            conn.execute(f"SELECT id, value FROM StringIds WHERE id IN ({marks})", part)
-        )
-    return out
-
-
-def _categorical(codes_by_id: np.ndarray, labels: dict[int, str]) -> pd.Categorical:
-    """Categorical of the labels of integer ids (-1 or unknown id -> NA), built from codes."""
-    ids = np.unique(codes_by_id[codes_by_id >= 0])
-    names = [labels.get(int(i)) for i in ids]
-    categories = sorted({n for n in names if n is not None})
-    lookup = {c: j for j, c in enumerate(categories)}
-    id_codes = np.array(
-        [lookup.get(n, -1) if n is not None else -1 for n in names] + [-1]
-    )
-    pos = np.searchsorted(ids, codes_by_id)
-    pos = np.where(codes_by_id >= 0, pos, len(ids))
-    return pd.Categorical.from_codes(
-        id_codes[pos].astype(np.int32), categories=categories
-    )
-
-
 def _gpu_names(
     kind: np.ndarray, name: np.ndarray, kernel_names: dict
 ) -> pd.Categorical:
     """Kernel names from StringIds; ``Memcpy <kind>``, ``Memset``, ``CUDA graph`` otherwise."""
-    kernels = _categorical(np.where(kind == 0, name, _NA), kernel_names)
+    kernels = categorical_from_ids(np.where(kind == 0, name, NA), kernel_names)
     extra = [f"Memcpy {v}" for v in _MEMCPY_KINDS.values()] + [
         "Memcpy",
         "Memset",
@@ -247,9 +118,9 @@ class NsysReport(LaunchTraceFacade):
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         started = time.perf_counter()
-        conn = _connect(self.path)
+        conn = connect_export(self.path)
         try:
-            schema = _Schema(conn, self.path)
+            schema = ExportSchema(conn, self.path)
             self.schema_version = schema.meta.get("EXPORT_SCHEMA_VERSION", "unknown")
             self.product_version = schema.meta.get("EXPORT_PRODUCT_VERSION", "unknown")
             self.launches = self._load_launches(conn, schema)
@@ -269,7 +140,9 @@ class NsysReport(LaunchTraceFacade):
             time.perf_counter() - started,
         )
 
-    def _load_launches(self, conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
+    def _load_launches(
+        self, conn: sqlite3.Connection, schema: ExportSchema
+    ) -> pd.DataFrame:
         """Fill temp tables (calls keyed by correlation and process, GPU keys), then fetch
         every GPU table left-joined with its call, and the launch calls without GPU rows."""
         conn.execute(
@@ -296,7 +169,7 @@ class NsysReport(LaunchTraceFacade):
         name_ids = [
             r[0] for r in conn.execute("SELECT DISTINCT nameId FROM temp.trtbench_api")
         ]
-        api_names = _strings(conn, np.array(name_ids, dtype=np.int64))
+        api_names = decode_strings(conn, np.array(name_ids, dtype=np.int64))
         launch_ids = [
             i
             for i, n in api_names.items()
@@ -310,11 +183,11 @@ class NsysReport(LaunchTraceFacade):
         at = 0
         for (table, sql), count in zip(sources, counts, strict=True):
             rows[at : at + count, 0] = next(k for k, t, _ in _GPU_TABLES if t == table)
-            at += _fetch_into(conn, sql, rows[at : at + count, 1:])
+            at += fetch_into(conn, sql, rows[at : at + count, 1:])
         if launch_ids:  # rare and small: appended with one copy
             idle = conn.execute(self._idle_calls_query(launch_ids)).fetchall()
             if idle:
-                idle_rows = np.array([(_NA, *r) for r in idle], dtype=np.int64)
+                idle_rows = np.array([(NA, *r) for r in idle], dtype=np.int64)
                 rows = np.concatenate([rows[:at], idle_rows])
                 at = len(rows)
         if at == 0:
@@ -324,13 +197,15 @@ class NsysReport(LaunchTraceFacade):
                 "sure CUDA work runs inside the capture range"
             )
         rows = rows[:at]
-        kernel_names = _strings(conn, rows[rows[:, 0] == 0, _ROW_FIELDS.index("name")])
+        kernel_names = decode_strings(
+            conn, rows[rows[:, 0] == 0, _ROW_FIELDS.index("name")]
+        )
         return self._frame(rows, kernel_names, api_names)
 
     def _gpu_query(
         self,
         conn: sqlite3.Connection,
-        schema: _Schema,
+        schema: ExportSchema,
         base: str,
         names: tuple[str, ...],
     ) -> str:
@@ -343,23 +218,23 @@ class NsysReport(LaunchTraceFacade):
             raise TraceParseError(f"{self.path}: table {table} lacks columns {missing}")
 
         def col(name: str) -> str:
-            return f"COALESCE(g.{name}, {_NA})" if name in cols else str(_NA)
+            return f"COALESCE(g.{name}, {NA})" if name in cols else str(NA)
 
-        name = next((f"COALESCE(g.{n}, {_NA})" for n in names if n in cols), str(_NA))
+        name = next((f"COALESCE(g.{n}, {NA})" for n in names if n in cols), str(NA))
         packed = [
-            _pack(*(f"g.{c}" for c in xyz)) if set(xyz) <= cols else str(_NA)
+            pack_sql(*(f"g.{c}" for c in xyz)) if set(xyz) <= cols else str(NA)
             for xyz in _PACKED.values()
         ]
         pid_corr = (
-            _pack("(g.globalPid >> 24) & 16777215", "g.correlationId")
+            pack_sql("(g.globalPid >> 24) & 16777215", "g.correlationId")
             if {"globalPid", "correlationId"} <= cols
-            else str(_NA)
+            else str(NA)
         )
         device = [f"g.{c}" if c in cols else "NULL" for c in ("deviceId", "streamId")]
         select = ", ".join(
-            [col("start"), col("end"), _pack(*device), pid_corr, name, col("graphNodeId"),
-             *packed, f"COALESCE(a.start, {_NA})", f"COALESCE(a.end, {_NA})",
-             _pack("a.tid", "a.nameId")]
+            [col("start"), col("end"), pack_sql(*device), pid_corr, name, col("graphNodeId"),
+             *packed, f"COALESCE(a.start, {NA})", f"COALESCE(a.end, {NA})",
+             pack_sql("a.tid", "a.nameId")]
         )  # fmt: skip
         if not {"correlationId", "globalPid"} <= cols:
             return f"SELECT {select} FROM {table} g LEFT JOIN temp.trtbench_api a ON 0"
@@ -375,10 +250,10 @@ class NsysReport(LaunchTraceFacade):
     @staticmethod
     def _idle_calls_query(launch_ids: list[int]) -> str:
         """Launch calls with no GPU row (e.g. replays of graphs traced without node rows)."""
-        na3, na4 = ", ".join([str(_NA)] * 3), ", ".join([str(_NA)] * 4)
-        pid_corr = _pack("(a.gpid >> 24) & 16777215", "a.corr")
+        na3, na4 = ", ".join([str(NA)] * 3), ", ".join([str(NA)] * 4)
+        pid_corr = pack_sql("(a.gpid >> 24) & 16777215", "a.corr")
         return (
-            f"SELECT {na3}, {pid_corr}, {na4}, a.start, a.end, {_pack('a.tid', 'a.nameId')} "
+            f"SELECT {na3}, {pid_corr}, {na4}, a.start, a.end, {pack_sql('a.tid', 'a.nameId')} "
             f"FROM temp.trtbench_api a WHERE a.nameId IN ({','.join(map(str, launch_ids))}) "
             "AND NOT EXISTS (SELECT 1 FROM temp.trtbench_gpu g "
             "WHERE g.corr = a.corr AND g.gpid = a.gpid)"
@@ -391,17 +266,17 @@ class NsysReport(LaunchTraceFacade):
 
         def masked(values: np.ndarray) -> pd.arrays.IntegerArray:
             values = np.ascontiguousarray(values)
-            return pd.arrays.IntegerArray(values, values == _NA)
+            return pd.arrays.IntegerArray(values, values == NA)
 
         kind = np.ascontiguousarray(f["kind"])
-        device, stream = _unpack(f["device_stream"])
-        pid, corr = _unpack(f["pid_corr"])
-        tid, api_name = _unpack(f["tid_api_name"])
+        device, stream = unpack(f["device_stream"])
+        pid, corr = unpack(f["pid_corr"])
+        tid, api_name = unpack(f["tid_api_name"])
         api = {i: strip_api_version(n) for i, n in api_names.items()}
         geometry = {}
         for packed in _PACKED:
             values = f[packed]
-            na = values == _NA
+            na = values == NA
             parts = (values >> 32, (values >> 16) & 0xFFFF, values & 0xFFFF)
             for axis, part in zip("xyz", parts, strict=True):
                 geometry[f"{packed}_{axis}"] = pd.arrays.IntegerArray(part, na)
@@ -410,8 +285,8 @@ class NsysReport(LaunchTraceFacade):
                 "pid": pid,
                 "tid": tid,
                 "correlation_id": corr,
-                "s_api_name": _categorical(
-                    api_name.to_numpy(np.int64, na_value=_NA), api
+                "s_api_name": categorical_from_ids(
+                    api_name.to_numpy(np.int64, na_value=NA), api
                 ),
                 "api_start_ns": masked(f["api_start"]),
                 "api_end_ns": masked(f["api_end"]),
@@ -430,7 +305,9 @@ class NsysReport(LaunchTraceFacade):
             }
         )
 
-    def _load_ranges(self, conn: sqlite3.Connection, schema: _Schema) -> pd.DataFrame:
+    def _load_ranges(
+        self, conn: sqlite3.Connection, schema: ExportSchema
+    ) -> pd.DataFrame:
         table = schema.table("NVTX_EVENTS")
         empty = {c: [] for c in ("s_name", "pid", "tid", "start_ns", "end_ns")}
         if not schema.has_rows(table):
