@@ -61,7 +61,12 @@ def _report(analysis: LaunchAnalysis, out: Path) -> None:
 
 @click.group("analyze")
 def analyze() -> None:
-    """Launch overhead per decode step from profiler traces (CUDA-graph aware)."""
+    """Launch overhead per decode step from profiler traces (CUDA-graph aware).
+
+    Launch overhead per step = host time inside the kernel-launch and graph-launch API calls
+    that start in the step (sum of their durations; one cudaGraphLaunch counts once for all
+    its kernels). Writes kernel_launches.csv, launch_summary.csv and steps.csv.
+    """
 
 
 @analyze.command("nsys")
