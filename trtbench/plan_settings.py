@@ -33,7 +33,7 @@ from trtbench.planner import (
 )
 from trtbench.profiling.comparison import summary_column
 from trtbench.profiling.gpus import get_gpu
-from trtbench.run_data import load_run
+from trtbench.run_data import RunData, load_run
 from trtbench.speculation import greedy_medusa_tree
 
 GREEDY = "greedy"
@@ -213,7 +213,7 @@ PLAN_SCHEMA: tuple[Column, ...] = (
 
 
 def _roofline_for_run(
-    inputs: PlanInputs, fits: list[VariantFit], fit_rows: pd.DataFrame, run
+    inputs: PlanInputs, fits: list[VariantFit], fit_rows: pd.DataFrame, run: RunData
 ) -> pd.DataFrame:
     """Add the roofline's speedup (with the fitted E) for each measured tier."""
     out = fit_rows.copy()
@@ -228,7 +228,8 @@ def _roofline_for_run(
             setup = replace(inputs, draft=d)
         elif fit.mode == "medusa" and info.medusa_choices:
             heads = info.medusa_heads or max(len(c) for c in info.medusa_choices)
-            m = MedusaSetup(heads, 1, info.medusa_choices, (), fit.tokens_per_step)
+            layers = info.medusa_layers or 1
+            m = MedusaSetup(heads, layers, info.medusa_choices, (), fit.tokens_per_step)
             setup = replace(inputs, medusa=m)
         usable = (fit.mode == "draft_target" and setup.draft) or (
             fit.mode == "medusa" and setup.medusa
@@ -246,7 +247,7 @@ def _roofline_for_run(
     return out
 
 
-def _run_shape(run, settings: PlanSettings) -> PlanSettings:
+def _run_shape(run: RunData, settings: PlanSettings) -> PlanSettings:
     """Concurrencies and mean lengths of the run replace the settings' ones."""
     s = run.summary
     tiers = sorted({int(c) for c in s["concurrency"].dropna()})

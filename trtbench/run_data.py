@@ -41,6 +41,7 @@ class VariantInfo:
         tree_nodes: Medusa tree nodes (tokens verified per step minus the root).
         medusa_choices: the Medusa tree served (root paths), when known.
         medusa_heads: number of Medusa heads, when known.
+        medusa_layers: residual blocks per Medusa head, when known.
         cuda_graphs: on | off | unavailable | unknown.
         cuda_graphs_reason: why graphs were unavailable, when said.
         streaming: one response per decode step (False: the whole output at once, e.g.
@@ -55,6 +56,7 @@ class VariantInfo:
     tree_nodes: int | None = None
     medusa_choices: tuple[tuple[int, ...], ...] | None = None
     medusa_heads: int | None = None
+    medusa_layers: int | None = None
     cuda_graphs: str = UNKNOWN
     cuda_graphs_reason: str = ""
     streaming: bool | None = None
@@ -161,7 +163,8 @@ def variant_info(
         tree_nodes=len(choices) if mode == "medusa" and choices else None,
         medusa_choices=tuple(tuple(int(k) for k in c) for c in choices)
         if mode == "medusa" and choices else None,
-        medusa_heads=medusa.get("num_heads"), cuda_graphs=graphs,
+        medusa_heads=medusa.get("num_heads"), medusa_layers=medusa.get("num_layers"),
+        cuda_graphs=graphs,
         cuda_graphs_reason=reason, streaming=streaming,
     )  # fmt: skip
 
