@@ -2,14 +2,22 @@
 """Tokens/s of the PyTorch reference engine per decoding mode, batch 1, on the tiny models.
 
 Usage: .venv/bin/python scripts/bench_reference.py [--max-tokens 64] [--prompts 8]
-       [--prompt-len 32] [--threads N] [--device auto]
+       [--prompt-len 32] [--threads 1] [--device auto]
 
-For each mode it prints decode tokens/s (the first token, i.e. the prefill, excluded), the
-ratio to baseline, the mean acceptance length (tokens per decode step), the draft
-acceptance rate (accepted / proposed draft tokens) and whether the tokens equal baseline's.
-Then the cost of one forward of each shape, which explains the ratios: a speculative step
-costs ``draft forwards + one verification of q tokens``, and pays off when that is less
-than ``acceptance length × one q=1 target forward``.
+First the cost of one forward of each shape (median ms). Then, per mode: decode tokens/s
+(the first token, i.e. the prefill, excluded), the ratio to baseline, the mean acceptance
+length (tokens per decode step), the draft acceptance rate (accepted / proposed draft
+tokens), the ratio the forward costs predict, and whether the tokens equal baseline's.
+
+Model of the prediction: a step costs ``K × t_draft(1) + t_target(K+1)`` (draft_target) or
+``t_heads(depth) + t_target(N+1)`` (Medusa, N tree nodes) and emits ``acceptance length``
+tokens; baseline spends ``t_target(1)`` per token. So
+``ratio = acceptance_length × t_target(1) / step cost`` (Leviathan et al. 2023, §3.4, with
+measured costs instead of a cost coefficient). Speculation pays while the verification of
+q tokens costs about as much as one token — true while the per-forward overhead dominates.
+
+Threads default to 1: the tiny models' matrices are too small to gain from more, and on a
+shared machine extra threads wait on each other (the figures then swing by 10x).
 """
 
 from __future__ import annotations
@@ -50,7 +58,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--prompt-len", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--device", default="auto")
     return parser.parse_args()
 
@@ -62,7 +70,7 @@ def held_out_prompts(tokenizer, count: int, length: int) -> list[list[int]]:
     _, held_out = select_corpus(Recipe())
     prompts: list[list[int]] = []
     for text in held_out:
-        ids = tokenizer(text)["input_ids"]
+        ids = tokenizer(text, verbose=False)["input_ids"]
         for start in range(0, len(ids) - length, 4 * length):
             prompts.append(ids[start : start + length])
             if len(prompts) == count:
@@ -106,7 +114,9 @@ def forward_ms(runner: ModelRunner, prompt: list[int], q: int, reps: int = 30) -
     return statistics.median(times[3:]) / 1e6
 
 
-def heads_ms(heads, hidden_size: int, depth: int, device, dtype, reps: int = 30) -> float:
+def heads_ms(
+    heads, hidden_size: int, depth: int, device, dtype, reps: int = 30
+) -> float:
     hidden = torch.randn(hidden_size, device=device, dtype=dtype)
     times = []
     with torch.inference_mode():
@@ -117,10 +127,48 @@ def heads_ms(heads, hidden_size: int, depth: int, device, dtype, reps: int = 30)
     return statistics.median(times[3:]) / 1e6
 
 
+def measure_costs(target, draft, heads, prompt, seq: int) -> dict[str, float]:
+    """Median ms of every forward shape the configs use (keys ``t1``, ``t5``, ``d1``, ``h2``)."""
+    t_run, d_run = ModelRunner(target, seq + 8), ModelRunner(draft, seq + 8)
+    costs = {"d1": forward_ms(d_run, prompt, 1)}
+    for q in sorted({1} | {q for _, _, q, _ in _shapes()}):
+        costs[f"t{q}"] = forward_ms(t_run, prompt, q)
+    for depth in (1, 2, 3):
+        costs[f"h{depth}"] = heads_ms(
+            heads, target.config.hidden_size, depth, target.device, target.dtype
+        )
+    return costs
+
+
+def _shapes() -> list[tuple[str, str, int, int]]:
+    """(label, mode, verification width q, draft forwards or head depth) per config."""
+    out = []
+    for label, mode, kw in CONFIGS:
+        if mode == "draft_target":
+            out.append((label, mode, kw["draft_len"] + 1, kw["draft_len"]))
+        elif mode == "medusa":
+            depth = max(len(c) for c in kw["choices"])
+            out.append((label, mode, len(kw["choices"]) + 1, depth))
+        else:
+            out.append((label, mode, 1, 0))
+    return out
+
+
+def predicted_ratio(
+    costs: dict[str, float], mode: str, q: int, n: int, accept_len: float
+) -> float:
+    """``accept_len × t_target(1) / step cost`` (see the module docstring)."""
+    step = costs[f"t{q}"]
+    if mode == "draft_target":
+        step += n * costs["d1"]
+    elif mode == "medusa":
+        step += costs[f"h{n}"]
+    return accept_len * costs["t1"] / step
+
+
 def main() -> None:
     args = parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     dirs = ensure_tiny_models(tiny_models_dir())
     device = resolve_device(args.device)
     dtype = resolve_dtype("auto", device, dirs["target"])
@@ -134,30 +182,36 @@ def main() -> None:
         f"device {device} ({dtype}), torch threads {torch.get_num_threads()}, "
         f"{len(prompts)} prompts x {args.prompt_len} tokens, {args.max_tokens} new tokens"
     )
-    print(f"{'mode':18} {'tok/s':>8} {'vs base':>8} {'tok/step':>9} {'accept':>7}  lossless")
+    costs = measure_costs(target, draft, heads, prompts[0], seq)
+    print(
+        "one forward, median ms: " + ", ".join(f"{k} {v:.3f}" for k, v in costs.items())
+    )
+    print("  (tQ: target over Q tokens, d1: draft over 1, hD: Medusa heads 1..D)")
+    head = f"{'mode':18} {'tok/s':>8} {'vs base':>8} {'tok/step':>9} {'accept':>7} {'predicted':>10}  lossless"
+    print(head)
     base = None
-    for label, mode, kw in CONFIGS:
+    for (label, mode, kw), (_, _, q, n) in zip(CONFIGS, _shapes(), strict=True):
         extra = {"draft": draft} if mode == "draft_target" else {}
         extra |= {"heads": heads} if mode == "medusa" else {}
         engine = make_engine(
-            mode, target, tok, max_seq_len=seq, max_input_len=args.prompt_len, **extra, **kw
+            mode,
+            target,
+            tok,
+            max_seq_len=seq,
+            max_input_len=args.prompt_len,
+            **extra,
+            **kw,
         )
         engine.generate_ids(prompts[0], 8, end_id=-1)  # warm-up
         res = run_mode(engine, prompts, args.max_tokens)
         base = base or res
         same = res["outputs"] == base["outputs"]
+        pred = predicted_ratio(costs, mode, q, n, res["accept_len"])
         print(
             f"{label:18} {res['tok_s']:8.1f} {res['tok_s'] / base['tok_s']:7.2f}x "
-            f"{res['accept_len']:9.2f} {res['accept_rate']:7.2f}  {'yes' if same else 'NO'}"
+            f"{res['accept_len']:9.2f} {res['accept_rate']:7.2f} {pred:9.2f}x  "
+            f"{'yes' if same else 'NO'}"
         )
-    print("\ncost of one forward (median ms) at the prompt length:")
-    t_run, d_run = ModelRunner(target, seq + 8), ModelRunner(draft, seq + 8)
-    for q in (1, 2, 3, 4, 5, 7):
-        print(f"  target q={q}: {forward_ms(t_run, prompts[0], q):6.3f}")
-    print(f"  draft  q=1: {forward_ms(d_run, prompts[0], 1):6.3f}")
-    for depth in (1, 2, 3):
-        ms = heads_ms(heads, target.config.hidden_size, depth, device, dtype)
-        print(f"  medusa heads, depth {depth}: {ms:6.3f}")
 
 
 if __name__ == "__main__":
