@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from transformers import AutoTokenizer
+
 from trtbench.builders.manifest import (
     BuildManifest,
     CudaGraphs,
@@ -82,8 +84,6 @@ def _tokenizer_vocab(path: Path, field: str) -> dict[str, int] | None:
     """The tokenizer's token → id map, or None when ``path`` holds no tokenizer files."""
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         return None
-    from transformers import AutoTokenizer
-
     try:
         return dict(AutoTokenizer.from_pretrained(path).get_vocab())
     except Exception as exc:  # any loader failure is a bad model dir
