@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from trtbench.records import RequestRecord, ResponseRecord
 log = logging.getLogger(__name__)
 
 INTERRUPTED = "interrupted by the user (Ctrl-C)"
+GIL_SWITCH_S = 0.001
 
 
 @dataclass(frozen=True)
@@ -311,5 +313,12 @@ def run_load(
             "pass --tokenizer DIR (the model directory) so the text can be re-tokenized"
         )
     runner = _Runner(target, prompts, settings, tokenizer, progress)
-    asyncio.run(_run(runner, variant, tiers, seed))
+    # Samplers may run as threads of this process; a 1 ms GIL switch interval (default
+    # 5 ms) bounds how long they can hold up the event loop that stamps responses.
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(min(switch, GIL_SWITCH_S))
+    try:
+        asyncio.run(_run(runner, variant, tiers, seed))
+    finally:
+        sys.setswitchinterval(switch)
     return runner.result

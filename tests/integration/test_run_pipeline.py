@@ -7,6 +7,7 @@ own tritonserver, two concurrency tiers of a few fixed-length requests.
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -94,7 +95,7 @@ def test_run_writes_profiles_and_run_json(finished_run):
     assert {"load", "warmup", "tier:c1", "tier:c2"} <= set(memory["phase"])
     metrics = pd.read_csv(out / "server_metrics.csv")
     assert "tier:c2" in set(metrics["phase"])
-    assert metrics["name"].str.startswith("nv_inference").any()
+    assert metrics["family"].str.startswith("nv_inference").any()
     breakdown = pd.read_csv(out / "memory_breakdown.csv")
     assert list(breakdown["variant"]) == ["base", "dt", "med"]
     run = json.loads((out / "run.json").read_text())
@@ -113,9 +114,7 @@ def test_every_server_was_stopped(finished_run):
     for variant in ("base", "dt", "med"):
         log = (out / "server" / f"{variant}.log").read_text()
         ports = [
-            int(line.split(":")[-1].split()[0])
-            for line in log.splitlines()
-            if "Started GRPCInferenceService at" in line
+            int(p) for p in re.findall(r"GRPCInferenceService at [\d.]+:(\d+)", log)
         ]
         assert ports, f"no gRPC port in the {variant} server log"
         assert not port_in_use(ports[0])
