@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from dataclasses import dataclass, field
 
 import torch
 from transformers import AutoTokenizer
@@ -60,6 +61,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--device", default="auto")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=2,
+        help="passes over the prompts (modes interleaved)",
+    )
     return parser.parse_args()
 
 
@@ -78,27 +85,41 @@ def held_out_prompts(tokenizer, count: int, length: int) -> list[list[int]]:
     return prompts
 
 
-def run_mode(engine, prompts, max_tokens: int) -> dict[str, float | list]:
-    """Generate for every prompt; decode time runs from the first step to the last."""
-    decode_ns = tokens = steps = proposed = accepted = 0
-    outputs = []
-    for prompt in prompts:
+@dataclass
+class Tally:
+    """Decode-phase totals of one config over all its generations."""
+
+    decode_ns: int = 0
+    tokens: int = 0
+    steps: int = 0
+    proposed: int = 0
+    accepted: int = 0
+    outputs: list = field(default_factory=list)
+
+    def add(self, engine, prompt: list[int], max_tokens: int) -> None:
+        """One generation; decode time runs from the first step (the prefill) to the last."""
         it = engine.generate(prompt, max_tokens, end_id=-1)
         first = next(it)
         t0 = time.perf_counter_ns()
         rest = list(it)
-        decode_ns += time.perf_counter_ns() - t0
-        outputs.append([t for s in [first, *rest] for t in s.token_ids])
-        tokens += sum(len(s.token_ids) for s in rest)
-        steps += len(rest)
-        proposed += sum(s.draft_proposed for s in rest)
-        accepted += sum(s.draft_accepted for s in rest)
-    return {
-        "tok_s": tokens / (decode_ns / 1e9),
-        "accept_len": tokens / steps,
-        "accept_rate": accepted / proposed if proposed else float("nan"),
-        "outputs": outputs,
-    }
+        self.decode_ns += time.perf_counter_ns() - t0
+        self.outputs.append([t for s in [first, *rest] for t in s.token_ids])
+        self.tokens += sum(len(s.token_ids) for s in rest)
+        self.steps += len(rest)
+        self.proposed += sum(s.draft_proposed for s in rest)
+        self.accepted += sum(s.draft_accepted for s in rest)
+
+    @property
+    def tok_s(self) -> float:
+        return self.tokens / (self.decode_ns / 1e9)
+
+    @property
+    def accept_len(self) -> float:
+        return self.tokens / self.steps
+
+    @property
+    def accept_rate(self) -> float:
+        return self.accepted / self.proposed if self.proposed else float("nan")
 
 
 def forward_ms(runner: ModelRunner, prompt: list[int], q: int, reps: int = 30) -> float:
@@ -187,13 +208,11 @@ def main() -> None:
         "one forward, median ms: " + ", ".join(f"{k} {v:.3f}" for k, v in costs.items())
     )
     print("  (tQ: target over Q tokens, d1: draft over 1, hD: Medusa heads 1..D)")
-    head = f"{'mode':18} {'tok/s':>8} {'vs base':>8} {'tok/step':>9} {'accept':>7} {'predicted':>10}  lossless"
-    print(head)
-    base = None
-    for (label, mode, kw), (_, _, q, n) in zip(CONFIGS, _shapes(), strict=True):
+    engines = {}
+    for label, mode, kw in CONFIGS:
         extra = {"draft": draft} if mode == "draft_target" else {}
         extra |= {"heads": heads} if mode == "medusa" else {}
-        engine = make_engine(
+        engines[label] = make_engine(
             mode,
             target,
             tok,
@@ -202,15 +221,25 @@ def main() -> None:
             **extra,
             **kw,
         )
-        engine.generate_ids(prompts[0], 8, end_id=-1)  # warm-up
-        res = run_mode(engine, prompts, args.max_tokens)
-        base = base or res
-        same = res["outputs"] == base["outputs"]
-        pred = predicted_ratio(costs, mode, q, n, res["accept_len"])
+        engines[label].generate_ids(prompts[0], 8, end_id=-1)  # warm-up
+    tallies = {label: Tally() for label in engines}
+    # Interleaved (prompt by prompt, mode by mode) so that load from other processes on
+    # the machine falls on every mode alike.
+    for _ in range(args.repeats):
+        for prompt in prompts:
+            for label, engine in engines.items():
+                tallies[label].add(engine, prompt, args.max_tokens)
+    print(
+        f"{'mode':18} {'tok/s':>8} {'vs base':>8} {'tok/step':>9} {'accept':>7} "
+        f"{'predicted':>10}  lossless"
+    )
+    base = tallies["baseline"]
+    for (label, mode, q, n), res in zip(_shapes(), tallies.values(), strict=True):
+        pred = predicted_ratio(costs, mode, q, n, res.accept_len)
+        same = "yes" if res.outputs == base.outputs else "NO"
         print(
-            f"{label:18} {res['tok_s']:8.1f} {res['tok_s'] / base['tok_s']:7.2f}x "
-            f"{res['accept_len']:9.2f} {res['accept_rate']:7.2f} {pred:9.2f}x  "
-            f"{'yes' if same else 'NO'}"
+            f"{label:18} {res.tok_s:8.1f} {res.tok_s / base.tok_s:7.2f}x "
+            f"{res.accept_len:9.2f} {res.accept_rate:7.2f} {pred:9.2f}x  {same}"
         )
 
 
