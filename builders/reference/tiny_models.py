@@ -1,0 +1,396 @@
+"""The small real models the reference backend serves, made once per machine and cached.
+
+Layout under ``root`` (``trtbench.paths.tiny_models_dir()`` by default)::
+
+    target/   LlamaForCausalLM (HF save_pretrained) + tokenizer (PreTrainedTokenizerFast)
+    draft/    a smaller LlamaForCausalLM, distilled from the target, + the same tokenizer files
+    medusa/   Medusa heads on the target (FasterDecoding format: config.json + medusa_lm_head.safetensors)
+    quality.json   figures on held-out files (below), sizes, training steps and losses, build time
+    complete.json  written last: the recipe key and the build ids of the three parts
+
+Each part carries ``.trtbench-part.json`` (recipe key, build id, and for draft/medusa the
+target's build id). A part is rebuilt when its marker is missing, was made by another recipe, or
+(draft, medusa) belongs to another target; ``complete.json`` is rewritten after any rebuild.
+Builds hold an exclusive ``fcntl`` lock on ``root/.lock`` so two processes never train twice.
+
+Recipe (:class:`~trtbench.builders.reference.tiny_training.Recipe`): corpus = top-level Python
+standard-library ``*.py`` files on this machine (~1.8 MB train, ~0.2 MB held out, every 8th file);
+byte-level BPE (2048 ids, ``<unk> <s> </s> <pad>`` = 0..3); target Llama 3 layers × 192 wide
+trained 600 steps on 16 × 64-token windows; greedy continuations (32-token prompt + 64 tokens) of
+the target; draft Llama 1 layer × 128 wide trained to predict the target's greedy token at every
+position of those; Medusa heads (3 heads × 1 ResBlock, LM projections started from the
+target's) trained on the frozen target's last hidden states to predict its greedy tokens.
+
+Quality (``quality.json``), on target greedy continuations of held-out prompts, teacher-forced:
+    draft_greedy_agreement       fraction of continuation positions t where argmax draft(x<=t)
+                                 == argmax target(x<=t) — the chance the first drafted token is
+                                 accepted under greedy verification.
+    medusa_head_top1_accuracy[k] fraction of continuation positions t where head k's argmax at t
+                                 equals the target's greedy token at t + k + 2 (head 1 = k 0).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from trtbench.errors import BuildError
+from trtbench.run_dir import write_json_atomic
+
+logger = logging.getLogger(__name__)
+
+RECIPE_VERSION = 1
+PARTS = ("target", "draft", "medusa")
+PART_MARKER = ".trtbench-part.json"
+COMPLETE_NAME = "complete.json"
+QUALITY_NAME = "quality.json"
+LOCK_NAME = ".lock"
+_HF_FILES = (
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+)
+PART_FILES = {
+    "target": _HF_FILES,
+    "draft": _HF_FILES,
+    "medusa": ("config.json", "medusa_lm_head.safetensors"),
+}
+MAX_THREADS = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """Every knob of the tiny models; its fields are hashed into the cache key."""
+
+    seed: int = 1234
+    train_bytes: int = 1_800_000  # stdlib sources used for training
+    eval_bytes: int = 160_000  # held-out stdlib sources (every 8th file)
+    max_file_bytes: int = 120_000  # skip the few huge modules (_pydecimal, turtle)
+    vocab_size: int = 2048
+    seq_len: int = 64
+    # target
+    target_layers: int = 3
+    target_hidden: int = 192
+    target_heads: int = 4
+    target_intermediate: int = 512
+    target_steps: int = 600
+    target_batch: int = 16
+    target_lr: float = 3e-3
+    # greedy continuations of the target (distillation data for draft and heads)
+    prompt_len: int = 32
+    continuation_len: int = 64
+    train_prompts: int = 768
+    eval_prompts: int = 96
+    # draft
+    draft_layers: int = 1
+    draft_hidden: int = 128
+    draft_heads: int = 4
+    draft_intermediate: int = 384
+    draft_steps: int = 300
+    draft_batch: int = 16
+    draft_lr: float = 3e-3
+    # medusa
+    medusa_heads: int = 3
+    medusa_layers: int = 1
+    medusa_steps: int = 200
+    medusa_batch_positions: int = 1024
+    medusa_lr: float = 1e-3
+
+
+def recipe_key(recipe: Recipe | None = None) -> str:
+    """``v<RECIPE_VERSION>-<sha256 of the recipe fields>``; a changed recipe means a rebuild."""
+    recipe = recipe or Recipe()
+    fields = json.dumps(dataclasses.asdict(recipe), sort_keys=True)
+    return f"v{RECIPE_VERSION}-{hashlib.sha256(fields.encode()).hexdigest()[:12]}"
+
+
+def model_paths(root: Path) -> dict[str, Path]:
+    """``{"target": root/"target", "draft": root/"draft", "medusa": root/"medusa"}``."""
+    return {part: Path(root) / part for part in PARTS}
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _part_marker(root: Path, part: str) -> dict[str, Any] | None:
+    """The part's marker if the part holds its files, else None."""
+    path = Path(root) / part
+    if not all((path / name).is_file() for name in PART_FILES[part]):
+        return None
+    return _read_json(path / PART_MARKER)
+
+
+def is_complete(root: Path, key: str) -> bool:
+    """True when ``complete.json`` matches ``key`` and every part (cheap: no torch import)."""
+    complete = _read_json(Path(root) / COMPLETE_NAME)
+    if complete is None or complete.get("recipe") != key:
+        return False
+    for part in PARTS:
+        marker = _part_marker(root, part)
+        if marker is None or marker.get("build_id") != complete.get(part):
+            return False
+    return True
+
+
+def _stale_parts(root: Path, key: str) -> list[str]:
+    """Parts to (re)build: missing, other recipe, or (draft, medusa) built on another target."""
+    markers = {p: _part_marker(root, p) or {} for p in PARTS}
+    if markers["target"].get("recipe") != key:
+        return list(PARTS)
+    target_id = markers["target"]["build_id"]
+    return [
+        p
+        for p in ("draft", "medusa")
+        if markers[p].get("recipe") != key
+        or markers[p].get("target_build_id") != target_id
+    ]
+
+
+@contextlib.contextmanager
+def _exclusive_lock(root: Path) -> Iterator[None]:
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / LOCK_NAME, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.info(
+                "another process is building the tiny models in %s; waiting", root
+            )
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def ensure_tiny_models(root: Path, force: bool = False) -> dict[str, Path]:
+    """Make (or reuse) the target, draft and Medusa heads under ``root``.
+
+    Fast (file reads only, no torch import) when ``root/complete.json`` matches the current
+    recipe. Otherwise takes ``root/.lock`` and builds only the stale parts; about 1.5–3 minutes
+    of 2 CPU cores from scratch.
+
+    Args:
+        root: cache directory (created if missing).
+        force: rebuild every part even if the cache is complete.
+
+    Returns:
+        ``{"target": Path, "draft": Path, "medusa": Path}``.
+
+    Raises:
+        BuildError: ``root`` cannot be written, or the standard-library corpus is missing.
+    """
+    root = Path(root)
+    key = recipe_key()
+    if not force and is_complete(root, key):
+        return model_paths(root)
+    try:
+        with _exclusive_lock(root):
+            if force or not is_complete(root, key):
+                _build(root, key, list(PARTS) if force else _stale_parts(root, key))
+    except OSError as exc:
+        raise BuildError(
+            f"cannot write the tiny models under {root} ({exc}); set TRTBENCH_CACHE to a "
+            "writable directory"
+        ) from exc
+    return model_paths(root)
+
+
+def read_quality(root: Path) -> dict[str, Any]:
+    """The contents of ``root/quality.json``.
+
+    Raises:
+        BuildError: it is missing or unreadable (run ``scripts/make_tiny_models.py``).
+    """
+    data = _read_json(Path(root) / QUALITY_NAME)
+    if data is None:
+        raise BuildError(
+            f"{Path(root) / QUALITY_NAME} is missing or unreadable; run "
+            "scripts/make_tiny_models.py (add --force to rebuild)"
+        )
+    return data
+
+
+def _replace_dir(tmp: Path, final: Path) -> None:
+    """Move a finished part into place (the old one, if any, is removed first)."""
+    if final.exists():
+        old = final.with_name(f".old-{final.name}-{os.getpid()}")
+        final.rename(old)
+        shutil.rmtree(old)
+    tmp.rename(final)
+
+
+class _Session:
+    """What one build needs: corpus, tokenizer, models, lazily made greedy data."""
+
+    def __init__(self, root: Path, parts: list[str]) -> None:
+        from trtbench.builders.reference import tiny_training as tt
+
+        self.tt, self.root, self.recipe = tt, root, Recipe()
+        train, held = tt.select_corpus(self.recipe)
+        if not train or not held:
+            raise BuildError(
+                "no Python standard-library sources found for the tiny-model corpus; "
+                "run with a CPython that ships its Lib/*.py files"
+            )
+        self.corpus = {
+            "train_files": len(train),
+            "train_chars": sum(map(len, train)),
+            "heldout_files": len(held),
+            "heldout_chars": sum(map(len, held)),
+        }
+        if "target" in parts:
+            self.tokenizer = tt.train_tokenizer(train, self.recipe.vocab_size)
+        else:
+            self.tokenizer = tt.load_tokenizer(root / "target")
+            self.target = tt.load_llama(root / "target")
+        self.stream = tt.encode_stream(self.tokenizer, train)
+        self.heldout = tt.encode_stream(self.tokenizer, held)
+        self._greedy: dict[str, Any] = {}
+
+    def rng(self, stage: int) -> Any:
+        """A numpy Generator and torch seed per stage, so a partial rebuild repeats a full one."""
+        import numpy as np
+        import torch
+
+        torch.manual_seed(self.recipe.seed + stage)
+        return np.random.default_rng([self.recipe.seed, stage])
+
+    def greedy(self, split: str) -> dict[str, Any]:
+        """Target greedy continuations of training (``train``) or held-out (``eval``) prompts."""
+        if split not in self._greedy:
+            r = self.recipe
+            stream, count, stage = (
+                (self.stream, r.train_prompts, 3)
+                if split == "train"
+                else (self.heldout, r.eval_prompts, 4)
+            )
+            self._greedy[split] = self.tt.greedy_dataset(
+                self.target, stream, count, r, self.rng(stage)
+            )
+        return self._greedy[split]
+
+    def build(self, part: str, out: Path) -> dict[str, Any]:
+        """Train ``part`` and save it into ``out``; returns its sizes, steps and final loss."""
+        tt, r, t0 = self.tt, self.recipe, time.perf_counter()
+        if part == "medusa":
+            rng = self.rng(2)
+            self.heads = tt.MedusaHeads(
+                r.medusa_heads, r.medusa_layers, r.target_hidden, len(self.tokenizer)
+            )
+            self.heads.init_lm_heads_from(self.target.lm_head.weight)
+            losses = tt.train_medusa(self.heads, self.greedy("train"), r, rng)
+            tt.save_medusa_heads(self.heads, out, str(self.root / "target"))
+            model = self.heads
+        else:
+            rng = self.rng(0 if part == "target" else 1)
+            dims = tt.part_dims(r, part)
+            model = tt.make_llama(self.tokenizer, **dims)
+            if part == "target":
+                losses = tt.train_target(model, self.stream, r, rng)
+                self.target = model
+            else:
+                losses = tt.train_draft(model, self.greedy("train"), r, rng)
+                self.draft = model
+            model.save_pretrained(out)
+            tt.save_tokenizer(self.tokenizer, out)
+        return {
+            "params": sum(p.numel() for p in model.parameters()),
+            "steps": len(losses),
+            "first_loss": round(sum(losses[:10]) / 10, 4),
+            "final_loss": round(sum(losses[-50:]) / len(losses[-50:]), 4),
+            "train_s": round(time.perf_counter() - t0, 2),
+        }
+
+    def quality(self) -> dict[str, Any]:
+        """quality.json figures (see the module docstring) plus the recipe and corpus."""
+        tt = self.tt
+        if not hasattr(self, "draft"):
+            self.draft = tt.load_llama(self.root / "draft")
+        if not hasattr(self, "heads"):
+            self.heads = tt.load_medusa_heads(self.root / "medusa")
+        figures = tt.measure_quality(
+            self.target,
+            self.draft,
+            self.heads,
+            self.greedy("eval"),
+            self.heldout,
+            self.recipe.prompt_len,
+        )
+        return {
+            **figures,
+            "recipe_version": RECIPE_VERSION,
+            "recipe_fields": dataclasses.asdict(self.recipe),
+            "corpus": {
+                **self.corpus,
+                "train_tokens": len(self.stream),
+                "heldout_tokens": len(self.heldout),
+            },
+        }
+
+
+def _build(root: Path, key: str, parts: list[str]) -> None:
+    """Build ``parts`` (in PARTS order), then write quality.json and, last, complete.json."""
+    from trtbench.builders.reference.cpu_threads import all_cores_threads
+
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    logger.info("building tiny models %s under %s (recipe %s)", parts, root, key)
+    for leftover in [*root.glob(".tmp-*"), *root.glob(".old-*")]:  # from killed builds
+        shutil.rmtree(leftover, ignore_errors=True)
+    with all_cores_threads(MAX_THREADS) as threads:
+        session = _Session(root, parts)
+        markers: dict[str, dict[str, Any]] = {}
+        for part in PARTS:
+            final = root / part
+            if part not in parts:
+                markers[part] = _read_json(final / PART_MARKER) or {}
+                continue
+            tmp = root / f".tmp-{part}-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            markers[part] = {
+                "recipe": key,
+                "build_id": uuid.uuid4().hex,
+                "target_build_id": markers["target"]["build_id"]
+                if part != "target"
+                else None,
+                **session.build(part, tmp),
+            }
+            logger.info("built %s: %s", part, markers[part])
+            write_json_atomic(tmp / PART_MARKER, markers[part])
+            _replace_dir(tmp, final)
+        quality = session.quality()
+    quality.update(
+        recipe=key,
+        parts={
+            p: {k: v for k, v in m.items() if k != "recipe"} for p, m in markers.items()
+        },
+        build={
+            "built": parts,
+            "wall_s": round(time.perf_counter() - wall0, 2),
+            "cpu_s": round(time.process_time() - cpu0, 2),
+            "torch_threads": threads,
+        },
+    )
+    write_json_atomic(root / QUALITY_NAME, quality)
+    write_json_atomic(
+        root / COMPLETE_NAME,
+        {"recipe": key, **{p: markers[p]["build_id"] for p in PARTS}},
+    )
+    logger.info("tiny models ready in %.1f s", quality["build"]["wall_s"])
