@@ -145,13 +145,15 @@ PEAK_LABELS = {
 
 
 def plot_memory(breakdown: pd.DataFrame, peaks: pd.DataFrame, path: Path) -> Path:
-    """Stacked bars per variant (weights, heads, KV pools) with the measured peak as a marker.
+    """Stacked bars per variant: weights, heads, KV pools and the rest of the measured peak.
 
-    Units are MiB when everything is below 1 GiB, else GiB.
+    Where a peak was measured the bar reaches it ("rest of peak" = peak − the known parts);
+    each bar is labelled with its weights and peak. MiB when all is below 1 GiB, else GiB.
     """
     values = [pd.to_numeric(breakdown.get(c), errors="coerce") for c, _ in MEMORY_PARTS]
+    peak = peaks.set_index("variant").reindex(breakdown["variant"].astype(str))
     top = max(
-        [v.max() for v in values if v is not None] + [peaks["peak_bytes"].max(), 1.0]
+        [v.max() for v in values if v is not None] + [peak["peak_bytes"].max(), 1.0]
     )
     unit, scale = ("GiB", GIB) if top >= GIB else ("MiB", 1024**2)
     fig, ax = plt.subplots(figsize=(FIGSIZE[0] + 1.5, FIGSIZE[1]))
@@ -163,18 +165,33 @@ def plot_memory(breakdown: pd.DataFrame, peaks: pd.DataFrame, path: Path) -> Pat
         h = v.fillna(0).to_numpy(dtype=float) / scale
         ax.bar(x, h, 0.6, bottom=bottom, label=label)
         bottom += h
-    peak = peaks.set_index("variant").reindex(breakdown["variant"].astype(str))
-    if peak["peak_bytes"].notna().any():
+    peaks_scaled = peak["peak_bytes"].to_numpy(dtype=float) / scale
+    rest = np.where(
+        np.isnan(peaks_scaled), 0.0, np.clip(peaks_scaled - bottom, 0, None)
+    )
+    if rest.any():
         src = ", ".join(
             sorted(
                 PEAK_LABELS.get(s, s) for s in set(peak["peak_source"].dropna()) - {""}
             )
         )
-        ax.scatter(x, peak["peak_bytes"] / scale, marker="_", s=1200, linewidths=2.5,
-                   color="black", zorder=3, label=f"measured peak\n({src})")  # fmt: skip
+        ax.bar(x, rest, 0.6, bottom=bottom, color="0.85", hatch="//", edgecolor="0.6",
+               label=f"rest of measured peak\n({src})")  # fmt: skip
+    weights = pd.to_numeric(breakdown.get("weights_total_bytes"), errors="coerce")
+    for i in range(len(breakdown)):
+        text = (
+            [f"weights {weights.iloc[i] / scale:.1f}"]
+            if weights is not None and pd.notna(weights.iloc[i])
+            else []
+        )
+        if not np.isnan(peaks_scaled[i]):
+            text.append(f"peak {peaks_scaled[i]:.1f}")
+        ax.annotate("\n".join(text) + f" {unit}" if text else "", (x[i], bottom[i] + rest[i]),
+                    xytext=(0, 3), textcoords="offset points", ha="center", fontsize=8)  # fmt: skip
     ax.set_xticks(x)
     ax.set_xticklabels(breakdown["variant"].astype(str))
     ax.set_ylabel(f"memory ({unit})")
+    ax.set_ylim(0, max(float((bottom + rest).max()), 1e-9) * 1.18)
     ax.set_title("Memory per variant: weights, KV-cache pool and measured peak")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)

@@ -109,6 +109,9 @@ def _is_false(v: object) -> bool:
 
 
 def _no_gpu(v: pd.Series) -> bool:
+    gpus = v.get("gpus")
+    if not _missing(gpus):
+        return int(gpus) == 0
     reason = str(v.get("cuda_graphs_reason") or "").lower()
     return v.get("cuda_graphs") == "unavailable" or "cuda" in reason or "gpu" in reason
 
@@ -150,8 +153,15 @@ def run_notes(
     ]  # fmt: skip
     if cpu:
         notes.append(
-            f"{', '.join(cpu)} ran on the reference backend without a GPU (CUDA graphs "
-            "unavailable): absolute times are CPU times; compare ratios, not milliseconds."
+            f"{', '.join(cpu)} ran on the reference backend without a GPU: absolute times "
+            "are CPU times and CUDA graphs cannot be used; compare ratios, not milliseconds."
+        )
+    noisy = tiers[tiers["tpot_mean_ms"] > 2 * tiers["tpot_p50_ms"]]
+    if len(noisy):
+        where = ", ".join(f"`{r['variant']}` {r['tier']}" for _, r in noisy.iterrows())
+        notes.append(
+            f"TPOT mean is more than twice its median in {where}: a few slow requests (a "
+            "busy host?) dominate the mean that the speedup uses; compare the p50 column."
         )
     bad = tiers[tiers["error_count"].fillna(0) > 0]
     notes += [

@@ -44,6 +44,7 @@ class VariantInfo:
         medusa_layers: residual blocks per Medusa head, when known.
         cuda_graphs: on | off | unavailable | unknown.
         cuda_graphs_reason: why graphs were unavailable, when said.
+        gpus: GPUs the build host had (``build.json`` host.gpus; None: not recorded).
         streaming: one response per decode step (False: the whole output at once, e.g.
             draft-target through BLS); None when the repository metadata is absent.
     """
@@ -59,6 +60,7 @@ class VariantInfo:
     medusa_layers: int | None = None
     cuda_graphs: str = UNKNOWN
     cuda_graphs_reason: str = ""
+    gpus: int | None = None
     streaming: bool | None = None
 
 
@@ -115,6 +117,11 @@ def _graphs(build: dict[str, Any], repo: dict[str, Any]) -> tuple[str, str]:
     return UNKNOWN, reason
 
 
+def _gpu_count(build: dict[str, Any]) -> int | None:
+    gpus = (build.get("host") or {}).get("gpus")
+    return len(gpus) if isinstance(gpus, list) else None
+
+
 def mode_from_name(name: str) -> str | None:
     """Guess a mode from a variant name (``medusa…``, ``draft…``/``dtm…``, ``baseline…``)."""
     low = name.lower()
@@ -165,7 +172,7 @@ def variant_info(
         if mode == "medusa" and choices else None,
         medusa_heads=medusa.get("num_heads"), medusa_layers=medusa.get("num_layers"),
         cuda_graphs=graphs,
-        cuda_graphs_reason=reason, streaming=streaming,
+        cuda_graphs_reason=reason, streaming=streaming, gpus=_gpu_count(build),
     )  # fmt: skip
 
 

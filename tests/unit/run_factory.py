@@ -67,6 +67,7 @@ def write_build(
     draft_len: int | None = None,
     choices: list[list[int]] | None = None,
     graphs: tuple[bool, bool, str] = (False, False, "no CUDA device"),
+    host: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``engines/<variant>/build.json`` through the real manifest model."""
     manifest = BuildManifest(
@@ -84,6 +85,7 @@ def write_build(
         cuda_graphs=CudaGraphs(
             requested=graphs[0], available=graphs[1], reason=graphs[2]
         ),
+        host=host or {},
     )
     return write_manifest(RunDir(root).engine_dir(variant), manifest)
 

@@ -225,3 +225,21 @@ def test_modes_and_streaming_without_manifests(tmp_path):
     notes = analyze_run(run).notes
     assert any("guessed from the name" in n for n in notes)
     assert any("`dtm-k4` does not stream" in n for n in notes)
+
+
+def test_noisy_tier_and_cpu_host_are_noted(tmp_path):
+    # baseline c1: TPOT mean 10 ms but median 4 ms (> 2x): noted as noisy.
+    # build.json host.gpus = []: the reference backend ran without a GPU.
+    root = tmp_path / "run"
+    write_summary(root, [summary_row("baseline", 1, tpot=10.0, tpot_p50=4.0),
+                         summary_row("medusa", 1, tpot=5.0, tpot_p50=4.9, per_response=2.0)])  # fmt: skip
+    write_build(root, "baseline", "baseline", host={"gpus": []})
+    write_build(root, "medusa", "medusa", choices=[[0]], host={"gpus": []})
+    run = load_run(root)
+    assert run.variants["medusa"].gpus == 0
+    notes = analyze_run(run).notes
+    assert any("more than twice its median in `baseline` c1" in n for n in notes)
+    assert any(
+        "`baseline`, `medusa` ran on the reference backend without a GPU" in n
+        for n in notes
+    )
