@@ -74,8 +74,8 @@ def _rows(plan: Plan) -> str:
     header = ("B", "mode", "step ms", "tok/step", "TPOT ms", "tok/s", "speedup",
               "bound", "mem GB", "fits")  # fmt: skip
     rows = [
-        (str(r.concurrency), r.mode, f"{r.step_time_ms:.2f}", f"{r.tokens_per_step:.2f}",
-         f"{r.tpot_ms:.2f}", f"{r.output_tokens_per_s:.0f}", f"{r.speedup_ratio:.2f}x",
+        (str(r.concurrency), r.mode, f"{r.step_time_ms:.4g}", f"{r.tokens_per_step:.2f}",
+         f"{r.tpot_ms:.4g}", f"{r.output_tokens_per_s:.0f}", f"{r.speedup_ratio:.2f}x",
          r.bound, _gb(r.total_memory_bytes), "yes" if r.fits else "NO")
         for r in plan.rows
     ]  # fmt: skip
