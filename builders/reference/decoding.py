@@ -118,17 +118,15 @@ class DraftTargetDecoder(BaselineDecoder):
         return (self.target, self.draft)
 
     def step_lengths(self) -> dict[str, tuple[int, ...]]:
-        return {"target": (self.k + 1,), "draft": (1,)}
+        return {"target": (self.k + 1,), "draft": (1, 2)}
 
     def _after_prefill(self, prompt: Sequence[int], last_hidden: torch.Tensor) -> None:
         self.draft.prefill(prompt)
 
     def _propose(self, greedy: Greedy) -> list[int]:
-        """Catch the draft up with the sequence (1 or 2 tokens), then draft K tokens."""
-        pending = self.seq[self.draft.length :]
-        for token in pending:
-            logits, _ = self.draft.forward([token])
-        drafts = greedy.pick(logits, [self.emitted])
+        """Catch the draft up with the sequence (1 or 2 tokens, one forward), then draft K."""
+        logits, _ = self.draft.forward(self.seq[self.draft.length :])
+        drafts = greedy.pick(logits[-1:], [self.emitted])
         for i in range(1, self.k):
             logits, _ = self.draft.forward(drafts[-1:])
             drafts += greedy.pick(logits, [self.emitted + i])
