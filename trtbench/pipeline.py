@@ -216,6 +216,7 @@ def run_bench(
     got = _Collected()
     prompts: list[Prompt] | None = None
     failure: TrtbenchError | None = None
+    stopped = False
     try:
         for variant in selected:
             prompts = _measure_variant(out, spec, variant, prompts, progress, got)
@@ -223,15 +224,21 @@ def run_bench(
                 break
     except TrtbenchError as exc:
         failure = exc
+    except (
+        KeyboardInterrupt
+    ):  # Ctrl-C outside a tier (deploy, server start): keep going
+        stopped = True
     finally:
-        outcome = _finish(out, spec, got)
+        outcome = _finish(out, spec, got, stopped)
     if failure is not None:
         raise failure
     return outcome
 
 
-def _finish(out: RunDir, spec: BenchSpec, got: _Collected) -> LoadtestOutcome:
-    interrupted = any(r.interrupted for r in got.results.values())
+def _finish(
+    out: RunDir, spec: BenchSpec, got: _Collected, stopped: bool = False
+) -> LoadtestOutcome:
+    interrupted = stopped or any(r.interrupted for r in got.results.values())
     _write_profiles(out, got)
     out.update_run_json(
         "run",
