@@ -108,10 +108,10 @@ def exchange_to_records(
     """Turn one request's responses into records (pure apart from re-tokenizing).
 
     ``echo_possible``: the model could not be asked to exclude the prompt (it has no
-    ``exclude_input_in_output`` input), so an output that starts with the whole prompt has
-    it removed. Only responses that carry tokens set first/last-token times, so an empty response
-    (mid-stream or the empty final one) never extends E2E. A request without tokens and
-    without an error gets the error ``no output tokens``.
+    ``exclude_input_in_output`` input), so an output that starts with the whole prompt
+    has it removed. Only responses that carry tokens set first/last-token times, so an
+    empty response (mid-stream or the empty final one) never extends E2E. A request
+    without tokens and without an error gets the error ``no output tokens``.
     """
     parsed = [parse_response(r) for _, r in exchange.responses]
     counts, echoed, source = (
@@ -122,19 +122,10 @@ def exchange_to_records(
     times = [t for t, _ in exchange.responses]
     spec = _spec_counts(parsed)
     v, tier, rid = slot.variant, slot.tier, slot.request_id
+    rows = zip(times, counts, parsed, spec, strict=True)
     responses = [
-        ResponseRecord(
-            v,
-            tier.label,
-            rid,
-            i,
-            times[i],
-            counts[i],
-            parsed[i].final,
-            spec[i][0],
-            spec[i][1],
-        )
-        for i in range(len(parsed))
+        ResponseRecord(v, tier.label, rid, i, t, n, p.final, d, a)
+        for i, (t, n, p, (d, a)) in enumerate(rows)
     ]
     with_tokens = [i for i, n in enumerate(counts) if n > 0]
     error = exchange.error
