@@ -50,7 +50,7 @@ from trtbench.run_dir import write_json_atomic
 
 logger = logging.getLogger(__name__)
 
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 PARTS = ("target", "draft", "medusa")
 PART_MARKER = ".trtbench-part.json"
 COMPLETE_NAME = "complete.json"
