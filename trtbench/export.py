@@ -74,5 +74,6 @@ def write_csv(frame: pd.DataFrame, path: Path, schema: Schema) -> Path:
 def schema_markdown(schema: Schema) -> str:
     """Render a schema as a Markdown table (for README / docs)."""
     lines = ["| column | meaning |", "|---|---|"]
-    lines += [f"| `{c.name}` | {c.description} |" for c in schema]
+    escaped = ((c.name, c.description.replace("|", r"\|")) for c in schema)
+    lines += [f"| `{name}` | {text} |" for name, text in escaped]
     return "\n".join(lines)
