@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Set up (idempotent) and run the main job on the bundled example, CPU reference backend.
+# Set up (idempotent) and run the main job on the bundled example, CPU reference backend:
+# build, deploy, load-test and report baseline / draft-target / Medusa.
 #   scripts/demo.sh [RUN_DIR]     (default runs/tiny-cpu)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh reference,cpu-server
 VENV=${TRTBENCH_VENV:-.venv}
 OUT=${1:-runs/tiny-cpu}
-printf '[demo] %s\n' "trtbench build examples/tiny-cpu.yaml --out $OUT"
-exec "$VENV/bin/trtbench" build examples/tiny-cpu.yaml --out "$OUT"
+printf '[demo] %s\n' "trtbench run examples/tiny-cpu.yaml --out $OUT"
+exec "$VENV/bin/trtbench" run examples/tiny-cpu.yaml --out "$OUT"
