@@ -59,12 +59,15 @@ class LoadtestOutcome:
         run_dir: where the CSVs are.
         interrupted: stopped by Ctrl-C (what was measured is kept).
         warnings: output-length mismatches and other notes, one line each.
+        files: other files the stage wrote besides the load-test CSVs (``trtbench run``:
+            report.md, plots/*.png, trace CSVs).
     """
 
     summary: pd.DataFrame
     run_dir: RunDir
     interrupted: bool = False
     warnings: list[str] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
 
 
 def open_tokenizer(path: Path | None) -> TextTokenizer | None:

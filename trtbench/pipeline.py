@@ -4,8 +4,10 @@ For each variant in spec order: render its model repository, start its tritonser
 memory sampler already running (phase ``load``), warm up (phase ``warmup``), run every tier
 (phases ``tier:<label>``, with Triton's ``/metrics`` scraped throughout), stop the server.
 Then write ``loadtest/{requests,responses,summary}.csv``, ``memory.csv``,
-``server_metrics.csv`` and ``memory_breakdown.csv``. A failure or Ctrl-C in the middle keeps
-what was measured: the CSVs are written for what finished and the server is stopped.
+``server_metrics.csv`` and ``memory_breakdown.csv``, and last ``report.md`` with
+``plots/*.png`` (the library call behind ``trtbench report``). A failure or Ctrl-C in the
+middle keeps what was measured: the CSVs are written for what finished and the server is
+stopped; a report that cannot be rendered is a warning, never a lost CSV.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from trtbench.profiling.server_metrics import (
     ServerMetricsScraper,
     write_server_metrics_csv,
 )
+from trtbench.reporting import write_report
 from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec, VariantSpec
 from trtbench.triton_repo.interface import RepoMetadata, read_repo_metadata
@@ -204,7 +207,8 @@ def run_bench(
         progress: per-tier progress sink (the CLI's rich bar).
 
     Returns:
-        The load-test outcome (summary, warnings, interrupted flag).
+        The load-test outcome (summary, warnings, interrupted flag) whose ``files`` are
+        report.md and the plots (see :func:`render_report`).
 
     Raises:
         ConfigError, BuildError, ModelMismatchError: build stage.
@@ -254,4 +258,25 @@ def _finish(
         return LoadtestOutcome(pd.DataFrame(), out, interrupted, [])
     baseline = baseline_of(spec, list(got.results))
     summary, warnings = write_loadtest(out, got.results, spec.loadtest.slos, baseline)
-    return LoadtestOutcome(summary, out, interrupted, warnings)
+    files, problems = render_report(out)
+    return LoadtestOutcome(summary, out, interrupted, warnings + problems, files)
+
+
+def render_report(out: RunDir) -> tuple[list[Path], list[str]]:
+    """``report.md`` and ``plots/*.png`` from the CSVs just written (as ``trtbench report``).
+
+    Runs after every CSV is on disk, so a failure here loses no measurement: it becomes a
+    warning that says how to render the report again.
+
+    Returns:
+        (files written: report.md first, then the plots; warnings).
+    """
+    try:
+        result = write_report(out.root)
+    except Exception as exc:  # noqa: BLE001 - the CSVs are kept; the user reruns report
+        log.debug("report failed", exc_info=True)
+        return [], [
+            f"report.md was not written ({type(exc).__name__}: {exc}); the CSVs are kept, "
+            f"render it with `trtbench report {out.root}`"
+        ]
+    return [result.report_path, *result.plot_paths], []

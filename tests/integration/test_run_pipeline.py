@@ -109,6 +109,26 @@ def test_run_writes_profiles_and_run_json(finished_run):
     assert by_variant["base"] == by_variant["dt"] == by_variant["med"]
 
 
+def test_run_ends_with_the_report(finished_run):
+    out, _ = finished_run
+    report = (out / "report.md").read_text()
+    # The report is titled after the run directory and names the spec's baseline variant.
+    assert report.startswith(f"# trtbench report: {out.name}\n")
+    assert "Baseline: `base`." in report
+    # One comparison-matrix row per variant, with its mode.
+    for row in ("| base | baseline |", "| dt | draft_target |", "| med | medusa |"):
+        assert row in report
+    # What the data allows: latency and throughput always; a baseline gives speedups; the
+    # speculative variants give tokens per step; memory_breakdown.csv gives memory bars.
+    # No trace was recorded, so no launch-overhead plot.
+    plots = {p.name for p in (out / "plots").glob("*.png")}
+    assert plots == {
+        "ttft.png", "tpot.png", "throughput.png", "speedup.png", "acceptance.png",
+        "memory.png",
+    }  # fmt: skip
+    assert all((out / "plots" / name).stat().st_size > 1000 for name in plots)
+
+
 def test_every_server_was_stopped(finished_run):
     out, _ = finished_run
     for variant in ("base", "dt", "med"):

@@ -17,7 +17,7 @@ from rich.progress import Progress as RichBar
 from rich.table import Table
 
 from trtbench.errors import ConfigError
-from trtbench.loadtest import run_loadtest
+from trtbench.loadtest import LoadtestOutcome, run_loadtest
 from trtbench.profiling.grpc_client import ENDPOINTS
 from trtbench.profiling.schedule import Tier
 from trtbench.spec import LoadtestSpec
@@ -93,8 +93,8 @@ def comparison_table(summary: pd.DataFrame) -> Table:
     return table
 
 
-def print_outcome(outcome) -> None:
-    """Print the comparison table, the warnings and where the CSVs are."""
+def print_outcome(outcome: LoadtestOutcome) -> None:
+    """Print the comparison table, the warnings, where the CSVs are and other files."""
     console = Console()
     if not console.is_terminal:  # piped or captured: do not squeeze into 80 columns
         console = Console(width=160)
@@ -104,6 +104,8 @@ def print_outcome(outcome) -> None:
     click.echo(
         f"wrote {outcome.run_dir.loadtest_dir}/{{requests,responses,summary}}.csv"
     )
+    for path in outcome.files:
+        click.echo(f"wrote {path}")
     if outcome.interrupted:
         click.echo("interrupted: kept what was measured", err=True)
         raise KeyboardInterrupt  # trtbench.cli.main: exit code 130

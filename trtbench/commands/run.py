@@ -1,4 +1,4 @@
-"""``trtbench run``: the whole benchmark of a spec, ending with the comparison table."""
+"""``trtbench run``: the whole benchmark of a spec, ending with the table and the report."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ def run(spec: Path, variants: tuple[str, ...], out: Path | None) -> None:
     """Build, deploy, load-test and profile SPEC's variants; print them side by side.
 
     One tritonserver per variant, stopped after its tiers. Writes RUN_DIR/loadtest/*.csv,
-    memory.csv, server_metrics.csv, memory_breakdown.csv and run.json.
+    memory.csv, server_metrics.csv, memory_breakdown.csv and run.json, then renders
+    report.md and plots/*.png from them (as `trtbench report RUN_DIR`).
     """
     bench = load_spec(spec)
     run_dir = RunDir(out if out is not None else Path("runs") / bench.name)
