@@ -1,15 +1,19 @@
-"""Greedy decoding strategies of the reference engine: baseline, draft-target and Medusa.
+"""Greedy decoding strategies of the reference engine, over a batch of sequences.
 
-Each decoder owns its :class:`ModelRunner` caches and the sequence so far. ``start(prompt)``
-prefills and returns the first token; ``step()`` returns one decode step as a
-:class:`Proposal` ``(tokens, proposed, accepted)`` where ``tokens`` are ``accepted`` draft
-tokens followed by one token of the target's own (the bonus token), so
-``len(tokens) == accepted + 1``. The caller (the engine) truncates at limits.
+A decoder owns its :class:`ModelRunner` caches and one :class:`Row` per active sequence
+(row ``r`` lives in cache slot ``r`` of every runner; :meth:`BaselineDecoder.retire` keeps
+the rows dense by moving the last row into the freed slot). ``admit(prompt)`` prefills a new
+row alone and returns its first token; ``step()`` runs one decode step for all rows together
+— ONE batched target forward — and returns one :class:`Proposal` ``(tokens, proposed,
+accepted)`` per row, where ``tokens`` are ``accepted`` draft tokens followed by one token of
+the target's own (the bonus token), so ``len(tokens) == accepted + 1``. The caller (the
+batcher) truncates at limits.
 
 Losslessness: every emitted token is the target's greedy choice given the tokens before it —
 a draft token is kept only when it equals the target's argmax at its parent position — so the
-output equals baseline greedy decoding up to floating-point differences between a one-token
-step and a batched verification step (see ``tests/unit/test_reference_engine.py``).
+output equals baseline greedy decoding up to floating-point differences between step shapes
+(one token vs a verification of several, one row vs a batch; see
+``tests/unit/test_reference_engine.py`` and ``tests/unit/test_batching.py``).
 
 Sources: draft-target verification (Leviathan et al. 2023, arXiv 2211.17192, greedy case);
 Medusa tree verification (Cai et al. 2024, arXiv 2401.10774; FasterDecoding
@@ -20,7 +24,7 @@ token k+2 places ahead, a node's token is ``topk[depth-1][path[-1]]``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -50,61 +54,113 @@ class Greedy:
     eos_id: int | None = None
     min_tokens: int = 0
 
+    def suppresses(self, indices: Sequence[int]) -> bool:
+        """Whether any of these output indices must not be ``eos_id``."""
+        return self.eos_id is not None and min(indices) < self.min_tokens
+
     def pick(self, logits: torch.Tensor, indices: Sequence[int]) -> list[int]:
         """Argmax of each row of ``logits [q, vocab]``; row i is output index ``indices[i]``."""
-        if self.eos_id is not None and min(indices) < self.min_tokens:
+        if self.suppresses(indices):
             logits = logits.clone()
             rows = [i for i, n in enumerate(indices) if n < self.min_tokens]
             logits[rows, self.eos_id] = float("-inf")
         return logits.argmax(dim=-1).tolist()
 
 
+@dataclass
+class Row:
+    """One active sequence: its owner's tag, tokens so far and decoding state."""
+
+    tag: object
+    greedy: Greedy
+    seq: list[int]
+    emitted: int = 0
+    candidates: list[int] = field(default_factory=list)  # Medusa: next tree's tokens
+
+
 class BaselineDecoder:
-    """One target forward per token."""
+    """One target forward per token for every row."""
 
     proposed_per_step = 0
 
     def __init__(self, target: ModelRunner) -> None:
         self.target = target
-        self.seq: list[int] = []
-        self.emitted = 0
+        self.rows: list[Row] = []
+
+    @property
+    def slots(self) -> int:
+        """Rows decoded together at most (the cache's batch slots)."""
+        return self.target.slots
 
     def runners(self) -> tuple[ModelRunner, ...]:
         return (self.target,)
 
     def step_lengths(self) -> dict[str, tuple[int, ...]]:
-        """Step lengths (tokens per forward) each runner sees after the prefill."""
+        """Step lengths (tokens per row and forward) each runner sees after the prefill."""
         return {"target": (1,)}
 
-    def start(self, prompt: Sequence[int], greedy: Greedy) -> Proposal:
-        """Prefill ``prompt`` and return the first generated token."""
-        logits, hidden = self.target.prefill(prompt)
-        token = greedy.pick(logits, [0])[0]
-        self._after_prefill(prompt, hidden[-1])
-        self.seq = [*prompt, token]
-        self.emitted = 1
+    def admit(self, tag: object, prompt: Sequence[int], greedy: Greedy) -> Proposal:
+        """Prefill ``prompt`` into the next free slot (alone) and return its first token.
+
+        Raises:
+            ValueError: every slot is taken.
+        """
+        slot = len(self.rows)
+        if slot >= self.slots:
+            raise ValueError(f"all {self.slots} slots are taken; retire a row first")
+        logits, hidden = self.target.prefill(slot, prompt)
+        token = greedy.pick(logits[None], [0])[0]
+        row = Row(tag, greedy, [*prompt, token], emitted=1)
+        self._after_prefill(slot, row, hidden)
+        self.rows.append(row)
         return Proposal((token,), 0, 0)
 
-    def _after_prefill(self, prompt: Sequence[int], last_hidden: torch.Tensor) -> None:
+    def _after_prefill(self, slot: int, row: Row, last_hidden: torch.Tensor) -> None:
         """Hook for decoders with more state to fill after the target's prefill."""
 
-    def step(self, greedy: Greedy) -> Proposal:
-        """Feed the last token, emit the next."""
-        logits, _ = self.target.forward(self.seq[-1:])
-        return self._emit(greedy.pick(logits, [self.emitted]), 0, 0)
+    def retire(self, index: int) -> None:
+        """Drop row ``index``; the last row moves into its slot (indices above shift)."""
+        last = len(self.rows) - 1
+        if index != last:
+            for runner in self.runners():
+                runner.move(last, index)
+            self.rows[index] = self.rows[last]
+        self.rows.pop()
 
-    def _emit(self, tokens: list[int], proposed: int, accepted: int) -> Proposal:
-        self.seq.extend(tokens)
-        self.emitted += len(tokens)
+    def clear(self) -> None:
+        """Drop every row (after a failed step: their cache state is unknown)."""
+        self.rows.clear()
+
+    def step(self) -> list[Proposal]:
+        """Feed each row's last token in one forward; emit the next token of each."""
+        logits, _ = self.target.forward([r.seq[-1:] for r in self.rows])
+        picks = self._pick(logits, [0])
+        return [self._emit(r, p, 0, 0) for r, p in zip(self.rows, picks, strict=True)]
+
+    def _pick(self, logits: torch.Tensor, offsets: Sequence[int]) -> list[list[int]]:
+        """Greedy tokens of ``logits [b, q, vocab]``; column j of row r is that row's output
+        index ``emitted + offsets[j]`` (for its end-token suppression)."""
+        picks = logits.argmax(dim=-1).tolist()
+        for r, row in enumerate(self.rows):
+            indices = [row.emitted + o for o in offsets]
+            if row.greedy.suppresses(indices):
+                picks[r] = row.greedy.pick(logits[r], indices)
+        return picks
+
+    @staticmethod
+    def _emit(row: Row, tokens: list[int], proposed: int, accepted: int) -> Proposal:
+        row.seq.extend(tokens)
+        row.emitted += len(tokens)
         return Proposal(tuple(tokens), proposed, accepted)
 
 
 class DraftTargetDecoder(BaselineDecoder):
-    """The draft proposes K tokens one by one; the target verifies K+1 positions at once.
+    """The draft proposes K tokens per row (K batched draft forwards); the target verifies
+    K+1 positions per row in one batched forward.
 
     Args:
         target: the target model runner.
-        draft: the draft model runner (same vocabulary).
+        draft: the draft model runner (same vocabulary, same slots).
         k: draft tokens per step (``max_draft_len``).
     """
 
@@ -120,45 +176,57 @@ class DraftTargetDecoder(BaselineDecoder):
     def step_lengths(self) -> dict[str, tuple[int, ...]]:
         return {"target": (self.k + 1,), "draft": (1, 2)}
 
-    def _after_prefill(self, prompt: Sequence[int], last_hidden: torch.Tensor) -> None:
-        self.draft.prefill(prompt)
+    def _after_prefill(self, slot: int, row: Row, last_hidden: torch.Tensor) -> None:
+        self.draft.prefill(slot, row.seq[:-1])
 
-    def _propose(self, greedy: Greedy) -> list[int]:
-        """Catch the draft up with the sequence (1 or 2 tokens, one forward), then draft K."""
-        logits, _ = self.draft.forward(self.seq[self.draft.length :])
-        drafts = greedy.pick(logits[-1:], [self.emitted])
+    def _propose(self) -> list[list[int]]:
+        """Catch each row's draft up with its sequence (1 or 2 tokens; one forward for all
+        rows, shorter rows padded), then draft K tokens per row."""
+        catch = [r.seq[self.draft.lengths[i] :] for i, r in enumerate(self.rows)]
+        logits, _ = self.draft.forward(catch)
+        last = torch.tensor([len(c) - 1 for c in catch], device=logits.device)
+        logits = logits[torch.arange(len(catch), device=logits.device), last]
+        drafts = self._pick(logits[:, None], [0])
         for i in range(1, self.k):
-            logits, _ = self.draft.forward(drafts[-1:])
-            drafts += greedy.pick(logits, [self.emitted + i])
+            logits, _ = self.draft.forward([d[-1:] for d in drafts])
+            for d, p in zip(drafts, self._pick(logits, [i]), strict=True):
+                d.extend(p)
         return drafts
 
-    def step(self, greedy: Greedy) -> Proposal:
-        """Draft K, verify ``[last, d1..dK]``, keep the matching prefix and the bonus token.
+    def step(self) -> list[Proposal]:
+        """Draft K per row, verify ``[last, d1..dK]`` of all rows in one forward; each row
+        keeps its matching prefix and its bonus token.
 
-        Both caches end holding the sequence without its newest token: the target is cropped
-        to ``L + 1 + accepted``; the draft, which holds ``last, d1..d_{K-1}``, to at most that
-        (after a full accept it lacks ``dK`` and catches up on the next step).
+        Both caches of a row end holding its sequence without the newest token: the target
+        is cropped to ``L + 1 + accepted``; the draft, which holds ``last, d1..d_{K-1}``, to
+        at most that (after a full accept it lacks ``dK`` and catches up on the next step).
         """
-        start = self.target.length
-        drafts = self._propose(greedy)
-        logits, _ = self.target.forward([self.seq[-1], *drafts])
-        preds = greedy.pick(logits, range(self.emitted, self.emitted + self.k + 1))
-        accepted = 0
-        while accepted < self.k and drafts[accepted] == preds[accepted]:
-            accepted += 1
-        keep = start + 1 + accepted
-        self.target.crop(keep)
-        self.draft.crop(min(self.draft.length, keep))
-        return self._emit([*drafts[:accepted], preds[accepted]], self.k, accepted)
+        starts = self.target.lengths[: len(self.rows)]
+        drafts = self._propose()
+        logits, _ = self.target.forward(
+            [[r.seq[-1], *d] for r, d in zip(self.rows, drafts, strict=True)]
+        )
+        preds = self._pick(logits, range(self.k + 1))
+        out = []
+        for i, (row, d, p) in enumerate(zip(self.rows, drafts, preds, strict=True)):
+            accepted = 0
+            while accepted < self.k and d[accepted] == p[accepted]:
+                accepted += 1
+            keep = starts[i] + 1 + accepted
+            self.target.crop(i, keep)
+            self.draft.crop(i, keep)
+            out.append(self._emit(row, [*d[:accepted], p[accepted]], self.k, accepted))
+        return out
 
 
 class MedusaDecoder(BaselineDecoder):
-    """Candidates from the heads' top-k along a tree, verified in one tree-masked forward.
+    """Candidates from the heads' top-k along a tree, verified in one tree-masked forward
+    over all rows (each row its own tree, same shape and mask, positions from its length).
 
     Args:
         target: the target model runner.
-        heads: a sequence of head modules, head d mapping hidden ``[hidden]`` to
-            ``[vocab]`` logits for depth d + 1
+        heads: a sequence of head modules, head d mapping hidden ``[..., hidden]`` to
+            ``[..., vocab]`` logits for depth d + 1
             (:class:`trtbench.builders.reference.medusa_heads.MedusaHeads`).
         tree: the tree (``build_tree``); its depth must not exceed the number of heads.
     """
@@ -178,44 +246,54 @@ class MedusaDecoder(BaselineDecoder):
         for node, parent in enumerate(tree.parents):
             if parent >= 0:
                 self._children[parent].append(node)
-        self._candidates: list[int] = []
 
     def step_lengths(self) -> dict[str, tuple[int, ...]]:
         return {"target": (self.tree.num_nodes + 1,)}
 
     @torch.inference_mode()
-    def _propose_from(self, hidden: torch.Tensor) -> list[int]:
-        """Tree node tokens (node 1..N) from the heads at one hidden state ``[hidden]``."""
-        # Only the heads the tree reaches (head d proposes depth d + 1).
+    def _propose_from(self, hidden: torch.Tensor) -> list[list[int]]:
+        """Tree node tokens (nodes 1..N) per row from hidden states ``[b, hidden]``."""
+        # Only the heads the tree reaches (head d proposes depth d + 1): [depth, b, vocab].
         logits = torch.stack([self.heads[d](hidden) for d in range(self.tree.depth)])
         topk = logits.topk(max(self.tree.topk_per_depth), dim=-1).indices
-        return topk[self._depth_index, self._rank_index].tolist()
+        return topk[self._depth_index, :, self._rank_index].T.tolist()
 
-    def _after_prefill(self, prompt: Sequence[int], last_hidden: torch.Tensor) -> None:
-        self._candidates = self._propose_from(last_hidden)
+    def _after_prefill(self, slot: int, row: Row, last_hidden: torch.Tensor) -> None:
+        row.candidates = self._propose_from(last_hidden[None])[0]
 
-    def step(self, greedy: Greedy) -> Proposal:
-        """Verify ``[last] + candidates`` in one pass and walk the longest matching path.
-
-        The cache keeps the root and the accepted nodes only (``ModelRunner.keep``); the
-        next candidates come from the hidden state of the last accepted node, whose target
-        logits also gave the bonus token.
-        """
-        start = self.target.length
-        nodes = [self.seq[-1], *self._candidates]
-        logits, hidden = self.target.forward(
-            nodes, self.tree.position_offsets, self._mask
-        )
-        indices = [self.emitted + d for d in self.tree.position_offsets]
-        preds = greedy.pick(logits, indices)
+    def _walk(self, nodes: list[int], preds: list[int]) -> tuple[list[int], int]:
+        """The longest path of nodes matching the target's picks: (path, last node)."""
         path, cur = [], 0
         while True:
             match = [c for c in self._children[cur] if nodes[c] == preds[cur]]
             if not match:
-                break
+                return path, cur
             cur = match[0]  # siblings hold distinct top-k tokens: at most one matches
             path.append(cur)
-        self._candidates = self._propose_from(hidden[cur])
-        self.target.keep(start, [0, *path])
-        tokens = [nodes[c] for c in path] + [preds[cur]]
-        return self._emit(tokens, self.tree.num_nodes, len(path))
+
+    def step(self) -> list[Proposal]:
+        """Verify ``[last] + candidates`` of every row in one pass; walk each row's longest
+        matching path.
+
+        A row's cache keeps the root and its accepted nodes only (``ModelRunner.keep``); its
+        next candidates come from the hidden state of its last accepted node, whose target
+        logits also gave the bonus token.
+        """
+        starts = self.target.lengths[: len(self.rows)]
+        nodes = [[r.seq[-1], *r.candidates] for r in self.rows]
+        logits, hidden = self.target.forward(
+            nodes, self.tree.position_offsets, self._mask
+        )
+        preds = self._pick(logits, self.tree.position_offsets)
+        walks = [self._walk(n, p) for n, p in zip(nodes, preds, strict=True)]
+        ends = torch.tensor([cur for _, cur in walks], device=hidden.device)
+        rows = torch.arange(len(walks), device=hidden.device)
+        candidates = self._propose_from(hidden[rows, ends])
+        out = []
+        for i, row in enumerate(self.rows):
+            path, cur = walks[i]
+            self.target.keep(i, starts[i], [0, *path])
+            row.candidates = candidates[i]
+            tokens = [nodes[i][c] for c in path] + [preds[i][cur]]
+            out.append(self._emit(row, tokens, self.tree.num_nodes, len(path)))
+        return out

@@ -6,8 +6,11 @@ and returns a :class:`ReferenceEngine`, whose :meth:`~ReferenceEngine.generate` 
 :class:`Step` per decode step — the tokens it emitted and the draft tokens it proposed and
 accepted — which is what a Triton streaming response carries.
 
-One engine serves one request at a time (batch 1): ``generate`` holds a lock from its first
-step until the iterator is exhausted or closed, so concurrent callers queue.
+Requests are served with in-flight batching (``batcher.py``): up to ``max_batch_size``
+sequences are decoded together, one batched target forward per decode step; requests beyond
+that wait in a FIFO queue and join as rows finish. Concurrent :meth:`~ReferenceEngine.generate`
+calls (or :meth:`~ReferenceEngine.submit` from a server) therefore share decode steps; a
+request's tokens do not depend on what else is in the batch (greedy, lossless).
 
 Counting (TensorRT-LLM's ``total_draft_tokens`` / ``total_accepted_draft_tokens``,
 research/loadtest.md §3): ``draft_proposed`` is K for a draft_target step and the number of
@@ -22,42 +25,21 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from trtbench.builders.manifest import CudaGraphs
-from trtbench.builders.reference.decoding import BaselineDecoder, Greedy, Proposal
+from trtbench.builders.reference.batcher import (
+    Deliver,
+    InflightBatcher,
+    RequestHandle,
+    Step,
+)
+from trtbench.builders.reference.decoding import BaselineDecoder, Greedy
 from trtbench.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class Step:
-    """One decode step as streamed to a client.
-
-    Attributes:
-        token_ids: tokens emitted by this step (1..K+1; the first step after prefill: 1).
-        draft_proposed: draft tokens proposed this step (0 for baseline and the prefill).
-        draft_accepted: of those, how many were emitted (<= draft_proposed).
-    """
-
-    token_ids: tuple[int, ...]
-    draft_proposed: int
-    draft_accepted: int
-
-
-def _clip(
-    proposal: Proposal, room: int, eos_id: int | None
-) -> tuple[tuple[int, ...], bool]:
-    """Cut a step's tokens at ``room`` tokens and after ``eos_id``; True when generation ends."""
-    tokens = proposal.tokens[:room]
-    if eos_id is not None and eos_id in tokens:
-        tokens = tokens[: tokens.index(eos_id) + 1]
-        return tokens, True
-    return tokens, len(tokens) >= room
+__all__ = ["ReferenceEngine", "Step", "load_engine"]
 
 
 class ReferenceEngine:
@@ -65,7 +47,8 @@ class ReferenceEngine:
 
     Args:
         mode: ``baseline``, ``draft_target`` or ``medusa``.
-        decoder: the decoding strategy over its model runners (``decoding.py``).
+        decoder: the batched decoding strategy over its model runners (``decoding.py``);
+            its slots are the engine's ``max_batch_size``.
         tokenizer: the target's tokenizer (``PreTrainedTokenizerFast``).
         max_seq_len: prompt + generated tokens allowed per request.
         max_input_len: prompt tokens allowed per request.
@@ -73,6 +56,7 @@ class ReferenceEngine:
 
     Attributes:
         eos_token_id: the tokenizer's end token (None if it has none).
+        max_batch_size: sequences decoded together at most (in-flight batching).
     """
 
     def __init__(
@@ -94,7 +78,9 @@ class ReferenceEngine:
         self.cuda_graphs = cuda_graphs
         self.vocab_size = decoder.target.lm_head.weight.shape[0]
         self.device = decoder.target.device
-        self._lock = threading.Lock()
+        self.max_batch_size = decoder.slots
+        self._batcher_lock = threading.Lock()
+        self._batcher: InflightBatcher | None = None
 
     @property
     def draft_len(self) -> int:
@@ -111,6 +97,8 @@ class ReferenceEngine:
             "draft_len": self.draft_len,
             "max_seq_len": self.max_seq_len,
             "max_input_len": self.max_input_len,
+            "batching": "inflight",
+            "max_batch_size": self.max_batch_size,
             "cuda_graphs": self.cuda_graphs.model_dump(),
         }
 
@@ -141,6 +129,66 @@ class ReferenceEngine:
                 "tokenize with the engine's tokenizer"
             )
 
+    def _greedy(
+        self,
+        input_ids: Sequence[int],
+        max_tokens: int,
+        end_id: int | None,
+        min_tokens: int,
+    ) -> Greedy:
+        """Check a request and build its greedy rule (see :meth:`generate`)."""
+        self._check_request(input_ids, max_tokens, min_tokens)
+        eos = self.eos_token_id if end_id is None else (None if end_id < 0 else end_id)
+        if eos is not None and eos >= self.vocab_size:
+            raise ConfigError(
+                f"end_id {eos} is outside the vocabulary [0, {self.vocab_size}); use a "
+                "token id of the engine's tokenizer, or -1 to never stop early"
+            )
+        return Greedy(eos_id=eos, min_tokens=min_tokens)
+
+    @property
+    def batcher(self) -> InflightBatcher:
+        """The engine's in-flight batcher (created on first use; its thread starts with
+        the first :meth:`submit` that asks for it)."""
+        with self._batcher_lock:
+            if self._batcher is None:
+                self._batcher = InflightBatcher(self.decoder)
+            return self._batcher
+
+    def submit(
+        self,
+        input_ids: Sequence[int],
+        max_tokens: int,
+        *,
+        end_id: int | None = None,
+        min_tokens: int = 0,
+        deliver: Deliver | None = None,
+        start: bool = True,
+    ) -> RequestHandle:
+        """Queue a request for in-flight batching; returns at once (thread-safe).
+
+        Args:
+            input_ids, max_tokens, end_id, min_tokens: as for :meth:`generate`.
+            deliver: ``deliver(step, final, error)``, called on the batcher's thread for
+                each :class:`Step` (``final=True`` on the last) and once with ``step=None,
+                final=True`` when the request ends otherwise (cancelled: ``error`` None;
+                engine closed or a failed forward: ``error`` set). None: iterate the handle.
+            start: start the batcher's loop thread if it is not running (False: the caller
+                drives ``engine.batcher.run_until_idle()`` itself).
+
+        Returns:
+            A handle (iterate it without ``deliver``; ``cancel()`` frees the slot).
+
+        Raises:
+            ConfigError: as for :meth:`generate`.
+        """
+        greedy = self._greedy(input_ids, max_tokens, end_id, min_tokens)
+        batcher = self.batcher
+        handle = batcher.submit(input_ids, max_tokens, greedy, deliver)
+        if start:
+            batcher.start()
+        return handle
+
     def generate(
         self,
         input_ids: Sequence[int],
@@ -150,6 +198,9 @@ class ReferenceEngine:
         min_tokens: int = 0,
     ) -> Iterator[Step]:
         """Greedy generation, one :class:`Step` per decode step.
+
+        The request joins the engine's in-flight batch when the iterator starts; closing
+        the iterator early cancels it (its slot is freed).
 
         Args:
             input_ids: prompt token ids.
@@ -166,34 +217,24 @@ class ReferenceEngine:
             ConfigError: empty or too long prompt, ``len(input_ids) + max_tokens >
                 max_seq_len``, max_tokens < 1, or a token or end id outside the vocabulary.
         """
-        self._check_request(input_ids, max_tokens, min_tokens)
-        eos = self.eos_token_id if end_id is None else (None if end_id < 0 else end_id)
-        if eos is not None and eos >= self.vocab_size:
-            raise ConfigError(
-                f"end_id {eos} is outside the vocabulary [0, {self.vocab_size}); use a "
-                "token id of the engine's tokenizer, or -1 to never stop early"
-            )
-        greedy = Greedy(eos_id=eos, min_tokens=min_tokens)
-        return self._run([int(t) for t in input_ids], max_tokens, greedy)
+        self._greedy(input_ids, max_tokens, end_id, min_tokens)
+        kw = {"end_id": end_id, "min_tokens": min_tokens}
+        return self._iterate(list(input_ids), max_tokens, kw)
 
-    def _run(
-        self, prompt: list[int], max_tokens: int, greedy: Greedy
-    ) -> Iterator[Step]:
-        # Inference mode only around the model work: a suspended generator must not leave
-        # the caller's code in it.
-        with self._lock:
-            with torch.inference_mode():
-                proposal = self.decoder.start(prompt, greedy)
-            emitted = 0
-            while True:
-                tokens, done = _clip(proposal, max_tokens - emitted, greedy.eos_id)
-                emitted += len(tokens)
-                accepted = min(proposal.accepted, len(tokens))
-                yield Step(tokens, proposal.proposed, accepted)
-                if done:
-                    return
-                with torch.inference_mode():
-                    proposal = self.decoder.step(greedy)
+    def _iterate(self, prompt: list[int], max_tokens: int, kw: dict) -> Iterator[Step]:
+        handle = self.submit(prompt, max_tokens, **kw)
+        try:
+            yield from handle
+        finally:
+            handle.cancel()  # no-op once the request has ended
+
+    def close(self) -> None:
+        """Stop the batcher's loop (requests in flight end with an error). The engine stays
+        usable: the next request starts a new loop."""
+        with self._batcher_lock:
+            batcher, self._batcher = self._batcher, None
+        if batcher is not None:
+            batcher.close()
 
     def generate_ids(
         self, input_ids: Sequence[int], max_tokens: int, **kw

@@ -100,12 +100,13 @@ def _capture(decoder: BaselineDecoder, requested: bool) -> CudaGraphs:
             reason=f"capture failed ({type(exc).__name__}: {exc}); running eagerly",
         )
     shapes = ", ".join(
-        f"{role} q={list(runners[role].graph_lengths)}" for role in runners
+        f"{role} q={list(lengths)}" for role, lengths in decoder.step_lengths().items()
     )
     return CudaGraphs(
         requested=True,
         available=True,
-        reason=f"decode step captured ({shapes}); the prefill and Medusa heads run eagerly",
+        reason=f"decode step captured for batch 1..{decoder.slots} ({shapes}); the "
+        "prefill and Medusa heads run eagerly",
     )
 
 
@@ -121,6 +122,7 @@ def make_engine(
     heads: nn.Module | None = None,
     choices: list[list[int]] | None = None,
     cuda_graphs: bool = False,
+    max_batch_size: int = 1,
 ) -> ReferenceEngine:
     """Assemble an engine from loaded models (all on one device and dtype).
 
@@ -131,23 +133,25 @@ def make_engine(
         max_seq_len, max_input_len: per-request limits (tokens).
         draft_len: K for draft_target.
         cuda_graphs: capture the decode step with CUDA graphs (CUDA devices only).
+        max_batch_size: sequences decoded together (batch slots of every KV cache).
 
     Raises:
         BuildError: a model the mode needs is missing, or the mode is unknown.
     """
+
+    def runner(model: PreTrainedModel, widest: int) -> ModelRunner:
+        return ModelRunner(model, max_seq_len + widest, slots=max_batch_size)
+
     if mode == "baseline":
-        widest = 1
-        decoder: BaselineDecoder = BaselineDecoder(ModelRunner(target, max_seq_len + 1))
+        decoder: BaselineDecoder = BaselineDecoder(runner(target, 1))
     elif mode == "draft_target" and draft is not None:
         widest = draft_len + 1
-        runner = ModelRunner(target, max_seq_len + widest)
         decoder = DraftTargetDecoder(
-            runner, ModelRunner(draft, max_seq_len + widest), draft_len
+            runner(target, widest), runner(draft, widest), draft_len
         )
     elif mode == "medusa" and heads is not None and choices:
         tree = build_tree(choices)
-        widest = tree.num_nodes + 1
-        decoder = MedusaDecoder(ModelRunner(target, max_seq_len + widest), heads, tree)
+        decoder = MedusaDecoder(runner(target, tree.num_nodes + 1), heads, tree)
     else:
         raise BuildError(
             f"mode {mode!r} cannot be assembled from the models given (draft_target needs "
@@ -220,4 +224,5 @@ def engine_from_manifest(
         heads=heads,
         choices=manifest.medusa.choices if manifest.medusa else None,
         cuda_graphs=bool(variant.get("cuda_graphs", False)),
+        max_batch_size=int(variant.get("max_batch_size") or 8),
     )

@@ -1,19 +1,23 @@
-"""One causal LM with a static KV cache, run on explicit positions and attention masks.
+"""One causal LM with a static KV cache of batch slots, run on explicit positions and masks.
 
-The reference engine drives every decoding mode through :class:`ModelRunner`: a prompt is
-prefilled, then each step appends ``q`` tokens at cache slots ``[L, L + q)`` with explicit
-``position_ids`` and a 4-D additive float mask of shape ``[1, 1, q, max_cache_len]`` (visible:
-the ``L`` cached slots, plus, among the new tokens, what ``step_mask`` allows — causal for a
-chain, ancestors-only for a Medusa tree). Transformers returns such a mask as-is
-(``masking_utils._preprocess_mask_arguments``) and ``StaticCache`` writes the new keys/values at
-its ``cumulative_length``; rolling back is ``crop`` and keeping a tree path is an index copy
-inside each layer's ``keys``/``values``.
+The reference engine drives every decoding mode through :class:`ModelRunner`. The cache has
+``slots`` rows (the engine's ``max_batch_size``); row ``r`` holds one sequence of
+``lengths[r]`` tokens at cache positions ``[0, lengths[r])``. A step feeds the rows
+``0..b-1`` together (the batch is kept dense: a retired row is replaced by the last one,
+:meth:`ModelRunner.move`): row ``r`` appends its ``q`` tokens at ``[lengths[r],
+lengths[r] + q)`` with explicit ``position_ids`` and a 4-D additive float mask of shape
+``[b, 1, q, max_cache_len]`` (visible: the row's cached slots, plus, among the new tokens,
+what ``step_mask`` allows — causal for a chain, ancestors-only for a Medusa tree). Rows have
+different lengths; everything past a row's length is masked, so stale or padding entries
+there are never seen and are overwritten by the row's next step. Transformers returns a 4-D
+mask as-is (``masking_utils._preprocess_mask_arguments``) and calls the cache's ``update``
+once per layer (:class:`SlotCache` writes each row at its own positions).
 
-Static shapes are what CUDA graphs need: on a CUDA device, :meth:`ModelRunner.capture` records
-one ``torch.cuda.CUDAGraph`` per step length ``q`` (the decode step, the K+1 verification, the
-tree verification); the inputs are copied into the graph's static buffers and the graph is
-replayed. The prefill always runs eagerly. The same static-cache path runs on CPU (without
-graphs), so CPU tests exercise the code that the graphs replay.
+Rolling back is setting a row's length (``crop``); keeping a tree path is an index copy
+inside the row (``keep``). Static shapes are what CUDA graphs need: on a CUDA device,
+:meth:`ModelRunner.capture` records one ``torch.cuda.CUDAGraph`` per (rows, step length)
+pair; the inputs are copied into the graph's static buffers and the graph is replayed. The
+prefill (one row) always runs eagerly. The same path runs on CPU without graphs.
 """
 
 from __future__ import annotations
@@ -23,207 +27,276 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers import PreTrainedModel, StaticCache
+from transformers import PreTrainedModel
 
 logger = logging.getLogger(__name__)
 
 
+class SlotCache:
+    """Key/value buffers ``[slots, kv_heads, max_len, head_dim]`` per layer.
+
+    Duck-types the part of transformers' ``Cache`` that a decoder with a ready 4-D mask
+    uses: ``update(key_states, value_states, layer_idx)``. Before a forward the runner sets
+    :attr:`first` (the first slot of the batch), :attr:`rows` (``[b, 1]`` = ``0..b-1``) and
+    :attr:`positions` (``[b, q]``, where each new token is written); ``update`` writes the
+    new states there and returns the batch's full buffers (views, no copy).
+    """
+
+    def __init__(self, config, slots: int, max_len: int, dtype, device) -> None:
+        heads = config.num_attention_heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        shape = (slots, kv_heads, max_len, head_dim)
+        layers = config.num_hidden_layers
+        self.keys = [
+            torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)
+        ]
+        self.values = [torch.zeros_like(k) for k in self.keys]
+        self.first = 0
+        self.rows = torch.zeros(1, 1, dtype=torch.long, device=device)
+        self.positions = torch.zeros(1, 1, dtype=torch.long, device=device)
+
+    def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
+        b = key_states.shape[0]
+        keys = self.keys[layer_idx][self.first : self.first + b]
+        values = self.values[layer_idx][self.first : self.first + b]
+        # [b, H, q, D] -> [b, q, H, D]: the shape of keys[rows, :, positions].
+        keys[self.rows, :, self.positions] = key_states.transpose(1, 2)
+        values[self.rows, :, self.positions] = value_states.transpose(1, 2)
+        return keys, values
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        """Unused with explicit positions; 0 so that nothing derives positions from it."""
+        return 0
+
+
 @dataclass
 class _Graph:
-    """A captured step of fixed length ``q``: static input buffers and output views."""
+    """A captured step of ``b`` rows × ``q`` tokens: static input buffers, output views."""
 
     graph: torch.cuda.CUDAGraph
-    ids: torch.Tensor  # [1, q] int64
-    positions: torch.Tensor  # [1, q] int64
-    mask: torch.Tensor  # [1, 1, q, max_cache_len] model dtype
-    logits: torch.Tensor  # [q, vocab]
-    hidden: torch.Tensor  # [q, hidden]
+    ids: torch.Tensor  # [b, q] int64
+    positions: torch.Tensor  # [b, q] int64 (rotary positions)
+    slots: torch.Tensor  # [b, q] int64 (cache write positions)
+    mask: torch.Tensor  # [b, 1, q, max_cache_len] model dtype
+    logits: torch.Tensor  # [b, q, vocab]
+    hidden: torch.Tensor  # [b, q, hidden]
 
 
 class ModelRunner:
-    """A Hugging Face causal LM, its static KV cache and (on CUDA) captured decode graphs.
+    """A Hugging Face causal LM, its batch-slot KV cache and (on CUDA) captured graphs.
 
     Args:
         model: a ``*ForCausalLM`` already on its device and dtype (put in eval mode here).
-        max_cache_len: cache slots; at least the longest sequence plus the widest step.
+        max_cache_len: cache positions per row; at least the longest sequence plus the
+            widest step.
+        slots: rows of the cache (sequences decoded together at most).
 
     Attributes:
-        length: cached tokens (slots ``[0, length)`` hold the sequence so far).
+        lengths: cached tokens per row (row ``r`` holds positions ``[0, lengths[r])``).
     """
 
-    def __init__(self, model: PreTrainedModel, max_cache_len: int) -> None:
+    def __init__(
+        self, model: PreTrainedModel, max_cache_len: int, slots: int = 1
+    ) -> None:
         self.model = model.eval()
         self.decoder = model.get_decoder()
         self.lm_head = model.get_output_embeddings()
         self.device = model.device
         self.dtype = model.dtype
         self.max_cache_len = max_cache_len
-        self.cache = StaticCache(config=model.config, max_cache_len=max_cache_len)
-        self.length = 0
-        self._graphs: dict[int, _Graph] = {}
+        self.slots = slots
+        self.cache = SlotCache(
+            model.config, slots, max_cache_len, self.dtype, self.device
+        )
+        self.lengths = [0] * slots
+        self._graphs: dict[tuple[int, int], _Graph] = {}
         self._min = torch.finfo(self.dtype).min
 
     @property
-    def graph_lengths(self) -> tuple[int, ...]:
-        """Step lengths ``q`` that replay a captured CUDA graph (empty when eager)."""
+    def graph_shapes(self) -> tuple[tuple[int, int], ...]:
+        """(rows, step length) pairs that replay a captured CUDA graph (empty when eager)."""
         return tuple(sorted(self._graphs))
 
-    def reset(self) -> None:
-        """Forget the cached sequence (the buffers stay where they are)."""
-        self.crop(0)
+    def crop(self, row: int, length: int) -> None:
+        """Keep only the first ``length`` cached tokens of ``row`` (``<= lengths[row]``)."""
+        self.lengths[row] = min(self.lengths[row], length)
 
-    def crop(self, length: int) -> None:
-        """Keep only the first ``length`` cached tokens (``length <= self.length``)."""
-        if length < self.length:
-            self.cache.crop(length - self.length)  # transformers 5: negative = remove
-            self.length = length
+    def keep(self, row: int, start: int, offsets: Sequence[int]) -> None:
+        """Keep the step tokens of ``row`` at ``start + offsets`` (ascending), drop the rest.
 
-    def keep(self, start: int, offsets: Sequence[int]) -> None:
-        """Keep the step tokens at slots ``start + offsets`` (ascending) and drop the rest.
-
-        After a tree verification that wrote slots ``[start, start + q)``, the accepted
-        path's entries move to ``[start, start + len(offsets))`` and the cache ends there.
+        After a tree verification that wrote positions ``[start, start + q)``, the accepted
+        path's entries move to ``[start, start + len(offsets))`` and the row ends there.
         """
         src = torch.tensor(offsets, device=self.device) + start
         dst = torch.arange(len(offsets), device=self.device) + start
         if not torch.equal(src, dst):
-            for layer in self.cache.layers:
-                layer.keys.index_copy_(2, dst, layer.keys.index_select(2, src))
-                layer.values.index_copy_(2, dst, layer.values.index_select(2, src))
-        self.crop(start + len(offsets))
+            for buffers in (self.cache.keys, self.cache.values):
+                for layer in buffers:
+                    layer[row].index_copy_(1, dst, layer[row].index_select(1, src))
+        self.lengths[row] = start + len(offsets)
 
-    def step_mask(self, step_mask: torch.Tensor) -> torch.Tensor:
-        """The additive mask ``[1, 1, q, max_cache_len]`` for a step at the current length.
+    def move(self, src: int, dst: int) -> None:
+        """Copy row ``src`` (its cached tokens) into row ``dst``; ``src`` becomes free."""
+        n = self.lengths[src]
+        for buffers in (self.cache.keys, self.cache.values):
+            for layer in buffers:
+                layer[dst, :, :n] = layer[src, :, :n]
+        self.lengths[dst], self.lengths[src] = n, 0
 
-        Args:
-            step_mask: ``[q, q]`` bool, True where new token ``i`` may see new token ``j``.
-        """
-        q, start = step_mask.shape[0], self.length
-        allowed = torch.zeros(q, self.max_cache_len, dtype=torch.bool)
-        allowed[:, :start] = True
-        allowed[:, start : start + q] = step_mask
+    def _mask(self, starts: Sequence[int], step_mask: torch.Tensor) -> torch.Tensor:
+        """Additive mask ``[b, 1, q, max_cache_len]``: row r sees its ``starts[r]`` cached
+        positions and, among its new tokens at ``starts[r]..``, what ``step_mask`` allows."""
+        q = step_mask.shape[0]
+        allowed = torch.zeros(len(starts), q, self.max_cache_len, dtype=torch.bool)
+        for r, start in enumerate(starts):
+            allowed[r, :, :start] = True
+            allowed[r, :, start : start + q] = step_mask
         mask = torch.zeros(allowed.shape, dtype=self.dtype)
         mask.masked_fill_(~allowed, self._min)
-        return mask.view(1, 1, q, self.max_cache_len).to(self.device)
+        return mask.unsqueeze(1).to(self.device)
 
     def forward(
         self,
-        tokens: Sequence[int],
+        rows: Sequence[Sequence[int]],
         offsets: Sequence[int] | None = None,
         step_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append ``tokens`` to the cache and return their logits and last hidden states.
+        """Append tokens to rows ``0..b-1`` and return their logits and last hidden states.
 
         Args:
-            tokens: q token ids, written at slots ``[length, length + q)``.
-            offsets: position of each token relative to ``length`` (default ``0..q-1``;
-                a Medusa tree gives each node its depth).
+            rows: per row, the tokens to append (``b = len(rows)``). Rows may differ in
+                length only with the default causal chain: shorter rows are padded at the
+                end (padding is written past the row's length, never seen) and each row
+                advances by its own count.
+            offsets: position of each token relative to the row's length (default
+                ``0..q-1``; a Medusa tree gives each node its depth).
             step_mask: ``[q, q]`` bool visibility among the new tokens (default causal).
 
         Returns:
-            ``(logits [q, vocab], hidden [q, hidden])``. With a CUDA graph these are the
-            graph's output buffers: use them before the next call.
+            ``(logits [b, q, vocab], hidden [b, q, hidden])``. With a CUDA graph these are
+            the graph's output buffers: use them before the next call.
 
         Raises:
-            ValueError: the step would run past ``max_cache_len`` (callers check limits).
+            ValueError: ragged rows with offsets or a mask, or a step past ``max_cache_len``.
         """
-        q = len(tokens)
-        if self.length + q > self.max_cache_len:
+        b, q = len(rows), max(len(t) for t in rows)
+        starts = self.lengths[:b]
+        if (offsets is not None or step_mask is not None) and any(
+            len(t) != q for t in rows
+        ):
+            raise ValueError("rows of different lengths need the default causal chain")
+        if max(starts) + q > self.max_cache_len:
             raise ValueError(
-                f"{q} tokens at length {self.length} exceed the cache of "
-                f"{self.max_cache_len} slots"
+                f"{q} tokens at length {max(starts)} exceed the cache of "
+                f"{self.max_cache_len} positions"
             )
         if step_mask is None:
             step_mask = torch.ones(q, q, dtype=torch.bool).tril_()
-        offs = range(q) if offsets is None else offsets
-        positions = torch.tensor([[self.length + o for o in offs]], device=self.device)
-        ids = torch.tensor([list(tokens)], device=self.device)
-        mask = self.step_mask(step_mask)
-        graph = self._graphs.get(q)
+        offs = torch.tensor(range(q) if offsets is None else offsets)
+        begin = torch.tensor(starts).view(b, 1)
+        ids = torch.tensor([[*t] + [0] * (q - len(t)) for t in rows])
+        inputs = (
+            ids,
+            begin + offs,
+            begin + torch.arange(q),
+            self._mask(starts, step_mask),
+        )
+        graph = self._graphs.get((b, q))
         if graph is None:
-            logits, hidden = self._eager(ids, positions, mask)
+            logits, hidden = self._eager(*(t.to(self.device) for t in inputs), first=0)
         else:
-            graph.ids.copy_(ids)
-            graph.positions.copy_(positions)
-            graph.mask.copy_(mask)
+            for buffer, value in zip(
+                (graph.ids, graph.positions, graph.slots, graph.mask),
+                inputs,
+                strict=True,
+            ):
+                buffer.copy_(value)
             graph.graph.replay()
             logits, hidden = graph.logits, graph.hidden
-        self.length += q
+        for r, tokens in enumerate(rows):
+            self.lengths[r] += len(tokens)
         return logits, hidden
 
-    def prefill(self, tokens: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Reset, run the prompt eagerly; ``(logits [1, vocab], hidden [1, hidden])`` of its
-        last token only (no LM head over the whole prompt)."""
-        self.reset()
+    def prefill(
+        self, row: int, tokens: Sequence[int]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run a prompt into ``row`` (replacing what it held), eagerly and alone.
+
+        Returns:
+            ``(logits [vocab], hidden [hidden])`` of the prompt's last token only (no LM
+            head over the whole prompt).
+        """
         q = len(tokens)
         if q > self.max_cache_len:
             raise ValueError(
                 f"{q} prompt tokens exceed the cache of {self.max_cache_len}"
             )
+        self.lengths[row] = 0
         ids = torch.tensor([list(tokens)], device=self.device)
         positions = torch.arange(q, device=self.device).view(1, q)
-        mask = self.step_mask(torch.ones(q, q, dtype=torch.bool).tril_())
-        logits, hidden = self._eager(ids, positions, mask, last_only=True)
-        self.length = q
-        return logits, hidden
+        mask = self._mask([0], torch.ones(q, q, dtype=torch.bool).tril_())
+        logits, hidden = self._eager(
+            ids, positions, positions, mask, first=row, last=True
+        )
+        self.lengths[row] = q
+        return logits[0, 0], hidden[0, 0]
 
     @torch.inference_mode()
     def _eager(
         self,
         ids: torch.Tensor,
         positions: torch.Tensor,
+        slots: torch.Tensor,
         mask: torch.Tensor,
-        last_only: bool = False,
+        *,
+        first: int,
+        last: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One forward of ``ids [b, q]`` for slots ``first..first+b-1``."""
+        cache = self.cache
+        cache.first, cache.positions = first, slots
+        cache.rows = torch.arange(ids.shape[0], device=self.device).view(-1, 1)
         out = self.decoder(
             input_ids=ids,
             attention_mask=mask,
             position_ids=positions,
-            cache=self.cache,
+            cache=cache,
             use_cache=True,
         )
-        hidden = (
-            out.last_hidden_state[0, -1:] if last_only else out.last_hidden_state[0]
-        )
+        hidden = out.last_hidden_state[:, -1:] if last else out.last_hidden_state
         return self.lm_head(hidden), hidden
 
     @torch.inference_mode()
     def capture(self, lengths: Sequence[int], warmup: int = 2) -> None:
-        """Capture one CUDA graph per step length in ``lengths`` (CUDA devices only).
+        """Capture one CUDA graph per (rows 1..slots, step length in ``lengths``).
 
-        Warm-up runs write scratch entries past the current length and are cropped away,
-        so the cache content is unchanged. Afterwards :meth:`forward` replays the graph for
-        those lengths.
+        Call before any sequence is cached: warm-up and capture write scratch entries at
+        positions ``[0, q)`` of every row. Afterwards :meth:`forward` replays the graph for
+        those shapes.
 
         Raises:
             RuntimeError: the device is not CUDA, or capture fails (the caller records why).
         """
         if self.device.type != "cuda":
             raise RuntimeError(f"CUDA graphs need a CUDA device, not {self.device}")
-        if not self.cache.layers[0].is_initialized:  # buffers come with the 1st update
-            self._eager(*self._scratch(1))
-            self.cache.crop(-1)
-        for q in sorted(set(lengths)):
-            self._graphs[q] = self._capture_one(q, warmup)
+        for b in range(1, self.slots + 1):
+            for q in sorted(set(lengths)):
+                self._graphs[(b, q)] = self._capture_one(b, q, warmup)
 
-    def _scratch(self, q: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        ids = torch.zeros(1, q, dtype=torch.long, device=self.device)
-        positions = torch.arange(q, device=self.device).view(1, q) + self.length
-        mask = self.step_mask(torch.ones(q, q, dtype=torch.bool).tril_())
-        return ids, positions, mask
-
-    def _capture_one(self, q: int, warmup: int) -> _Graph:
-        ids, positions, mask = self._scratch(q)
+    def _capture_one(self, b: int, q: int, warmup: int) -> _Graph:
+        ids = torch.zeros(b, q, dtype=torch.long, device=self.device)
+        positions = torch.arange(q, device=self.device).expand(b, q).contiguous()
+        slots = positions.clone()
+        mask = self._mask([0] * b, torch.ones(q, q, dtype=torch.bool).tril_())
         stream = torch.cuda.Stream(device=self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):
             for _ in range(warmup):
-                self._eager(ids, positions, mask)
-                self.cache.crop(-q)
+                self._eager(ids, positions, slots, mask, first=0)
         torch.cuda.current_stream(self.device).wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            logits, hidden = self._eager(ids, positions, mask)
-        # Capture records kernels without running them: the cache length is unchanged.
-        logger.debug("captured a CUDA graph for %d-token steps", q)
-        return _Graph(graph, ids, positions, mask, logits, hidden)
+            logits, hidden = self._eager(ids, positions, slots, mask, first=0)
+        logger.debug("captured a CUDA graph for %d rows x %d tokens", b, q)
+        return _Graph(graph, ids, positions, slots, mask, logits, hidden)

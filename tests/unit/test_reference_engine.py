@@ -231,29 +231,29 @@ def test_tree_pass_matches_the_path_run_token_by_token(target):
     prompt, nodes = [5, 9, 11], [3, 20, 21, 30, 31, 40, 50]  # root + 6 node tokens
     with torch.inference_mode():
         one = ModelRunner(target, 32)
-        one.forward(prompt)
+        one.forward([prompt])
         mask = torch.from_numpy(tree.attention_mask.copy())
-        tree_logits, _ = one.forward(nodes, tree.position_offsets, mask)
+        tree_logits, _ = one.forward([nodes], tree.position_offsets, mask)
         for leaf in ([0, 1, 3, 6], [0, 2, 5]):  # root→[0]→[0,0]→[0,0,0]; root→[1]→[1,0]
             chain = ModelRunner(target, 32)
-            chain.forward(prompt)
-            chain_logits, _ = chain.forward([nodes[i] for i in leaf])
+            chain.forward([prompt])
+            chain_logits, _ = chain.forward([[nodes[i] for i in leaf]])
             torch.testing.assert_close(
-                tree_logits[leaf], chain_logits, atol=1e-5, rtol=1e-5
+                tree_logits[0, leaf], chain_logits[0], atol=1e-5, rtol=1e-5
             )
 
 
 def test_keep_moves_the_accepted_path_entries(target):
-    """After keep(start, [0, 2, 5]) the cache holds those slots' keys at start..start+2."""
+    """After keep(row 0, start, [0, 2, 5]) the cache holds those slots' keys at start..start+2."""
     with torch.inference_mode():
         runner = ModelRunner(target, 32)
-        runner.forward([5, 9])
-        runner.forward([3, 20, 21, 30, 31, 40])
-        layer = runner.cache.layers[0]
-        picked = layer.keys[:, :, [2, 4, 7]].clone()
-        runner.keep(2, [0, 2, 5])
-        assert runner.length == 5
-        torch.testing.assert_close(layer.keys[:, :, 2:5], picked, atol=0, rtol=0)
+        runner.forward([[5, 9]])
+        runner.forward([[3, 20, 21, 30, 31, 40]])
+        keys = runner.cache.keys[0]  # layer 0: [slots, kv_heads, positions, head_dim]
+        picked = keys[:, :, [2, 4, 7]].clone()
+        runner.keep(0, 2, [0, 2, 5])
+        assert runner.lengths == [5]
+        torch.testing.assert_close(keys[:, :, 2:5], picked, atol=0, rtol=0)
 
 
 @pytest.mark.parametrize(
