@@ -121,6 +121,9 @@ class ServerConfig:
         world_size: MPI ranks (TP×PP); > 1 launches under ``mpirun``.
         tensorrt_llm_models: the models ranks > 0 load (``--load-model``).
         mpirun: the MPI launcher (name on ``$PATH`` or a path).
+        wrapper_argv: a command the server runs under, put in front of its argv (and in
+            front of ``mpirun``), e.g. ``nsys launch --session-new=S …``. The process
+            group then holds the wrapper too; stopping the server signals both.
     """
 
     model_repo: Path
@@ -135,6 +138,7 @@ class ServerConfig:
     world_size: int = 1
     tensorrt_llm_models: tuple[str, ...] = ()
     mpirun: str = "mpirun"
+    wrapper_argv: tuple[str, ...] = ()
 
 
 def server_argv(
@@ -282,20 +286,22 @@ class TritonServer:
         return self.ports
 
     def build_argv(self, binary: TritonBinary, ports: Ports) -> list[str]:
-        """The full command line for ``ports`` (mpirun MPMD when world_size > 1)."""
+        """The full command line for ``ports`` (mpirun MPMD when world_size > 1), behind
+        ``config.wrapper_argv`` when one is set."""
         cfg = self.config
         backend_dir = prepare_backend_dir(binary, cfg.log_path.parent / "backends")
         argv = server_argv(
             binary.path, cfg.model_repo, ports, backend_dir, cfg.extra_args
         )
         if cfg.world_size <= 1:
-            return argv
+            return [*cfg.wrapper_argv, *argv]
         if shutil.which(cfg.mpirun, path=self._environ.get("PATH", "")) is None:
             raise ServerStartError(
                 f"{cfg.mpirun} not found, but tp_size x pp_size = {cfg.world_size} needs MPI; "
                 "run inside the NGC tritonserver trtllm image or set deploy.mpirun"
             )
-        return mpirun_argv(cfg.mpirun, argv, cfg.world_size, cfg.tensorrt_llm_models)
+        ranks = mpirun_argv(cfg.mpirun, argv, cfg.world_size, cfg.tensorrt_llm_models)
+        return [*cfg.wrapper_argv, *ranks]
 
     def start(self) -> TritonServer:
         """Launch the process and block until it (and ``config.models``) are ready."""

@@ -115,6 +115,27 @@ def test_server_builds_mpirun_argv_when_world_size_is_above_one(tmp_path):
     assert mpirun.exists()
 
 
+def test_wrapper_argv_goes_in_front_of_the_server_and_of_mpirun(tmp_path):
+    fake_executable(tmp_path / "bin", "mpirun")
+    triton = fake_executable(tmp_path / "bin", "tritonserver")
+    env = {"PATH": str(tmp_path / "bin")}
+    binary = find_tritonserver(None, env)
+    wrapper = ("/usr/bin/nsys", "launch", "--session-new=s1")
+    single = ServerConfig(tmp_path / "repo", tmp_path / "s.log", wrapper_argv=wrapper)
+    argv = TritonServer(single, environ=env).build_argv(binary, PORTS)
+    assert argv[:4] == [*wrapper, str(triton)]
+    assert argv[4] == f"--model-repository={tmp_path / 'repo'}"
+    ranks = ServerConfig(
+        tmp_path / "repo",
+        tmp_path / "s.log",
+        world_size=2,
+        tensorrt_llm_models=("tensorrt_llm",),
+        wrapper_argv=wrapper,
+    )
+    argv = TritonServer(ranks, environ=env).build_argv(binary, PORTS)
+    assert argv[:5] == [*wrapper, "mpirun", "--allow-run-as-root"]
+
+
 def test_missing_mpirun_is_named(tmp_path):
     cfg = ServerConfig(tmp_path, tmp_path / "s.log", world_size=2, mpirun="mpirun-x")
     server = TritonServer(cfg, environ={"PATH": str(tmp_path)})
