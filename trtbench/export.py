@@ -71,6 +71,17 @@ def write_csv(frame: pd.DataFrame, path: Path, schema: Schema) -> Path:
     return path
 
 
+def write_tables(
+    tables: Iterable[tuple[str, pd.DataFrame, Schema]], out_dir: Path
+) -> list[Path]:
+    """Write ``(file name, frame, schema)`` tables into ``out_dir`` with :func:`write_csv`.
+
+    Returns:
+        The paths written, in order.
+    """
+    return [write_csv(frame, out_dir / name, schema) for name, frame, schema in tables]
+
+
 def schema_markdown(schema: Schema) -> str:
     """Render a schema as a Markdown table (for README / docs)."""
     lines = ["| column | meaning |", "|---|---|"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from trtbench.export import write_csv
+from trtbench.export import write_tables
 from trtbench.profiling.kineto import analyze_kineto_trace
 from trtbench.profiling.launches import LaunchAnalysis
 from trtbench.profiling.nsys import analyze_nsys_report
@@ -36,10 +36,7 @@ def _us(ns: float) -> str:
 
 def _report(analysis: LaunchAnalysis, out: Path) -> None:
     """Write the three CSVs and print the summary."""
-    written = [
-        write_csv(frame, out / name, schema)
-        for name, frame, schema in analysis.tables()
-    ]
+    written = write_tables(analysis.tables(), out)
     s = analysis.summary
     click.echo(
         f"{analysis.source}: {len(analysis.kernel_launches)} kernels with their launch call"
