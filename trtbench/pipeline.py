@@ -8,6 +8,9 @@ Then write ``loadtest/{requests,responses,summary}.csv``, ``memory.csv``,
 ``plots/*.png`` (the library call behind ``trtbench report``). A failure or Ctrl-C in the
 middle keeps what was measured: the CSVs are written for what finished and the server is
 stopped; a report that cannot be rendered is a warning, never a lost CSV.
+
+With ``profile.nsys`` each server runs under an nsys session that records one tier
+(:mod:`trtbench.tier_capture`); nsys is looked up before anything is built.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -39,6 +42,7 @@ from trtbench.profiling.memory_breakdown import (
     memory_breakdown,
     write_memory_breakdown_csv,
 )
+from trtbench.profiling.nsys_session import nsys_launch_argv
 from trtbench.profiling.prompts import Prompt, TextTokenizer
 from trtbench.profiling.schedule import Tier
 from trtbench.profiling.server_metrics import (
@@ -48,6 +52,12 @@ from trtbench.profiling.server_metrics import (
 from trtbench.reporting import write_report
 from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec, VariantSpec
+from trtbench.tier_capture import (
+    TierCapture,
+    analyze_capture,
+    capture_for,
+    check_nsys,
+)
 from trtbench.triton_repo.interface import RepoMetadata, read_repo_metadata
 from trtbench.triton_repo.server import TritonServer
 
@@ -63,15 +73,22 @@ class _Collected:
     metrics: dict[str, pd.DataFrame] = field(default_factory=dict)
     memory_by_variant: dict[str, pd.DataFrame] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    traces: dict[str, list[Path]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 class _Marking:
-    """Progress that also labels the samplers' phases with the tier (``tier:c8``)."""
+    """Progress that also labels the samplers' phases with the tier (``tier:c8``) and
+    opens/closes the nsys collection around the profiled tier."""
 
-    def __init__(self, inner: Progress | None, samplers: list) -> None:
-        self.inner, self.samplers = inner, samplers
+    def __init__(
+        self, inner: Progress | None, samplers: list, capture: TierCapture | None = None
+    ) -> None:
+        self.inner, self.samplers, self.capture = inner, samplers, capture
 
     def tier_started(self, variant: str, tier: Tier, total: int | None) -> None:
+        if self.capture is not None:
+            self.capture.tier_started(tier)
         for sampler in self.samplers:
             sampler.mark(f"tier:{tier.label}")
         if self.inner is not None:
@@ -82,6 +99,8 @@ class _Marking:
             self.inner.request_done(ok)
 
     def tier_ended(self) -> None:
+        if self.capture is not None:
+            self.capture.tier_ended()
         if self.inner is not None:
             self.inner.tier_ended()
 
@@ -95,10 +114,18 @@ def endpoint_of(meta: RepoMetadata) -> str:
 
 @contextlib.contextmanager
 def _sampled_server(
-    rd: RunDir, variant: VariantSpec, spec: BenchSpec, meta: RepoMetadata
+    rd: RunDir,
+    variant: VariantSpec,
+    spec: BenchSpec,
+    meta: RepoMetadata,
+    capture: TierCapture | None = None,
 ) -> Iterator[tuple[TritonServer, list]]:
-    """Start the variant's server inside the memory sampler (and the /metrics scraper)."""
-    server = TritonServer(server_config(rd, variant.name, meta, spec.deploy))
+    """Start the variant's server inside the memory sampler (and the /metrics scraper),
+    under ``nsys launch`` when ``capture`` is given."""
+    config = server_config(rd, variant.name, meta, spec.deploy)
+    if capture is not None:
+        config = replace(config, wrapper_argv=tuple(nsys_launch_argv(capture.session)))
+    server = TritonServer(config)
 
     def pid() -> int | None:
         return server.process.pid if server.process is not None else None
@@ -130,16 +157,22 @@ def _measure_variant(
     prompts: list[Prompt] | None,
     progress: Progress | None,
     got: _Collected,
+    nsys: Path | None = None,
 ) -> list[Prompt]:
-    """Deploy, serve and load-test one variant; record its results in ``got``."""
+    """Deploy, serve and load-test one variant; record its results in ``got``.
+
+    With ``nsys`` (``profile.nsys``) the server runs under an nsys session that records the
+    profiled tier; the trace is analyzed once the server is stopped.
+    """
     start = time.monotonic()
     repo = deploy_variant(rd, variant.name, spec.deploy)
     meta = read_repo_metadata(repo)
     tokenizer: TextTokenizer | None = open_tokenizer(Path(meta.tokenizer_dir))
     prompts = prompts or make_prompts(spec.loadtest, tokenizer)
     samplers: list = []
+    capture = capture_for(rd, spec, variant.name, nsys)
     try:
-        with _sampled_server(rd, variant, spec, meta) as (server, samplers):
+        with _sampled_server(rd, variant, spec, meta, capture) as (server, samplers):
             target = connect(
                 server.grpc_url,
                 meta.model_name,
@@ -147,7 +180,7 @@ def _measure_variant(
                 fixed_output_len=spec.loadtest.fixed_output_len,
                 extra_inputs=meta.extra_inputs,
             )
-            marking = _Marking(progress, samplers)
+            marking = _Marking(progress, samplers, capture)
             got.results[variant.name] = measure(
                 target, spec.loadtest, variant.name, prompts, tokenizer, marking
             )
@@ -160,6 +193,10 @@ def _measure_variant(
             else:
                 got.metrics[variant.name] = frame
         got.seconds[variant.name] = round(time.monotonic() - start, 3)
+        if capture is not None:
+            capture.close()
+            got.traces[variant.name], notes = analyze_capture(capture)
+            got.notes.extend(notes)
     return prompts
 
 
@@ -211,11 +248,14 @@ def run_bench(
         report.md and the plots (see :func:`render_report`).
 
     Raises:
-        ConfigError, BuildError, ModelMismatchError: build stage.
+        ConfigError, BuildError, ModelMismatchError: build stage; ConfigError also for a
+            ``profile.nsys_tier`` that is not a tier (checked before building).
+        NotAvailableError: ``profile.nsys`` without nsys installed (before building).
         DeployError, ServerStartError, LoadTestError: a variant could not be served or
             measured (the CSVs of the variants before it are written first).
     """
     selected = spec.select(variants)
+    nsys = check_nsys(spec)
     build_variants(spec, [v.name for v in selected], None, out)
     got = _Collected()
     prompts: list[Prompt] | None = None
@@ -223,7 +263,7 @@ def run_bench(
     stopped = False
     try:
         for variant in selected:
-            prompts = _measure_variant(out, spec, variant, prompts, progress, got)
+            prompts = _measure_variant(out, spec, variant, prompts, progress, got, nsys)
             if got.results[variant.name].interrupted:
                 break
     except TrtbenchError as exc:
@@ -248,18 +288,25 @@ def _finish(
         "run",
         {
             "variants": {
-                name: {"tiers_done": r.tiers_done, "seconds": got.seconds.get(name)}
+                name: {
+                    "tiers_done": r.tiers_done,
+                    "seconds": got.seconds.get(name),
+                    "nsys_files": [str(p) for p in got.traces.get(name, [])],
+                }
                 for name, r in got.results.items()
             },
             "interrupted": interrupted,
         },
     )
+    traces = [p for files in got.traces.values() for p in files]
     if not any(r.requests for r in got.results.values()):
-        return LoadtestOutcome(pd.DataFrame(), out, interrupted, [])
+        return LoadtestOutcome(pd.DataFrame(), out, interrupted, got.notes, traces)
     baseline = baseline_of(spec, list(got.results))
     summary, warnings = write_loadtest(out, got.results, spec.loadtest.slos, baseline)
     files, problems = render_report(out)
-    return LoadtestOutcome(summary, out, interrupted, warnings + problems, files)
+    return LoadtestOutcome(
+        summary, out, interrupted, warnings + got.notes + problems, traces + files
+    )
 
 
 def render_report(out: RunDir) -> tuple[list[Path], list[str]]:
