@@ -7,30 +7,25 @@ from pathlib import Path
 import click
 
 from trtbench.builders.build import build_variants, describe_build
-from trtbench.run_dir import RunDir
+from trtbench.commands.options import (
+    run_dir_option,
+    spec_argument,
+    spec_run_dir,
+    variants_option,
+)
 from trtbench.spec import load_spec
 
 
 @click.command("build")
-@click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
-@click.option(
-    "--variant",
-    "variants",
-    multiple=True,
-    help="Variant to build (repeatable). Default: every variant in the spec.",
-)
+@spec_argument
+@variants_option("build", "every variant in the spec")
 @click.option(
     "--backend",
     type=click.Choice(["reference", "trtllm"]),
     default=None,
     help="Engine backend. Default: the spec's `backend`.",
 )
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="Run directory. Default: runs/<spec name>.",
-)
+@run_dir_option()
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -46,7 +41,7 @@ def build(
 ) -> None:
     """Build SPEC's variants into RUN_DIR/engines/<variant>/ (with build.json) and run.json."""
     bench = load_spec(spec)
-    run_dir = RunDir(out if out is not None else Path("runs") / bench.name)
+    run_dir = spec_run_dir(out, bench.name)
     for manifest in build_variants(bench, variants, backend, run_dir, dry_run):
         click.echo(describe_build(manifest, dry_run))
         if dry_run and manifest.model_extra and "dry_run_text" in manifest.model_extra:

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import click
 
+from trtbench.commands.options import run_dir_argument
 from trtbench.reporting import compare_runs
 
 
 @click.command("compare")
-@click.argument("run_a", type=click.Path(path_type=Path, file_okay=False))
-@click.argument("run_b", type=click.Path(path_type=Path, file_okay=False))
+@run_dir_argument("run_a")
+@run_dir_argument("run_b")
 @click.option(
     "--out",
     type=click.Path(path_type=Path, dir_okay=False),

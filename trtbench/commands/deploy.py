@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from trtbench.commands.options import run_dir_argument, variants_option
 from trtbench.deployment import (
     deploy_run,
     resolve_deploy_spec,
@@ -49,13 +50,8 @@ def _serve_until_interrupted(run_dir: Path, variants: tuple[str, ...], deploy) -
 
 
 @click.command("deploy")
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
-@click.option(
-    "--variant",
-    "variants",
-    multiple=True,
-    help="Variant to deploy (repeatable). Default: every built variant.",
-)
+@run_dir_argument()
+@variants_option("deploy", "every built variant")
 @click.option(
     "--check",
     is_flag=True,

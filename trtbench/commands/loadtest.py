@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 from rich.progress import Progress as RichBar
 from rich.table import Table
 
+from trtbench.commands.options import RUNS_ROOT, run_dir_option
 from trtbench.errors import ConfigError
 from trtbench.loadtest import LoadtestOutcome, run_loadtest
 from trtbench.profiling.grpc_client import ENDPOINTS
@@ -250,13 +251,7 @@ def spec_from_options(fields: dict) -> LoadtestSpec:
     "--variant", default=None, help="Label for the rows [default: the model]."
 )
 @click.option("--baseline", default=None, help="Variant the speedups compare against.")
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=Path("runs/loadtest"),
-    show_default=True,
-    help="Run directory.",
-)
+@run_dir_option(default=RUNS_ROOT / "loadtest")
 def loadtest(url: str, model: str, concurrency: str, request_rate: str | None,
              slo: str | None, tokenizer: Path | None, endpoint: str | None,
              variant: str | None, baseline: str | None, out: Path,

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
+from trtbench.commands.options import run_dir_argument
 from trtbench.reporting import write_report
 
 
 @click.command("report")
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+@run_dir_argument()
 def report(run_dir: Path) -> None:
     """Render RUN_DIR/report.md and RUN_DIR/plots/*.png from the CSVs alone.
 
