@@ -23,10 +23,14 @@ _TIER = (
     Column("tier", "tier label: c<N> = concurrency N, r<X> = X requests/s"),
 )
 
-REQUESTS_SCHEMA: tuple[Column, ...] = (
-    *_TIER,
+_LOAD = (
     Column("concurrency", "closed-loop concurrency of the tier (empty in rate mode)", False),
     Column("request_rate_per_s", "target request rate of the tier (empty in concurrency mode)", False),
+)  # fmt: skip
+
+REQUESTS_SCHEMA: tuple[Column, ...] = (
+    *_TIER,
+    *_LOAD,
     Column("request_id", "unique request id (<variant>-<tier>-<index>)"),
     Column("task_id", "prompt id (dataset task_id or synthetic-<i>)"),
     Column("scheduled_ns", "intended send time"),
@@ -65,8 +69,7 @@ RESPONSES_SCHEMA: tuple[Column, ...] = (
 
 _SUMMARY_HEAD = (
     *_TIER,
-    Column("concurrency", "closed-loop concurrency (empty in rate mode)", False),
-    Column("request_rate_per_s", "target request rate (empty in concurrency mode)", False),
+    *_LOAD,
     Column("request_count", "measured requests (warmup excluded), failed ones included"),
     Column("error_count", "failed requests"),
     Column("osl_mismatch_count", "requests whose output length missed the requested one by > min(5%, 50 tokens)"),

@@ -178,31 +178,32 @@ class Metric:
     description: str
 
 
+def _per_request(name: str, unit: str, description: str) -> Metric:
+    """A metric sampled once per request from the ``<name>_<unit>`` per-request column."""
+    return Metric(name, unit, _column(f"{name}_{unit}"), description)
+
+
 METRICS: tuple[Metric, ...] = (
-    Metric("time_to_first_token", "ms", _column("time_to_first_token_ms"),
-           "send → first response carrying a token"),
-    Metric("request_latency", "ms", _column("request_latency_ms"),
-           "E2E: send → last response carrying a token"),
-    Metric("time_per_output_token", "ms", _column("time_per_output_token_ms"),
-           "TPOT = (E2E − TTFT) / (OSL − tokens in the first response), per request"),
+    _per_request("time_to_first_token", "ms", "send → first response carrying a token"),
+    _per_request("request_latency", "ms", "E2E: send → last response carrying a token"),
+    _per_request("time_per_output_token", "ms",
+                 "TPOT = (E2E − TTFT) / (OSL − tokens in the first response), per request"),
     Metric("inter_token_latency", "ms", _itl_samples,
            "per-token ITL: a gap before a response of n tokens gives n samples of gap/n"),
     Metric("inter_chunk_latency", "ms", lambda p, g: g["gap_ms"].to_numpy(dtype=float),
            "ICL: gap between consecutive responses carrying tokens"),
-    Metric("tokens_per_response", "tokens", _column("tokens_per_response_tokens"),
-           "(OSL − first-response tokens) / (token responses − 1), per request"),
-    Metric("output_token_throughput_per_user", "tokens_per_s",
-           _column("output_token_throughput_per_user_tokens_per_s"), "1 / TPOT, per request"),
-    Metric("output_sequence_length", "tokens", _column("output_sequence_length_tokens"),
-           "OSL: generated tokens (prompt echo excluded)"),
-    Metric("input_sequence_length", "tokens", _column("input_sequence_length_tokens"),
-           "ISL: prompt tokens"),
-    Metric("client_queue_time", "ms", _column("client_queue_time_ms"),
-           "sent − scheduled (request-rate mode: how late the client sent)"),
-    Metric("acceptance_length", "tokens", _column("acceptance_length_tokens"),
-           "OSL / (OSL − accepted draft tokens), where the server reports draft counts"),
-    Metric("draft_acceptance_rate", "ratio", _column("draft_acceptance_rate_ratio"),
-           "accepted / proposed draft tokens, where the server reports them"),
+    _per_request("tokens_per_response", "tokens",
+                 "(OSL − first-response tokens) / (token responses − 1), per request"),
+    _per_request("output_token_throughput_per_user", "tokens_per_s", "1 / TPOT, per request"),
+    _per_request("output_sequence_length", "tokens",
+                 "OSL: generated tokens (prompt echo excluded)"),
+    _per_request("input_sequence_length", "tokens", "ISL: prompt tokens"),
+    _per_request("client_queue_time", "ms",
+                 "sent − scheduled (request-rate mode: how late the client sent)"),
+    _per_request("acceptance_length", "tokens",
+                 "OSL / (OSL − accepted draft tokens), where the server reports draft counts"),
+    _per_request("draft_acceptance_rate", "ratio",
+                 "accepted / proposed draft tokens, where the server reports them"),
 )  # fmt: skip
 
 
