@@ -228,6 +228,11 @@ class RepoMetadata(BaseModel):
         max_batch_size, max_input_len, max_seq_len: engine limits.
         tokenizer_dir: tokenizer of the served model.
         cuda_graphs: ``{"requested", "enabled", "reason"}`` as deployed.
+        batching: how the server batches requests: ``strategy`` (``inflight``: the
+            reference engine's in-flight batcher; ``inflight_fused_batching``: TensorRT-LLM),
+            ``max_batch_size`` (sequences decoded together), and for the reference backend
+            ``prefill`` (how new prompts enter) and ``cpu_threads`` (torch intra-op threads
+            when the engine runs on CPU). Empty in repositories rendered before it existed.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -257,6 +262,7 @@ class RepoMetadata(BaseModel):
     max_seq_len: int
     tokenizer_dir: str
     cuda_graphs: dict[str, bool | str] = Field(default_factory=dict)
+    batching: dict[str, int | str] = Field(default_factory=dict)
 
     def to_json(self) -> str:
         """The file text (indented JSON, trailing newline)."""

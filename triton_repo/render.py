@@ -36,6 +36,10 @@ if TYPE_CHECKING:  # plain data handed over by the caller (build.json)
     from trtbench.builders.manifest import BuildManifest
 
 EXECUTOR_WORKER = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker"
+# torch intra-op threads of the reference model on CPU: the tiny models' matrices gain
+# nothing from more, and on 2 shared cores 2 threads were measured to collapse throughput
+# (scripts/bench_reference.py).
+REFERENCE_CPU_THREADS = 1
 
 
 def variant_int(manifest: BuildManifest, key: str, default: int) -> int:
@@ -83,6 +87,7 @@ def render_reference(
             "engine_dir": str(engine_dir.resolve()),
             "device": deploy.reference_device,
             "add_special_tokens": "true",
+            "cpu_threads": str(REFERENCE_CPU_THREADS),
         },
     )
     speculative = manifest.mode != "baseline"
@@ -97,6 +102,12 @@ def render_reference(
         perf_metrics_outputs=[
             t.name for t in (*io.TIMING_OUTPUTS, *io.SPEC_PERF_OUTPUTS)
         ],
+        batching={
+            "strategy": "inflight",
+            "max_batch_size": variant_int(manifest, "max_batch_size", 8),
+            "prefill": "one forward per admitted request, between decode steps",
+            "cpu_threads": REFERENCE_CPU_THREADS,
+        },
     )
     files = python_model_files("ensemble", config, "reference/model.py")
     files[io.METADATA_NAME] = meta.to_json()
@@ -369,6 +380,10 @@ def trtllm_metadata(manifest: BuildManifest, trt_models: list[str]) -> RepoMetad
         if draft_target
         else {},
         text_stream_exact=draft_target,
+        batching={
+            "strategy": "inflight_fused_batching",
+            "max_batch_size": variant_int(manifest, "max_batch_size", 8),
+        },
     )
 
 

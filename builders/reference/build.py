@@ -224,7 +224,11 @@ def _reference_notes(variant: VariantSpec) -> dict[str, str]:
     """How the reference engine realises this variant (recorded, never silently dropped)."""
     notes = {
         "engine_dir": "build.json only; the model dirs are loaded in place",
-        "batching": "one request at a time per model instance (batch 1)",
+        "batching": (
+            f"inflight: up to max_batch_size {variant.max_batch_size} sequences per decode "
+            "step (one batched target forward), later requests wait FIFO and join as rows "
+            "finish; each prompt is prefilled alone between decode steps"
+        ),
         "decoding": "greedy",
     }
     if variant.mode == "draft_target":

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -190,6 +191,72 @@ def test_stream_is_lossless_through_the_server(run_dir, variant):
     assert SUCCESS_2 in metrics
     if variant != "baseline":
         assert proposed > 0
+
+
+CANDIDATES = [
+    "import os\nimport sys\n\n\ndef _read(path):\n",
+    "class Queue:\n    def __init__(self, maxsize=0):\n",
+    "def main(argv=None):\n    parser = argparse.ArgumentParser(",
+    "    for key, value in sorted(items):\n        if ",
+    "try:\n    import _thread\nexcept ImportError:\n",
+    "def greet(name):\n    return name\n",
+]
+
+
+def clear_prompts(engine, count: int) -> list[str]:
+    """Prompts whose greedy run (no cache) never has a top-2 logit gap under 1e-3.
+
+    A batched forward may round differently from a one-row forward (~1e-5 on these float32
+    logits), which can flip only a near tie; prompts far from ties give the same tokens in
+    any batch, on any machine.
+    """
+    import torch
+
+    model, tok, clear = engine.decoder.target.model, engine.tokenizer, []
+    for text in CANDIDATES:
+        ids = tok.encode(text, add_special_tokens=True)
+        with torch.inference_mode():
+            for _ in range(MAX_TOKENS):
+                top = model(torch.tensor([ids]), use_cache=False).logits[0, -1].topk(2)
+                if float(top.values[0] - top.values[1]) < 1e-3:
+                    break
+                ids.append(int(top.indices[0]))
+            else:
+                clear.append(text)
+    assert len(clear) >= count, "too few prompts clear of near ties"
+    return clear[:count]
+
+
+def test_concurrent_streams_are_batched_in_flight(run_dir):
+    """4 concurrent streams on one draft-target server: each gets its own tokens, and the
+    generations overlap in time (a one-request-at-a-time server would serve them one after
+    another: disjoint first..last token intervals)."""
+    engine = load_engine(run_dir.engine_dir("draft_target"), device="cpu")
+    prompts = clear_prompts(engine, 4)
+    want = [
+        engine.generate_ids(engine.tokenizer.encode(p), MAX_TOKENS) for p in prompts
+    ]
+    engine.close()
+    results: dict[int, list[Response]] = {}
+    with serve(run_dir, "draft_target") as server:
+
+        def client(i: int) -> None:
+            results[i] = infer_stream(server.grpc_url, prompts[i], MAX_TOKENS, True)
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        log = run_dir.server_log("draft_target").read_text()
+    assert [[t for r in results[i] if r.ids for t in r.ids] for i in range(4)] == want
+    spans = [
+        (_scalar(r[-1].outputs["first_token_time_ns"]),
+         _scalar(r[-1].outputs["last_token_time_ns"]))
+        for r in results.values()
+    ]  # fmt: skip
+    assert max(first for first, _ in spans) < min(last for _, last in spans)
+    assert "in-flight batching, max_batch_size 8, torch threads 1" in log
 
 
 def run_cli(args: list, capsys) -> tuple[int, str]:

@@ -179,6 +179,10 @@ def test_built_engines_load_and_generate_greedy(model_dirs, tmp_path, capsys):
     engine = load_engine(out / "engines/base", device="cpu")
     assert engine.cuda_graphs.requested and not engine.cuda_graphs.available
     assert engine.max_seq_len == 64 and engine.eos_token_id == 1
+    # the variant's max_batch_size (spec default 8) sizes the in-flight batch
+    assert engine.max_batch_size == 8
+    notes = json.loads((out / "engines/base/build.json").read_text())["reference"]
+    assert notes["batching"].startswith("inflight: up to max_batch_size 8 sequences")
 
 
 def test_rebuilding_one_variant_keeps_the_others_in_run_json(

@@ -110,6 +110,11 @@ def test_reference_is_one_decoupled_python_ensemble(mode):
     expected = "none" if mode == "baseline" else "per_response"
     assert info["speculative_counts"] == expected
     assert info["extra_inputs"] == {}
+    # in-flight batching over the variant's max_batch_size (4), one torch thread on CPU
+    assert info["batching"]["strategy"] == "inflight"
+    assert info["batching"]["max_batch_size"] == 4
+    assert info["batching"]["cpu_threads"] == 1
+    assert params(cfg)["cpu_threads"] == "1"
 
 
 def test_trtllm_baseline_layout_and_parameters():
@@ -133,6 +138,10 @@ def test_trtllm_baseline_layout_and_parameters():
     assert params(config(files, "preprocessing"))["tokenizer_dir"] == "/models/target"
     info = meta(files)
     assert info["model_name"] == "ensemble" and info["streaming"] is True
+    assert info["batching"] == {
+        "strategy": "inflight_fused_batching",
+        "max_batch_size": 4,
+    }
     assert info["tensorrt_llm_models"] == ["tensorrt_llm"]
     assert info["speculative_counts"] == "none"
     assert "total_draft_tokens" in info["perf_metrics_outputs"]

@@ -6,20 +6,28 @@ A decoupled Python-backend model named ``ensemble``. Inputs and outputs follow
 ``text_output``, ``output_ids``, ``draft_tokens_proposed``, ``draft_tokens_accepted`` and,
 with ``return_perf_metrics``, TRT-LLM's timing and speculative totals on the final response.
 
+In-flight batching (TRT-LLM's ``inflight_fused_batching``): ``execute`` hands each request to
+the engine's batcher and returns at once; the batcher's loop thread decodes up to
+``max_batch_size`` requests together (one batched forward per decode step; the others wait,
+first come first served) and the responses are sent from its deliveries.
+
 Streaming sends one response per engine step (its tokens and draft counts); the step that
 ends generation carries the COMPLETE_FINAL flag (TRT-LLM behaviour); a generation that ends
-otherwise (cancelled, engine stopped early) closes with a flags-only final response. Without
+otherwise (cancelled by the client) closes with a flags-only final response. Without
 streaming, one response carries everything. Errors become an error response with the final
 flag, never a hang. The engine decodes greedily: sampling inputs (temperature, top_k, top_p,
 penalties, seed) are accepted for interface parity and ignored; beam_width > 1 is refused.
 
 Config parameters: ``engine_dir`` (``RUN_DIR/engines/<variant>``), ``device`` (``auto``),
-``add_special_tokens`` (``true``).
+``add_special_tokens`` (``true``), ``cpu_threads`` (torch intra-op threads when the engine
+runs on CPU, default 1: on 2 shared cores 2 threads were measured to collapse throughput,
+``scripts/bench_reference.py``).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -112,78 +120,70 @@ def _token_tensors(text: str, ids, proposed: int, accepted: int) -> list:
     ]
 
 
-class TritonPythonModel:
-    """Serves one reference engine; each model instance loads its own copy."""
+class _Responder:
+    """Sends one request's responses from the batcher's deliveries (its loop thread)."""
 
-    def initialize(self, args):
-        from trtbench.builders.reference.engine import load_engine
+    def __init__(self, req: _Request, sender, tokenizer) -> None:
+        self.req = req
+        self.sender = sender
+        self.tokenizer = tokenizer
+        self.totals = _Totals(req.arrival_ns)
+        self.detok = IncrementalDecoder(tokenizer) if req.stream else None
+        self.handle = None
+        self.ready = threading.Event()  # set once ``handle`` is assigned
+        self.closed = False
 
-        params = model_parameters(json.loads(args["model_config"]))
-        self.engine = load_engine(
-            Path(params["engine_dir"]), device=params.get("device", "auto")
-        )
-        self.tokenizer = self.engine.tokenizer
-        self.add_special_tokens = as_bool(params.get("add_special_tokens", "true"))
-
-    def execute(self, requests):
-        for request in requests:
-            sender = request.get_response_sender()
-            try:
-                self._serve(request, sender)
-            except Exception as exc:  # noqa: BLE001 - every failure goes to the client
-                sender.send(error_response(f"{type(exc).__name__}: {exc}"), flags=FINAL)
-        return None
-
-    def _is_last(self, req: _Request, totals: _Totals, step) -> bool:
-        end_id = self.engine.eos_token_id if req.end_id is None else req.end_id
-        if len(totals.ids) >= req.max_tokens:
-            return True
-        return (
-            end_id is not None
-            and end_id >= 0
-            and end_id in step.token_ids
-            and len(totals.ids) >= req.min_tokens
-        )
-
-    def _serve(self, request, sender) -> None:
-        req = _Request(request, self.tokenizer, self.add_special_tokens)
-        end_id = None if req.end_id is None else int(req.end_id)
-        steps = self.engine.generate(
-            req.input_ids, req.max_tokens, end_id=end_id, min_tokens=req.min_tokens
-        )
-        totals = _Totals(req.arrival_ns)
-        if not req.stream:
-            for step in steps:
-                totals.add(step)
-            self._send_whole(req, totals, sender)
+    def __call__(self, step, final: bool, error) -> None:
+        """``deliver(step, final, error)`` of ``ReferenceEngine.submit``."""
+        self.ready.wait()
+        if self.closed:
             return
         try:
-            self._stream(req, steps, totals, sender)
-        finally:
-            steps.close()
-
-    def _stream(self, req: _Request, steps, totals: _Totals, sender) -> None:
-        decoder = IncrementalDecoder(self.tokenizer)
-        for step in steps:
-            totals.add(step)
-            last = self._is_last(req, totals, step)
-            text = decoder.push(step.token_ids) + (decoder.flush() if last else "")
-            tensors = _token_tensors(
-                text, step.token_ids, step.draft_proposed, step.draft_accepted
+            self._respond(step, final, error)
+        except Exception as exc:  # noqa: BLE001 - every failure goes to the client
+            self.closed = True
+            self.handle.cancel()
+            self.sender.send(
+                error_response(f"{type(exc).__name__}: {exc}"), flags=FINAL
             )
-            if last and req.perf:
-                tensors += totals.perf_tensors()
-            sender.send(
-                pb_utils.InferenceResponse(output_tensors=tensors),
-                flags=FINAL if last else 0,
-            )
-            if last:
-                return
-            if sender.is_cancelled():
-                break
-        sender.send(flags=FINAL)
 
-    def _send_whole(self, req: _Request, totals: _Totals, sender) -> None:
+    def _respond(self, step, final: bool, error) -> None:
+        if error is not None:
+            self.closed = True
+            self.sender.send(
+                error_response(f"{type(error).__name__}: {error}"), flags=FINAL
+            )
+            return
+        if step is None:  # ended without a last step: cancelled
+            self.closed = True
+            self.sender.send(flags=FINAL)
+            return
+        if self.totals.first_token_ns == 0:
+            self.totals.scheduled_ns = self.handle.admitted_ns or time.time_ns()
+        self.totals.add(step)
+        if self.req.stream:
+            self._send_step(step, final)
+        elif final:
+            self._send_whole()
+        if final:
+            self.closed = True
+        elif self.sender.is_cancelled():
+            self.handle.cancel()
+
+    def _send_step(self, step, final: bool) -> None:
+        text = self.detok.push(step.token_ids) + (self.detok.flush() if final else "")
+        tensors = _token_tensors(
+            text, step.token_ids, step.draft_proposed, step.draft_accepted
+        )
+        if final and self.req.perf:
+            tensors += self.totals.perf_tensors()
+        self.sender.send(
+            pb_utils.InferenceResponse(output_tensors=tensors),
+            flags=FINAL if final else 0,
+        )
+
+    def _send_whole(self) -> None:
+        req, totals = self.req, self.totals
         ids = totals.ids if req.exclude_input else list(req.input_ids) + totals.ids
         text = self.tokenizer.decode(
             ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
@@ -191,7 +191,53 @@ class TritonPythonModel:
         tensors = _token_tensors(text, ids, totals.proposed, totals.accepted)
         if req.perf:
             tensors += totals.perf_tensors()
-        sender.send(pb_utils.InferenceResponse(output_tensors=tensors), flags=FINAL)
+        self.sender.send(
+            pb_utils.InferenceResponse(output_tensors=tensors), flags=FINAL
+        )
+
+
+class TritonPythonModel:
+    """Serves one reference engine with in-flight batching; each model instance loads its
+    own copy."""
+
+    def initialize(self, args):
+        import torch
+
+        from trtbench.builders.reference.engine import load_engine
+
+        params = model_parameters(json.loads(args["model_config"]))
+        self.engine = load_engine(
+            Path(params["engine_dir"]), device=params.get("device", "auto")
+        )
+        if self.engine.device.type == "cpu":
+            torch.set_num_threads(int(params.get("cpu_threads") or 1))
+        self.tokenizer = self.engine.tokenizer
+        self.add_special_tokens = as_bool(params.get("add_special_tokens", "true"))
+        pb_utils.Logger.log_info(
+            f"trtbench reference engine {self.engine.mode} on {self.engine.device}: "
+            f"in-flight batching, max_batch_size {self.engine.max_batch_size}, "
+            f"torch threads {torch.get_num_threads()}"
+        )
+
+    def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+            try:
+                req = _Request(request, self.tokenizer, self.add_special_tokens)
+                responder = _Responder(req, sender, self.tokenizer)
+                responder.handle = self.engine.submit(
+                    req.input_ids,
+                    req.max_tokens,
+                    end_id=None if req.end_id is None else int(req.end_id),
+                    min_tokens=req.min_tokens,
+                    deliver=responder,
+                )
+                responder.ready.set()
+            except Exception as exc:  # noqa: BLE001 - every failure goes to the client
+                sender.send(error_response(f"{type(exc).__name__}: {exc}"), flags=FINAL)
+        return None
 
     def finalize(self):
+        if self.engine is not None:
+            self.engine.close()  # requests still running end with an error response
         self.engine = None
