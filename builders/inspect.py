@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from trtbench.errors import BuildError
+from trtbench.json_files import read_json_object
 
 # SpeculativeDecodingMode (IntFlag, auto()): contract enums.SpeculativeDecodingMode.
 SPEC_MODE_BITS = {
@@ -115,16 +116,14 @@ def read_engine_config(engine_dir: Path) -> dict[str, Any]:
             ``build_config``).
     """
     path = Path(engine_dir) / "config.json"
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise BuildError(
-            f"{path} does not exist; pass a TensorRT-LLM engine directory (or run "
-            "`trtbench build --backend trtllm`)"
-        ) from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BuildError(f"cannot read {path} ({exc}); rebuild the engine") from None
-    if not isinstance(data, dict) or not all(
+    data = read_json_object(
+        path,
+        error=BuildError,
+        missing_fix="pass a TensorRT-LLM engine directory (or run "
+        "`trtbench build --backend trtllm`)",
+        bad_fix="rebuild the engine",
+    )
+    if not all(
         isinstance(data.get(k), dict) for k in ("pretrained_config", "build_config")
     ):
         raise BuildError(

@@ -9,12 +9,12 @@ Medusa heads' ``medusa_num_heads`` / ``medusa_num_layers`` (FasterDecoding keys;
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trtbench.errors import ConfigError, ModelMismatchError
+from trtbench.json_files import read_json_object
 from trtbench.spec import ModelsSpec, VariantSpec
 
 CHECKPOINT_DTYPES = ("float32", "float16", "bfloat16")
@@ -35,21 +35,13 @@ class ModelFacts:
 
 
 def _read_config(directory: Path, role: str) -> dict[str, Any]:
-    path = Path(directory) / "config.json"
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(
-            f"models.{role}: {path} does not exist; point models.{role} at a Hugging Face "
-            "model directory (save_pretrained layout)"
-        ) from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(
-            f"models.{role}: cannot read {path} ({exc}); fix it"
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"models.{role}: {path} is not a JSON object; fix it")
-    return data
+    return read_json_object(
+        Path(directory) / "config.json",
+        label=f"models.{role}: ",
+        missing_fix=f"point models.{role} at a Hugging Face model directory "
+        "(save_pretrained layout)",
+        bad_fix="fix it",
+    )
 
 
 def _heads_facts(directory: Path, target_vocab: int | None) -> tuple[int, int]:

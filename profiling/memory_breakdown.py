@@ -38,6 +38,7 @@ import pandas as pd
 
 from trtbench.errors import ConfigError
 from trtbench.export import Column, conform, write_csv
+from trtbench.json_files import read_json_object
 from trtbench.profiling.server_metrics_views import kv_cache_blocks
 
 ROLES = ("target", "draft", "medusa")
@@ -324,12 +325,10 @@ def load_variant_inputs(
     Raises:
         ConfigError: build.json is missing or not JSON (the message says to rebuild).
     """
-    try:
-        manifest = json.loads(build_json.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(
-            f"cannot read build manifest {build_json} ({exc}); run `trtbench build` again"
-        ) from None
+    fix = "run `trtbench build` again"
+    manifest = read_json_object(
+        build_json, label="build manifest ", missing_fix=fix, bad_fix=fix
+    )
     weights: dict[str, int | None] = {}
     per_token: dict[str, int | None] = {}
     source = "files"

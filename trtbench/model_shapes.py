@@ -17,13 +17,13 @@ Llama-3-8B gives 8,030,261,248 parameters, the published size.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trtbench.errors import ConfigError
+from trtbench.json_files import read_json_object
 
 _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 
@@ -112,17 +112,13 @@ def shape_from_config_file(path: Path) -> ModelShape:
         ConfigError: the file is missing or not JSON, or see :func:`shape_from_hf_config`.
     """
     file = path / "config.json" if path.is_dir() else path
-    try:
-        config = json.loads(file.read_text())
-    except FileNotFoundError:
-        raise ConfigError(
-            f"model config {file} does not exist; give a HF config.json, a model dir, "
-            "a preset or sizes such as params=8e9,layers=32,..."
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"model config {file} is not JSON ({exc.msg})") from None
-    if not isinstance(config, dict):
-        raise ConfigError(f"model config {file} is not a JSON object")
+    config = read_json_object(
+        file,
+        label="model config ",
+        missing_fix="give a HF config.json, a model dir, a preset or sizes such as "
+        "params=8e9,layers=32,...",
+        bad_fix="give a Hugging Face config.json",
+    )
     return shape_from_hf_config(config, name=path.name or str(path))
 
 
