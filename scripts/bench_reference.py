@@ -1,6 +1,8 @@
 #!/usr/bin/env python
 """Tokens/s of the PyTorch reference engine per decoding mode, batch 1, on the tiny models.
 
+(Batch sizes 2..8 with in-flight batching: scripts/bench_batching.py.)
+
 Usage: .venv/bin/python scripts/bench_reference.py [--max-tokens 64] [--prompts 8]
        [--prompt-len 32] [--threads 1] [--device auto]
 
@@ -126,12 +128,12 @@ def forward_ms(runner: ModelRunner, prompt: list[int], q: int, reps: int = 30) -
     """Median wall time of one q-token step at ~the prompt length (ms)."""
     times = []
     with torch.inference_mode():
-        runner.prefill(prompt)
+        runner.prefill(0, prompt)
         for _ in range(reps + 3):
             t0 = time.perf_counter_ns()
-            runner.forward(prompt[:q])
+            runner.forward([prompt[:q]])
             times.append(time.perf_counter_ns() - t0)
-            runner.crop(len(prompt))
+            runner.crop(0, len(prompt))
     return statistics.median(times[3:]) / 1e6
 
 
