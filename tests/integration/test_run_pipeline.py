@@ -6,6 +6,8 @@ own tritonserver, two concurrency tiers of a few fixed-length requests.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 
@@ -56,16 +58,18 @@ def finished_run(tiny_models, tmp_path_factory):
     spec_path = root / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(spec))
     out = root / "out"
+    stdout = io.StringIO()
     try:
-        main(["run", str(spec_path), "--out", str(out)])
+        with contextlib.redirect_stdout(stdout):
+            main(["run", str(spec_path), "--out", str(out)])
         code = 0
     except SystemExit as exc:
         code = int(exc.code or 0)
-    return out, code
+    return out, code, stdout.getvalue()
 
 
 def test_run_writes_a_summary_row_per_variant_and_tier(finished_run, capsys):
-    out, code = finished_run
+    out, code, _ = finished_run
     assert code == 0
     summary = pd.read_csv(out / "loadtest" / "summary.csv")
     assert list(zip(summary["variant"], summary["tier"], strict=True)) == [
@@ -89,7 +93,7 @@ def test_run_writes_a_summary_row_per_variant_and_tier(finished_run, capsys):
 
 
 def test_run_writes_profiles_and_run_json(finished_run):
-    out, _ = finished_run
+    out, _, _ = finished_run
     memory = pd.read_csv(out / "memory.csv")
     assert set(memory["variant"]) == {"base", "dt", "med"}
     assert {"load", "warmup", "tier:c1", "tier:c2"} <= set(memory["phase"])
@@ -110,7 +114,7 @@ def test_run_writes_profiles_and_run_json(finished_run):
 
 
 def test_run_ends_with_the_report(finished_run):
-    out, _ = finished_run
+    out, _, _ = finished_run
     report = (out / "report.md").read_text()
     # The report is titled after the run directory and names the spec's baseline variant.
     assert report.startswith(f"# trtbench report: {out.name}\n")
@@ -127,10 +131,15 @@ def test_run_ends_with_the_report(finished_run):
         "memory.png",
     }  # fmt: skip
     assert all((out / "plots" / name).stat().st_size > 1000 for name in plots)
+    # The run prints where the report and every plot went.
+    _, _, stdout = finished_run
+    printed = {line.removeprefix("wrote ") for line in stdout.splitlines()}
+    assert str(out / "report.md") in printed
+    assert {str(out / "plots" / name) for name in plots} <= printed
 
 
 def test_every_server_was_stopped(finished_run):
-    out, _ = finished_run
+    out, _, _ = finished_run
     for variant in ("base", "dt", "med"):
         log = (out / "server" / f"{variant}.log").read_text()
         ports = [
