@@ -26,7 +26,9 @@ def run(spec: Path, variants: tuple[str, ...], out: Path | None) -> None:
 
     One tritonserver per variant, stopped after its tiers. Writes RUN_DIR/loadtest/*.csv,
     memory.csv, server_metrics.csv, memory_breakdown.csv and run.json, then renders
-    report.md and plots/*.png from them (as `trtbench report RUN_DIR`).
+    report.md and plots/*.png from them (as `trtbench report RUN_DIR`). With
+    `profile: {nsys: true, nsys_tier: I}` each server runs under Nsight Systems and tier I
+    (0-based) is recorded into RUN_DIR/traces/<variant>/ with its launch-overhead CSVs.
     """
     bench = load_spec(spec)
     run_dir = spec_run_dir(out, bench.name)
