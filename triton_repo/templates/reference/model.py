@@ -9,7 +9,8 @@ with ``return_perf_metrics``, TRT-LLM's timing and speculative totals on the fin
 In-flight batching (TRT-LLM's ``inflight_fused_batching``): ``execute`` hands each request to
 the engine's batcher and returns at once; the batcher's loop thread decodes up to
 ``max_batch_size`` requests together (one batched forward per decode step; the others wait,
-first come first served) and the responses are sent from its deliveries.
+first come first served) and the responses are sent from its deliveries, by a thread of
+their own (the outbox) so that sending does not hold up the next decode step.
 
 Streaming sends one response per engine step (its tokens and draft counts); the step that
 ends generation carries the COMPLETE_FINAL flag (TRT-LLM behaviour); a generation that ends
@@ -27,6 +28,8 @@ runs on CPU, default 1: on 2 shared cores 2 threads were measured to collapse th
 from __future__ import annotations
 
 import json
+import queue
+import sys
 import threading
 import time
 from pathlib import Path
@@ -46,6 +49,13 @@ from trtbench_model_utils import (
 )
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+# A client that went away is noticed within this many steps of its request (each check
+# is an IPC round trip to the Triton process).
+CANCEL_CHECK_EVERY = 4
+# GIL switch interval of this stub process: the batcher's thread, the outbox thread and the
+# stub's own threads share the GIL, and at the default 5 ms a decode step of the tiny
+# models (~1 ms of many small torch ops, each releasing the GIL) was measured ~1.6x slower.
+GIL_SWITCH_S = 0.001
 
 
 class _Request:
@@ -120,21 +130,59 @@ def _token_tensors(text: str, ids, proposed: int, accepted: int) -> list:
     ]
 
 
-class _Responder:
-    """Sends one request's responses from the batcher's deliveries (its loop thread)."""
+class _Outbox:
+    """Sends responses on its own thread, in delivery order.
 
-    def __init__(self, req: _Request, sender, tokenizer) -> None:
+    Each ``sender.send`` (and ``is_cancelled``) is an IPC round trip to the Triton process
+    (~0.2 ms each on 2 busy cores); done on the batcher's thread they would add up per row
+    between decode steps. Here the batcher queues the delivery and goes on to its next step.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(
+            target=self._run, name="trtbench-responses", daemon=True
+        )
+        self._thread.start()
+
+    def put(self, responder, step, final: bool, error) -> None:
+        self._queue.put((responder, step, final, error))
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            responder, *delivery = item
+            try:
+                responder.respond(*delivery)
+            except Exception as exc:  # noqa: BLE001 - the thread must serve the others
+                pb_utils.Logger.log_error(f"sending a response failed: {exc!r}")
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Send what is queued, then stop."""
+        self._queue.put(None)
+        self._thread.join(timeout_s)
+
+
+class _Responder:
+    """One request's responses, built from the batcher's deliveries (sent by the outbox)."""
+
+    def __init__(self, req: _Request, sender, tokenizer, outbox: _Outbox) -> None:
         self.req = req
         self.sender = sender
         self.tokenizer = tokenizer
+        self.outbox = outbox
         self.totals = _Totals(req.arrival_ns)
         self.detok = IncrementalDecoder(tokenizer) if req.stream else None
         self.handle = None
         self.ready = threading.Event()  # set once ``handle`` is assigned
         self.closed = False
+        self.deliveries = 0
 
     def __call__(self, step, final: bool, error) -> None:
-        """``deliver(step, final, error)`` of ``ReferenceEngine.submit``."""
+        """``deliver(step, final, error)`` of ``ReferenceEngine.submit`` (batcher thread)."""
+        self.outbox.put(self, step, final, error)
+
+    def respond(self, step, final: bool, error) -> None:
+        """Send the response(s) for one delivery (outbox thread)."""
         self.ready.wait()
         if self.closed:
             return
@@ -165,9 +213,10 @@ class _Responder:
             self._send_step(step, final)
         elif final:
             self._send_whole()
+        self.deliveries += 1
         if final:
             self.closed = True
-        elif self.sender.is_cancelled():
+        elif self.deliveries % CANCEL_CHECK_EVERY == 0 and self.sender.is_cancelled():
             self.handle.cancel()
 
     def _send_step(self, step, final: bool) -> None:
@@ -211,6 +260,8 @@ class TritonPythonModel:
         )
         if self.engine.device.type == "cpu":
             torch.set_num_threads(int(params.get("cpu_threads") or 1))
+        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
+        self.outbox = _Outbox()
         self.tokenizer = self.engine.tokenizer
         self.add_special_tokens = as_bool(params.get("add_special_tokens", "true"))
         pb_utils.Logger.log_info(
@@ -224,7 +275,7 @@ class TritonPythonModel:
             sender = request.get_response_sender()
             try:
                 req = _Request(request, self.tokenizer, self.add_special_tokens)
-                responder = _Responder(req, sender, self.tokenizer)
+                responder = _Responder(req, sender, self.tokenizer, self.outbox)
                 responder.handle = self.engine.submit(
                     req.input_ids,
                     req.max_tokens,
@@ -240,4 +291,5 @@ class TritonPythonModel:
     def finalize(self):
         if self.engine is not None:
             self.engine.close()  # requests still running end with an error response
+            self.outbox.close()  # ... which is sent before the outbox stops
         self.engine = None
