@@ -28,21 +28,15 @@ import statistics
 import time
 
 import torch
-from bench_reference import held_out_prompts
-from transformers import AutoTokenizer
-
-from trtbench.builders.reference.loading import (
-    load_causal_lm,
-    make_engine,
-    resolve_device,
-    resolve_dtype,
+from bench_reference import (
+    EXAMPLE_TREE,
+    TinyModels,
+    held_out_prompts,
+    load_tiny_models,
 )
-from trtbench.builders.reference.medusa_heads import load_medusa_heads
-from trtbench.builders.reference.runner import ModelRunner
-from trtbench.builders.reference.tiny_models import ensure_tiny_models
-from trtbench.paths import tiny_models_dir
 
-EXAMPLE_TREE = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]  # examples/tiny-cpu.yaml
+from trtbench.builders.reference.runner import ModelRunner
+
 CONFIGS = [
     ("baseline", "baseline", {}),
     ("draft K=4", "draft_target", {"draft_len": 4}),
@@ -79,9 +73,9 @@ def forward_ms(runner: ModelRunner, prompt: list[int], b: int, q: int) -> float:
     return statistics.median(times[3:]) / 1e6
 
 
-def print_costs(target, draft, prompt, sizes, seq) -> None:
-    t_run = ModelRunner(target, seq + 8, slots=max(sizes))
-    d_run = ModelRunner(draft, seq + 8, slots=max(sizes))
+def print_costs(models: TinyModels, prompt, sizes, seq) -> None:
+    t_run = ModelRunner(models.target, seq + 8, slots=max(sizes))
+    d_run = ModelRunner(models.draft, seq + 8, slots=max(sizes))
     print("one forward, median ms (rows B x tokens q; per token-row in brackets):")
     for name, runner, q in (("target", t_run, 1), ("target", t_run, 5),
                             ("target", t_run, 7), ("draft", d_run, 1)):  # fmt: skip
@@ -105,30 +99,24 @@ def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
     sizes = [int(b) for b in args.batch_sizes.split(",")]
-    dirs = ensure_tiny_models(tiny_models_dir())
-    device = resolve_device(args.device)
-    dtype = resolve_dtype("auto", device, dirs["target"])
-    target = load_causal_lm(dirs["target"], dtype, device)
-    draft = load_causal_lm(dirs["draft"], dtype, device)
-    heads = load_medusa_heads(dirs["medusa"], dtype, device)
-    tok = AutoTokenizer.from_pretrained(dirs["target"])
-    prompts = held_out_prompts(tok, max(sizes) * args.rounds, args.prompt_len)
+    models = load_tiny_models(args.device)
+    prompts = held_out_prompts(
+        models.tokenizer, max(sizes) * args.rounds, args.prompt_len
+    )
     seq = args.prompt_len + args.max_tokens
     print(
-        f"device {device} ({dtype}), torch threads {torch.get_num_threads()}, "
-        f"{args.rounds} x B requests of {args.prompt_len} prompt + {args.max_tokens} "
-        f"new tokens per batch size, {args.repeats} repeats"
+        f"device {models.device} ({models.dtype}), torch threads "
+        f"{torch.get_num_threads()}, {args.rounds} x B requests of {args.prompt_len} "
+        f"prompt + {args.max_tokens} new tokens per batch size, {args.repeats} repeats"
     )
-    print_costs(target, draft, prompts[0], sizes, seq)
+    print_costs(models, prompts[0], sizes, seq)
     tally = {(label, b): [0, 0] for label, _, _ in CONFIGS for b in sizes}
     for b in sizes:
         engines = {}
         for label, mode, kw in CONFIGS:
-            extra = {"draft": draft} if mode == "draft_target" else {}
-            extra |= {"heads": heads} if mode == "medusa" else {}
-            engines[label] = make_engine(
-                mode, target, tok, max_seq_len=seq, max_input_len=args.prompt_len,
-                max_batch_size=b, **extra, **kw,
+            engines[label] = models.engine(
+                mode, kw, max_seq_len=seq, max_input_len=args.prompt_len,
+                max_batch_size=b,
             )  # fmt: skip
             run_batch(engines[label], prompts[:b], 8)  # warm-up
         for _ in range(args.repeats):

@@ -87,6 +87,39 @@ def held_out_prompts(tokenizer, count: int, length: int) -> list[list[int]]:
     return prompts
 
 
+@dataclass(frozen=True)
+class TinyModels:
+    """The tiny models on one device (shared by every engine of a benchmark)."""
+
+    device: torch.device
+    dtype: torch.dtype
+    target: object
+    draft: object
+    heads: object
+    tokenizer: object
+
+    def engine(self, mode: str, kw: dict, **limits):
+        """An engine of ``mode`` over these models (``kw``: draft_len or choices)."""
+        extra = {"draft": self.draft} if mode == "draft_target" else {}
+        extra |= {"heads": self.heads} if mode == "medusa" else {}
+        return make_engine(mode, self.target, self.tokenizer, **extra, **kw, **limits)
+
+
+def load_tiny_models(device_name: str) -> TinyModels:
+    """Make (once per machine) and load the tiny models; float32 on CPU."""
+    dirs = ensure_tiny_models(tiny_models_dir())
+    device = resolve_device(device_name)
+    dtype = resolve_dtype("auto", device, dirs["target"])
+    return TinyModels(
+        device,
+        dtype,
+        load_causal_lm(dirs["target"], dtype, device),
+        load_causal_lm(dirs["draft"], dtype, device),
+        load_medusa_heads(dirs["medusa"], dtype, device),
+        AutoTokenizer.from_pretrained(dirs["target"]),
+    )
+
+
 @dataclass
 class Tally:
     """Decode-phase totals of one config over all its generations."""
@@ -192,17 +225,13 @@ def predicted_ratio(
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
-    dirs = ensure_tiny_models(tiny_models_dir())
-    device = resolve_device(args.device)
-    dtype = resolve_dtype("auto", device, dirs["target"])
-    target = load_causal_lm(dirs["target"], dtype, device)
-    draft = load_causal_lm(dirs["draft"], dtype, device)
-    heads = load_medusa_heads(dirs["medusa"], dtype, device)
-    tok = AutoTokenizer.from_pretrained(dirs["target"])
-    prompts = held_out_prompts(tok, args.prompts, args.prompt_len)
+    models = load_tiny_models(args.device)
+    target, draft, heads = models.target, models.draft, models.heads
+    prompts = held_out_prompts(models.tokenizer, args.prompts, args.prompt_len)
     seq = args.prompt_len + args.max_tokens
     print(
-        f"device {device} ({dtype}), torch threads {torch.get_num_threads()}, "
+        f"device {models.device} ({models.dtype}), torch threads "
+        f"{torch.get_num_threads()}, "
         f"{len(prompts)} prompts x {args.prompt_len} tokens, {args.max_tokens} new tokens"
     )
     costs = measure_costs(target, draft, heads, prompts[0], seq)
@@ -212,16 +241,8 @@ def main() -> None:
     print("  (tQ: target over Q tokens, d1: draft over 1, hD: Medusa heads 1..D)")
     engines = {}
     for label, mode, kw in CONFIGS:
-        extra = {"draft": draft} if mode == "draft_target" else {}
-        extra |= {"heads": heads} if mode == "medusa" else {}
-        engines[label] = make_engine(
-            mode,
-            target,
-            tok,
-            max_seq_len=seq,
-            max_input_len=args.prompt_len,
-            **extra,
-            **kw,
+        engines[label] = models.engine(
+            mode, kw, max_seq_len=seq, max_input_len=args.prompt_len
         )
         engines[label].generate_ids(prompts[0], 8, end_id=-1)  # warm-up
     tallies = {label: Tally() for label in engines}

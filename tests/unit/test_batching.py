@@ -32,12 +32,7 @@ GEN = torch.Generator().manual_seed(11)
 PROMPT_TOKENS = torch.randint(2, VOCAB, (64,), generator=GEN).tolist()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -29,13 +29,7 @@ CHAIN = [[0], [0, 0], [0, 0, 0]]
 WIDE = [[i] for i in range(VOCAB)] + [[i, j] for i in range(VOCAB) for j in range(2)]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Tiny models run fastest on one thread (and leave the other core to the suite)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

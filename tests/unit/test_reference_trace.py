@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from random_llama import make_tokenizer, random_llama
 
 from trtbench.builders.reference.loading import make_engine
@@ -29,10 +28,8 @@ PROMPTS = [[5, 6, 7], [9, 10]]
 
 
 @pytest.fixture(scope="module")
-def traced(tmp_path_factory):
+def traced(tmp_path_factory, one_torch_thread):
     """A CPU baseline engine with 2 slots, both prompts traced together for 5 tokens."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
     engine = make_engine(
         "baseline",
         random_llama(seed=0),
@@ -43,8 +40,7 @@ def traced(tmp_path_factory):
     )
     path = tmp_path_factory.mktemp("trace") / "reference.json"
     outputs = record_kineto_trace(engine, PROMPTS, path, max_tokens=5)
-    yield engine, path, outputs
-    torch.set_num_threads(before)
+    return engine, path, outputs
 
 
 def annotations(path) -> list[dict]:
