@@ -1,12 +1,13 @@
 #!/usr/bin/env python
 """Output tokens/s of the reference engine per mode and batch size (in-flight batching).
 
-Usage: .venv/bin/python scripts/bench_batching.py [--batch-sizes 1,2,4,8] [--rounds 2]
+Usage: .venv/bin/python scripts/bench_batching.py [--batch-sizes 1,2,4,8] [--rounds 4]
        [--max-tokens 48] [--prompt-len 32] [--threads 1] [--repeats 2] [--device auto]
 
-For each batch size B, each mode's engine gets ``B x rounds`` requests at once (fixed
-``max_tokens``, no early end); the in-flight batcher keeps B rows busy, rows that finish are
-replaced by waiting requests. Output tok/s = generated tokens / wall time from submission
+For each batch size B, each mode's engine gets the same ``largest B x rounds`` requests at
+once (fixed ``max_tokens``, no early end); the in-flight batcher keeps B rows busy, rows
+that finish are replaced by waiting requests. Speculative rows finish at different steps,
+so the last steps run fewer rows (the "rows" column); more rounds shrink that tail. Output tok/s = generated tokens / wall time from submission
 to the last token (prefills included), run in this thread (no loop-thread hand-off). Modes
 are interleaved (mode by mode within each repeat) so that load from other processes falls
 on all alike. Then the speedup of each mode over baseline at the same batch size, and the
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from dataclasses import dataclass
 
 import torch
 from bench_reference import (
@@ -49,7 +51,9 @@ CONFIGS = [
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-sizes", default="1,2,4,8")
-    parser.add_argument("--rounds", type=int, default=2, help="requests = B x rounds")
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="requests = largest B x rounds"
+    )
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
@@ -86,13 +90,33 @@ def print_costs(models: TinyModels, prompt, sizes, seq) -> None:
         print(f"  {name} q={q}: " + "  ".join(cells))
 
 
-def run_batch(engine, prompts: list[list[int]], max_tokens: int) -> tuple[int, int]:
-    """Submit all prompts at once, run to completion here; (tokens, wall ns)."""
+@dataclass
+class Tally:
+    """Totals of one (mode, batch size) over its repeats."""
+
+    tokens: int = 0
+    ns: int = 0
+    steps: int = 0  # batched decode steps
+    row_steps: int = 0  # decode steps summed over requests
+    decode_tokens: int = 0  # tokens from decode steps (not the prefill's first token)
+
+    @property
+    def tok_s(self) -> float:
+        return self.tokens / (self.ns / 1e9)
+
+
+def run_batch(engine, prompts: list[list[int]], max_tokens: int, tally: Tally) -> None:
+    """Submit all prompts at once and run them to completion in this thread."""
+    first_step = engine.batcher.steps_run
     t0 = time.perf_counter_ns()
     handles = [engine.submit(p, max_tokens, end_id=-1, start=False) for p in prompts]
     engine.batcher.run_until_idle()
-    elapsed = time.perf_counter_ns() - t0
-    return sum(len(s.token_ids) for h in handles for s in h), elapsed
+    tally.ns += time.perf_counter_ns() - t0
+    tally.steps += engine.batcher.steps_run - first_step
+    for steps in (list(h) for h in handles):
+        tally.tokens += sum(len(s.token_ids) for s in steps)
+        tally.row_steps += len(steps) - 1
+        tally.decode_tokens += sum(len(s.token_ids) for s in steps[1:])
 
 
 def main() -> None:
@@ -106,11 +130,11 @@ def main() -> None:
     seq = args.prompt_len + args.max_tokens
     print(
         f"device {models.device} ({models.dtype}), torch threads "
-        f"{torch.get_num_threads()}, {args.rounds} x B requests of {args.prompt_len} "
+        f"{torch.get_num_threads()}, {len(prompts)} requests of {args.prompt_len} "
         f"prompt + {args.max_tokens} new tokens per batch size, {args.repeats} repeats"
     )
     print_costs(models, prompts[0], sizes, seq)
-    tally = {(label, b): [0, 0] for label, _, _ in CONFIGS for b in sizes}
+    tally = {(label, b): Tally() for label, _, _ in CONFIGS for b in sizes}
     for b in sizes:
         engines = {}
         for label, mode, kw in CONFIGS:
@@ -118,30 +142,37 @@ def main() -> None:
                 mode, kw, max_seq_len=seq, max_input_len=args.prompt_len,
                 max_batch_size=b,
             )  # fmt: skip
-            run_batch(engines[label], prompts[:b], 8)  # warm-up
+            run_batch(engines[label], prompts[:b], 8, Tally())  # warm-up
         for _ in range(args.repeats):
             for label, engine in engines.items():
-                tokens, ns = run_batch(
-                    engine, prompts[: b * args.rounds], args.max_tokens
-                )
-                tally[(label, b)][0] += tokens
-                tally[(label, b)][1] += ns
+                run_batch(engine, prompts, args.max_tokens, tally[(label, b)])
     print_table(tally, sizes)
 
 
-def print_table(tally: dict, sizes: list[int]) -> None:
-    rate = {key: tokens / (ns / 1e9) for key, (tokens, ns) in tally.items()}
+def print_table(tally: dict[tuple[str, int], Tally], sizes: list[int]) -> None:
     labels = list(dict.fromkeys(label for label, _ in tally))
     head = "".join(f" {'B=' + str(b) + ' tok/s':>12} {'vs base':>7}" for b in sizes)
     print(f"{'mode':18}{head}  speculation stops paying at")
     for label in labels:
         cells, crossover = "", "-"
         for b in sizes:
-            ratio = rate[(label, b)] / rate[("baseline", b)]
-            cells += f" {rate[(label, b)]:12.1f} {ratio:6.2f}x"
+            rate = tally[(label, b)].tok_s
+            ratio = rate / tally[("baseline", b)].tok_s
+            cells += f" {rate:12.1f} {ratio:6.2f}x"
             if label != "baseline" and ratio < 1 and crossover == "-":
                 crossover = f"B={b}"
         print(f"{label:18}{cells}  {crossover if label != 'baseline' else ''}")
+    print(
+        "per batched decode step: tokens per row (acceptance length) / rows (mean) / "
+        "ms (wall time / steps, prefills included):"
+    )
+    for label in labels:
+        cells = ""
+        for b in sizes:
+            t = tally[(label, b)]
+            accept, rows = t.decode_tokens / t.row_steps, t.row_steps / t.steps
+            cells += f"  B={b} {accept:4.2f} /{rows:4.1f} /{t.ns / 1e6 / t.steps:5.2f}"
+        print(f"  {label:18}{cells}")
 
 
 if __name__ == "__main__":
