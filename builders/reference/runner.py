@@ -57,6 +57,8 @@ class SlotCache:
         self.positions = torch.zeros(1, 1, dtype=torch.long, device=device)
 
     def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
+        """Write ``[b, kv_heads, q, head_dim]`` states at :attr:`positions` of the batch's
+        slots; return that layer's ``[b, kv_heads, max_len, head_dim]`` keys and values."""
         b = key_states.shape[0]
         keys = self.keys[layer_idx][self.first : self.first + b]
         values = self.values[layer_idx][self.first : self.first + b]
