@@ -47,8 +47,10 @@ def test_graph_replay_matches_eager(tiny_models, mode):
     for limit in (1, 5, 48):
         want = eager.generate_ids(prompt, limit, end_id=-1)
         assert graphed.generate_ids(prompt, limit, end_id=-1) == want
-    # A batch of two: one graph per (rows, step length); both rows replay to their tokens
-    # (greedy ties aside, which the trained tiny models do not hit at these prompts).
+    # A batch of two: one graph per (rows, step length); both rows replay to their tokens.
+    # Batched and one-row forwards may round differently; along these two outputs the
+    # target's top-2 logit gap was >= 0.045 (tiny models on the CPU dev machine), far above
+    # float32 rounding, so greedy picks cannot flip.
     batched = make_engine(mode, target, tok, cuda_graphs=True, max_batch_size=2, **kw)
     assert (2, want_q) in batched.decoder.target.graph_shapes
     other = tok("class Queue:\n    def put(self, item):\n")["input_ids"]
