@@ -22,8 +22,8 @@ import time
 
 import pandas as pd
 import pytest
-from conftest import get_test_data_dir
 
+from tests.conftest import get_test_data_dir
 from trtbench.cli import main
 from trtbench.export import Column
 from trtbench.profiling.loadtest_schema import (

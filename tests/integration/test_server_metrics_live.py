@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import tritonclient.grpc as grpcclient
-from conftest import get_test_data_dir
 
+from tests.conftest import get_test_data_dir
 from trtbench.profiling.memory import MemorySampler
 from trtbench.profiling.memory_breakdown import VariantMemoryInputs, memory_breakdown
 from trtbench.profiling.server_metrics import ServerMetricsScraper

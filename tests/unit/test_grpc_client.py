@@ -7,10 +7,10 @@ from string import Template
 
 import numpy as np
 import pytest
-from conftest import get_test_data_dir
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
+from tests.conftest import get_test_data_dir
 from trtbench.errors import LoadTestError
 from trtbench.profiling.grpc_client import (
     RequestOptions,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import get_test_data_dir
 
+from tests.conftest import get_test_data_dir
 from trtbench.errors import ConfigError
 from trtbench.profiling.memory_breakdown import (
     MEMORY_BREAKDOWN_SCHEMA,

@@ -14,8 +14,8 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import get_test_data_dir
 
+from tests.conftest import get_test_data_dir
 from trtbench.deployment import server_config
 from trtbench.errors import ServerStartError
 from trtbench.spec import DeploySpec

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import get_test_data_dir
 
+from tests.conftest import get_test_data_dir
 from trtbench.profiling.server_metrics import (
     SERVER_METRICS_SCHEMA,
     ServerMetricsScraper,
