@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trtbench.builders.manifest import MANIFEST_NAME, BuildManifest, read_manifest
 from trtbench.errors import BuildError
 from trtbench.json_files import read_json_object
 
@@ -273,12 +274,71 @@ def format_summary(s: EngineSummary) -> str:
     return "\n".join(lines)
 
 
+def reference_summary(manifest: BuildManifest) -> dict[str, Any]:
+    """What a reference-backend build is, from its ``build.json`` (it has no engine files)."""
+    variant = manifest.variant
+    return {
+        "backend": manifest.backend,
+        "variant": manifest.name,
+        "mode": manifest.mode,
+        "max_draft_len": manifest.max_draft_len,
+        "medusa": manifest.medusa.model_dump() if manifest.medusa else None,
+        "dtype": variant.get("dtype"),
+        "max_batch_size": variant.get("max_batch_size"),
+        "max_input_len": variant.get("max_input_len"),
+        "max_seq_len": variant.get("max_seq_len"),
+        "cuda_graphs": manifest.cuda_graphs.model_dump(),
+        "models": {k: (m.path if m else None) for k, m in manifest.models.items()},
+        "model_bytes": manifest.bytes_on_disk,
+    }
+
+
+def format_reference_summary(summary: Mapping[str, Any]) -> str:
+    """Human-readable block for a reference-backend build."""
+    graphs = summary["cuda_graphs"]
+    if not graphs["requested"]:
+        graph_text = "off"
+    elif graphs["available"]:
+        graph_text = "on"
+    else:
+        graph_text = f"requested but unavailable ({graphs['reason']})"
+    medusa = summary["medusa"]
+    draft = f"max_draft_len={summary['max_draft_len']}"
+    if medusa:
+        draft += (
+            f", medusa heads={medusa['num_heads']} x {medusa['num_layers']} layer(s), "
+            f"tree of {len(medusa['choices'])} nodes"
+        )
+    models = ", ".join(f"{k}={v}" for k, v in summary["models"].items() if v)
+    return "\n".join(
+        [
+            f"reference build {summary['variant']} (PyTorch reference engine; no engine files)",
+            f"  mode {summary['mode']}, {draft}",
+            f"  dtype {summary['dtype']}, batch={summary['max_batch_size']} "
+            f"input={summary['max_input_len']} seq={summary['max_seq_len']}",
+            f"  CUDA graphs {graph_text}",
+            f"  models ({summary['model_bytes'] / 1e6:.1f} MB): {models}",
+        ]
+    )
+
+
 def render_engine_inspection(path: Path, as_json: bool = False) -> str:
     """What ``trtbench inspect`` prints: text blocks, or a JSON list of summaries.
+
+    A reference-backend variant (``build.json`` with ``backend: reference``) is described
+    from its manifest, since the reference engine runs the Hugging Face models directly.
 
     Raises:
         BuildError: see :func:`inspect_engines`.
     """
+    path = Path(path)
+    if (path / MANIFEST_NAME).is_file() and not (path / "config.json").is_file():
+        manifest = read_manifest(path)
+        if manifest.backend == "reference":
+            summary = reference_summary(manifest)
+            if as_json:
+                return json.dumps([summary], indent=2)
+            return format_reference_summary(summary)
     summaries = inspect_engines(path)
     if as_json:
         return json.dumps(

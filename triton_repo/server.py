@@ -373,16 +373,27 @@ class TritonServer:
         )
 
     def stop(self, grace_s: float = 15.0) -> int | None:
-        """SIGTERM the process group, SIGKILL it after ``grace_s``; return the exit code."""
+        """SIGTERM the server, SIGKILL its process group after ``grace_s``; return the exit code.
+
+        Only the leader (tritonserver, or the mpirun / nsys wrapper in front of it) gets
+        SIGTERM: tritonserver unloads its models and stops the Python backend stubs itself.
+        Signalling the stubs at the same moment leaves Triton waiting for models whose stub
+        is already gone ("Found 1 live models") until the grace period runs out.
+        """
         proc = self.process
         if proc is None:
             return None
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
+                proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
+                log.warning(
+                    "tritonserver did not exit %.0f s after SIGTERM; killed it (log %s)",
+                    grace_s,
+                    self.config.log_path,
+                )
                 _kill_group(proc)
             except BaseException:  # a second Ctrl-C while waiting: kill, then re-raise
                 _kill_group(proc)

@@ -212,3 +212,52 @@ def test_text_summary_lists_rank_sizes_and_missing_files(tmp_path):
     )
     assert "bytes per rank: rank1=2.5 MB (missing: rank0.engine)" in text
     assert "TP=2 PP=1 (world 2)" in text
+
+
+def test_inspect_describes_a_reference_build_from_its_manifest(tmp_path):
+    from trtbench.builders.manifest import (
+        BuildManifest,
+        CudaGraphs,
+        MedusaInfo,
+        ModelFiles,
+        write_manifest,
+    )
+
+    variant_dir = tmp_path / "engines" / "medusa"
+    variant_dir.mkdir(parents=True)
+    write_manifest(
+        variant_dir,
+        BuildManifest(
+            backend="reference",
+            variant={
+                "name": "medusa",
+                "dtype": "float32",
+                "max_batch_size": 8,
+                "max_input_len": 256,
+                "max_seq_len": 512,
+            },
+            mode="medusa",
+            max_draft_len=3,
+            models={
+                "target": ModelFiles(path="/m/target"),
+                "draft": None,
+                "medusa": ModelFiles(path="/m/medusa"),
+            },
+            tokenizer_dir="/m/target",
+            medusa=MedusaInfo(num_heads=2, num_layers=1, choices=[[0], [1], [0, 0]]),
+            cuda_graphs=CudaGraphs(
+                requested=True, available=False, reason="no CUDA device"
+            ),
+            bytes_on_disk=2_500_000,
+        ),
+    )
+    result = CliRunner().invoke(cli, ["inspect", str(variant_dir)])
+    assert result.exit_code == 0, result.output
+    assert (
+        "mode medusa, max_draft_len=3, medusa heads=2 x 1 layer(s), tree of 3 nodes"
+        in (result.output)
+    )
+    assert "CUDA graphs requested but unavailable (no CUDA device)" in result.output
+    assert "models (2.5 MB): target=/m/target, medusa=/m/medusa" in result.output
+    as_json = CliRunner().invoke(cli, ["inspect", str(variant_dir), "--json"])
+    assert json.loads(as_json.output)[0]["medusa"]["num_heads"] == 2
