@@ -81,17 +81,37 @@ def cli(ctx: click.Context, debug: bool, log_level: str) -> None:
     ctx.obj = Env(debug=debug)
 
 
+def _hoist_debug(args: list[str]) -> list[str]:
+    """Move ``--debug`` given after a sub-command to the group (not past a ``--``)."""
+    cut = args.index("--") if "--" in args else len(args)
+    head, tail = args[:cut], args[cut:]
+    if "--debug" not in head:
+        return args
+    return ["--debug", *[a for a in head if a != "--debug"], *tail]
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the CLI, map library errors to exit code 2."""
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    """Console-script entry point: run the CLI, map errors to one line and exit code 2.
+
+    Usage errors (unknown option, bad value) and library errors
+    (:class:`~trtbench.errors.TrtbenchError`) both print one ``trtbench: error: …`` line;
+    ``--debug`` (anywhere before ``--``) re-raises library errors with their traceback.
+    """
+    args = _hoist_debug(list(sys.argv[1:] if argv is None else argv))
+    debug = bool(args) and args[0] == "--debug"
     try:
-        cli.main(args=argv, prog_name="trtbench", standalone_mode=False)
+        cli.main(args=args, prog_name="trtbench", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(130)
+    except click.UsageError as exc:
+        where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+        message = " ".join(exc.format_message().split())
+        click.echo(f"trtbench: error: {message}{where}", err=True)
+        sys.exit(2)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+        sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except TrtbenchError as exc:

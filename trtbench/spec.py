@@ -19,8 +19,9 @@ Errors raise :class:`trtbench.errors.ConfigError` naming the field (``variants[1
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -267,13 +268,50 @@ def _format_loc(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The spec model class that holds the last key of ``loc`` (None when unknown)."""
+    model: type[BaseModel] = BenchSpec
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        inner = [a for a in (field.annotation, *get_args(field.annotation)) if a]
+        found = [a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not found:
+            return None
+        model = found[0]
+    return model
+
+
+def _did_you_mean(loc: tuple[int | str, ...]) -> str:
+    """'; did you mean X?' for a misspelt key, else a list of the allowed keys."""
+    model = _model_at(loc)
+    if model is None or not isinstance(loc[-1], str):
+        return ""
+    allowed = sorted(model.model_fields)
+    close = difflib.get_close_matches(loc[-1], allowed, n=1)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; allowed keys: {', '.join(allowed)}"
+
+
 def format_validation_error(exc: ValidationError, source: str) -> str:
-    """One line naming the first invalid field, e.g. ``spec.yaml: variants[1].mode: ...``."""
-    err = exc.errors()[0]
-    loc = _format_loc(tuple(p for p in err["loc"] if p not in ("function-after",)))
+    """One line naming the first invalid field, e.g. ``spec.yaml: variants[1].mode: ...``.
+
+    An unknown key is reported first (a misspelt key also makes its intended field look
+    missing), with the closest allowed key.
+    """
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    err = errors[0]
+    raw_loc = tuple(p for p in err["loc"] if p not in ("function-after",))
+    loc = _format_loc(raw_loc)
     msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = f"unknown key{_did_you_mean(raw_loc)}"
     where = f"{loc}: " if loc else ""
-    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{source}: {where}{msg}{more}"
 
 
