@@ -180,13 +180,13 @@ def plot_memory(breakdown: pd.DataFrame, peaks: pd.DataFrame, path: Path) -> Pat
     weights = pd.to_numeric(breakdown.get("weights_total_bytes"), errors="coerce")
     for i in range(len(breakdown)):
         text = (
-            [f"weights {weights.iloc[i] / scale:.1f}"]
+            [f"weights {weights.iloc[i] / scale:.1f} {unit}"]
             if weights is not None and pd.notna(weights.iloc[i])
             else []
         )
         if not np.isnan(peaks_scaled[i]):
-            text.append(f"peak {peaks_scaled[i]:.1f}")
-        ax.annotate("\n".join(text) + f" {unit}" if text else "", (x[i], bottom[i] + rest[i]),
+            text.append(f"peak {peaks_scaled[i]:.1f} {unit}")
+        ax.annotate("\n".join(text), (x[i], bottom[i] + rest[i]),
                     xytext=(0, 3), textcoords="offset points", ha="center", fontsize=8)  # fmt: skip
     ax.set_xticks(x)
     ax.set_xticklabels(breakdown["variant"].astype(str))

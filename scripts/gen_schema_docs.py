@@ -34,11 +34,27 @@ SECTIONS = (
     ("loadtest/summary.csv", "one row per variant × tier", SUMMARY_SCHEMA),
     ("memory.csv", "memory sampler timeline", MEMORY_SCHEMA),
     ("memory_breakdown.csv", "one row per variant", MEMORY_BREAKDOWN_SCHEMA),
-    ("server_metrics.csv", "Triton /metrics scrapes, long format", SERVER_METRICS_SCHEMA),
-    ("traces/…/kernel_launches.csv", "one row per kernel (nsys cuda_kern_exec_trace semantics)", KERNEL_LAUNCH_SCHEMA),
-    ("traces/…/launch_summary.csv", "nsys cuda_kern_exec_sum semantics", LAUNCH_SUMMARY_SCHEMA),
+    (
+        "server_metrics.csv",
+        "Triton /metrics scrapes, long format",
+        SERVER_METRICS_SCHEMA,
+    ),
+    (
+        "traces/…/kernel_launches.csv",
+        "one row per kernel (nsys cuda_kern_exec_trace semantics)",
+        KERNEL_LAUNCH_SCHEMA,
+    ),
+    (
+        "traces/…/launch_summary.csv",
+        "nsys cuda_kern_exec_sum semantics",
+        LAUNCH_SUMMARY_SCHEMA,
+    ),
     ("traces/…/steps.csv", "one row per decode step", STEP_SCHEMA),
-    ("plan.csv (trtbench plan --csv)", "one row per mode × concurrency", PLAN_SCHEMA),
+    (
+        "plan CSV (trtbench plan --out FILE)",
+        "one row per mode × concurrency",
+        PLAN_SCHEMA,
+    ),
 )
 
 
@@ -57,12 +73,17 @@ def render() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if the file is stale")
+    parser.add_argument(
+        "--check", action="store_true", help="fail if the file is stale"
+    )
     args = parser.parse_args()
     text = render()
     if args.check:
         if not DOC.is_file() or DOC.read_text() != text:
-            print(f"{DOC} is stale; run python scripts/gen_schema_docs.py", file=sys.stderr)
+            print(
+                f"{DOC} is stale; run python scripts/gen_schema_docs.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     DOC.parent.mkdir(parents=True, exist_ok=True)

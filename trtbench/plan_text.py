@@ -13,9 +13,9 @@ from trtbench.speculation import expected_tokens_per_step
 FORMULA = (
     "step = max(bytes / HBM bandwidth, FLOPs / dense peak) per forward pass; bytes = "
     "weights + B x context x KV bytes/token; FLOPs = 2 x matmul params x tokens + attention "
-    "(research/speedup_anchors.md §2.6). Draft step = γ draft passes + a (γ+1)-token "
-    "verify; Medusa step = a (1+nodes)-token verify + heads. E[N] = (1-α^(γ+1))/(1-α) "
-    "(§2.2); Medusa E = 1 + Σ Π a_i(k_i) (§2.5)."
+    "(roofline). Draft step = γ draft passes + a (γ+1)-token verify; Medusa step = a "
+    "(1+nodes)-token verify + heads. E[N] = (1-α^(γ+1))/(1-α) (Leviathan et al. 2023); "
+    "Medusa E = 1 + Σ Π a_i(k_i) over tree nodes (Cai et al. 2024)."
 )
 
 

@@ -153,8 +153,9 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
 def plan(**params: object) -> None:
     """Predict step time, tokens per step, speedup and memory per concurrency (roofline).
 
-    Formulas: research/speedup_anchors.md §2 (Leviathan et al. expected tokens per step,
-    Medusa tree expectation, roofline of weights + KV read per step).
+    Formulas: expected tokens per step (Leviathan et al. 2023, arXiv 2211.17192), the Medusa
+    tree expectation (Cai et al. 2024, arXiv 2401.10774), and a roofline of the weights + KV
+    cache read per decode step.
     """
     try:
         settings = PlanSettings(**params)
