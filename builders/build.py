@@ -127,8 +127,15 @@ def describe_build(manifest: BuildManifest, dry_run: bool = False) -> str:
         cg = "cuda_graphs=on"
     else:
         cg = f"cuda_graphs=unavailable ({graphs.reason})"
-    verb = "would build" if dry_run else "built"
+    head = f"{manifest.name}: {manifest.backend} {manifest.mode}, {draft}"
+    if dry_run:
+        checked = (
+            "plan passed the TensorRT-LLM contract checks"
+            if manifest.backend == "trtllm"
+            else "inputs checked"
+        )
+        return f"would build {head}, {cg} ({checked}; nothing written)"
     return (
-        f"{verb} {manifest.name}: {manifest.backend} {manifest.mode}, {draft}, "
-        f"{manifest.bytes_on_disk / 1e6:.2f} MB, {manifest.build_seconds:.2f} s, {cg}"
+        f"built {head}, {manifest.bytes_on_disk / 1e6:.2f} MB on disk, "
+        f"{manifest.build_seconds:.2f} s, {cg}"
     )
