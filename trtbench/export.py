@@ -8,14 +8,14 @@ error so that nothing is exported without a documented name and unit).
 from __future__ import annotations
 
 import dataclasses
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from trtbench.run_dir import atomic_target
 
 
 @dataclass(frozen=True)
@@ -59,15 +59,8 @@ def write_csv(frame: pd.DataFrame, path: Path, schema: Schema) -> Path:
         ``path``.
     """
     out = conform(frame, schema)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_target(path) as tmp:
         out.to_csv(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 

@@ -5,26 +5,38 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as indented JSON through a temporary file and rename (never half-written)."""
+@contextlib.contextmanager
+def atomic_target(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` when the block ends.
+
+    Readers never see a half-written file; on an exception the temporary file is removed
+    and ``path`` is left as it was.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False, default=str)
-            handle.write("\n")
+        yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as indented JSON through a temporary file and rename (never half-written)."""
+    with atomic_target(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
 @dataclass(frozen=True)
