@@ -8,7 +8,6 @@ errors (:class:`trtbench.errors.TrtbenchError`) become one line on stderr and ex
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import logging
 import sys
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ import click
 from trtbench import __version__
 from trtbench.errors import TrtbenchError
 
-# command name -> "module:attribute". A command appears once its module exists.
+# command name -> "module:attribute", imported only when the command runs.
 COMMANDS: dict[str, str] = {
     "build": "trtbench.commands.build:build",
     "inspect": "trtbench.commands.inspect:inspect_engine",
@@ -44,15 +43,11 @@ class LazyGroup(click.Group):
     """A group that imports a command's module only when that command runs."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(
-            name
-            for name, target in COMMANDS.items()
-            if importlib.util.find_spec(target.split(":")[0]) is not None
-        )
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)
-        if target is None or cmd_name not in self.list_commands(ctx):
+        if target is None:
             return None
         module_name, attr = target.split(":")
         return getattr(importlib.import_module(module_name), attr)
