@@ -1,15 +1,17 @@
 """Load what a run directory holds, for ``report``, ``compare`` and ``plan --from-run``.
 
-Only files are read (CSVs, ``run.json``, ``engines/*/build.json``,
+Only files are read (``loadtest/summary.csv``, ``memory_breakdown.csv``,
+``traces/**/steps.csv``, ``run.json``, ``engines/*/build.json``,
 ``model_repo/*/trtbench.json``), so a run can be re-rendered on any machine. Optional files
-that are absent become ``None``; ``loadtest/summary.csv`` is required.
+that are absent become ``None``; ``loadtest/summary.csv`` is required. The raw timelines
+(``requests.csv``, ``memory.csv``, ``server_metrics.csv``) are not read: nothing here uses them.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,18 +68,15 @@ class VariantInfo:
 
 @dataclass(frozen=True)
 class RunData:
-    """The contents of one run directory (frames as read; ``None`` = file absent)."""
+    """What report, compare and plan use from one run directory (frames as read;
+    ``None`` = file absent)."""
 
     root: Path
     run: dict[str, Any]
     variants: dict[str, VariantInfo]
     summary: pd.DataFrame
-    requests: pd.DataFrame | None = None
-    memory: pd.DataFrame | None = None
     memory_breakdown: pd.DataFrame | None = None
-    server_metrics: pd.DataFrame | None = None
     steps: pd.DataFrame | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -224,9 +223,6 @@ def load_run(root: Path) -> RunData:
         run=run,
         variants=variants,
         summary=summary,
-        requests=_optional_csv(rd.requests_csv),
-        memory=_optional_csv(rd.memory_csv),
         memory_breakdown=_optional_csv(rd.memory_breakdown_csv),
-        server_metrics=_optional_csv(rd.server_metrics_csv),
         steps=_steps(rd.traces_dir),
     )
