@@ -183,6 +183,17 @@ class ReferenceEngine:
             ConfigError: as for :meth:`generate`.
         """
         greedy = self._greedy(input_ids, max_tokens, end_id, min_tokens)
+        return self._enqueue(input_ids, max_tokens, greedy, deliver, start)
+
+    def _enqueue(
+        self,
+        input_ids: Sequence[int],
+        max_tokens: int,
+        greedy: Greedy,
+        deliver: Deliver | None = None,
+        start: bool = True,
+    ) -> RequestHandle:
+        """Hand a checked request to the batcher (see :meth:`submit`)."""
         batcher = self.batcher
         handle = batcher.submit(input_ids, max_tokens, greedy, deliver)
         if start:
@@ -217,12 +228,13 @@ class ReferenceEngine:
             ConfigError: empty or too long prompt, ``len(input_ids) + max_tokens >
                 max_seq_len``, max_tokens < 1, or a token or end id outside the vocabulary.
         """
-        self._greedy(input_ids, max_tokens, end_id, min_tokens)
-        kw = {"end_id": end_id, "min_tokens": min_tokens}
-        return self._iterate(list(input_ids), max_tokens, kw)
+        greedy = self._greedy(input_ids, max_tokens, end_id, min_tokens)
+        return self._iterate(list(input_ids), max_tokens, greedy)
 
-    def _iterate(self, prompt: list[int], max_tokens: int, kw: dict) -> Iterator[Step]:
-        handle = self.submit(prompt, max_tokens, **kw)
+    def _iterate(
+        self, prompt: list[int], max_tokens: int, greedy: Greedy
+    ) -> Iterator[Step]:
+        handle = self._enqueue(prompt, max_tokens, greedy)
         try:
             yield from handle
         finally:
