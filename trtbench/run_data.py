@@ -19,6 +19,7 @@ import pandas as pd
 
 from trtbench.errors import ConfigError
 from trtbench.run_dir import RunDir
+from trtbench.triton_repo.interface import METADATA_NAME
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,9 @@ class RunData:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; {} when absent, unreadable (warned) or not an object."""
+    if not path.is_file():
+        return {}
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
@@ -211,12 +215,8 @@ def load_run(root: Path) -> RunData:
     names = list(dict.fromkeys([*summary["variant"].astype(str), *rd.built_variants()]))
     variants = {}
     for name in names:
-        build_path, repo_path = (
-            rd.build_json(name),
-            rd.model_repo(name) / "trtbench.json",
-        )
-        build = _read_json(build_path) if build_path.is_file() else {}
-        repo = _read_json(repo_path) if repo_path.is_file() else {}
+        build = _read_json(rd.build_json(name))
+        repo = _read_json(rd.model_repo(name) / METADATA_NAME)
         variants[name] = variant_info(name, build, repo, run)
     return RunData(
         root=rd.root,

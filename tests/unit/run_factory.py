@@ -24,7 +24,7 @@ from trtbench.profiling.loadtest_schema import SUMMARY_SCHEMA
 from trtbench.profiling.memory_breakdown import MEMORY_BREAKDOWN_SCHEMA
 from trtbench.profiling.metrics import add_speedups
 from trtbench.run_dir import RunDir
-from trtbench.triton_repo.interface import RepoMetadata
+from trtbench.triton_repo.interface import METADATA_NAME, RepoMetadata
 
 
 def summary_row(variant: str, concurrency: int, **metrics: float) -> dict[str, Any]:
@@ -107,7 +107,7 @@ def write_repo_metadata(
         max_batch_size=8, max_input_len=64, max_seq_len=256, tokenizer_dir="/nonexistent",
         cuda_graphs={"requested": graphs[0], "enabled": graphs[1], "reason": graphs[2]},
     )  # fmt: skip
-    path = RunDir(root).model_repo(variant) / "trtbench.json"
+    path = RunDir(root).model_repo(variant) / METADATA_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(meta.to_json())
     return path
