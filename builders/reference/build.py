@@ -31,6 +31,7 @@ from trtbench.builders.manifest import (
     write_manifest,
 )
 from trtbench.errors import ConfigError, ModelMismatchError
+from trtbench.json_files import read_json_object
 from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec, VariantSpec
 
@@ -65,12 +66,12 @@ def check_model_dir(path: Path | None, field: str, what: str) -> Path:
 
 
 def _read_config(path: Path, field: str) -> dict[str, Any]:
-    try:
-        config = json.loads((path / "config.json").read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(
-            f"{field}: {path / 'config.json'} is not valid JSON ({exc}); re-save the model"
-        ) from None
+    config = read_json_object(
+        path / "config.json",
+        label=f"{field}: ",
+        missing_fix=f"point {field} at a model saved with save_pretrained",
+        bad_fix="re-save the model",
+    )
     for key in ("vocab_size", "hidden_size"):
         if not isinstance(config.get(key), int):
             raise ConfigError(
