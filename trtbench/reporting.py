@@ -23,11 +23,11 @@ from trtbench.profiling.comparison import (
     crossovers,
     launch_per_step,
     memory_extra,
-    peak_memory,
     tier_table,
 )
 from trtbench.profiling.report import render_compare, render_report, run_notes
 from trtbench.run_data import RunData, load_run
+from trtbench.run_dir import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -90,12 +90,12 @@ def draw_plots(a: RunAnalysis, plots_dir: Path) -> list[tuple[str, Path]]:
         out.append(
             ("Tokens per step", plots.plot_acceptance(t, plots_dir / "acceptance.png"))
         )
-    if a.run.memory_breakdown is not None and len(a.run.memory_breakdown):
-        bd = a.run.memory_breakdown
+    if a.memory is not None:
+        memory_png = plots_dir / "memory.png"
         out.append(
             (
                 "Memory breakdown",
-                plots.plot_memory(bd, peak_memory(bd), plots_dir / "memory.png"),
+                plots.plot_memory(a.run.memory_breakdown, a.memory, memory_png),
             )
         )
     if a.launches is not None and len(a.launches):
@@ -142,12 +142,12 @@ def write_report(root: Path) -> ReportResult:
     """
     run = load_run(root)
     a = analyze_run(run)
-    plots_dir = run.root / "plots"
-    drawn = draw_plots(a, plots_dir)
+    rd = RunDir(run.root)
+    drawn = draw_plots(a, rd.plots_dir)
     rel = [(caption, str(path.relative_to(run.root))) for caption, path in drawn]
     text = render_report(f"trtbench report: {run.name}", a.matrix, a.tiers, a.memory,
                          a.launches, a.notes, rel, _header(a))  # fmt: skip
-    path = run.root / "report.md"
+    path = rd.report_md
     path.write_text(text)
     start = text.index("## Comparison matrix")
     matrix_md = text[start : text.index("## Per tier")].strip()
