@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from trtbench.errors import BuildError, ModelMismatchError
+from trtbench.json_files import read_json_object
 
 logger = logging.getLogger(__name__)
 
@@ -148,17 +149,13 @@ def _read_config_json(directory: Path) -> dict[str, Any]:
             f"Medusa heads config {path} is missing; point the medusa path at a directory "
             f"with config.json and {SAFETENSORS_NAME} (FasterDecoding/Medusa format)"
         )
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BuildError(
-            f"Medusa heads config {path} is not valid JSON ({exc}); fix or re-save the heads"
-        ) from exc
-    if not isinstance(config, dict):
-        raise BuildError(
-            f"Medusa heads config {path} is not a JSON object; fix or re-save the heads"
-        )
-    return config
+    return read_json_object(
+        path,
+        label="Medusa heads config ",
+        missing_fix="point the medusa path at a FasterDecoding/Medusa heads directory",
+        bad_fix="fix or re-save the heads",
+        error=BuildError,
+    )
 
 
 def _weight_shapes(path: Path) -> dict[str, tuple[int, ...]]:
