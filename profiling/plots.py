@@ -149,6 +149,8 @@ def plot_memory(breakdown: pd.DataFrame, peaks: pd.DataFrame, path: Path) -> Pat
 
     Where a peak was measured the bar reaches it ("rest of peak" = peak − the known parts);
     each bar is labelled with its weights and peak. MiB when all is below 1 GiB, else GiB.
+    ``peaks`` holds ``variant``, ``peak_bytes`` and ``peak_source`` per variant
+    (``comparison.peak_memory`` or ``comparison.memory_extra`` output).
     """
     values = [pd.to_numeric(breakdown.get(c), errors="coerce") for c, _ in MEMORY_PARTS]
     peak = peaks.set_index("variant").reindex(breakdown["variant"].astype(str))
