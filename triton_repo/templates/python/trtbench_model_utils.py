@@ -59,6 +59,38 @@ def scalar_tensor(name: str, value, dtype) -> pb_utils.Tensor:
     return pb_utils.Tensor(name, np.array([[value]], dtype=dtype))
 
 
+def token_tensors(text: str, ids, proposed: int, accepted: int) -> list:
+    """``text_output``, ``output_ids`` and the draft counts of one response."""
+    return [
+        text_tensor("text_output", text),
+        ids_tensor("output_ids", ids),
+        scalar_tensor("draft_tokens_proposed", proposed, np.int32),
+        scalar_tensor("draft_tokens_accepted", accepted, np.int32),
+    ]
+
+
+def perf_tensors(
+    arrival_ns: int,
+    scheduled_ns: int,
+    first_token_ns: int,
+    last_token_ns: int,
+    proposed: int,
+    accepted: int,
+) -> list:
+    """TRT-LLM's perf-metrics outputs of a final response (times in ns since the epoch;
+    ``acceptance_rate`` = accepted / proposed, 0 when nothing was proposed)."""
+    rate = accepted / proposed if proposed else 0.0
+    return [
+        scalar_tensor("arrival_time_ns", arrival_ns, np.int64),
+        scalar_tensor("first_scheduled_time_ns", scheduled_ns, np.int64),
+        scalar_tensor("first_token_time_ns", first_token_ns, np.int64),
+        scalar_tensor("last_token_time_ns", last_token_ns, np.int64),
+        scalar_tensor("acceptance_rate", rate, np.float32),
+        scalar_tensor("total_accepted_draft_tokens", accepted, np.int32),
+        scalar_tensor("total_draft_tokens", proposed, np.int32),
+    ]
+
+
 def error_response(message: str) -> pb_utils.InferenceResponse:
     """A response that carries only an error (the client sees ``message``)."""
     return pb_utils.InferenceResponse(

@@ -34,18 +34,16 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import triton_python_backend_utils as pb_utils
 from trtbench_detok import IncrementalDecoder
 from trtbench_model_utils import (
     as_bool,
     error_response,
-    ids_tensor,
     model_parameters,
+    perf_tensors,
     request_batch_size,
     scalar_input,
-    scalar_tensor,
-    text_tensor,
+    token_tensors,
 )
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -109,25 +107,14 @@ class _Totals:
         self.accepted += step.draft_accepted
 
     def perf_tensors(self) -> list:
-        rate = self.accepted / self.proposed if self.proposed else 0.0
-        return [
-            scalar_tensor("arrival_time_ns", self.arrival_ns, np.int64),
-            scalar_tensor("first_scheduled_time_ns", self.scheduled_ns, np.int64),
-            scalar_tensor("first_token_time_ns", self.first_token_ns, np.int64),
-            scalar_tensor("last_token_time_ns", self.last_token_ns, np.int64),
-            scalar_tensor("acceptance_rate", rate, np.float32),
-            scalar_tensor("total_accepted_draft_tokens", self.accepted, np.int32),
-            scalar_tensor("total_draft_tokens", self.proposed, np.int32),
-        ]
-
-
-def _token_tensors(text: str, ids, proposed: int, accepted: int) -> list:
-    return [
-        text_tensor("text_output", text),
-        ids_tensor("output_ids", ids),
-        scalar_tensor("draft_tokens_proposed", proposed, np.int32),
-        scalar_tensor("draft_tokens_accepted", accepted, np.int32),
-    ]
+        return perf_tensors(
+            self.arrival_ns,
+            self.scheduled_ns,
+            self.first_token_ns,
+            self.last_token_ns,
+            self.proposed,
+            self.accepted,
+        )
 
 
 class _Outbox:
@@ -221,7 +208,7 @@ class _Responder:
 
     def _send_step(self, step, final: bool) -> None:
         text = self.detok.push(step.token_ids) + (self.detok.flush() if final else "")
-        tensors = _token_tensors(
+        tensors = token_tensors(
             text, step.token_ids, step.draft_proposed, step.draft_accepted
         )
         if final and self.req.perf:
@@ -237,7 +224,7 @@ class _Responder:
         text = self.tokenizer.decode(
             ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
         )
-        tensors = _token_tensors(text, ids, totals.proposed, totals.accepted)
+        tensors = token_tensors(text, ids, totals.proposed, totals.accepted)
         if req.perf:
             tensors += totals.perf_tensors()
         self.sender.send(

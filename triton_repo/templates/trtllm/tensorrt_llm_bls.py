@@ -36,11 +36,12 @@ from trtbench_model_utils import (
     error_response,
     ids_tensor,
     model_parameters,
+    perf_tensors,
     request_batch_size,
     scalar_input,
     scalar_tensor,
     special_ids,
-    text_tensor,
+    token_tensors,
 )
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -140,24 +141,14 @@ class TritonPythonModel:
         text = self.tokenizer.decode(
             out, skip_special_tokens=True, clean_up_tokenization_spaces=False
         )
-        tensors = [
-            text_tensor("text_output", text),
-            ids_tensor("output_ids", out),
-            scalar_tensor("draft_tokens_proposed", proposed, np.int32),
-            scalar_tensor("draft_tokens_accepted", accepted, np.int32),
-        ]
+        tensors = token_tensors(text, out, proposed, accepted)
         if scalar_input(request, "return_perf_metrics", False):
-            tensors += [
-                scalar_tensor("arrival_time_ns", arrival_ns, np.int64),
-                scalar_tensor("first_scheduled_time_ns", arrival_ns, np.int64),
-                scalar_tensor("first_token_time_ns", first_token_ns, np.int64),
-                scalar_tensor("last_token_time_ns", time.time_ns(), np.int64),
-                scalar_tensor(
-                    "acceptance_rate",
-                    accepted / proposed if proposed else 0.0,
-                    np.float32,
-                ),
-                scalar_tensor("total_accepted_draft_tokens", accepted, np.int32),
-                scalar_tensor("total_draft_tokens", proposed, np.int32),
-            ]
+            tensors += perf_tensors(
+                arrival_ns,
+                arrival_ns,
+                first_token_ns,
+                time.time_ns(),
+                proposed,
+                accepted,
+            )
         return pb_utils.InferenceResponse(output_tensors=tensors)
