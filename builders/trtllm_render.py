@@ -22,16 +22,8 @@ from trtbench.builders.trtllm_calls import (
     render_call,
     render_imports,
 )
-from trtbench.builders.trtllm_contract import Contract
+from trtbench.builders.trtllm_contract import RUNTIME_SHAPES, Contract
 from trtbench.builders.trtllm_plan import EngineStep, VariantPlan
-
-BUILD_FLAGS = (
-    "max_batch_size",
-    "max_input_len",
-    "max_seq_len",
-    "max_beam_width",
-    "max_num_tokens",
-)
 
 
 def _flag_value(value: Any) -> str:
@@ -104,7 +96,7 @@ def build_argv(step: EngineStep) -> list[str]:
         "--output_dir",
         step.engine_dir,
     ]
-    for key in BUILD_FLAGS:
+    for key in RUNTIME_SHAPES:  # the BuildConfig shapes, same-named flags
         if build.get(key) is not None:
             argv += [f"--{key}", str(build.get(key))]
     if plugins.get("paged_kv_cache"):
