@@ -21,11 +21,12 @@ _WINDOW_COLUMNS = ("step", "s_name", "pid", "tid", "start_ns", "end_ns")
 _MAX_LISTED_NAMES = 15
 
 
-def _thread_key(pid: pd.Series, tid: pd.Series) -> np.ndarray:
-    """``pid << 32 | tid`` as int64; -1 where either is NA."""
-    p = pid.to_numpy(dtype=np.int64, na_value=-1)
-    t = tid.to_numpy(dtype=np.int64, na_value=-1)
-    return np.where((p < 0) | (t < 0), -1, (p << 32) | (t & 0xFFFFFFFF))
+def pair_key(hi: pd.Series, lo: pd.Series) -> np.ndarray:
+    """``hi << 32 | lo`` as int64, -1 where either is NA: one key per host thread
+    (``pid``, ``tid``) or per host call (``pid``, ``correlation_id``)."""
+    high = hi.to_numpy(dtype=np.int64, na_value=-1)
+    low = lo.to_numpy(dtype=np.int64, na_value=-1)
+    return np.where((high < 0) | (low < 0), -1, (high << 32) | (low & 0xFFFFFFFF))
 
 
 def _windows(data: dict[str, object]) -> pd.DataFrame:
@@ -104,8 +105,8 @@ def step_windows_from_graph_launches(frame: pd.DataFrame) -> pd.DataFrame:
     after its start). Calls before the first graph launch belong to no step.
     """
     graphs = _launch_calls(frame, ("graph_launch",)).sort_values("api_start_ns")
-    keys = _thread_key(graphs["pid"], graphs["tid"])
-    all_keys = _thread_key(frame["pid"], frame["tid"])
+    keys = pair_key(graphs["pid"], graphs["tid"])
+    all_keys = pair_key(frame["pid"], frame["tid"])
     ends = np.empty(len(graphs), dtype=np.int64)
     starts = graphs["api_start_ns"].to_numpy(dtype=np.int64)
     for key in np.unique(keys):
@@ -148,11 +149,11 @@ def _assign_rows(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Pairs (row position, step) for every row whose call starts inside a window of its
     thread; a row inside nested windows appears once per window."""
-    row_keys = _thread_key(frame["pid"], frame["tid"])
+    row_keys = pair_key(frame["pid"], frame["tid"])
     api_start = frame["api_start_ns"]
     t = api_start.to_numpy(dtype=np.int64, na_value=0)
     valid = api_start.notna().to_numpy() & (row_keys >= 0)
-    win_keys = _thread_key(windows["pid"], windows["tid"])
+    win_keys = pair_key(windows["pid"], windows["tid"])
     rows, steps = [np.empty(0, dtype=np.int64)], [np.empty(0, dtype=np.int64)]
     for key in np.unique(win_keys):
         idx = np.flatnonzero(valid & (row_keys == key))

@@ -53,6 +53,7 @@ from trtbench.profiling.launch_schemas import (
 )
 from trtbench.profiling.launch_steps import (
     DEFAULT_STEP_PATTERN,
+    pair_key,
     step_table,
     step_windows_from_graph_launches,
     step_windows_from_ranges,
@@ -125,14 +126,6 @@ def make_range_frame(columns: dict[str, object]) -> pd.DataFrame:
     )
 
 
-def _call_key(frame: pd.DataFrame) -> np.ndarray:
-    """One int64 per row identifying its host call: ``pid << 32 | correlation_id`` (-1 if none)."""
-    pid = frame["pid"].to_numpy(dtype=np.int64, na_value=-1)
-    corr = frame["correlation_id"].to_numpy(dtype=np.int64, na_value=-1)
-    key = (pid << 32) | (corr & 0xFFFFFFFF)
-    return np.where((pid < 0) | (corr < 0), -1, key)
-
-
 def kernel_launch_trace(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per kernel with its launching call (``nsys stats`` ``cuda_kern_exec_trace``).
 
@@ -160,7 +153,7 @@ def kernel_launch_trace(frame: pd.DataFrame) -> pd.DataFrame:
     api_start, api_end = k["api_start_ns"], k["api_end_ns"]
     start, end = k["start_ns"], k["end_ns"]
     queued = start >= api_end
-    key = pd.Series(_call_key(k))
+    key = pd.Series(pair_key(k["pid"], k["correlation_id"]))  # one per host call
     calls = key.groupby(key, sort=False)
     out = {
         "api_start_ns": api_start,
