@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 
 from trtbench.errors import ConfigError, TraceParseError
+from trtbench.profiling.launch_schemas import RANGE_COLUMNS
 from trtbench.profiling.launches import (
     LaunchAnalysis,
     LaunchTraceFacade,
@@ -117,7 +118,6 @@ _API_KEYS = ("corr", "pid", "tid", "s_api_name", "api_start_ns", "api_end_ns")
 _GPU_KEYS = ("corr", "gpu_kind", "start_ns", "end_ns", "device_id", "stream_id",
              "graph_node_id", "s_name", "grid_x", "grid_y", "grid_z",
              "block_x", "block_y", "block_z")  # fmt: skip
-_RANGE_KEYS = ("s_name", "pid", "tid", "start_ns", "end_ns")
 
 
 class _Collector:
@@ -126,7 +126,7 @@ class _Collector:
     def __init__(self) -> None:
         self.api: dict[str, list] = {k: [] for k in _API_KEYS}
         self.gpu: dict[str, list] = {k: [] for k in _GPU_KEYS}
-        self.ranges: dict[str, list] = {k: [] for k in _RANGE_KEYS}
+        self.ranges: dict[str, list] = {k: [] for k in RANGE_COLUMNS}
         self.flows: dict[tuple, Any] = {}
         self.pending: list[tuple[dict[str, list], int, tuple]] = []
 
@@ -154,7 +154,7 @@ class _Collector:
             )  # fmt: skip
         elif cat == "user_annotation" or (cat == "cpu_op" and _LEGACY_STEP.match(name)):
             for column, value in zip(
-                _RANGE_KEYS,
+                RANGE_COLUMNS,
                 (name, _int(pid), _int(tid), start, start + dur),
                 strict=True,
             ):

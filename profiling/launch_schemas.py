@@ -39,8 +39,8 @@ INT_COLUMNS = frozenset(
 )
 # Ranges (NVTX ranges, Kineto user annotations): s_name category, others Int64.
 RANGE_COLUMNS = ("s_name", "pid", "tid", "start_ns", "end_ns")
-# Step windows made from ranges or graph launches.
-WINDOW_COLUMNS = ("step", "s_name", "pid", "start_ns", "end_ns")
+# Step windows made from ranges, graph launches or the whole trace (one host thread each).
+WINDOW_COLUMNS = ("step", "s_name", "pid", "tid", "start_ns", "end_ns")
 
 KERNEL_LAUNCH_SCHEMA = (
     Column("api_start_ns", "start of the launching CUDA API call (ns)"),

@@ -13,11 +13,15 @@ import numpy as np
 import pandas as pd
 
 from trtbench.errors import ConfigError
-from trtbench.profiling.launch_schemas import API_KINDS, GPU_KINDS, STEP_SCHEMA
+from trtbench.profiling.launch_schemas import (
+    API_KINDS,
+    GPU_KINDS,
+    STEP_SCHEMA,
+    WINDOW_COLUMNS,
+)
 
 # Ranges the reference engine writes (decode_step#N) and torch.profiler's ProfilerStep#N.
 DEFAULT_STEP_PATTERN = r"^(?:decode_step|ProfilerStep)#\d+$"
-_WINDOW_COLUMNS = ("step", "s_name", "pid", "tid", "start_ns", "end_ns")
 _MAX_LISTED_NAMES = 15
 
 
@@ -39,7 +43,7 @@ def _windows(data: dict[str, object]) -> pd.DataFrame:
     frame.insert(0, "s_name", pd.Categorical(data["s_name"]))
     frame = frame.sort_values(["start_ns", "pid", "tid"], kind="stable")
     frame.insert(0, "step", pd.array(np.arange(len(frame)), dtype="Int64"))
-    return frame.reset_index(drop=True)[list(_WINDOW_COLUMNS)]
+    return frame.reset_index(drop=True)[list(WINDOW_COLUMNS)]
 
 
 def _list_names(ranges: pd.DataFrame) -> str:
@@ -89,7 +93,7 @@ def step_windows_from_ranges(
             f"step pattern {pattern!r} matches no {what} name; {found}; "
             "pass --step-pattern with a regular expression matching one of them"
         )
-    return _windows({c: chosen[c].astype("object") for c in _WINDOW_COLUMNS[1:]})
+    return _windows({c: chosen[c].astype("object") for c in WINDOW_COLUMNS[1:]})
 
 
 def _launch_calls(frame: pd.DataFrame, kinds: tuple[str, ...]) -> pd.DataFrame:

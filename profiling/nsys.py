@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from trtbench.errors import TraceParseError
+from trtbench.profiling.launch_schemas import GPU_KINDS, RANGE_COLUMNS
 from trtbench.profiling.launches import (
     LaunchAnalysis,
     LaunchTraceFacade,
@@ -290,9 +291,7 @@ class NsysReport(LaunchTraceFacade):
                 ),
                 "api_start_ns": masked(f["api_start"]),
                 "api_end_ns": masked(f["api_end"]),
-                "gpu_kind": pd.Categorical.from_codes(
-                    kind, categories=("kernel", "memcpy", "memset", "graph")
-                ),
+                "gpu_kind": pd.Categorical.from_codes(kind, categories=GPU_KINDS),
                 "start_ns": masked(f["start"]),
                 "end_ns": masked(f["end"]),
                 "device_id": device,
@@ -309,7 +308,7 @@ class NsysReport(LaunchTraceFacade):
         self, conn: sqlite3.Connection, schema: ExportSchema
     ) -> pd.DataFrame:
         table = schema.table("NVTX_EVENTS")
-        empty = {c: [] for c in ("s_name", "pid", "tid", "start_ns", "end_ns")}
+        empty = {c: [] for c in RANGE_COLUMNS}
         if not schema.has_rows(table):
             return make_range_frame(empty)
         types = dict(_NVTX_RANGE_TYPES)
