@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtbench.errors import DeployError
-from trtbench.spec import DeploySpec
+from trtbench.spec import DEFAULT_DRAFT_LEN, DeploySpec, VariantSpec
 from trtbench.triton_repo import interface as io
 from trtbench.triton_repo.interface import RepoMetadata
 from trtbench.triton_repo.pbtxt import (
@@ -42,10 +42,16 @@ EXECUTOR_WORKER = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker"
 REFERENCE_CPU_THREADS = 1
 
 
-def variant_int(manifest: BuildManifest, key: str, default: int) -> int:
-    """An integer field of the manifest's variant (``max_batch_size`` …)."""
-    value = manifest.variant.get(key, default)
-    return default if value is None else int(value)
+def variant_int(manifest: BuildManifest, key: str) -> int:
+    """An integer field of the manifest's variant (``max_batch_size`` …); absent or null:
+    the bench spec's default for it (:class:`~trtbench.spec.VariantSpec`)."""
+    value = manifest.variant.get(key)
+    return VariantSpec.model_fields[key].default if value is None else int(value)
+
+
+def num_draft_tokens(manifest: BuildManifest) -> int:
+    """Draft tokens per step K of a draft_target build (the spec's default when unset)."""
+    return manifest.max_draft_len or DEFAULT_DRAFT_LEN
 
 
 def base_metadata(manifest: BuildManifest) -> dict[str, Any]:
@@ -57,12 +63,12 @@ def base_metadata(manifest: BuildManifest) -> dict[str, Any]:
         "mode": manifest.mode,
         "max_draft_len": manifest.max_draft_len,
         "medusa_choices": manifest.medusa.choices if manifest.medusa else None,
-        "max_batch_size": variant_int(manifest, "max_batch_size", 8),
-        "max_input_len": variant_int(manifest, "max_input_len", 1024),
-        "max_seq_len": variant_int(manifest, "max_seq_len", 2048),
+        "max_batch_size": variant_int(manifest, "max_batch_size"),
+        "max_input_len": variant_int(manifest, "max_input_len"),
+        "max_seq_len": variant_int(manifest, "max_seq_len"),
         "tokenizer_dir": manifest.tokenizer_dir,
-        "world_size": variant_int(manifest, "tp_size", 1)
-        * variant_int(manifest, "pp_size", 1),
+        "world_size": variant_int(manifest, "tp_size")
+        * variant_int(manifest, "pp_size"),
         "cuda_graphs": {
             "requested": graphs.requested,
             "enabled": graphs.requested and graphs.available,
@@ -78,7 +84,7 @@ def render_reference(
     config = render_python_model(
         "ensemble",
         f"reference engine, variant {manifest.name} ({manifest.mode})",
-        max_batch_size=variant_int(manifest, "max_batch_size", 8),
+        max_batch_size=variant_int(manifest, "max_batch_size"),
         decoupled=True,
         inputs=io.REQUEST_INPUTS,
         outputs=io.REFERENCE_OUTPUTS,
@@ -104,7 +110,7 @@ def render_reference(
         ],
         batching={
             "strategy": "inflight",
-            "max_batch_size": variant_int(manifest, "max_batch_size", 8),
+            "max_batch_size": variant_int(manifest, "max_batch_size"),
             "prefill": "one forward per admitted request, between decode steps",
             "cpu_threads": REFERENCE_CPU_THREADS,
         },
@@ -185,9 +191,9 @@ def trtllm_parameters(
 ) -> dict[str, str]:
     """Parameters of one tensorrt_llm model (research §1.3; unset ones keep defaults)."""
     graphs = manifest.cuda_graphs.requested and manifest.cuda_graphs.available
-    max_batch = variant_int(manifest, "max_batch_size", 8)
+    max_batch = variant_int(manifest, "max_batch_size")
     params = {
-        "max_beam_width": str(variant_int(manifest, "max_beam_width", 1)),
+        "max_beam_width": str(variant_int(manifest, "max_beam_width")),
         "FORCE_CPU_ONLY_INPUT_TENSORS": "no",
         "gpt_model_type": "inflight_fused_batching",
         "gpt_model_path": str(engine_path),
@@ -242,7 +248,7 @@ def render_tensorrt_llm(
         "trtllm/tensorrt_llm.pbtxt",
         comment=f"TensorRT-LLM engine, variant {manifest.name} ({manifest.mode})",
         name=name,
-        max_batch_size=variant_int(manifest, "max_batch_size", 8),
+        max_batch_size=variant_int(manifest, "max_batch_size"),
         decoupled=str(decoupled).lower(),
         inputs=render_tensors(io.TRTLLM_INPUTS),
         outputs=render_tensors(io.TRTLLM_OUTPUTS),
@@ -252,7 +258,7 @@ def render_tensorrt_llm(
 
 def render_pipeline(manifest: BuildManifest, deploy: DeploySpec) -> dict[str, str]:
     """ensemble + our preprocessing / postprocessing Python models."""
-    max_batch = variant_int(manifest, "max_batch_size", 8)
+    max_batch = variant_int(manifest, "max_batch_size")
     tok = {"tokenizer_dir": manifest.tokenizer_dir}
     common = {
         "max_batch_size": max_batch,
@@ -293,7 +299,7 @@ def render_pipeline(manifest: BuildManifest, deploy: DeploySpec) -> dict[str, st
 
 def render_bls(manifest: BuildManifest, deploy: DeploySpec) -> dict[str, str]:
     """Our draft-target BLS model over ``tensorrt_llm`` (target) and ``tensorrt_llm_draft``."""
-    max_batch = variant_int(manifest, "max_batch_size", 8)
+    max_batch = variant_int(manifest, "max_batch_size")
     config = render_python_model(
         "tensorrt_llm_bls",
         "draft-target speculative decoding over tensorrt_llm + tensorrt_llm_draft",
@@ -307,7 +313,7 @@ def render_bls(manifest: BuildManifest, deploy: DeploySpec) -> dict[str, str]:
             "tokenizer_dir": manifest.tokenizer_dir,
             "tensorrt_llm_model_name": "tensorrt_llm",
             "tensorrt_llm_draft_model_name": "tensorrt_llm_draft",
-            "num_draft_tokens": str(manifest.max_draft_len or 4),
+            "num_draft_tokens": str(num_draft_tokens(manifest)),
             "add_special_tokens": "true",
         },
     )
@@ -349,7 +355,7 @@ def render_trtllm(
         )
         files.update(render_bls(manifest, deploy))
         trt_models.append("tensorrt_llm_draft")
-    files["trtbench.json"] = trtllm_metadata(manifest, trt_models).to_json()
+    files[io.METADATA_NAME] = trtllm_metadata(manifest, trt_models).to_json()
     return files
 
 
@@ -376,13 +382,13 @@ def trtllm_metadata(manifest: BuildManifest, trt_models: list[str]) -> RepoMetad
             "medusa": "perf_metrics",
         }.get(manifest.mode, "none"),
         perf_metrics_outputs=perf,
-        extra_inputs={"num_draft_tokens": manifest.max_draft_len or 4}
+        extra_inputs={"num_draft_tokens": num_draft_tokens(manifest)}
         if draft_target
         else {},
         text_stream_exact=draft_target,
         batching={
             "strategy": "inflight_fused_batching",
-            "max_batch_size": variant_int(manifest, "max_batch_size", 8),
+            "max_batch_size": variant_int(manifest, "max_batch_size"),
         },
     )
 
