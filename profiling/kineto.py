@@ -205,9 +205,8 @@ def _launch_frame(collector: _Collector) -> pd.DataFrame:
     if len(idle):
         idle = idle.reindex(columns=joined.columns).astype(joined.dtypes.to_dict())
         joined = pd.concat([joined, idle], ignore_index=True)
-    rows = joined
-    columns = {c: rows[c] for c in rows.columns if c != "corr"}
-    return make_launch_frame({**columns, "correlation_id": rows["corr"]})
+    columns = {c: joined[c] for c in joined.columns if c != "corr"}
+    return make_launch_frame({**columns, "correlation_id": joined["corr"]})
 
 
 class KinetoTrace(LaunchTraceFacade):
