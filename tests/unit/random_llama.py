@@ -51,6 +51,34 @@ def random_llama(
     return LlamaForCausalLM(config).eval()
 
 
+def greedy_oracle(
+    model: LlamaForCausalLM,
+    prompt: list[int],
+    max_tokens: int,
+    eos: int | None = None,
+    min_tokens: int = 0,
+) -> tuple[list[int], float]:
+    """Greedy decoding by re-running the whole sequence each token (no KV cache, the model's
+    own causal mask): (tokens, the smallest gap between the top two logits along the way).
+
+    ``eos`` ends the output after it is emitted and is suppressed for the first
+    ``min_tokens`` tokens.
+    """
+    ids, out, gap = list(prompt), [], float("inf")
+    with torch.inference_mode():
+        while len(out) < max_tokens:
+            logits = model(torch.tensor([ids]), use_cache=False).logits[0, -1].clone()
+            if eos is not None and len(out) < min_tokens:
+                logits[eos] = float("-inf")
+            top = logits.topk(2).values
+            gap = min(gap, float(top[0] - top[1]))
+            out.append(int(logits.argmax()))
+            ids.append(out[-1])
+            if out[-1] == eos:
+                break
+    return out, gap
+
+
 def perturbed_copy(
     model: LlamaForCausalLM, seed: int, scale: float
 ) -> LlamaForCausalLM:

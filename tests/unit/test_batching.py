@@ -20,7 +20,13 @@ import threading
 
 import pytest
 import torch
-from random_llama import make_tokenizer, perturbed_copy, random_heads, random_llama
+from random_llama import (
+    greedy_oracle,
+    make_tokenizer,
+    perturbed_copy,
+    random_heads,
+    random_llama,
+)
 
 from trtbench.builders.reference.loading import make_engine
 
@@ -61,32 +67,15 @@ def engines(target):
     }
 
 
-def oracle(model, prompt, max_tokens, eos=None, min_tokens=0):
-    """Greedy by re-running the whole sequence (no cache); (tokens, smallest top-2 gap)."""
-    ids, out, gap = list(prompt), [], float("inf")
-    with torch.inference_mode():
-        while len(out) < max_tokens:
-            logits = model(torch.tensor([ids]), use_cache=False).logits[0, -1].clone()
-            if eos is not None and len(out) < min_tokens:
-                logits[eos] = float("-inf")
-            top = logits.topk(2).values
-            gap = min(gap, float(top[0] - top[1]))
-            out.append(int(logits.argmax()))
-            ids.append(out[-1])
-            if out[-1] == eos:
-                break
-    return out, gap
-
-
 def make_scenario(target):
     """(arrival iteration, prompt, max_tokens, end_id, min_tokens, oracle tokens) x 6."""
     lengths = (3, 9, 17, 1, 30, 5)
     prompts = [PROMPT_TOKENS[i : i + n] for i, n in enumerate(lengths)]
-    long, _ = oracle(target, prompts[2], 25)
+    long, _ = greedy_oracle(target, prompts[2], 25)
     # request 2 ends at the latest token that is new when emitted (random models cycle)
     cut = max(i for i in range(25) if long[i] not in long[:i])
     end = long[cut]
-    first, _ = oracle(target, prompts[4], 1)
+    first, _ = greedy_oracle(target, prompts[4], 1)
     rows = [
         (0, prompts[0], 20, -1, 0),
         (0, prompts[1], 14, -1, 0),
@@ -98,7 +87,7 @@ def make_scenario(target):
     scenario = []
     for arrival, prompt, max_tokens, end_id, min_tokens in rows:
         eos = None if end_id < 0 else end_id
-        want, gap = oracle(target, prompt, max_tokens, eos, min_tokens)
+        want, gap = greedy_oracle(target, prompt, max_tokens, eos, min_tokens)
         assert gap > MARGIN, ("near tie in the oracle run", gap)
         scenario.append((arrival, prompt, max_tokens, end_id, min_tokens, want))
     assert scenario[2][5] == long[: cut + 1] and cut >= 4

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from random_llama import make_tokenizer, perturbed_copy, random_heads, random_llama
+from random_llama import (
+    greedy_oracle,
+    make_tokenizer,
+    perturbed_copy,
+    random_heads,
+    random_llama,
+)
 
 from trtbench.builders.medusa_tree import build_tree
 from trtbench.builders.reference.engine import Step
@@ -72,19 +78,8 @@ SPECULATIVE = [
 
 
 def naive_greedy(model, prompt, max_tokens, eos=None, min_tokens=0):
-    """Greedy decoding by re-running the whole sequence each token (no cache)."""
-    ids, out = list(prompt), []
-    with torch.inference_mode():
-        while len(out) < max_tokens:
-            logits = model(torch.tensor([ids]), use_cache=False).logits[0, -1].clone()
-            if eos is not None and len(out) < min_tokens:
-                logits[eos] = float("-inf")
-            token = int(logits.argmax())
-            out.append(token)
-            ids.append(token)
-            if token == eos:
-                break
-    return out
+    """The oracle's tokens (``random_llama.greedy_oracle``, without the top-2 gap)."""
+    return greedy_oracle(model, prompt, max_tokens, eos, min_tokens)[0]
 
 
 PROMPTS = [
