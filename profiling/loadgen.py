@@ -108,9 +108,21 @@ class _Runner:
         self.exchanges: list[tuple[RequestSlot, Exchange]] = []
         self.echo_possible = "exclude_input_in_output" not in target.interface.inputs
 
+    def prompt_of(self, slot: RequestSlot) -> Prompt:
+        """The prompt of request ``slot.index`` (prompts cycle)."""
+        return self.prompts[slot.index % len(self.prompts)]
+
+    def records_of(
+        self, slot: RequestSlot, exchange: Exchange
+    ) -> tuple[RequestRecord, list[ResponseRecord]]:
+        """The records of one request's exchange."""
+        return exchange_to_records(
+            exchange, self.prompt_of(slot), slot, self.tokenizer, self.echo_possible
+        )
+
     async def one(self, slot: RequestSlot, record: bool = True) -> Exchange:
         """Send one request; keep its raw exchange (records are made after the tier)."""
-        prompt = self.prompts[slot.index % len(self.prompts)]
+        prompt = self.prompt_of(slot)
         request = build_request(
             self.target.interface,
             prompt.text,
@@ -135,10 +147,7 @@ class _Runner:
     def to_records(self) -> None:
         """Turn the exchanges kept so far into records (outside the timed sends)."""
         for slot, exchange in self.exchanges:
-            prompt = self.prompts[slot.index % len(self.prompts)]
-            req, responses = exchange_to_records(
-                exchange, prompt, slot, self.tokenizer, self.echo_possible
-            )
+            req, responses = self.records_of(slot, exchange)
             self.result.requests.append(req)
             self.result.responses.extend(responses)
         self.exchanges.clear()
@@ -228,10 +237,7 @@ async def _warmup(runner: _Runner, variant: str, tiers: Sequence[Tier]) -> None:
         async with gate:
             slot = RequestSlot(variant, tier, -1 - i, time.perf_counter_ns())
             exchange = await runner.one(slot, record=False)
-        prompt = runner.prompts[slot.index % len(runner.prompts)]
-        return exchange_to_records(
-            exchange, prompt, slot, runner.tokenizer, runner.echo_possible
-        )[0].error
+        return runner.records_of(slot, exchange)[0].error
 
     errors = [e for e in await asyncio.gather(*map(warm, range(n))) if e is not None]
     if len(errors) == n and not runner.stop.is_set():
