@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
 Arrival = Literal["constant", "poisson", "gamma"]
-ARRIVALS: tuple[str, ...] = ("constant", "poisson", "gamma")
+ARRIVALS: tuple[str, ...] = get_args(Arrival)
 NS_PER_S = 1_000_000_000
 _BLOCK = 1024
 

@@ -20,10 +20,9 @@ from trtbench.commands.options import RUNS_ROOT, run_dir_option
 from trtbench.errors import ConfigError
 from trtbench.loadtest import LoadtestOutcome, run_loadtest
 from trtbench.profiling.grpc_client import ENDPOINTS
-from trtbench.profiling.schedule import Tier
+from trtbench.profiling.metrics import SLO_KEYS
+from trtbench.profiling.schedule import ARRIVALS, Tier
 from trtbench.spec import LoadtestSpec
-
-SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 
 
 class TierProgress:
@@ -181,7 +180,7 @@ def spec_from_options(fields: dict) -> LoadtestSpec:
 )
 @click.option(
     "--arrival",
-    type=click.Choice(["constant", "poisson", "gamma"]),
+    type=click.Choice(ARRIVALS),
     default="poisson",
     show_default=True,
     help="Arrival process (rate mode).",
