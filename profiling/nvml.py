@@ -271,9 +271,7 @@ def try_open_nvml(lib: Any = None) -> tuple[NvmlReader | None, str]:
             return None, "nvidia-ml-py (pynvml) is not installed"
     try:
         lib.nvmlInit()
-    except lib.NVMLError as exc:
-        return None, f"{type(exc).__name__}: {exc}"
-    except OSError as exc:  # a broken libnvidia-ml.so
+    except (lib.NVMLError, OSError) as exc:  # OSError: a broken libnvidia-ml.so
         return None, f"{type(exc).__name__}: {exc}"
     return NvmlReader(lib), ""
 
