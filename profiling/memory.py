@@ -241,11 +241,6 @@ class MemorySampler(PeriodicSampler[MemorySample]):
         self._reader = None
         self._devices = []
 
-    @property
-    def samples(self) -> list[MemorySample]:
-        """A copy of the samples so far, in time order."""
-        return self.records
-
     def frame(self) -> pd.DataFrame:
         """The samples as a :data:`MEMORY_SCHEMA` DataFrame."""
         return memory_frame(self.records)
