@@ -56,6 +56,17 @@ def _label(frame: pd.DataFrame, name: str) -> pd.Series:
     return frame["labels_json"].map(lambda text: json.loads(text).get(name, ""))
 
 
+def _wide(
+    rows: pd.DataFrame, keys: list[str], column: str, names: dict[str, str]
+) -> pd.DataFrame:
+    """``keys`` + one column ``names[v]`` per value ``v`` of ``rows[column]`` (last value
+    per key; NaN where absent), sorted by ``keys``."""
+    wide = rows.pivot_table(index=keys, columns=column, values="value", aggfunc="last")
+    wide = wide.reindex(columns=list(names)).rename(columns=names)
+    wide.columns.name = None
+    return wide.reset_index().sort_values(keys, ignore_index=True)
+
+
 def pivot_family(
     frame: pd.DataFrame,
     family: str,
@@ -81,11 +92,7 @@ def pivot_family(
     if rows.empty:
         return pd.DataFrame(columns=[*keys, *columns.values()])
     rows = rows.assign(_cat=_label(rows, label))
-    rows = rows[rows["_cat"].isin(list(columns))]
-    wide = rows.pivot_table(index=keys, columns="_cat", values="value", aggfunc="last")
-    wide = wide.reindex(columns=list(columns)).rename(columns=columns)
-    wide.columns.name = None
-    return wide.reset_index().sort_values(keys, ignore_index=True)
+    return _wide(rows[rows["_cat"].isin(list(columns))], keys, "_cat", columns)
 
 
 def kv_cache_blocks(frame: pd.DataFrame) -> pd.DataFrame:
@@ -117,13 +124,7 @@ def gpu_memory(frame: pd.DataFrame) -> pd.DataFrame:
     rows = frame[frame["family"].isin(list(names))]
     if rows.empty:
         return pd.DataFrame(columns=[*keys, *names.values()])
-    rows = rows.assign(gpu_uuid=_label(rows, "gpu_uuid"))
-    wide = rows.pivot_table(
-        index=keys, columns="family", values="value", aggfunc="last"
-    )
-    wide = wide.reindex(columns=list(names)).rename(columns=names)
-    wide.columns.name = None
-    return wide.reset_index().sort_values(keys, ignore_index=True)
+    return _wide(rows.assign(gpu_uuid=_label(rows, "gpu_uuid")), keys, "family", names)
 
 
 def runtime_memory(frame: pd.DataFrame) -> pd.DataFrame:
