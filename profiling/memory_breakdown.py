@@ -216,9 +216,9 @@ def _kv_pools(
         return out
     per_model = blocks.groupby("model")[["max_blocks", "tokens_per_block"]].max()
     out["kv_source"] = "server_metrics"
-    for role in ("target", "draft"):
-        is_draft = per_model.index.str.contains("draft")
-        rows = per_model[is_draft if role == "draft" else ~is_draft].dropna()
+    is_draft = per_model.index.str.contains("draft")
+    for role, mine in (("target", ~is_draft), ("draft", is_draft)):
+        rows = per_model[mine].dropna()
         if rows.empty:
             continue
         out[f"{role}_kv_max_blocks"] = int(rows["max_blocks"].sum())
