@@ -56,6 +56,23 @@ class NsysProfileSpec:
         """The SQLite export nsys writes."""
         return self.out_dir / f"{self.name}.sqlite"
 
+    @property
+    def report_path(self) -> Path:
+        """The ``.nsys-rep`` report nsys writes."""
+        return self.out_dir / f"{self.name}.nsys-rep"
+
+
+def trace_flags(spec: NsysProfileSpec) -> list[str]:
+    """What is traced: CUDA API + GPU activities + NVTX, graph replays per ``spec``."""
+    return ["--trace=cuda,nvtx", f"--cuda-graph-trace={spec.cuda_graph_trace}"]
+
+
+def collection_flags(spec: NsysProfileSpec) -> list[str]:
+    """How it is collected: no CPU sampling or context switches, a SQLite export, and
+    the output stem ``out_dir/name`` (overwritten)."""
+    return ["--sample=none", "--cpuctxsw=none", "--export=sqlite",
+            "--force-overwrite=true", f"--output={spec.out_dir / spec.name}"]  # fmt: skip
+
 
 def nsys_profile_argv(
     spec: NsysProfileSpec, command: list[str], nsys: str = "nsys"
@@ -76,11 +93,7 @@ def nsys_profile_argv(
         raise ConfigError(
             "--nvtx-capture is only used with --capture-range nvtx; add it"
         )
-    argv = [
-        nsys, "profile", "--trace=cuda,nvtx", f"--cuda-graph-trace={spec.cuda_graph_trace}",
-        "--sample=none", "--cpuctxsw=none", "--export=sqlite", "--force-overwrite=true",
-        f"--output={spec.out_dir / spec.name}",
-    ]  # fmt: skip
+    argv = [nsys, "profile", *trace_flags(spec), *collection_flags(spec)]
     if spec.capture_range != "none":
         argv += [f"--capture-range={spec.capture_range}", "--capture-range-end=stop"]
     if spec.nvtx_capture:
@@ -163,5 +176,4 @@ def run_nsys_profile(
             f"nsys finished but wrote no {spec.sqlite_path}; check that the capture range "
             "started (NVTX range name, cudaProfilerStart) and that the command ran CUDA work"
         )
-    report = spec.out_dir / f"{spec.name}.nsys-rep"
-    return NsysProfileResult(report, spec.sqlite_path, proc.returncode)
+    return NsysProfileResult(spec.report_path, spec.sqlite_path, proc.returncode)

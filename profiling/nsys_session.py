@@ -32,7 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtbench.errors import ConfigError, NotAvailableError, TraceParseError
-from trtbench.profiling.nsys_profile import NsysProfileSpec
+from trtbench.profiling.nsys_profile import (
+    NsysProfileSpec,
+    collection_flags,
+    trace_flags,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +74,7 @@ class NsysSession:
     @property
     def report_path(self) -> Path:
         """``OUT/NAME.nsys-rep`` written by ``nsys stop``."""
-        return self.spec.out_dir / f"{self.spec.name}.nsys-rep"
+        return self.spec.report_path
 
 
 def nsys_launch_argv(session: NsysSession, command: Sequence[str] = ()) -> list[str]:
@@ -88,18 +92,22 @@ def nsys_launch_argv(session: NsysSession, command: Sequence[str] = ()) -> list[
             "capture_range none (capture ranges are for `trtbench profile nsys`)"
         )
     return [
-        str(session.nsys), "launch", f"--session-new={session.name}", "--trace=cuda,nvtx",
-        f"--cuda-graph-trace={session.spec.cuda_graph_trace}", *command,
-    ]  # fmt: skip
+        str(session.nsys),
+        "launch",
+        f"--session-new={session.name}",
+        *trace_flags(session.spec),
+        *command,
+    ]
 
 
 def nsys_start_argv(session: NsysSession) -> list[str]:
     """``nsys start``: collect from now on into ``OUT/NAME`` with a SQLite export (pure)."""
     return [
-        str(session.nsys), "start", f"--session={session.name}", "--sample=none",
-        "--cpuctxsw=none", "--export=sqlite", "--force-overwrite=true",
-        f"--output={session.spec.out_dir / session.spec.name}",
-    ]  # fmt: skip
+        str(session.nsys),
+        "start",
+        f"--session={session.name}",
+        *collection_flags(session.spec),
+    ]
 
 
 def nsys_stop_argv(session: NsysSession) -> list[str]:
