@@ -28,7 +28,6 @@ Definitions:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -323,7 +322,8 @@ def load_variant_inputs(
         kv_dtype_bytes: KV-cache element size when it differs from the model dtype.
 
     Raises:
-        ConfigError: build.json is missing or not JSON (the message says to rebuild).
+        ConfigError: build.json is missing or not JSON (the message says to rebuild), or
+            a model's ``config.json`` is not a JSON object (the message names the file).
     """
     fix = "run `trtbench build` again"
     manifest = read_json_object(
@@ -343,9 +343,13 @@ def load_variant_inputs(
             weights[role], source = entry.get("bytes"), "build.json"
         config = path / "config.json"
         if role != "medusa" and config.is_file():
-            per_token[role] = kv_bytes_per_token(
-                json.loads(config.read_text()), kv_dtype_bytes
+            hf_config = read_json_object(
+                config,
+                label=f"{role} model config ",
+                missing_fix=fix,
+                bad_fix=f"fix it or point models.{role} at a model directory, then {fix}",
             )
+            per_token[role] = kv_bytes_per_token(hf_config, kv_dtype_bytes)
     return VariantMemoryInputs(
         variant=str(
             (manifest.get("variant") or {}).get("name") or build_json.parent.name

@@ -231,6 +231,22 @@ def test_load_variant_inputs_rejects_a_broken_manifest(tmp_path: Path):
         load_variant_inputs(tmp_path / "build.json")
 
 
+def test_load_variant_inputs_names_a_broken_model_config(tmp_path: Path):
+    write_model(tmp_path / "target", {"model.safetensors": 10}, None)
+    (tmp_path / "target" / "config.json").write_text("[1, 2]")
+    build = tmp_path / "build.json"
+    build.write_text(
+        json.dumps({"models": {"target": {"path": str(tmp_path / "target")}}})
+    )
+    with pytest.raises(ConfigError) as err:
+        load_variant_inputs(build)
+    assert str(err.value) == (
+        f"target model config {tmp_path / 'target' / 'config.json'} is not a JSON "
+        "object; fix it or point models.target at a model directory, then run "
+        "`trtbench build` again"
+    )
+
+
 def test_breakdown_csv_has_schema_columns(tmp_path: Path):
     frame = memory_breakdown(
         [VariantMemoryInputs("baseline", "baseline", {"target": 5})]
