@@ -22,14 +22,13 @@ from trtbench.export import Column, records_to_frame, write_csv
 from trtbench.model_shapes import resolve_model
 from trtbench.plan_fit import VariantFit, fit_run
 from trtbench.planner import (
-    BASELINE,
     DraftSetup,
     MedusaSetup,
     Plan,
     PlanInputs,
     check_medusa,
-    estimate_step,
     make_plan,
+    speedup_at,
 )
 from trtbench.profiling.comparison import summary_column
 from trtbench.profiling.gpus import get_gpu
@@ -237,9 +236,7 @@ def _roofline_for_run(
         if batch < 1 or not usable:
             predicted.append(float("nan"))
             continue
-        base = estimate_step(setup, BASELINE, batch)
-        step = estimate_step(setup, fit.mode, batch)
-        predicted.append(step.tokens_per_step * base.step_s / step.step_s)
+        predicted.append(speedup_at(setup, fit.mode, batch))
     out["roofline_speedup_ratio"] = predicted
     out["roofline_error_ratio"] = (
         out["roofline_speedup_ratio"] / out["measured_speedup_ratio"] - 1.0
