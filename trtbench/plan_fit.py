@@ -31,8 +31,6 @@ from trtbench.profiling.metrics import add_speedups
 from trtbench.run_data import VariantInfo
 from trtbench.speculation import expected_tokens_per_step, fit_alpha, leviathan_speedup
 
-SPEEDUP_COLUMN = TPOT_SPEEDUP
-
 
 @dataclass(frozen=True)
 class VariantFit:
@@ -89,11 +87,11 @@ def fit_variant(rows: pd.DataFrame, info: VariantInfo) -> VariantFit | None:
     alpha = None
     if info.mode == "draft_target" and gamma:
         alpha = fit_alpha(min(max(pooled, 1.0), gamma + 1.0), gamma)
-    ref = rows[e.notna() & rows[SPEEDUP_COLUMN].notna()]
+    ref = rows[e.notna() & rows[TPOT_SPEEDUP].notna()]
     ratio, tier = None, None
     if len(ref):
         first = ref.sort_values("concurrency", na_position="last").index[0]
-        step = float(e[first]) / float(rows.loc[first, SPEEDUP_COLUMN])
+        step = float(e[first]) / float(rows.loc[first, TPOT_SPEEDUP])
         tier = str(rows.loc[first, "tier"])
         ratio = max((step - 1.0) / gamma, 0.0) if alpha is not None and gamma else step
     return VariantFit(info.name, info.mode, gamma, pooled, alpha, ratio, tier)
@@ -146,7 +144,7 @@ def fit_run(
         s_pred, e_pred = predicted_speedup(fit), predicted_tokens_per_step(fit)
         measured = tokens_per_step(group)
         for idx, row in group.iterrows():
-            s_meas = float(row[SPEEDUP_COLUMN])
+            s_meas = float(row[TPOT_SPEEDUP])
             rows.append({
                 "variant": fit.variant, "tier": row["tier"],
                 "concurrency": row["concurrency"],
