@@ -9,6 +9,10 @@ from pathlib import Path
 from transformers import LlamaConfig
 
 from trtbench.builders.reference.medusa_heads import MedusaHeads, save_medusa_heads
+from trtbench.builders.trtllm import plan_and_check
+from trtbench.builders.trtllm_contract import load_contract
+from trtbench.builders.trtllm_plan import VariantPlan
+from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec, parse_spec
 
 TREE6 = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]  # 6 nodes, depth 3
@@ -46,3 +50,12 @@ def spec_for(models: dict[str, Path], variants: str) -> BenchSpec:
         f"medusa: {models['medusa']}}}\n"
         f"variants:\n{variants}"
     )
+
+
+def plan_all(tmp_path_factory, variants: str) -> dict[str, VariantPlan]:
+    """Every variant of a trtllm spec over fresh :func:`make_models` dirs, planned and
+    checked against the contract (no GPU): name -> plan."""
+    spec = spec_for(make_models(tmp_path_factory.mktemp("models")), variants)
+    out = RunDir(tmp_path_factory.mktemp("run"))
+    contract = load_contract()
+    return {v.name: plan_and_check(spec, v, out, contract, []) for v in spec.variants}

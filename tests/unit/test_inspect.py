@@ -10,19 +10,16 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import get_test_data_dir
-from tests.unit.hf_dirs import TREE6, make_models, spec_for
+from tests.unit.hf_dirs import TREE6, plan_all
 from trtbench.builders.inspect import (
     decode_spec_mode,
     inspect_engines,
     render_engine_inspection,
     summarize_engine,
 )
-from trtbench.builders.trtllm import plan_and_check
-from trtbench.builders.trtllm_contract import load_contract
 from trtbench.builders.trtllm_run import engine_mismatches, run_plan
 from trtbench.cli import cli, main
 from trtbench.errors import BuildError
-from trtbench.run_dir import RunDir
 
 CONFIGS = get_test_data_dir("engine_configs")
 
@@ -133,9 +130,8 @@ def test_inspect_rejects_an_empty_dir(tmp_path):
 
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory):
-    models = make_models(tmp_path_factory.mktemp("models"))
-    spec = spec_for(
-        models,
+    return plan_all(
+        tmp_path_factory,
         "  - {name: base, mode: baseline, tp_size: 2, max_input_len: 256, max_seq_len: 512}\n"
         "  - {name: dt, mode: draft_target, max_draft_len: 4, draft_acceptance: logits,"
         " max_input_len: 256, max_seq_len: 512}\n"
@@ -144,10 +140,6 @@ def plans(tmp_path_factory):
         "  - {name: fp8, mode: baseline, quantization: fp8, max_input_len: 256,"
         " max_seq_len: 512}\n",
     )
-    out = RunDir(tmp_path_factory.mktemp("run"))
-    return {
-        v.name: plan_and_check(spec, v, out, load_contract(), []) for v in spec.variants
-    }
 
 
 @pytest.mark.parametrize(

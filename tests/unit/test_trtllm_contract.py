@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.hf_dirs import TREE6, make_models, spec_for
+from tests.unit.hf_dirs import TREE6, plan_all
 from trtbench.builders.inspect import SPEC_MODE_BITS
-from trtbench.builders.trtllm import check_plan, plan_and_check
+from trtbench.builders.trtllm import check_plan
 from trtbench.builders.trtllm_calls import Call, EnumRef
 from trtbench.builders.trtllm_contract import (
     check_build_argv,
@@ -20,7 +20,6 @@ from trtbench.builders.trtllm_contract import (
 )
 from trtbench.builders.trtllm_render import build_argv
 from trtbench.errors import ConfigError, NotAvailableError
-from trtbench.run_dir import RunDir
 
 
 @pytest.fixture(scope="module")
@@ -30,17 +29,12 @@ def contract():
 
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory):
-    models = make_models(tmp_path_factory.mktemp("models"))
-    spec = spec_for(
-        models,
+    return plan_all(
+        tmp_path_factory,
         "  - {name: base, mode: baseline}\n"
         "  - {name: dt, mode: draft_target, max_draft_len: 4}\n"
         f"  - {{name: med, mode: medusa, medusa_choices: {TREE6}}}\n",
     )
-    out = RunDir(tmp_path_factory.mktemp("run"))
-    return {
-        v.name: plan_and_check(spec, v, out, load_contract(), []) for v in spec.variants
-    }
 
 
 def replace_build(plan, role="target", plugins=None, llm=None, spec=None, **build):
