@@ -59,6 +59,7 @@ MEDUSA_ACCURACY_PRESETS: dict[str, tuple[tuple[float, ...], ...]] = {
 }  # fmt: skip
 
 DType = Literal["float16", "bfloat16", "fp8"]
+KvDType = Literal["auto", "float16", "bfloat16", "fp8"]
 
 
 class PlanSettings(BaseModel):
@@ -69,7 +70,7 @@ class PlanSettings(BaseModel):
     model: str | None = None
     gpu: str = "h100-sxm"
     dtype: DType = "bfloat16"
-    kv_dtype: Literal["auto", "float16", "bfloat16", "fp8"] = "auto"
+    kv_dtype: KvDType = "auto"
     draft: str | None = None
     draft_len: int = Field(default=4, ge=1, le=64)
     alpha: float = Field(default=0.8, ge=0.0, le=1.0)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, get_args
 
 import click
 from click_option_group import optgroup
 from pydantic import ValidationError
 
-from trtbench.plan_settings import PlanSettings, run_plan
+from trtbench.plan_settings import DType, KvDType, PlanSettings, run_plan
 from trtbench.plan_text import render_plan
 
 
@@ -27,6 +28,11 @@ def parse_int_list(
     return values
 
 
+def _default(name: str) -> Any:
+    """``PlanSettings``' default of ``name``: what the CLI shows and passes is that value."""
+    return PlanSettings.model_fields[name].default
+
+
 def validation_error(exc: ValidationError) -> click.BadParameter:
     """The first pydantic error as a BadParameter naming the option."""
     err = exc.errors()[0]
@@ -42,21 +48,21 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
 )
 @optgroup.option(
     "--gpu",
-    default="h100-sxm",
+    default=_default("gpu"),
     show_default=True,
     help="h100-sxm, h200, a100-sxm-80gb or l40s.",
 )
 @optgroup.option(
     "--dtype",
-    type=click.Choice(["float16", "bfloat16", "fp8"]),
-    default="bfloat16",
+    type=click.Choice(get_args(DType)),
+    default=_default("dtype"),
     show_default=True,
     help="Weights and math (fp8: FP8 weights on FP8 tensor cores).",
 )
 @optgroup.option(
     "--kv-dtype",
-    type=click.Choice(["auto", "float16", "bfloat16", "fp8"]),
-    default="auto",
+    type=click.Choice(get_args(KvDType)),
+    default=_default("kv_dtype"),
     show_default=True,
     help="KV-cache element type (auto: as --dtype).",
 )
@@ -67,14 +73,14 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
 @optgroup.option(
     "--draft-len",
     type=int,
-    default=4,
+    default=_default("draft_len"),
     show_default=True,
     help="Draft tokens per step γ.",
 )
 @optgroup.option(
     "--alpha",
     type=float,
-    default=0.8,
+    default=_default("alpha"),
     show_default=True,
     help="Per-token acceptance α of the draft.",
 )
@@ -90,14 +96,14 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
 )
 @optgroup.option(
     "--medusa-tree",
-    default="greedy",
+    default=_default("medusa_tree"),
     show_default=True,
     help="greedy (best-first from the accuracies), a named tree (mc_sim_7b_63…) or a list of paths.",
 )
 @optgroup.option(
     "--medusa-nodes",
     type=int,
-    default=63,
+    default=_default("medusa_nodes"),
     show_default=True,
     help="Nodes of the greedy tree.",
 )
@@ -107,35 +113,43 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
 @optgroup.option(
     "--medusa-layers",
     type=int,
-    default=1,
+    default=_default("medusa_layers"),
     show_default=True,
     help="Residual blocks per head.",
 )
 @optgroup.group("Workload")
 @optgroup.option(
     "--concurrency",
-    default="1,2,4,8,16,32,64",
+    default=",".join(map(str, _default("concurrency"))),
     show_default=True,
     callback=parse_int_list,
     help="Concurrent sequences to predict.",
 )
 @optgroup.option(
-    "--input-len", type=int, default=1024, show_default=True, help="Prompt tokens."
+    "--input-len",
+    type=int,
+    default=_default("input_len"),
+    show_default=True,
+    help="Prompt tokens.",
 )
 @optgroup.option(
-    "--output-len", type=int, default=256, show_default=True, help="Generated tokens."
+    "--output-len",
+    type=int,
+    default=_default("output_len"),
+    show_default=True,
+    help="Generated tokens.",
 )
 @optgroup.option(
     "--memory-fraction",
     type=float,
-    default=0.9,
+    default=_default("memory_fraction"),
     show_default=True,
     help="Share of GPU memory weights + KV may use.",
 )
 @optgroup.option(
     "--step-overhead-ms",
     type=float,
-    default=0.0,
+    default=_default("step_overhead_ms"),
     show_default=True,
     help="Fixed host/launch time added to every forward pass.",
 )
