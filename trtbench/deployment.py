@@ -268,8 +268,11 @@ def serve(
     """
     rd = as_run_dir(run_dir)
     deploy = deploy if deploy is not None else load_deploy_spec(rd)
-    repo = deploy_variant(rd, variant, deploy) if render else rd.model_repo(variant)
-    ensure_valid(validate_repository(repo), str(repo))
+    if render:
+        repo = deploy_variant(rd, variant, deploy)  # validates what it wrote
+    else:
+        repo = rd.model_repo(variant)
+        ensure_valid(validate_repository(repo), str(repo))
     meta = read_repo_metadata(repo)
     with TritonServer(server_config(rd, variant, meta, deploy)) as server:
         yield server
