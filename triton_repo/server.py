@@ -226,7 +226,7 @@ def log_errors(text: str, limit: int = 3) -> list[str]:
         if message and not any(n in message for n in _NOISE) and message not in found:
             found.append(message[:300])
     key = [m for m in found if any(k in m for k in _KEY_ERRORS)]
-    return (key or found)[-limit:] if (key or found) else []
+    return (key or found)[-limit:]
 
 
 def _http_ok(url: str) -> bool:
