@@ -77,13 +77,9 @@ def _check_model(
         )
     if versions is not None and not any(_VERSION.match(v) for v in versions):
         problems.append(Problem(folder, "has no numeric version folder (e.g. 1/)"))
-    if config.backend == "python":
-        version_files = [p for p in files if p.startswith(f"{folder}/")]
-        if not any(
-            re.match(rf"^{re.escape(folder)}/[1-9]\d*/model\.py$", p)
-            for p in version_files
-        ):
-            problems.append(Problem(folder, "python model without <version>/model.py"))
+    model_py = re.compile(rf"^{re.escape(folder)}/[1-9]\d*/model\.py$")
+    if config.backend == "python" and not any(model_py.match(p) for p in files):
+        problems.append(Problem(folder, "python model without <version>/model.py"))
     return config, problems
 
 
