@@ -23,9 +23,9 @@ def _missing(v: object) -> bool:
     )
 
 
-def fmt_num(spec: str) -> Format:
-    """A formatter applying ``format(value, spec)``; ``-`` for missing values."""
-    return lambda v: "-" if _missing(v) else format(float(v), spec)
+def fmt_num(spec: str, suffix: str = "") -> Format:
+    """A formatter applying ``format(value, spec)`` + ``suffix``; ``-`` for missing values."""
+    return lambda v: "-" if _missing(v) else format(float(v), spec) + suffix
 
 
 def fmt_bytes(v: object, signed: bool = False) -> str:
@@ -37,6 +37,10 @@ def fmt_bytes(v: object, signed: bool = False) -> str:
     if abs(x) >= 1024**3:
         return f"{sign}{x / 1024**3:.2f} GiB"
     return f"{sign}{x / 1024**2:.1f} MiB"
+
+
+def _signed_bytes(v: object) -> str:
+    return fmt_bytes(v, signed=True)
 
 
 def fmt_text(v: object) -> str:
@@ -64,11 +68,11 @@ def markdown_table(
 _x = fmt_num(".2f")
 MATRIX_TABLE = (
     ("variant", "variant", fmt_text), ("mode", "mode", fmt_text),
-    ("extra_memory_bytes", "extra memory vs baseline", lambda v: fmt_bytes(v, signed=True)),
+    ("extra_memory_bytes", "extra memory vs baseline", _signed_bytes),
     ("low_concurrency", "low C", fmt_num("g")),
-    ("speedup_low_ratio", "speedup @ low C", lambda v: "-" if _missing(v) else f"{float(v):.2f}x"),
+    ("speedup_low_ratio", "speedup @ low C", fmt_num(".2f", "x")),
     ("high_concurrency", "high C", fmt_num("g")),
-    ("speedup_high_ratio", "speedup @ high C", lambda v: "-" if _missing(v) else f"{float(v):.2f}x"),
+    ("speedup_high_ratio", "speedup @ high C", fmt_num(".2f", "x")),
     ("crossover_concurrency", "slower from C", fmt_num("g")),
     ("crossover_interpolated", "crossover ≈ C", fmt_num(".1f")),
     ("tokens_per_step", "tokens/step", _x),
@@ -89,9 +93,9 @@ TIER_TABLE = (
 )  # fmt: skip
 MEMORY_TABLE = (
     ("variant", "variant", fmt_text), ("weights_bytes", "weights", fmt_bytes),
-    ("extra_weights_bytes", "extra weights", lambda v: fmt_bytes(v, signed=True)),
+    ("extra_weights_bytes", "extra weights", _signed_bytes),
     ("peak_bytes", "peak", fmt_bytes), ("peak_source", "peak source", fmt_text),
-    ("extra_peak_bytes", "extra peak", lambda v: fmt_bytes(v, signed=True)),
+    ("extra_peak_bytes", "extra peak", _signed_bytes),
 )  # fmt: skip
 LAUNCH_TABLE = (
     ("trace", "trace", fmt_text), ("cuda_graphs", "CUDA graphs", fmt_text),
