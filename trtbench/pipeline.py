@@ -69,9 +69,8 @@ class _Collected:
     """What the variants produced so far (kept when a later one fails)."""
 
     results: dict[str, LoadResult] = field(default_factory=dict)
-    memory: list[pd.DataFrame] = field(default_factory=list)
+    memory: dict[str, pd.DataFrame] = field(default_factory=dict)
     metrics: dict[str, pd.DataFrame] = field(default_factory=dict)
-    memory_by_variant: dict[str, pd.DataFrame] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     traces: dict[str, list[Path]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -188,8 +187,7 @@ def _measure_variant(
         for sampler in samplers:
             frame = sampler.frame()
             if isinstance(sampler, MemorySampler):
-                got.memory.append(frame)
-                got.memory_by_variant[variant.name] = frame
+                got.memory[variant.name] = frame
             else:
                 got.metrics[variant.name] = frame
         got.seconds[variant.name] = round(time.monotonic() - start, 3)
@@ -202,7 +200,7 @@ def _measure_variant(
 
 def _write_profiles(rd: RunDir, got: _Collected) -> None:
     """memory.csv, server_metrics.csv and memory_breakdown.csv from what was sampled."""
-    frames = [f for f in got.memory if not f.empty]
+    frames = [f for f in got.memory.values() if not f.empty]
     if frames:
         write_memory_csv(pd.concat(frames, ignore_index=True), rd.memory_csv)
     metrics = [f for f in got.metrics.values() if not f.empty]
@@ -213,10 +211,10 @@ def _write_profiles(rd: RunDir, got: _Collected) -> None:
     inputs = [
         load_variant_inputs(
             rd.build_json(name),
-            memory=got.memory_by_variant.get(name),
+            memory=memory,
             server_metrics=got.metrics.get(name),
         )
-        for name in got.memory_by_variant
+        for name, memory in got.memory.items()
         if rd.build_json(name).is_file()
     ]
     if inputs:
