@@ -266,9 +266,7 @@ def run_bench(
                 break
     except TrtbenchError as exc:
         failure = exc
-    except (
-        KeyboardInterrupt
-    ):  # Ctrl-C outside a tier (deploy, server start): keep going
+    except KeyboardInterrupt:  # outside a tier (deploy, server start): keep going
         stopped = True
     finally:
         outcome = _finish(out, spec, got, stopped)
