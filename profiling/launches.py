@@ -216,6 +216,10 @@ def kernel_launch_summary(trace: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)[[c.name for c in LAUNCH_SUMMARY_SCHEMA]]
 
 
+def _any_name_matches(ranges: pd.DataFrame, pattern: str) -> bool:
+    return bool(ranges["s_name"].astype(str).str.contains(pattern, regex=True).any())
+
+
 def resolve_step_windows(
     frame: pd.DataFrame, ranges: pd.DataFrame, step_pattern: str | None, *, what: str
 ) -> tuple[pd.DataFrame, str]:
@@ -238,21 +242,18 @@ def resolve_step_windows(
     Raises:
         ConfigError: the pattern is not a regular expression, or matches no range name.
     """
+    if step_pattern is None and _any_name_matches(ranges, DEFAULT_STEP_PATTERN):
+        step_pattern = DEFAULT_STEP_PATTERN
     if step_pattern is not None:
         windows = step_windows_from_ranges(ranges, step_pattern, what=what)
         return windows, f"{what}s matching '{step_pattern}'"
-    names = ranges["s_name"].astype(str)
-    if names.str.contains(DEFAULT_STEP_PATTERN, regex=True).any():
-        windows = step_windows_from_ranges(ranges, DEFAULT_STEP_PATTERN, what=what)
-        return windows, f"{what}s matching '{DEFAULT_STEP_PATTERN}'"
     if (frame["api_kind"] == "graph_launch").any():
         return step_windows_from_graph_launches(frame), "graph-launch boundaries"
     logger.info(
         "no step ranges and no graph launches: one step spans each process's calls"
     )
-    return step_windows_whole_trace(
-        frame
-    ), "whole trace (no step ranges, no graph launches)"
+    source = "whole trace (no step ranges, no graph launches)"
+    return step_windows_whole_trace(frame), source
 
 
 @dataclass(frozen=True)
@@ -278,12 +279,10 @@ def summarize_steps(steps: pd.DataFrame, step_source: str) -> StepSummary:
     all such calls). Empty ``steps`` give NaN means and 0 counts.
     """
 
-    def mean(column: str) -> float:
-        return (
-            float(steps[column].astype("Float64").mean())
-            if len(steps)
-            else float("nan")
-        )
+    def stat(column: str, how: str = "mean") -> float:
+        if not len(steps):
+            return float("nan")
+        return float(steps[column].astype("Float64").agg(how))
 
     delays = steps["launch_delay_mean_ns"].astype("Float64")
     weights = steps["launch_delay_calls"].astype("Float64")
@@ -291,20 +290,16 @@ def summarize_steps(steps: pd.DataFrame, step_source: str) -> StepSummary:
     return StepSummary(
         steps=len(steps),
         step_source=step_source,
-        launch_overhead_mean_ns=mean("launch_overhead_ns"),
-        launch_overhead_median_ns=float(
-            steps["launch_overhead_ns"].astype("Float64").median()
-        )
-        if len(steps)
-        else float("nan"),
-        launch_calls_mean=mean("launch_calls"),
+        launch_overhead_mean_ns=stat("launch_overhead_ns"),
+        launch_overhead_median_ns=stat("launch_overhead_ns", "median"),
+        launch_calls_mean=stat("launch_calls"),
         graph_launches_total=int(steps["graph_launches"].sum()),
-        kernels_mean=mean("kernels"),
+        kernels_mean=stat("kernels"),
         launch_delay_mean_ns=float((delays * weights).sum() / total_w)
         if total_w
         else float("nan"),
-        gpu_idle_mean_ns=mean("gpu_idle_ns"),
-        wall_mean_ns=mean("wall_ns"),
+        gpu_idle_mean_ns=stat("gpu_idle_ns"),
+        wall_mean_ns=stat("wall_ns"),
     )
 
 
@@ -316,9 +311,8 @@ class LaunchAnalysis:
     launch_summary: pd.DataFrame
     steps: pd.DataFrame
     summary: StepSummary
-    source: str = (
-        ""  # the trace, e.g. "nsys 2024.6.2.225 export (schema 3.16.1) x.sqlite"
-    )
+    # the trace, e.g. "nsys 2024.6.2.225 export (schema 3.16.1) x.sqlite"
+    source: str = ""
 
     def tables(self) -> list[tuple[str, pd.DataFrame, tuple]]:
         """``[(csv file name, frame, schema)]`` for ``trtbench.export.write_csv``."""
