@@ -1,7 +1,8 @@
 """Build every selected variant of a bench spec with one backend, and record it in run.json.
 
 ``build_variants`` is what ``trtbench build`` calls. Each backend is one function
-``(spec, variant, out, *, dry_run) -> BuildManifest``; :func:`backend_builder` picks it.
+``(spec, variant, out, *, dry_run, describe) -> BuildManifest``; :func:`backend_builder`
+picks it. One :class:`~trtbench.builders.manifest.ModelDescriber` serves all variants.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from trtbench.builders.manifest import (
     BuildManifest,
+    ModelDescriber,
     host_info,
     library_versions,
     utc_now,
@@ -64,7 +66,10 @@ def build_variants(
     variants = spec.select(tuple(names))
     builder = backend_builder(backend)
     started = utc_now()
-    manifests = [builder(spec, v, out, dry_run=dry_run) for v in variants]
+    describe = ModelDescriber()
+    manifests = [
+        builder(spec, v, out, dry_run=dry_run, describe=describe) for v in variants
+    ]
     if not dry_run:
         _record(spec, backend, out, manifests, started)
     return manifests

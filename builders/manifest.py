@@ -130,6 +130,23 @@ def describe_model_dir(
     )
 
 
+class ModelDescriber:
+    """:func:`describe_model_dir` that hashes each model directory once.
+
+    One instance serves one ``build_variants`` call, so a target shared by every variant
+    (possibly many GB) is read once, not once per variant.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[Path, ModelFiles] = {}
+
+    def __call__(self, path: Path) -> ModelFiles:
+        key = path.resolve()
+        if key not in self._seen:
+            self._seen[key] = describe_model_dir(path)
+        return self._seen[key]
+
+
 def dir_bytes(path: Path) -> int:
     """Total size in bytes of the regular files under ``path`` (symlinks not followed)."""
     return sum(

@@ -22,6 +22,7 @@ build time, peak GPU memory and config.json summary).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -110,7 +111,9 @@ def plan_and_check(
     return plan
 
 
-def _models(plan: VariantPlan, spec: BenchSpec, hashed: bool) -> dict[str, Any]:
+def _models(
+    plan: VariantPlan, spec: BenchSpec, describe: Callable[[Path], ModelFiles] | None
+) -> dict[str, Any]:
     roles = {"target": spec.models.target, "draft": None, "medusa": None}
     if plan.mode == "draft_target":
         roles["draft"] = spec.models.draft
@@ -119,7 +122,7 @@ def _models(plan: VariantPlan, spec: BenchSpec, hashed: bool) -> dict[str, Any]:
     return {
         role: None
         if path is None
-        else (describe_model_dir(path) if hashed else ModelFiles(path=str(path)))
+        else (describe(path) if describe else ModelFiles(path=str(path)))
         for role, path in roles.items()
     }
 
@@ -166,6 +169,7 @@ def make_manifest(
     results: list[StepResult],
     gpus: list[tuple[str, tuple[int, int]]],
     dry_run: bool,
+    describe: Callable[[Path], ModelFiles] = describe_model_dir,
 ) -> BuildManifest:
     """The ``build.json`` of a plan (dry run: models not hashed, no sizes, no timings)."""
     medusa = None
@@ -181,7 +185,7 @@ def make_manifest(
         variant=variant.model_dump(mode="json"),
         mode=plan.mode,
         max_draft_len=plan.max_draft_len,
-        models=_models(plan, spec, hashed=not dry_run),
+        models=_models(plan, spec, None if dry_run else describe),
         tokenizer_dir=plan.tokenizer_dir,
         engines=engine_layout(plan),
         medusa=medusa,
@@ -198,7 +202,12 @@ def make_manifest(
 
 
 def build_trtllm_variant(
-    spec: BenchSpec, variant: VariantSpec, out: RunDir, *, dry_run: bool = False
+    spec: BenchSpec,
+    variant: VariantSpec,
+    out: RunDir,
+    *,
+    dry_run: bool = False,
+    describe: Callable[[Path], ModelFiles] = describe_model_dir,
 ) -> BuildManifest:
     """Plan, check and (unless ``dry_run``) build one variant with TensorRT-LLM.
 
@@ -208,6 +217,7 @@ def build_trtllm_variant(
         out: the run directory; engines go to ``out/engines/<variant>/``.
         dry_run: only plan and check; the manifest's ``dry_run_text`` holds the LLM-API
             program and the equivalent command lines. Needs no tensorrt_llm and no GPU.
+        describe: hashes a model directory (see ``manifest.ModelDescriber``).
 
     Returns:
         The manifest (written as build.json unless ``dry_run``).
@@ -240,7 +250,14 @@ def build_trtllm_variant(
         )
     results = run_plan(plan)
     manifest = make_manifest(
-        plan, spec, variant, version=version, results=results, gpus=gpus, dry_run=False
+        plan,
+        spec,
+        variant,
+        version=version,
+        results=results,
+        gpus=gpus,
+        dry_run=False,
+        describe=describe,
     )
     write_manifest(Path(plan.engine_root), manifest)
     return manifest

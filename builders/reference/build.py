@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from trtbench.builders.manifest import (
     BuildManifest,
     CudaGraphs,
     MedusaInfo,
+    ModelFiles,
     describe_model_dir,
     host_info,
     library_versions,
@@ -249,7 +251,12 @@ def _gpus() -> list[str]:
 
 
 def build_reference_variant(
-    spec: BenchSpec, variant: VariantSpec, out: RunDir, *, dry_run: bool = False
+    spec: BenchSpec,
+    variant: VariantSpec,
+    out: RunDir,
+    *,
+    dry_run: bool = False,
+    describe: Callable[[Path], ModelFiles] = describe_model_dir,
 ) -> BuildManifest:
     """Validate one variant's models and write ``out/engines/<variant>/build.json``.
 
@@ -258,6 +265,8 @@ def build_reference_variant(
         variant: the variant to build (one of ``spec.variants``).
         out: the run directory.
         dry_run: validate and return the manifest without writing anything.
+        describe: hashes a model directory (a shared :class:`ModelDescriber` hashes
+            each directory once across variants).
 
     Returns:
         The manifest (``bytes_on_disk``: the model files the engine loads; the engine dir
@@ -284,7 +293,7 @@ def build_reference_variant(
             models.medusa, "models.medusa", "Medusa heads"
         )
         medusa, draft_len = check_medusa(target, roles["medusa"], variant, index)
-    files = {r: describe_model_dir(p) if p else None for r, p in roles.items()}
+    files = {r: describe(p) if p else None for r, p in roles.items()}
     manifest = BuildManifest(
         backend="reference",
         variant=variant.model_dump(mode="json"),

@@ -329,3 +329,28 @@ def test_yaml_syntax_error_names_its_line(model_dirs, tmp_path, capsys):
     code, _, err = run_cli(["build", spec, "--dry-run"], capsys)
     assert code == 2 and err.count("\n") == 1
     assert "line 6" in err and "YAML syntax error" in err
+
+
+def test_each_model_dir_is_hashed_once_per_build(model_dirs, tmp_path, monkeypatch):
+    """Three variants share the target: its files are read for hashing once, not three times."""
+    from trtbench.builders import manifest as manifest_module
+    from trtbench.builders.build import build_variants
+    from trtbench.run_dir import RunDir
+    from trtbench.spec import load_spec
+
+    hashed: list[Path] = []
+    real = manifest_module.describe_model_dir
+
+    def counting(path):
+        hashed.append(Path(path).resolve())
+        return real(path)
+
+    monkeypatch.setattr(manifest_module, "describe_model_dir", counting)
+    spec = load_spec(make_spec(model_dirs, tmp_path))
+    manifests = build_variants(spec, out=RunDir(tmp_path / "run"))
+    # target (shared by 3 variants), draft, medusa: one hash each.
+    assert sorted(hashed) == sorted(
+        Path(model_dirs[k]).resolve() for k in ("target", "draft", "medusa")
+    )
+    target_files = {m.models["target"].sha256["config.json"] for m in manifests}
+    assert target_files == {sha256(Path(model_dirs["target"]) / "config.json")}
