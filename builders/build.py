@@ -29,7 +29,7 @@ Builder = Callable[..., BuildManifest]
 def backend_builder(backend: str) -> Builder:
     """The build function of ``backend`` (``reference`` imports torch lazily)."""
     if backend == "trtllm":
-        from trtbench.builders.trtllm import build_trtllm_variant
+        from trtbench.builders.trtllm.backend import build_trtllm_variant
 
         return build_trtllm_variant
     from trtbench.builders.reference.build import build_reference_variant

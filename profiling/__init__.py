@@ -1,1 +1,5 @@
-"""Load generation, metrics, memory sampling, trace analysis and the report."""
+"""What is measured while variants serve, and what is made of it: load tests, traces, memory, the report.
+
+Lives here: loadtest/, traces/, memory/, report/ (no modules of its own).
+May import: core.
+"""

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from trtbench.profiling.kineto import KinetoTrace
+from trtbench.profiling.traces.kineto import KinetoTrace
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "kineto"

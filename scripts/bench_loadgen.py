@@ -26,10 +26,10 @@ import numpy as np
 import tritonclient.grpc.aio as grpcaio
 from tritonclient.grpc import InferInput
 
-from trtbench.profiling.grpc_client import probe_model
-from trtbench.profiling.loadgen import LoadSettings, LoadTarget, _Runner
-from trtbench.profiling.prompts import Prompt
-from trtbench.profiling.schedule import Tier
+from trtbench.profiling.loadtest.grpc_client import probe_model
+from trtbench.profiling.loadtest.prompts import Prompt
+from trtbench.profiling.loadtest.runner import LoadSettings, LoadTarget, TierRunner
+from trtbench.profiling.loadtest.schedule import Tier
 from trtbench.triton_repo.server import ServerConfig, TritonServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,7 +105,7 @@ def trtbench_round(target: LoadTarget, requests: int, concurrency: int, tokens: 
     """The same closed loop through trtbench's runner (records made after the tier)."""
     prompts = [Prompt("bench", PROMPT, 8, tokens, "words")]
     settings = LoadSettings(requests_per_tier=requests, warmup_requests=0)
-    runner = _Runner(target, prompts, settings, None, None)
+    runner = TierRunner(target, prompts, settings, None, None)
 
     async def go() -> float:
         import grpc  # noqa: PLC0415

@@ -3,7 +3,7 @@
 Target (issue 6): 5 million kernels analyzed in under 60 s and under 4 GiB peak RSS.
 
 The export has the table layout of a real nsys 2024.6 export (schema 3.16.1) and models a decode
-loop (see ``trtbench.profiling.synth_nsys.write_decode_export``): 200 kernels per step, the first
+loop (see ``trtbench.profiling.traces.synth_nsys.write_decode_export``): 200 kernels per step, the first
 half of the steps launched eagerly (one ``cudaLaunchKernel`` per kernel), the second half replayed
 from a CUDA graph with node tracing (one ``cudaGraphLaunch`` per step). The analyzer runs as the
 real CLI in a child process; wall time, CPU time and the child's peak RSS are printed, then the
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trtbench.profiling.synth_nsys import write_decode_export
+from trtbench.profiling.traces.synth_nsys import write_decode_export
 
 KERNELS_PER_STEP = 200
 TARGET_S, TARGET_GIB = 60.0, 4.0

@@ -11,20 +11,20 @@ import sys
 from pathlib import Path
 
 from trtbench.export import schema_markdown
-from trtbench.plan_settings import PLAN_SCHEMA
-from trtbench.profiling.launch_schemas import (
-    KERNEL_LAUNCH_SCHEMA,
-    LAUNCH_SUMMARY_SCHEMA,
-    STEP_SCHEMA,
-)
-from trtbench.profiling.loadtest_schema import (
+from trtbench.plan.settings import PLAN_SCHEMA
+from trtbench.profiling.loadtest.schemas import (
     REQUESTS_SCHEMA,
     RESPONSES_SCHEMA,
     SUMMARY_SCHEMA,
 )
-from trtbench.profiling.memory import MEMORY_SCHEMA
-from trtbench.profiling.memory_breakdown import MEMORY_BREAKDOWN_SCHEMA
-from trtbench.profiling.server_metrics import SERVER_METRICS_SCHEMA
+from trtbench.profiling.memory.breakdown import MEMORY_BREAKDOWN_SCHEMA
+from trtbench.profiling.memory.sampler import MEMORY_SCHEMA
+from trtbench.profiling.memory.server_metrics import SERVER_METRICS_SCHEMA
+from trtbench.profiling.traces.schemas import (
+    KERNEL_LAUNCH_SCHEMA,
+    LAUNCH_SUMMARY_SCHEMA,
+    STEP_SCHEMA,
+)
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "csv_schemas.md"
 

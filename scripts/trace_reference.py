@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from trtbench.builders.reference.engine import load_engine
+from trtbench.builders.reference.loading import load_engine
 from trtbench.builders.reference.tracing import record_kineto_trace
 
 TREE = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]  # examples/tiny-cpu.yaml

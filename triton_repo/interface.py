@@ -26,8 +26,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trtbench.errors import DeployError
+from trtbench.run_dir import METADATA_NAME
 
-METADATA_NAME = "trtbench.json"
 METADATA_SCHEMA_VERSION = 1
 
 

@@ -18,10 +18,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -32,77 +30,18 @@ from pathlib import Path
 
 from trtbench.errors import ServerStartError
 from trtbench.triton_repo.binary import (
-    NGC_TRITONSERVER,
     TritonBinary,
     find_tritonserver,
     prepare_backend_dir,
     server_env,
 )
-
-__all__ = [
-    "NGC_TRITONSERVER", "Ports", "ServerConfig", "TritonBinary", "TritonServer",
-    "choose_ports", "find_tritonserver", "log_errors", "mpirun_argv", "server_argv",
-]  # fmt: skip
+from trtbench.triton_repo.ports import Ports, choose_ports
+from trtbench.triton_repo.server_log import log_errors, tail
 
 log = logging.getLogger(__name__)
 
-LOG_TAIL_LINES = 20
 START_ATTEMPTS = 3
-_ERROR_LINE = re.compile(r"^E\d{4} [\d:.]+\s+\d+\s+\S+\]\s*(.*)$")
-_NOISE = ("CudaDriverHelper has not been initialized",)
-_KEY_ERRORS = ("failed to load '", "failed to start", "already in use", "error: ")
 _PORT_TAKEN = ("already in use", "Address already in use")
-
-
-@dataclass(frozen=True)
-class Ports:
-    """gRPC, HTTP and metrics ports of one server."""
-
-    grpc: int
-    http: int
-    metrics: int
-
-
-def port_in_use(port: int, host: str = "0.0.0.0") -> bool:  # noqa: S104 - as tritonserver binds
-    """True when ``port`` cannot be bound on ``host`` (tritonserver binds 0.0.0.0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return True
-    return False
-
-
-def free_port() -> int:
-    """A TCP port the OS reports free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("0.0.0.0", 0))  # noqa: S104 - probe only
-        return int(sock.getsockname()[1])
-
-
-def choose_ports(grpc: int | None, http: int | None, metrics: int | None) -> Ports:
-    """Use the given ports (checked free) and pick free ones for the rest.
-
-    Raises:
-        ServerStartError: a given port is already in use (the message names the option).
-    """
-    chosen: dict[str, int] = {}
-    for name, port in (
-        ("grpc_port", grpc),
-        ("http_port", http),
-        ("metrics_port", metrics),
-    ):
-        if port is None:
-            port = free_port()
-            while port in chosen.values():
-                port = free_port()
-        elif port_in_use(port):
-            raise ServerStartError(
-                f"{name} {port} is already in use; stop what listens there or choose "
-                f"another port (--{name.replace('_', '-')} or deploy.{name})"
-            )
-        chosen[name] = port
-    return Ports(chosen["grpc_port"], chosen["http_port"], chosen["metrics_port"])
 
 
 @dataclass(frozen=True)
@@ -197,36 +136,6 @@ def mpirun_argv(
             argv.append("--model-control-mode=explicit")
             argv += [f"--load-model={name}" for name in tensorrt_llm_models]
     return argv
-
-
-def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """The last ``lines`` lines of a text file ('' when absent)."""
-    if not path.is_file():
-        return ""
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-
-
-def log_errors(text: str, limit: int = 3) -> list[str]:
-    """The lines of a tritonserver log that say why it failed (pure).
-
-    Error lines (``E1129 08:21:24.126 123 file.cc:642] "message"``) are reduced to their first
-    message line; a model that failed to load, a service that failed to start and the final
-    ``error: …`` line are preferred; CPU-only noise (CudaDriverHelper) is dropped.
-
-    Returns:
-        At most ``limit`` distinct messages, in log order.
-    """
-    found: list[str] = []
-    for line in text.splitlines():
-        match = _ERROR_LINE.match(line)
-        message = (
-            match.group(1) if match else (line if line.startswith("error: ") else "")
-        )
-        message = message.strip().strip('"').split("\\n")[0].strip()
-        if message and not any(n in message for n in _NOISE) and message not in found:
-            found.append(message[:300])
-    key = [m for m in found if any(k in m for k in _KEY_ERRORS)]
-    return (key or found)[-limit:]
 
 
 def _http_ok(url: str) -> bool:

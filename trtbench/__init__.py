@@ -1,8 +1,7 @@
-"""trtbench: draft-target speculative decoding vs Medusa on TensorRT-LLM / Triton, measured side by side.
+"""trtbench: which speculative-decoding method, up to which concurrency, at what memory cost.
 
-Subsystems live in top-level folders installed under this namespace:
-``trtbench.builders`` (engines), ``trtbench.triton_repo`` (model repositories and the server),
-``trtbench.profiling`` (load generation, metrics, traces, memory, report).
+Lives here: the core every room uses (errors, paths, json_files, spec, run_dir, run_data, records, export) and cli.py.
+May import: nothing else of trtbench (cli.py reaches trtbench.commands by name, when a command runs).
 """
 
 __version__ = "0.1.0"

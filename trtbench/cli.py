@@ -76,7 +76,7 @@ def cli(ctx: click.Context, debug: bool, log_level: str) -> None:
     ctx.obj = Env(debug=debug)
 
 
-def _hoist_debug(args: list[str]) -> list[str]:
+def hoist_debug(args: list[str]) -> list[str]:
     """Move ``--debug`` given after a sub-command to the group (not past a ``--``)."""
     cut = args.index("--") if "--" in args else len(args)
     head, tail = args[:cut], args[cut:]
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     (:class:`~trtbench.errors.TrtbenchError`) both print one ``trtbench: error: …`` line;
     ``--debug`` (anywhere before ``--``) re-raises library errors with their traceback.
     """
-    args = _hoist_debug(list(sys.argv[1:] if argv is None else argv))
+    args = hoist_debug(list(sys.argv[1:] if argv is None else argv))
     debug = bool(args) and args[0] == "--debug"
     try:
         cli.main(args=args, prog_name="trtbench", standalone_mode=False)

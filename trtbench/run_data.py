@@ -19,7 +19,6 @@ import pandas as pd
 
 from trtbench.errors import ConfigError
 from trtbench.run_dir import RunDir
-from trtbench.triton_repo.interface import METADATA_NAME
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +215,7 @@ def load_run(root: Path) -> RunData:
     variants = {}
     for name in names:
         build = _read_json(rd.build_json(name))
-        repo = _read_json(rd.model_repo(name) / METADATA_NAME)
+        repo = _read_json(rd.repo_metadata(name))
         variants[name] = variant_info(name, build, repo, run)
     return RunData(
         root=rd.root,

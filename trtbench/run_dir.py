@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+METADATA_NAME = "trtbench.json"
+"""File name of the repository metadata in ``model_repo/<variant>/`` (written by deploy)."""
+
 
 @contextlib.contextmanager
 def atomic_target(path: Path) -> Iterator[Path]:
@@ -61,6 +64,10 @@ class RunDir:
 
     def model_repo(self, variant: str) -> Path:
         return self.root / "model_repo" / variant
+
+    def repo_metadata(self, variant: str) -> Path:
+        """``model_repo/<variant>/trtbench.json``: which model to call, streaming, outputs."""
+        return self.model_repo(variant) / METADATA_NAME
 
     def server_log(self, variant: str) -> Path:
         return self.root / "server" / f"{variant}.log"

@@ -196,7 +196,7 @@ class ProfileSpec(_Strict):
 
     ``nsys``: run each variant's server under an Nsight Systems session and record one tier,
     ``nsys_tier`` (0-based position in the tier list; default the first), into
-    ``RUN_DIR/traces/<variant>/`` with its launch-overhead CSVs (``trtbench.tier_capture``).
+    ``RUN_DIR/traces/<variant>/`` with its launch-overhead CSVs (``trtbench.pipeline.tier_capture``).
     """
 
     memory_interval_ms: float = Field(default=100.0, gt=0)

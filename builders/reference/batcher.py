@@ -89,10 +89,15 @@ class RequestHandle:
         admitted_ns: ``time.time_ns()`` when the request got a slot (0 while waiting).
     """
 
-    def __init__(self, request: _Request, steps: queue.Queue | None) -> None:
+    def __init__(
+        self,
+        request: _Request,
+        steps: queue.Queue | None,
+        cancel_hook: Callable[[], None] = lambda: None,
+    ) -> None:
         self._request = request
         self._steps = steps
-        self._cancel_hook: Callable[[], None] = lambda: None
+        self._cancel_hook = cancel_hook
 
     @property
     def admitted_ns(self) -> int:
@@ -173,8 +178,7 @@ class InflightBatcher:
             steps = queue.Queue()
             deliver = lambda *item: steps.put(item)  # noqa: E731
         request = _Request([int(t) for t in input_ids], max_tokens, greedy, deliver)
-        handle = RequestHandle(request, steps)
-        handle._cancel_hook = self._wake
+        handle = RequestHandle(request, steps, cancel_hook=self._wake)
         with self._cond:
             if self._closed:
                 raise RuntimeError("the batcher is closed; load the engine again")

@@ -1,7 +1,7 @@
 """``trtbench build --backend reference``: validate the model dirs and write ``build.json``.
 
 The reference "engine" is the Hugging Face dirs themselves, loaded by
-:func:`trtbench.builders.reference.engine.load_engine`; the engine dir holds only
+:func:`trtbench.builders.reference.loading.load_engine`; the engine dir holds only
 ``build.json``, which records them with the sha256 of every weight/config file. Building
 therefore means checking everything a load would trip over, up front, with one-line errors:
 paths, ``config.json``, draft/target vocabulary and tokenizer, Medusa heads against the

@@ -1,7 +1,8 @@
 """The PyTorch reference engine: greedy generation in baseline, draft_target or medusa mode.
 
 An engine directory holds only ``build.json`` (written by ``trtbench build``); it points at
-the Hugging Face target / draft dirs and the Medusa heads dir. :func:`load_engine` reads it
+the Hugging Face target / draft dirs and the Medusa heads dir.
+:func:`trtbench.builders.reference.loading.load_engine` reads it
 and returns a :class:`ReferenceEngine`, whose :meth:`~ReferenceEngine.generate` yields one
 :class:`Step` per decode step — the tokens it emitted and the draft tokens it proposed and
 accepted — which is what a Triton streaming response carries.
@@ -25,7 +26,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 from trtbench.builders.manifest import CudaGraphs
 from trtbench.builders.reference.batcher import (
@@ -39,7 +39,7 @@ from trtbench.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ReferenceEngine", "Step", "load_engine"]
+__all__ = ["ReferenceEngine", "Step"]
 
 
 class ReferenceEngine:
@@ -257,20 +257,3 @@ class ReferenceEngine:
             for step in self.generate(input_ids, max_tokens, **kw)
             for t in step.token_ids
         ]
-
-
-def load_engine(engine_dir: Path, device: str = "auto") -> ReferenceEngine:
-    """Load the engine described by ``engine_dir/build.json`` (a reference build).
-
-    Args:
-        engine_dir: ``RUN_DIR/engines/<variant>``.
-        device: ``auto`` (CUDA if available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``.
-
-    Raises:
-        BuildError: no or invalid build.json, a trtllm build, or model files that changed.
-        NotAvailableError: ``device`` asks for CUDA on a machine without it.
-    """
-    from trtbench.builders.manifest import read_manifest
-    from trtbench.builders.reference.loading import engine_from_manifest
-
-    return engine_from_manifest(read_manifest(Path(engine_dir)), device)

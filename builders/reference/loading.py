@@ -2,7 +2,8 @@
 
 :func:`make_engine` assembles an engine from loaded models (tests and benchmarks share
 models between engines); :func:`engine_from_manifest` loads everything a ``build.json``
-names and checks that the model files still have the sizes recorded at build time.
+names and checks that the model files still have the sizes recorded at build time;
+:func:`load_engine` does both from an engine directory.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from trtbench.builders.manifest import BuildManifest, CudaGraphs
+from trtbench.builders.manifest import BuildManifest, CudaGraphs, read_manifest
 from trtbench.builders.medusa_tree import build_tree
 from trtbench.builders.reference.decoding import (
     BaselineDecoder,
@@ -93,7 +94,7 @@ def _capture(decoder: BaselineDecoder, requested: bool) -> CudaGraphs:
     except Exception as exc:  # any capture failure falls back to eager, recorded
         logger.warning("CUDA graph capture failed, running eagerly: %s", exc)
         for runner in runners.values():
-            runner._graphs.clear()
+            runner.drop_graphs()
         return CudaGraphs(
             requested=True,
             available=False,
@@ -226,3 +227,17 @@ def engine_from_manifest(
         cuda_graphs=bool(variant.get("cuda_graphs", False)),
         max_batch_size=int(variant.get("max_batch_size") or 8),
     )
+
+
+def load_engine(engine_dir: Path, device: str = "auto") -> ReferenceEngine:
+    """Load the engine described by ``engine_dir/build.json`` (a reference build).
+
+    Args:
+        engine_dir: ``RUN_DIR/engines/<variant>``.
+        device: ``auto`` (CUDA if available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``.
+
+    Raises:
+        BuildError: no or invalid build.json, a trtllm build, or model files that changed.
+        NotAvailableError: ``device`` asks for CUDA on a machine without it.
+    """
+    return engine_from_manifest(read_manifest(Path(engine_dir)), device)

@@ -120,6 +120,10 @@ class ModelRunner:
         """(rows, step length) pairs that replay a captured CUDA graph (empty when eager)."""
         return tuple(sorted(self._graphs))
 
+    def drop_graphs(self) -> None:
+        """Forget every captured CUDA graph: the decode step runs eagerly from now on."""
+        self._graphs.clear()
+
     def crop(self, row: int, length: int) -> None:
         """Keep only the first ``length`` cached tokens of ``row`` (``<= lengths[row]``)."""
         self.lengths[row] = min(self.lengths[row], length)

@@ -13,7 +13,7 @@ target's build id). A part is rebuilt when its marker is missing, was made by an
 (draft, medusa) belongs to another target; ``complete.json`` is rewritten after any rebuild.
 Builds hold an exclusive ``fcntl`` lock on ``root/.lock`` so two processes never train twice.
 
-Recipe (:class:`~trtbench.builders.reference.tiny_training.Recipe`): corpus = top-level Python
+Recipe (:class:`~trtbench.builders.reference.tiny_recipe.Recipe`): corpus = top-level Python
 standard-library ``*.py`` files on this machine (~1.8 MB train, ~0.2 MB held out, every 8th file);
 byte-level BPE (2048 ids, ``<unk> <s> </s> <pad>`` = 0..3); target Llama 3 layers × 192 wide
 trained 600 steps on 16 × 64-token windows; greedy continuations (32-token prompt + 64 tokens) of
@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -45,12 +44,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from trtbench.builders.reference.tiny_recipe import RECIPE_VERSION, Recipe, recipe_key
 from trtbench.errors import BuildError
 from trtbench.run_dir import write_json_atomic
 
 logger = logging.getLogger(__name__)
 
-RECIPE_VERSION = 2
 PARTS = ("target", "draft", "medusa")
 PART_MARKER = ".trtbench-part.json"
 COMPLETE_NAME = "complete.json"
@@ -68,52 +67,6 @@ PART_FILES = {
     "medusa": ("config.json", "medusa_lm_head.safetensors"),
 }
 MAX_THREADS = 8
-
-
-@dataclasses.dataclass(frozen=True)
-class Recipe:
-    """Every knob of the tiny models; its fields are hashed into the cache key."""
-
-    seed: int = 1234
-    train_bytes: int = 1_800_000  # stdlib sources used for training
-    eval_bytes: int = 160_000  # held-out stdlib sources (every 8th file)
-    max_file_bytes: int = 120_000  # skip the few huge modules (_pydecimal, turtle)
-    vocab_size: int = 2048
-    seq_len: int = 64
-    # target
-    target_layers: int = 3
-    target_hidden: int = 192
-    target_heads: int = 4
-    target_intermediate: int = 512
-    target_steps: int = 600
-    target_batch: int = 16
-    target_lr: float = 3e-3
-    # greedy continuations of the target (distillation data for draft and heads)
-    prompt_len: int = 32
-    continuation_len: int = 64
-    train_prompts: int = 768
-    eval_prompts: int = 96
-    # draft
-    draft_layers: int = 1
-    draft_hidden: int = 128
-    draft_heads: int = 4
-    draft_intermediate: int = 384
-    draft_steps: int = 300
-    draft_batch: int = 16
-    draft_lr: float = 3e-3
-    # medusa
-    medusa_heads: int = 3
-    medusa_layers: int = 1
-    medusa_steps: int = 200
-    medusa_batch_positions: int = 1024
-    medusa_lr: float = 1e-3
-
-
-def recipe_key(recipe: Recipe | None = None) -> str:
-    """``v<RECIPE_VERSION>-<sha256 of the recipe fields>``; a changed recipe means a rebuild."""
-    recipe = recipe or Recipe()
-    fields = json.dumps(dataclasses.asdict(recipe), sort_keys=True)
-    return f"v{RECIPE_VERSION}-{hashlib.sha256(fields.encode()).hexdigest()[:12]}"
 
 
 def model_paths(root: Path) -> dict[str, Path]:
@@ -149,7 +102,7 @@ def is_complete(root: Path, key: str) -> bool:
     return True
 
 
-def _stale_parts(root: Path, key: str) -> list[str]:
+def stale_parts(root: Path, key: str) -> list[str]:
     """Parts to (re)build: missing, other recipe, or (draft, medusa) built on another target."""
     markers = {p: _part_marker(root, p) or {} for p in PARTS}
     if markers["target"].get("recipe") != key:
@@ -164,7 +117,12 @@ def _stale_parts(root: Path, key: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def _exclusive_lock(root: Path) -> Iterator[None]:
+def exclusive_lock(root: Path) -> Iterator[None]:
+    """Hold ``root/.lock`` (``fcntl.flock``, exclusive) for the block; wait if it is taken.
+
+    Raises:
+        OSError: ``root`` cannot be created or the lock file cannot be opened.
+    """
     root.mkdir(parents=True, exist_ok=True)
     with open(root / LOCK_NAME, "a+") as handle:
         try:
@@ -202,9 +160,9 @@ def ensure_tiny_models(root: Path, force: bool = False) -> dict[str, Path]:
     if not force and is_complete(root, key):
         return model_paths(root)
     try:
-        with _exclusive_lock(root):
+        with exclusive_lock(root):
             if force or not is_complete(root, key):
-                _build(root, key, list(PARTS) if force else _stale_parts(root, key))
+                _build(root, key, list(PARTS) if force else stale_parts(root, key))
     except OSError as exc:
         raise BuildError(
             f"cannot write the tiny models under {root} ({exc}); set TRTBENCH_CACHE to a "

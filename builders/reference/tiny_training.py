@@ -29,7 +29,7 @@ from trtbench.builders.reference.medusa_heads import (  # noqa: F401  (re-export
     load_medusa_heads,
     save_medusa_heads,
 )
-from trtbench.builders.reference.tiny_models import Recipe
+from trtbench.builders.reference.tiny_recipe import Recipe
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ The batcher wraps each prefill in a range ``prefill`` and its i-th batched decod
 ``decode_step#{i}`` (:func:`step_range`): a ``torch.profiler.record_function`` range (a
 ``user_annotation`` event in a Kineto trace) and, when CUDA is available, an NVTX range
 (seen by Nsight Systems). ``trtbench analyze kineto`` / ``analyze nsys`` take
-``decode_step#N`` as their default step pattern (``profiling/launch_steps.py``).
+``decode_step#N`` as their default step pattern (``profiling/traces/launch_steps.py``).
 
 :func:`record_kineto_trace` runs generation inside ``torch.profiler.profile`` and exports a
 Chrome trace. The profiler records the thread that enabled it only, so the batcher's

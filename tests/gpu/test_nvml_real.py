@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from trtbench.profiling.memory import MemorySampler
-from trtbench.profiling.nvml import try_open_nvml
+from trtbench.profiling.memory.nvml import try_open_nvml
+from trtbench.profiling.memory.sampler import MemorySampler
 
 pytestmark = pytest.mark.gpu
 

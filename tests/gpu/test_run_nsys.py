@@ -12,7 +12,7 @@ import yaml
 
 from trtbench.cli import main
 from trtbench.errors import NotAvailableError
-from trtbench.profiling.nsys_profile import find_nsys
+from trtbench.profiling.traces.nsys_profile import find_nsys
 
 torch = pytest.importorskip("torch")
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from trtbench.builders.trtllm_contract import load_contract
-from trtbench.builders.trtllm_run import gpu_capabilities, require_trtllm
+from trtbench.builders.trtllm.contract import load_contract
+from trtbench.builders.trtllm.run import gpu_capabilities, require_trtllm
 from trtbench.errors import NotAvailableError
 
 TREE6 = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]
@@ -86,7 +86,7 @@ def test_engines_are_built_as_planned(built, variant, roles, mode):
 
 
 def test_medusa_engine_reads_back_heads_and_draft_len(built):
-    from trtbench.builders.inspect import summarize_engine
+    from trtbench.builders.trtllm.inspection import summarize_engine
 
     out, manifests = built
     summary = summarize_engine(out.engine_dir("medusa"))
@@ -112,7 +112,7 @@ def test_inspect_cli_on_a_built_variant(built):
 @pytest.mark.parametrize("variant", ["baseline", "dt", "medusa"])
 def test_served_variant_streams_a_load_test_tier(built, tiny_models, variant):
     from trtbench.cli import main
-    from trtbench.deployment import serve
+    from trtbench.pipeline.deploy import serve
     from trtbench.triton_repo.interface import read_repo_metadata
 
     out, _ = built

@@ -1,7 +1,7 @@
 """Serve every reference variant from a real tritonserver and stream through it.
 
 The run directory is built with ``trtbench build``'s library from the small real models
-(``tiny_models``) and deployed with :func:`trtbench.deployment.deploy_run`. For each variant a
+(``tiny_models``) and deployed with :func:`trtbench.pipeline.deploy.deploy_run`. For each variant a
 real tritonserver streams one request over gRPC ``ModelStreamInfer`` (with
 ``triton_enable_empty_final_response``), and the token ids, text and draft counts must equal
 what the reference engine emits directly in this process: the server adds nothing and loses
@@ -29,9 +29,9 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from trtbench.builders.build import build_variants
-from trtbench.builders.reference.engine import load_engine
+from trtbench.builders.reference.loading import load_engine
 from trtbench.cli import main
-from trtbench.deployment import deploy_run, serve
+from trtbench.pipeline.deploy import deploy_run, serve
 from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec, DeploySpec, ModelsSpec, VariantSpec
 

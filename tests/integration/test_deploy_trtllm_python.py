@@ -17,7 +17,7 @@ import tritonclient.grpc as grpcclient
 from transformers import AutoTokenizer
 
 from trtbench.builders.manifest import BuildManifest, write_manifest
-from trtbench.deployment import deploy_variant
+from trtbench.pipeline.deploy import deploy_variant
 from trtbench.run_dir import RunDir
 from trtbench.spec import DeploySpec
 from trtbench.triton_repo.server import ServerConfig, TritonServer

@@ -23,10 +23,10 @@ import time
 import pandas as pd
 import pytest
 
-from tests.conftest import get_test_data_dir
+from tests.support.data import get_test_data_dir
 from trtbench.cli import main
 from trtbench.export import Column
-from trtbench.profiling.loadtest_schema import (
+from trtbench.profiling.loadtest.schemas import (
     REQUESTS_SCHEMA,
     RESPONSES_SCHEMA,
     SUMMARY_SCHEMA,

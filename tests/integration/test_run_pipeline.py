@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from trtbench.cli import main
-from trtbench.triton_repo.server import port_in_use
+from trtbench.triton_repo.ports import port_in_use
 
 pytestmark = pytest.mark.integration
 

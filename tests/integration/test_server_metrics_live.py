@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 import tritonclient.grpc as grpcclient
 
-from tests.conftest import get_test_data_dir
-from trtbench.profiling.memory import MemorySampler
-from trtbench.profiling.memory_breakdown import VariantMemoryInputs, memory_breakdown
-from trtbench.profiling.server_metrics import ServerMetricsScraper
-from trtbench.profiling.server_metrics_views import (
+from tests.support.data import get_test_data_dir
+from trtbench.profiling.memory.breakdown import VariantMemoryInputs, memory_breakdown
+from trtbench.profiling.memory.sampler import MemorySampler
+from trtbench.profiling.memory.server_metrics import ServerMetricsScraper
+from trtbench.profiling.memory.server_metrics_views import (
     counter_deltas,
     kv_cache_blocks,
     phase_summary,

@@ -9,9 +9,9 @@ from pathlib import Path
 import click
 
 from trtbench.export import write_tables
-from trtbench.profiling.kineto import analyze_kineto_trace
-from trtbench.profiling.launches import LaunchAnalysis
-from trtbench.profiling.nsys import analyze_nsys_report
+from trtbench.profiling.traces.kineto import analyze_kineto_trace
+from trtbench.profiling.traces.launches import LaunchAnalysis
+from trtbench.profiling.traces.nsys import analyze_nsys_report
 
 
 def _options(func: Callable) -> Callable:

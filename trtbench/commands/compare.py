@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from trtbench.commands.options import run_dir_argument
-from trtbench.reporting import compare_runs
+from trtbench.pipeline.report import compare_runs
 
 
 @click.command("compare")

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from trtbench.commands.options import run_dir_argument, variants_option
-from trtbench.deployment import (
+from trtbench.pipeline.deploy import (
     deploy_run,
     resolve_deploy_spec,
     serve_variants,

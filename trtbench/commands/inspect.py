@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from trtbench.builders.inspect import render_engine_inspection
+from trtbench.builders.trtllm.inspection import render_engine_inspection
 
 
 @click.command("inspect")

@@ -18,10 +18,10 @@ from rich.table import Table
 
 from trtbench.commands.options import RUNS_ROOT, run_dir_option
 from trtbench.errors import ConfigError
-from trtbench.loadtest import LoadtestOutcome, run_loadtest
-from trtbench.profiling.grpc_client import ENDPOINTS
-from trtbench.profiling.metrics import SLO_KEYS
-from trtbench.profiling.schedule import ARRIVALS, Tier
+from trtbench.pipeline.loadtest import LoadtestOutcome, run_loadtest
+from trtbench.profiling.loadtest.grpc_client import ENDPOINTS
+from trtbench.profiling.loadtest.metrics import SLO_KEYS
+from trtbench.profiling.loadtest.schedule import ARRIVALS, Tier
 from trtbench.spec import LoadtestSpec
 
 

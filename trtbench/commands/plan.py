@@ -9,8 +9,8 @@ import click
 from click_option_group import optgroup
 from pydantic import ValidationError
 
-from trtbench.plan_settings import DType, KvDType, PlanSettings, run_plan
-from trtbench.plan_text import render_plan
+from trtbench.plan.settings import DType, KvDType, PlanSettings, run_plan
+from trtbench.plan.text import render_plan
 
 
 def parse_int_list(

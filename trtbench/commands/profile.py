@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from trtbench.profiling.nsys_profile import NsysProfileSpec, run_nsys_profile
+from trtbench.profiling.traces.nsys_profile import NsysProfileSpec, run_nsys_profile
 
 
 @click.group("profile")

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from trtbench.commands.options import run_dir_argument
-from trtbench.reporting import write_report
+from trtbench.pipeline.report import write_report
 
 
 @click.command("report")

@@ -13,7 +13,7 @@ from trtbench.commands.options import (
     spec_run_dir,
     variants_option,
 )
-from trtbench.pipeline import run_bench
+from trtbench.pipeline.run import run_bench
 from trtbench.spec import load_spec
 
 

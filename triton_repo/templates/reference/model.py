@@ -239,7 +239,7 @@ class TritonPythonModel:
     def initialize(self, args):
         import torch
 
-        from trtbench.builders.reference.engine import load_engine
+        from trtbench.builders.reference.loading import load_engine
 
         params = model_parameters(json.loads(args["model_config"]))
         self.engine = load_engine(

@@ -1,0 +1,165 @@
+"""From one request's gRPC responses to its records: token counts, echo, speculative counts.
+
+Tokens come from ``output_ids`` when the server returns them (source ``output_ids``);
+otherwise the text of all responses is re-tokenized once with the model's tokenizer and
+each token is attributed to the response that completes it (source ``retokenized``). A
+prompt echoed at the start of the output is removed and counted in ``echoed_tokens``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from trtbench.errors import LoadTestError
+from trtbench.profiling.loadtest.grpc_client import (
+    Exchange,
+    ParsedResponse,
+    parse_response,
+)
+from trtbench.profiling.loadtest.metrics import remove_echo, strip_prompt_echo
+from trtbench.profiling.loadtest.prompts import Prompt, TextTokenizer
+from trtbench.profiling.loadtest.schedule import Tier
+from trtbench.records import (
+    TOKEN_SOURCE_IDS,
+    TOKEN_SOURCE_RETOKENIZED,
+    RequestRecord,
+    ResponseRecord,
+)
+
+
+@dataclass(frozen=True)
+class RequestSlot:
+    """Identity of one request inside a tier."""
+
+    variant: str
+    tier: Tier
+    index: int
+    scheduled_ns: int
+
+    @property
+    def request_id(self) -> str:
+        return f"{self.variant}-{self.tier.label}-{self.index}"
+
+
+def _token_counts(
+    parsed: Sequence[ParsedResponse],
+    prompt: Prompt,
+    tokenizer: TextTokenizer | None,
+    echo: bool,
+) -> tuple[list[int], int, str]:
+    """Per-response output tokens, echoed prompt tokens and the count's source."""
+    if any(p.ids is not None for p in parsed):
+        counts = [0 if p.ids is None else int(p.ids.size) for p in parsed]
+        echoed = 0
+        if echo and prompt.input_ids:
+            joined = [int(t) for p in parsed if p.ids is not None for t in p.ids]
+            echoed = strip_prompt_echo(joined, list(prompt.input_ids))
+        return remove_echo(counts, echoed), echoed, TOKEN_SOURCE_IDS
+    if all(p.text is None for p in parsed):
+        return [0] * len(parsed), 0, ""
+    if tokenizer is None:
+        raise LoadTestError(
+            "the model returns text_output without output_ids; pass --tokenizer DIR so "
+            "the text can be re-tokenized"
+        )
+    chunks = [p.text or "" for p in parsed]
+    echo_chars = strip_prompt_echo("".join(chunks), prompt.text) if echo else 0
+    chunks = _drop_prefix(chunks, echo_chars)
+    echoed = prompt.input_tokens if echo_chars else 0
+    return tokenizer.tokens_per_chunk(chunks), echoed, TOKEN_SOURCE_RETOKENIZED
+
+
+def _drop_prefix(chunks: list[str], chars: int) -> list[str]:
+    out = []
+    for chunk in chunks:
+        take = min(len(chunk), chars)
+        chars -= take
+        out.append(chunk[take:])
+    return out
+
+
+def _spec_counts(parsed: Sequence[ParsedResponse]) -> list[tuple[int | None, ...]]:
+    """Per-response (draft, accepted) counts; running totals turned into deltas.
+
+    Where a stream carries per-response counts, running totals (also sent on a final
+    response) are ignored so nothing is counted twice.
+    """
+    per_response = any(
+        not p.cumulative_counts and p.draft_tokens is not None for p in parsed
+    )
+    out: list[tuple[int | None, ...]] = []
+    last = (0, 0)
+    for p in parsed:
+        pair = (p.draft_tokens, p.accepted_draft_tokens)
+        if p.cumulative_counts and per_response:
+            out.append((None, None))
+        elif p.cumulative_counts and None not in pair:
+            out.append((pair[0] - last[0], pair[1] - last[1]))
+            last = pair  # type: ignore[assignment]
+        else:
+            out.append(pair)
+    return out
+
+
+def exchange_to_records(
+    exchange: Exchange,
+    prompt: Prompt,
+    slot: RequestSlot,
+    tokenizer: TextTokenizer | None = None,
+    echo_possible: bool = False,
+) -> tuple[RequestRecord, list[ResponseRecord]]:
+    """Turn one request's responses into records (pure apart from re-tokenizing).
+
+    ``echo_possible``: the model could not be asked to exclude the prompt (it has no
+    ``exclude_input_in_output`` input), so an output that starts with the whole prompt
+    has it removed. Only responses that carry tokens set first/last-token times, so an
+    empty response (mid-stream or the empty final one) never extends E2E. A request
+    without tokens and without an error gets the error ``no output tokens``.
+    """
+    parsed = [parse_response(r) for _, r in exchange.responses]
+    counts, echoed, source = (
+        _token_counts(parsed, prompt, tokenizer, echo_possible)
+        if parsed
+        else ([], 0, "")
+    )
+    times = [t for t, _ in exchange.responses]
+    spec = _spec_counts(parsed)
+    v, tier, rid = slot.variant, slot.tier, slot.request_id
+    rows = zip(times, counts, parsed, spec, strict=True)
+    responses = [
+        ResponseRecord(v, tier.label, rid, i, t, n, p.final, d, a)
+        for i, (t, n, p, (d, a)) in enumerate(rows)
+    ]
+    with_tokens = [i for i, n in enumerate(counts) if n > 0]
+    error = exchange.error
+    if error is None and not with_tokens:
+        error = f"no output tokens in {len(parsed)} responses"
+    drafts = [s[0] for s in spec if s[0] is not None]
+    accepted = [s[1] for s in spec if s[1] is not None]
+    record = RequestRecord(
+        variant=v,
+        tier=tier.label,
+        concurrency=tier.concurrency,
+        request_rate_per_s=tier.request_rate_per_s,
+        request_id=rid,
+        task_id=prompt.task_id,
+        scheduled_ns=slot.scheduled_ns,
+        sent_ns=exchange.sent_ns,
+        first_token_ns=times[with_tokens[0]] if with_tokens else None,
+        last_token_ns=times[with_tokens[-1]] if with_tokens else None,
+        end_ns=exchange.end_ns,
+        input_tokens=prompt.input_tokens,
+        requested_output_tokens=prompt.output_tokens,
+        output_tokens=sum(counts),
+        token_responses=len(with_tokens),
+        empty_responses=len(counts) - len(with_tokens),
+        echoed_tokens=echoed,
+        first_response_tokens=counts[with_tokens[0]] if with_tokens else 0,
+        draft_tokens=sum(drafts) if drafts else None,
+        accepted_draft_tokens=sum(accepted) if accepted else None,
+        input_token_source=prompt.input_token_source,
+        output_token_source=source,
+        error=error,
+    )
+    return record, responses

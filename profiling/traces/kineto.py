@@ -1,0 +1,263 @@
+"""PyTorch profiler (Kineto) Chrome-trace JSON: the :class:`KinetoTrace` facade.
+
+Facts used (``research/profiling.md`` §4): ``ts``/``dur`` are microseconds, integers in older
+traces (absolute epoch) and 3-decimal floats in newer ones (relative to ``baseTimeNanoseconds``);
+host calls are complete events of category ``cuda_runtime`` or ``cuda_driver`` (``cuLaunchKernel``
+of Triton/inductor kernels), GPU work is ``kernel``/``gpu_memcpy``/``gpu_memset`` (legacy
+``Kernel``/``Memcpy``/``Memset``/``Runtime``); both carry ``args.correlation`` (the CUPTI id), and
+flow events (``ac2g``, legacy ``async_gpu``) with ``id`` = correlation bind the call (``s``) to its
+GPU event (``f``), used when ``args.correlation`` is missing. Graph-replayed kernels carry the
+correlation of their ``cudaGraphLaunch`` and ``args["graph node id"]``.
+
+Timestamps become integer ns on the trace's own timeline (``ts`` x 1000, exact for integer and
+3-decimal values); the epoch of ``ts = 0`` is :attr:`KinetoTrace.base_time_ns` (0 when ``ts`` is
+already epoch-based).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import re
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from trtbench.errors import ConfigError, TraceParseError
+from trtbench.profiling.traces.launches import (
+    LaunchAnalysis,
+    LaunchTraceFacade,
+    classify_api,
+    make_launch_frame,
+    make_range_frame,
+)
+from trtbench.profiling.traces.schemas import RANGE_COLUMNS
+
+logger = logging.getLogger(__name__)
+
+_API_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
+_GPU_CATS = {
+    "kernel": "kernel",
+    "Kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Memset": "memset",
+}
+_FLOW_CATS = frozenset({"ac2g", "async_gpu"})
+_LEGACY_STEP = re.compile(r"^ProfilerStep#\d+$")
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """Parse ``path`` (plain or gzip JSON, whatever the suffix) into the top-level object."""
+    if not path.is_file():
+        raise ConfigError(
+            f"Kineto trace {path} does not exist; pass a .json or .json.gz trace"
+        )
+    with path.open("rb") as fh:
+        head = fh.read(2)
+    if not head:
+        raise TraceParseError(
+            f"{path} is empty (0 bytes); record the trace again with torch.profiler "
+            "(on_trace_ready=tensorboard_trace_handler or prof.export_chrome_trace)"
+        )
+    opener = gzip.open if head == _GZIP_MAGIC else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (
+        OSError,
+        EOFError,
+        zlib.error,
+        UnicodeDecodeError,
+        json.JSONDecodeError,
+    ) as exc:
+        raise TraceParseError(
+            f"{path} is truncated or not JSON ({exc}); pass a complete PyTorch profiler "
+            "trace (.json or .json.gz)"
+        ) from exc
+    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
+        raise TraceParseError(
+            f"{path} is not a PyTorch profiler (Kineto) trace: it has no traceEvents list; "
+            "export one with prof.export_chrome_trace(PATH)"
+        )
+    return data
+
+
+def _ns(us: Any) -> int | None:
+    """Microseconds (int or float with up to 3 decimals) -> integer ns, exact for Kineto values."""
+    if isinstance(us, bool) or not isinstance(us, (int, float)):
+        return None
+    if isinstance(us, int):
+        return us * 1000
+    whole = int(us)
+    return whole * 1000 + round((us - whole) * 1000)
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def _xyz(value: Any) -> tuple[int | None, int | None, int | None]:
+    if isinstance(value, list) and len(value) == 3:
+        return tuple(_int(v) for v in value)  # type: ignore[return-value]
+    return (None, None, None)
+
+
+_API_KEYS = ("corr", "pid", "tid", "s_api_name", "api_start_ns", "api_end_ns")
+_GPU_KEYS = ("corr", "gpu_kind", "start_ns", "end_ns", "device_id", "stream_id",
+             "graph_node_id", "s_name", "grid_x", "grid_y", "grid_z",
+             "block_x", "block_y", "block_z")  # fmt: skip
+
+
+class _Collector:
+    """One pass over ``traceEvents`` into column lists (API calls, GPU activities, ranges)."""
+
+    def __init__(self) -> None:
+        self.api: dict[str, list] = {k: [] for k in _API_KEYS}
+        self.gpu: dict[str, list] = {k: [] for k in _GPU_KEYS}
+        self.ranges: dict[str, list] = {k: [] for k in RANGE_COLUMNS}
+        self.flows: dict[tuple, Any] = {}
+        self.pending: list[tuple[dict[str, list], int, tuple]] = []
+
+    def add(self, event: dict[str, Any]) -> None:
+        """Take one trace event (others than calls, GPU work, ranges and flows are ignored)."""
+        ph, cat = event.get("ph"), event.get("cat")
+        pid, tid, ts = event.get("pid"), event.get("tid"), event.get("ts")
+        if ph in ("s", "f") and cat in _FLOW_CATS:
+            self.flows[(ph, pid, tid, ts)] = event.get("id")
+            return
+        start, dur = _ns(ts), _ns(event.get("dur"))
+        if ph != "X" or start is None or dur is None:
+            return
+        args = event.get("args") or {}
+        name = str(event.get("name"))
+        if cat in _API_CATS:
+            self._append(self.api, args.get("correlation"), (pid, tid, ts, "s"),
+                         _int(pid), _int(tid), name, start, start + dur)  # fmt: skip
+        elif cat in _GPU_CATS:
+            self._append(
+                self.gpu, args.get("correlation"), (pid, tid, ts, "f"), _GPU_CATS[cat],
+                start, start + dur, _int(args.get("device", pid)),
+                _int(args.get("stream", tid)), _int(args.get("graph node id")), name,
+                *_xyz(args.get("grid")), *_xyz(args.get("block")),
+            )  # fmt: skip
+        elif cat == "user_annotation" or (cat == "cpu_op" and _LEGACY_STEP.match(name)):
+            for column, value in zip(
+                RANGE_COLUMNS,
+                (name, _int(pid), _int(tid), start, start + dur),
+                strict=True,
+            ):
+                self.ranges[column].append(value)
+
+    def _append(
+        self, table: dict[str, list], corr: Any, where: tuple, *values: Any
+    ) -> None:
+        if _int(corr) is None:
+            self.pending.append((table, len(table["corr"]), where))
+        table["corr"].append(_int(corr))
+        for column, value in zip(list(table)[1:], values, strict=True):
+            table[column].append(value)
+
+    def resolve_flows(self) -> None:
+        """Fill missing correlation ids from the flow (``s`` at the call, ``f`` at the GPU
+        event) that starts or ends at the event's pid, tid and ts."""
+        for table, row, (pid, tid, ts, ph) in self.pending:
+            table["corr"][row] = _int(self.flows.get((ph, pid, tid, ts)))
+
+
+def _int64_frame(columns: dict[str, list], text: tuple[str, ...]) -> pd.DataFrame:
+    """Columns as ``Int64`` (exact for epoch ns), except the ``text`` ones (object)."""
+    return pd.DataFrame(
+        {
+            k: pd.Series(v, dtype=object) if k in text else pd.array(v, dtype="Int64")
+            for k, v in columns.items()
+        }
+    )
+
+
+def _launch_frame(collector: _Collector) -> pd.DataFrame:
+    """GPU activities left-joined with their calls on the correlation id, plus the launch calls
+    without GPU activity (the launch frame)."""
+    api = _int64_frame(collector.api, ("s_api_name",))
+    kinds = api["s_api_name"].map(
+        {n: classify_api(n) for n in api["s_api_name"].unique()}
+    )
+    keyed = api[api["corr"].notna()]
+    duplicated = keyed["corr"].duplicated()
+    if duplicated.any():
+        logger.warning(
+            "%d API calls share a correlation id; kept the first", duplicated.sum()
+        )
+    gpu = _int64_frame(collector.gpu, ("gpu_kind", "s_name"))
+    joined = gpu.merge(keyed[~duplicated], on="corr", how="left")
+    idle = api[(kinds != "other") & ~api["corr"].isin(gpu["corr"].dropna())]
+    if len(idle):
+        idle = idle.reindex(columns=joined.columns).astype(joined.dtypes.to_dict())
+        joined = pd.concat([joined, idle], ignore_index=True)
+    columns = {c: joined[c] for c in joined.columns if c != "corr"}
+    return make_launch_frame({**columns, "correlation_id": joined["corr"]})
+
+
+class KinetoTrace(LaunchTraceFacade):
+    """One PyTorch profiler trace, parsed eagerly into a launch frame and an annotation frame.
+
+    Attributes:
+        path: the trace.
+        base_time_ns: epoch ns of ``ts = 0`` (``baseTimeNanoseconds``; 0 for epoch timestamps).
+        launches: launch frame (:data:`~trtbench.profiling.traces.schemas.LAUNCH_FRAME_COLUMNS`).
+        ranges: ``user_annotation`` events (``record_function`` ranges, ``ProfilerStep#N``) and
+            legacy ``cpu_op`` ``ProfilerStep#N`` events.
+
+    Raises:
+        ConfigError: the file does not exist.
+        TraceParseError: empty, truncated, not JSON, no ``traceEvents``, or no CUDA activity
+            (no kernel/memcpy/memset event and no launch call).
+    """
+
+    range_kind = "annotation"
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        data = _read_json(self.path)
+        self.base_time_ns = _int(data.get("baseTimeNanoseconds")) or 0
+        collector = _Collector()
+        for event in data["traceEvents"]:
+            if isinstance(event, dict):
+                collector.add(event)
+        collector.resolve_flows()
+        self.launches = _launch_frame(collector)
+        if self.launches.empty:
+            raise TraceParseError(
+                f"{self.path} holds no CUDA activity (no kernel, memcpy or memset events and no "
+                "launch calls); profile with activities=[ProfilerActivity.CPU, "
+                "ProfilerActivity.CUDA] on a GPU"
+            )
+        self.ranges = make_range_frame(collector.ranges)
+
+    def describe(self) -> str:
+        """``Kineto trace <file> (<relative|absolute> timestamps)``."""
+        kind = (
+            "relative to baseTimeNanoseconds" if self.base_time_ns else "absolute epoch"
+        )
+        return f"Kineto trace {self.path.name} ({kind} timestamps)"
+
+
+def analyze_kineto_trace(path: Path, step_pattern: str | None = None) -> LaunchAnalysis:
+    """Load ``path`` and run every launch analyzer (``trtbench analyze kineto``).
+
+    Raises:
+        ConfigError, TraceParseError: see :class:`KinetoTrace` and
+            :func:`~trtbench.profiling.traces.launches.resolve_step_windows`.
+    """
+    return KinetoTrace(path).analyze(step_pattern)

@@ -1,0 +1,297 @@
+"""The house rules, read from the code (docs/architecture.md): charters, import direction,
+no private names across modules, the installed package list, the module size budget.
+
+Every package's ``__init__.py`` docstring is its charter: a summary line, ``Lives here: …``
+and ``May import: …``. The last line is the rule this test enforces. A module may import
+modules of its own package, of the package's subpackages (not for the root ``trtbench``,
+whose subpackages sit above the core), and of the rooms its package's charter names:
+``core`` (the modules directly in ``trtbench/``) or a dotted name under ``trtbench``
+(``builders.manifest``, ``profiling.loadtest``).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from tests.support.data import REPO_ROOT
+
+MAX_MODULE_LINES = 400
+NOT_CODE = {
+    "templates",
+    "data",
+    "__pycache__",
+}  # package data: Triton models, contracts
+
+
+def package_dirs() -> dict[str, Path]:
+    """Installed package name -> folder, from pyproject's package-dir mapping."""
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    mapping = pyproject["tool"]["setuptools"]["package-dir"]
+    found: dict[str, Path] = {}
+    for name, folder in mapping.items():
+        root = REPO_ROOT / folder
+        for init in root.rglob("__init__.py"):
+            rel = init.parent.relative_to(root)
+            if NOT_CODE & set(rel.parts):
+                continue
+            found[".".join([name, *rel.parts])] = init.parent
+    return found
+
+
+PACKAGES = package_dirs()
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str  # trtbench.profiling.traces.nsys
+    package: str  # trtbench.profiling.traces
+    path: Path
+
+
+def modules() -> list[Module]:
+    out = []
+    for pkg, folder in PACKAGES.items():
+        for path in sorted(folder.glob("*.py")):
+            name = pkg if path.stem == "__init__" else f"{pkg}.{path.stem}"
+            out.append(Module(name, pkg, path))
+    return out
+
+
+MODULES = modules()
+MODULE_NAMES = {m.name for m in MODULES}
+
+
+def charter(package: str) -> tuple[str, str, list[str]]:
+    """(summary, lives here, may import) of a package's ``__init__`` docstring."""
+    doc = ast.get_docstring(ast.parse((PACKAGES[package] / "__init__.py").read_text()))
+    lines = [line for line in (doc or "").splitlines() if line.strip()]
+    assert len(lines) == 3, f"{package}: charter must be 3 lines, got {lines}"
+    summary, lives, may = lines
+    assert lives.startswith("Lives here: "), f"{package}: {lives!r}"
+    assert may.startswith("May import: "), f"{package}: {may!r}"
+    rooms = may.removeprefix("May import: ").split("(")[0].rstrip(" .")
+    allowed = (
+        [] if rooms.startswith("nothing") else [r.strip() for r in rooms.split(",")]
+    )
+    return summary, lives, allowed
+
+
+def imported_modules(tree: ast.AST, module: Module) -> list[tuple[int, str, list[str]]]:
+    """(line, trtbench module imported, names taken from it) for every import statement,
+    lazy ones included; the target is the longest known module prefix."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [(a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = module.package.split(".")[
+                    : len(module.package.split(".")) - node.level + 1
+                ]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            names = [a.name for a in node.names]
+            targets = [
+                (f"{base}.{n}", []) if f"{base}.{n}" in MODULE_NAMES else (base, [n])
+                for n in names
+            ]
+        else:
+            continue
+        for target, names in targets:
+            if target == "trtbench" or target.startswith("trtbench."):
+                found.append((node.lineno, target, names))
+    return found
+
+
+def type_checking_lines(tree: ast.AST) -> set[int]:
+    """Lines inside ``if TYPE_CHECKING:`` blocks (annotations only, never run)."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith(
+            "TYPE_CHECKING"
+        ):
+            for child in node.body:
+                lines.update(
+                    range(child.lineno, (child.end_lineno or child.lineno) + 1)
+                )
+    return lines
+
+
+def owner(target: str) -> str:
+    """The module a dotted import target names (a package counts as its __init__)."""
+    while target not in MODULE_NAMES and "." in target:
+        target = target.rsplit(".", 1)[0]
+    return target
+
+
+def in_room(target: str, room: str) -> bool:
+    if room == "core":
+        return owner(target) in {m.name for m in MODULES if m.package == "trtbench"}
+    full = f"trtbench.{room}"
+    return target == full or target.startswith(full + ".")
+
+
+def allowed(module: Module, target: str) -> bool:
+    target_pkg = next(m.package for m in MODULES if m.name == owner(target))
+    if target_pkg == module.package:
+        return True
+    if module.package != "trtbench" and target_pkg.startswith(module.package + "."):
+        return True
+    return any(in_room(target, room) for room in charter(module.package)[2])
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_every_package_has_a_three_line_charter(package: str):
+    summary, lives, rooms = charter(package)
+    assert summary.endswith(".") or summary.endswith(":"), summary
+    known = (
+        {"core"}
+        | {p.removeprefix("trtbench.") for p in PACKAGES}
+        | {m.name.removeprefix("trtbench.") for m in MODULES}
+    )
+    assert set(rooms) <= known, f"{package}: unknown rooms {set(rooms) - known}"
+
+
+def test_profiling_has_no_module_outside_a_subpackage():
+    assert [p.name for p in PACKAGES["trtbench.profiling"].glob("*.py")] == [
+        "__init__.py"
+    ]
+
+
+def test_pyproject_installs_every_package():
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    assert sorted(pyproject["tool"]["setuptools"]["packages"]) == sorted(PACKAGES)
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
+def test_imports_follow_the_charters(module: Module):
+    tree = ast.parse(module.path.read_text())
+    wrong = [
+        f"{module.path.relative_to(REPO_ROOT)}:{line} imports {target}"
+        for line, target, _ in imported_modules(tree, module)
+        if owner(target) in MODULE_NAMES and not allowed(module, target)
+    ]
+    may = charter(module.package)[2]
+    assert not wrong, f"{module.package} may import {may} only: {wrong}"
+
+
+def test_no_import_cycles():
+    graph: dict[str, set[str]] = {}
+    for module in MODULES:
+        tree = ast.parse(module.path.read_text())
+        skip = type_checking_lines(tree)
+        graph[module.name] = {
+            owner(t)
+            for line, t, _ in imported_modules(tree, module)
+            if line not in skip and owner(t) != module.name and owner(t) in MODULE_NAMES
+        }
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycle = path[path.index(nxt) :] + [nxt] if nxt in path else [node, nxt]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+
+
+def python_files() -> list[Path]:
+    roots = [
+        REPO_ROOT / d for d in ("trtbench", "builders", "profiling", "triton_repo")
+    ]
+    roots += [REPO_ROOT / "scripts", REPO_ROOT / "tests"]
+    return sorted(
+        p for r in roots for p in r.rglob("*.py") if "__pycache__" not in p.parts
+    )
+
+
+def private_uses(path: Path) -> list[str]:
+    """``from x import _name`` and ``module._name`` where ``module`` was imported."""
+    tree = ast.parse(path.read_text())
+    imported: set[str] = set()
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    out.append(
+                        f"{path}:{node.lineno} from {node.module} import {a.name}"
+                    )
+                imported.add(a.asname or a.name)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and isinstance(node.value, ast.Name)
+            and node.value.id in imported
+        ):
+            out.append(f"{path}:{node.lineno} {ast.unparse(node)}")
+    return out
+
+
+def test_no_private_name_is_used_across_modules():
+    third_party = (
+        "torch",
+        "np",
+        "sys",
+        "os",
+    )  # their private names are theirs to document
+    found = [
+        use
+        for path in python_files()
+        for use in private_uses(path)
+        if not use.split(" ", 1)[1].startswith(tuple(f"{m}." for m in third_party))
+    ]
+    assert found == []
+
+
+def test_modules_stay_within_the_size_budget():
+    over = {
+        str(m.path.relative_to(REPO_ROOT)): n
+        for m in MODULES
+        if (n := len(m.path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert over == {}
+
+
+def test_the_checks_see_a_violation():
+    """The rules above are not vacuous: a core module importing a subsystem is caught, and
+    so is a private name taken from another module."""
+    core = next(m for m in MODULES if m.name == "trtbench.spec")
+    assert not allowed(core, "trtbench.profiling.loadtest.metrics")
+    reference = next(
+        m for m in MODULES if m.name == "trtbench.builders.reference.engine"
+    )
+    assert not allowed(reference, "trtbench.builders.trtllm.plan")
+    assert allowed(reference, "trtbench.builders.medusa_tree")
+    assert allowed(reference, "trtbench.errors")
+
+
+def test_private_use_detector(tmp_path: Path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from trtbench.cli import _hidden\n"
+        "from trtbench.builders.reference import tiny_models as tm\n"
+        "tm._secret()\n"
+        "self._fine = 1\n"
+    )
+    found = private_uses(probe)
+    assert [f.split(" ", 1)[1] for f in found] == [
+        "from trtbench.cli import _hidden",
+        "tm._secret",
+    ]

@@ -1,0 +1,114 @@
+"""``trtbench plan`` through the CLI: output, CSV, the fit to a run, and bad input (exit 2)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from tests.support.run_factory import summary_row, write_build, write_summary
+from trtbench.cli import cli, main
+from trtbench.plan.fit import fit_run
+from trtbench.run_data import load_run
+
+
+def test_plan_prints_and_writes_csv(tmp_path):
+    out = tmp_path / "plan.csv"
+    args = ["plan", "--model", "llama-3-8b", "--draft", "llama-3.2-1b",
+            "--medusa-accuracies", "vicuna-7b", "--concurrency", "1,64", "--out", str(out)]  # fmt: skip
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "E[N]=3.36" in result.output  # α = 0.8, γ = 4 (§2.2)
+    assert "E = 2.38" in result.output  # greedy 63-node tree on Vicuna-7B heads (§2.5)
+    assert "Crossover medusa: slower than baseline from B =" in result.output
+    frame = pd.read_csv(out)
+    assert len(frame) == 6  # 3 modes x 2 concurrencies
+    base = frame[(frame["mode"] == "baseline") & (frame["concurrency"] == 1)].iloc[0]
+    # Llama-3-8B BF16 at B=1: (16,060,522,496 + 1152 * 131,072) B / 3.35e12 B/s = 4.839 ms
+    assert base["step_time_ms"] == pytest.approx(
+        (16_060_522_496 + 1152 * 131_072) / 3.35e9
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["--model", "llama-3-8b", "--concurrency", "0,4"], "--concurrency"),
+        (["--model", "llama-3-8b", "--alpha", "1.5"], "--alpha"),
+        (["--model", "llama-3-8b", "--gpu", "b200"], "--gpu"),
+        (["--model", "llama-3-8b", "--gpu", "a100", "--dtype", "fp8"], "--dtype"),
+        (["--model", "no-such-model"], "--model"),
+        (["--draft", "llama-3.2-1b"], "--model"),
+        (["--model", "llama-3-8b", "--draft", "params=1e9"], "--draft"),
+        (["--model", "llama-3-8b", "--medusa-accuracies", "0.5,x"], "--medusa-accuracies"),
+        (["--model", "llama-3-8b", "--medusa-accuracies", "vicuna-7b",
+          "--medusa-tree", "mc_sim_7b_63"], "--medusa-tree"),  # ranks 5..9 unmeasured
+        (["--model", "llama-3-8b", "--from-run", "/nonexistent/run"], "--from-run"),
+    ],
+)  # fmt: skip
+def test_bad_input_exits_2_naming_the_option(args, option, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", *args])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert option in err
+    assert "Traceback" not in err
+
+
+def _fit_run_dir(root, baseline="baseline"):
+    # baseline TPOT 10 ms (c1), 12 ms (c8). draft-k4: E = 3.3616 (α = 0.8, γ = 4);
+    # TPOT c1 = 10 * 1.2 / 3.3616 -> speedup 2.80133, step ratio E/S = 1.2 = 4c + 1 -> c = 0.05
+    # c8: TPOT 6 -> speedup 2.0. medusa (3 nodes): 2 tokens/response, TPOT 6.25 -> 1.6,
+    # v = 2 / 1.6 = 1.25; c8 TPOT 8 -> 1.5
+    rows = [
+        summary_row("baseline", 1, tpot=10.0), summary_row("baseline", 8, tpot=12.0),
+        summary_row("draft-k4", 1, tpot=10 * 1.2 / 3.3616, accept=3.3616),
+        summary_row("draft-k4", 8, tpot=6.0, accept=3.3616),
+        summary_row("medusa", 1, tpot=6.25, per_response=2.0),
+        summary_row("medusa", 8, tpot=8.0, per_response=2.0),
+    ]  # fmt: skip
+    write_summary(root, rows, baseline)
+    write_build(root, "baseline", "baseline")
+    write_build(root, "draft-k4", "draft_target", draft_len=4)
+    write_build(root, "medusa", "medusa", choices=[[0], [0, 0], [1]])
+    return root
+
+
+@pytest.mark.parametrize("loadtest_baseline", ["baseline", None])
+def test_fit_recovers_alpha_and_cost_ratio(tmp_path, loadtest_baseline):
+    # None: the load test ran without --baseline (no speedups in the file); the fit
+    # recomputes them against the run's baseline variant.
+    run = load_run(_fit_run_dir(tmp_path, loadtest_baseline))
+    fits, rows = fit_run(run.summary, run.variants, run.baseline)
+    by = {f.variant: f for f in fits}
+    assert by["draft-k4"].alpha == pytest.approx(0.8, abs=1e-6)
+    assert by["draft-k4"].cost_ratio == pytest.approx(0.05, abs=1e-9)
+    assert by["draft-k4"].reference_tier == "c1"
+    assert by["medusa"].alpha is None
+    assert by["medusa"].cost_ratio == pytest.approx(1.25)
+    err = rows.set_index(["variant", "tier"])["error_ratio"]
+    assert err[("draft-k4", "c1")] == pytest.approx(0.0, abs=1e-9)
+    assert err[("draft-k4", "c8")] == pytest.approx(3.3616 / 1.2 / 2.0 - 1)  # +40.07 %
+    assert err[("medusa", "c8")] == pytest.approx(1.6 / 1.5 - 1)  # +6.67 %
+
+
+def test_plan_from_run_prints_fit_and_roofline(tmp_path):
+    root = _fit_run_dir(tmp_path / "run")
+    fit_only = CliRunner().invoke(cli, ["plan", "--from-run", str(root)])
+    assert fit_only.exit_code == 0, fit_only.output
+    assert "0.800" in fit_only.output and "+40.1%" in fit_only.output
+    both = CliRunner().invoke(
+        cli,
+        [
+            "plan",
+            "--from-run",
+            str(root),
+            "--model",
+            "llama-3-8b",
+            "--draft",
+            "llama-3.2-1b",
+        ],
+    )
+    assert both.exit_code == 0, both.output
+    assert "roofline" in both.output
+    assert "α=0.800" in both.output  # the fitted α replaces --alpha

@@ -1,0 +1,242 @@
+"""tritonserver command lines (single process and mpirun MPMD), binary search, ports, log reading.
+
+The mpirun form follows ``launch_triton_server.py`` as described in research/triton_backend.md
+§4; the expected argv below is written out by hand from that description. Log excerpts are
+real tritonserver 2.51 output (``tests/data/server_logs``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from tests.support.data import get_test_data_dir
+from trtbench.errors import ServerStartError
+from trtbench.pipeline.deploy import server_config
+from trtbench.spec import DeploySpec
+from trtbench.triton_repo.binary import (
+    find_tritonserver,
+    prepare_backend_dir,
+    pytriton_root,
+    server_env,
+)
+from trtbench.triton_repo.interface import RepoMetadata
+from trtbench.triton_repo.ports import Ports, choose_ports
+from trtbench.triton_repo.server import (
+    ServerConfig,
+    TritonServer,
+    mpirun_argv,
+    server_argv,
+)
+from trtbench.triton_repo.server_log import log_errors
+
+BIN = Path("/opt/tritonserver/bin/tritonserver")
+PORTS = Ports(grpc=8001, http=8000, metrics=8002)
+RANK = [
+    str(BIN),
+    "--model-repository=/r",
+    "--grpc-port=8001",
+    "--http-port=8000",
+    "--metrics-port=8002",
+    "--allow-metrics=true",
+    "--disable-auto-complete-config",
+]
+
+
+def test_single_server_argv():
+    assert server_argv(BIN, Path("/r"), PORTS, None) == RANK
+    argv = server_argv(BIN, Path("/r"), PORTS, Path("/b"), ["--log-verbose=1"])
+    assert argv == [*RANK, "--backend-directory=/b", "--log-verbose=1"]
+
+
+def test_mpirun_mpmd_two_ranks_rank1_loads_only_trtllm_models():
+    argv = mpirun_argv("mpirun", RANK, 2, ["tensorrt_llm", "tensorrt_llm_draft"])
+    assert argv == [
+        "mpirun", "--allow-run-as-root",
+        "-n", "1", *RANK, "--backend-config=python,shm-region-prefix-name=prefix0_",
+        ":",
+        "-n", "1", *RANK, "--backend-config=python,shm-region-prefix-name=prefix1_",
+        "--model-control-mode=explicit",
+        "--load-model=tensorrt_llm", "--load-model=tensorrt_llm_draft",
+    ]  # fmt: skip
+
+
+def test_mpirun_four_ranks_have_four_segments_and_prefixes():
+    argv = mpirun_argv("/usr/bin/mpirun", RANK, 4, ["tensorrt_llm"])
+    assert argv.count(":") == 3
+    assert argv.count(str(BIN)) == 4
+    prefixes = [a for a in argv if a.startswith("--backend-config=python,shm")]
+    assert [p[-8:] for p in prefixes] == [
+        "prefix0_",
+        "prefix1_",
+        "prefix2_",
+        "prefix3_",
+    ]
+    assert argv.count("--model-control-mode=explicit") == 3  # ranks 1..3 only
+    assert argv.count("--load-model=tensorrt_llm") == 3
+
+
+def test_mpirun_needs_two_ranks_and_trtllm_models():
+    with pytest.raises(ServerStartError, match="world_size >= 2"):
+        mpirun_argv("mpirun", RANK, 1, ["tensorrt_llm"])
+    with pytest.raises(ServerStartError, match="TensorRT-LLM model names"):
+        mpirun_argv("mpirun", RANK, 2, [])
+
+
+def fake_executable(folder: Path, name: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_server_builds_mpirun_argv_when_world_size_is_above_one(tmp_path):
+    mpirun = fake_executable(tmp_path / "bin", "mpirun")
+    triton = fake_executable(tmp_path / "bin", "tritonserver")
+    cfg = ServerConfig(
+        tmp_path / "repo",
+        tmp_path / "log" / "s.log",
+        world_size=2,
+        tensorrt_llm_models=("tensorrt_llm",),
+    )
+    server = TritonServer(cfg, environ={"PATH": str(tmp_path / "bin")})
+    binary = find_tritonserver(None, {"PATH": str(tmp_path / "bin")})
+    assert binary.path == triton and binary.source == "PATH"
+    argv = server.build_argv(binary, PORTS)
+    assert argv[:4] == ["mpirun", "--allow-run-as-root", "-n", "1"]
+    assert argv[-2:] == ["--model-control-mode=explicit", "--load-model=tensorrt_llm"]
+    assert mpirun.exists()
+
+
+def test_wrapper_argv_goes_in_front_of_the_server_and_of_mpirun(tmp_path):
+    fake_executable(tmp_path / "bin", "mpirun")
+    triton = fake_executable(tmp_path / "bin", "tritonserver")
+    env = {"PATH": str(tmp_path / "bin")}
+    binary = find_tritonserver(None, env)
+    wrapper = ("/usr/bin/nsys", "launch", "--session-new=s1")
+    single = ServerConfig(tmp_path / "repo", tmp_path / "s.log", wrapper_argv=wrapper)
+    argv = TritonServer(single, environ=env).build_argv(binary, PORTS)
+    assert argv[:4] == [*wrapper, str(triton)]
+    assert argv[4] == f"--model-repository={tmp_path / 'repo'}"
+    ranks = ServerConfig(
+        tmp_path / "repo",
+        tmp_path / "s.log",
+        world_size=2,
+        tensorrt_llm_models=("tensorrt_llm",),
+        wrapper_argv=wrapper,
+    )
+    argv = TritonServer(ranks, environ=env).build_argv(binary, PORTS)
+    assert argv[:5] == [*wrapper, "mpirun", "--allow-run-as-root"]
+
+
+def test_missing_mpirun_is_named(tmp_path):
+    cfg = ServerConfig(tmp_path, tmp_path / "s.log", world_size=2, mpirun="mpirun-x")
+    server = TritonServer(cfg, environ={"PATH": str(tmp_path)})
+    with pytest.raises(ServerStartError, match="mpirun-x not found.*= 2 needs MPI"):
+        server.build_argv(find_tritonserver(fake_executable(tmp_path, "ts")), PORTS)
+
+
+def test_binary_not_found_says_where_it_looked_and_which_extra(tmp_path):
+    with pytest.raises(ServerStartError) as err:
+        find_tritonserver(
+            None,
+            {"PATH": str(tmp_path)},
+            ngc_path=tmp_path / "none",
+            search_pytriton=False,
+        )
+    text = str(err.value)
+    assert "$PATH" in text and str(tmp_path / "none") in text
+    assert "nvidia-pytriton" in text and "trtbench[cpu-server]" in text
+
+
+def test_explicit_binary_must_be_executable(tmp_path):
+    with pytest.raises(ServerStartError, match="is not an executable file"):
+        find_tritonserver(tmp_path / "tritonserver")
+
+
+def test_pytriton_binary_gets_its_stub_and_libpython_first(tmp_path):
+    root = pytriton_root()
+    assert root is not None, "nvidia-pytriton (the cpu-server extra) must be installed"
+    binary = find_tritonserver(None, {"PATH": ""}, ngc_path=tmp_path / "none")
+    assert binary.source == "pytriton"
+    backend = prepare_backend_dir(binary, tmp_path / "backends")
+    prepare_backend_dir(binary, tmp_path / "backends")  # idempotent (shared per run)
+    stub = backend / "python" / "triton_python_backend_stub"
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert os.readlink(stub).endswith(
+        f"python_backend_stubs/{version}/triton_python_backend_stub"
+    )
+    env = server_env(binary, {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/x"})
+    assert env["LD_LIBRARY_PATH"].split(":")[0] == sysconfig.get_config_var("LIBDIR")
+    assert env["LD_LIBRARY_PATH"].endswith(":/x")
+    assert env["PATH"] == f"{Path(sys.executable).parent}:/usr/bin"
+
+
+def test_given_port_in_use_names_the_option():
+    with socket.socket() as sock:
+        sock.bind(("0.0.0.0", 0))
+        sock.listen()
+        taken = sock.getsockname()[1]
+        with pytest.raises(
+            ServerStartError,
+            match=f"metrics_port {taken} is already in use.*--metrics-port",
+        ):
+            choose_ports(None, None, taken)
+
+
+def test_picked_ports_are_distinct():
+    ports = choose_ports(None, None, None)
+    assert len({ports.grpc, ports.http, ports.metrics}) == 3
+
+
+def test_log_errors_from_a_model_that_raises_on_init():
+    text = (get_test_data_dir("server_logs") / "model_init_raises.log").read_text()
+    assert log_errors(text) == [
+        "failed to load 'bad' version 1: Internal: ValueError: engine dir /x/y has no build.json",
+        "error: creating server: Internal - failed to load all models",
+    ]
+
+
+def test_log_errors_from_a_taken_grpc_port():
+    text = (get_test_data_dir("server_logs") / "grpc_port_taken.log").read_text()
+    assert log_errors(text) == [
+        "failed to start GRPC service: Unavailable - Socket '0.0.0.0:49441' already in use"
+    ]
+
+
+def test_log_errors_without_key_lines_keeps_the_last_errors():
+    text = 'I1 x\nE1129 08:00:00.000001 1 a.cc:1] "first"\nE1129 08:00:00.000002 1 b.cc:2] "second"\n'
+    assert log_errors(text, limit=1) == ["second"]
+    assert log_errors("all fine\n") == []
+
+
+def test_server_config_from_metadata(tmp_path):
+    meta = RepoMetadata(
+        variant="v", backend="trtllm", mode="draft_target", model_name="tensorrt_llm_bls",
+        models=["ensemble", "tensorrt_llm", "tensorrt_llm_draft", "tensorrt_llm_bls"],
+        tensorrt_llm_models=["tensorrt_llm", "tensorrt_llm_draft"], world_size=2,
+        streaming=False, inputs={}, outputs={}, speculative_counts="per_response",
+        max_batch_size=4, max_input_len=8, max_seq_len=16, tokenizer_dir="/t",
+    )  # fmt: skip
+    deploy = DeploySpec(grpc_port=9001, ready_timeout_s=12, mpirun="/usr/bin/mpirun")
+    cfg = server_config(tmp_path, "v", meta, deploy)
+    assert cfg.model_repo == (tmp_path / "model_repo" / "v").resolve()
+    assert cfg.log_path == tmp_path / "server" / "v.log"
+    assert cfg.models == (
+        "ensemble",
+        "tensorrt_llm",
+        "tensorrt_llm_draft",
+        "tensorrt_llm_bls",
+    )
+    assert (cfg.world_size, cfg.tensorrt_llm_models) == (
+        2,
+        ("tensorrt_llm", "tensorrt_llm_draft"),
+    )
+    assert (cfg.grpc_port, cfg.http_port, cfg.ready_timeout_s) == (9001, None, 12)
+    assert cfg.mpirun == "/usr/bin/mpirun"

@@ -1,0 +1,195 @@
+"""``trtbench report`` and ``trtbench compare`` as library calls: run directory in, files out.
+
+Reads only the run directory (``trtbench.run_data.load_run``), analyses it with the pure
+functions of ``trtbench.profiling.report.comparison``, draws ``plots/*.png``
+(``trtbench.profiling.report.plots``) and renders Markdown (``trtbench.profiling.report.markdown``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from trtbench.export import records_to_frame
+from trtbench.plan.fit import fit_run
+from trtbench.profiling.report import plots
+from trtbench.profiling.report.comparison import (
+    compare_keyed,
+    compare_tiers,
+    comparison_matrix,
+    crossovers,
+    launch_per_step,
+    memory_extra,
+    tier_table,
+)
+from trtbench.profiling.report.markdown import render_compare, render_report, run_notes
+from trtbench.run_data import RunData, load_run
+from trtbench.run_dir import RunDir
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunAnalysis:
+    """Every table the report shows, computed from one run (frames; None: no such data)."""
+
+    run: RunData
+    variants: pd.DataFrame
+    tiers: pd.DataFrame
+    crossover: pd.DataFrame
+    matrix: pd.DataFrame
+    memory: pd.DataFrame | None
+    launches: pd.DataFrame | None
+    notes: list[str] = field(default_factory=list)
+
+
+def variants_frame(run: RunData) -> pd.DataFrame:
+    """The run's variants as a table (``variant`` plus every VariantInfo field)."""
+    frame = records_to_frame(run.variants.values())
+    return frame.rename(columns={"name": "variant"})
+
+
+def analyze_run(run: RunData) -> RunAnalysis:
+    """Tier table, crossovers, memory, launches, matrix and notes of one run (no I/O)."""
+    variants = variants_frame(run)
+    tiers = tier_table(run.summary, variants, run.baseline)
+    memory = None
+    if run.memory_breakdown is not None and len(run.memory_breakdown):
+        memory = memory_extra(run.memory_breakdown, run.baseline)
+    launches = launch_per_step(run.steps) if run.steps is not None else None
+    notes = run_notes(variants, tiers, memory, launches)
+    if run.baseline is None:
+        notes.insert(0, "No baseline variant in this run: speedups are not available.")
+    return RunAnalysis(
+        run, variants, tiers, crossovers(tiers),
+        comparison_matrix(tiers, variants, memory), memory, launches, notes,
+    )  # fmt: skip
+
+
+def draw_plots(a: RunAnalysis, plots_dir: Path) -> list[tuple[str, Path]]:
+    """Every plot the data allows, as (caption, path)."""
+    t = a.tiers
+    out = [
+        ("TTFT p50 (solid) and p95 (dashed)", plots.plot_vs_load(
+            t, plots_dir / "ttft.png", [("ttft_p50_ms", "p50"), ("ttft_p95_ms", "p95")],
+            "time to first token (ms)", "TTFT vs load (p50 solid, p95 dashed)")),
+        ("TPOT", plots.plot_vs_load(
+            t, plots_dir / "tpot.png", [("tpot_mean_ms", "mean"), ("tpot_p50_ms", "p50")],
+            "time per output token (ms)", "TPOT vs load (mean solid, p50 dashed)")),
+        ("Output throughput", plots.plot_vs_load(
+            t, plots_dir / "throughput.png", [("output_tokens_per_s", "")],
+            "output tokens/s (system)", "Output token throughput vs load")),
+    ]  # fmt: skip
+    if a.run.baseline is not None:
+        out.append(("Speedup vs baseline, crossover marked",
+                    plots.plot_speedup(t, a.crossover, plots_dir / "speedup.png")))  # fmt: skip
+    if (t["mode"] != "baseline").any():
+        out.append(
+            ("Tokens per step", plots.plot_acceptance(t, plots_dir / "acceptance.png"))
+        )
+    if a.memory is not None:
+        memory_png = plots_dir / "memory.png"
+        out.append(
+            (
+                "Memory breakdown",
+                plots.plot_memory(a.run.memory_breakdown, a.memory, memory_png),
+            )
+        )
+    if a.launches is not None and len(a.launches):
+        out.append(("Launch overhead per step",
+                    plots.plot_launch_overhead(a.launches, plots_dir / "launch_overhead.png")))  # fmt: skip
+    return out
+
+
+def _header(a: RunAnalysis) -> list[str]:
+    run = a.run.run
+    lines = [f"Run directory: `{a.run.root}`. Baseline: `{a.run.baseline or 'none'}`."]
+    host = run.get("host") if isinstance(run.get("host"), dict) else {}
+    if host:
+        gpus = host.get("gpus") or "none"
+        lines.append(f"Host: {host.get('hostname', '?')}, GPUs: {gpus}.")
+    fits, _ = fit_run(a.run.summary, a.run.variants, a.run.baseline)
+    for f in fits:
+        alpha = f"α = {f.alpha:.3f}, " if f.alpha is not None else ""
+        cost = "" if f.cost_ratio is None else (
+            f"draft cost c = {f.cost_ratio:.3f}" if f.cost_kind == "c"
+            else f"step cost v = {f.cost_ratio:.3f} x baseline")  # fmt: skip
+        lines.append(
+            f"Fitted (`trtbench plan --from-run`): `{f.variant}` E = {f.tokens_per_step:.2f} "
+            f"tokens/step, {alpha}{cost}."
+        )
+    return lines
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """What ``trtbench report`` wrote, and the matrix it printed."""
+
+    report_path: Path
+    plot_paths: list[Path]
+    matrix_markdown: str
+    notes: list[str]
+
+
+def write_report(root: Path) -> ReportResult:
+    """Render ``report.md`` and ``plots/*.png`` into the run directory from its CSVs.
+
+    Raises:
+        ConfigError: the run directory or its summary.csv is missing.
+    """
+    run = load_run(root)
+    a = analyze_run(run)
+    rd = RunDir(run.root)
+    drawn = draw_plots(a, rd.plots_dir)
+    rel = [(caption, str(path.relative_to(run.root))) for caption, path in drawn]
+    text = render_report(f"trtbench report: {run.name}", a.matrix, a.tiers, a.memory,
+                         a.launches, a.notes, rel, _header(a))  # fmt: skip
+    path = rd.report_md
+    path.write_text(text)
+    start = text.index("## Comparison matrix")
+    matrix_md = text[start : text.index("## Per tier")].strip()
+    return ReportResult(path, [p for _, p in drawn], matrix_md, a.notes)
+
+
+MEMORY_GIB = ("weights_gib", "peak_gib")
+
+
+def _gib(memory: pd.DataFrame) -> pd.DataFrame:
+    """:func:`memory_extra` output with weights and peak in GiB (for the side-by-side)."""
+    out = memory[["variant"]].copy()
+    out["weights_gib"] = memory["weights_bytes"] / 1024**3
+    out["peak_gib"] = memory["peak_bytes"] / 1024**3
+    return out
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    """The comparison as Markdown, and where it was written (None: only printed)."""
+
+    markdown: str
+    path: Path | None
+
+
+def compare_runs(run_a: Path, run_b: Path, out: Path | None = None) -> CompareResult:
+    """Compare two run directories tier by tier, by memory and by launch overhead.
+
+    Raises:
+        ConfigError: either run directory or its summary.csv is missing.
+    """
+    a, b = analyze_run(load_run(run_a)), analyze_run(load_run(run_b))
+    tiers = compare_tiers(a.tiers, b.tiers)
+    memory = None
+    if a.memory is not None and b.memory is not None:
+        memory = compare_keyed(_gib(a.memory), _gib(b.memory), "variant", MEMORY_GIB)
+    launches = None
+    if a.launches is not None and b.launches is not None:
+        metrics = ("launch_overhead_mean_ms", "launch_calls_per_step")
+        launches = compare_keyed(a.launches, b.launches, "trace", metrics)
+    text = render_compare(a.run.name, b.run.name, tiers, memory, launches)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+    return CompareResult(text, out)

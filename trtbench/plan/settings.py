@@ -1,0 +1,287 @@
+"""``trtbench plan`` as a library call: settings → :class:`PlanInputs` → plan (+ fit to a run).
+
+:class:`PlanSettings` holds the raw options (validated by pydantic at the CLI boundary);
+:func:`run_plan` resolves models, GPU, tree and accuracies, predicts (``trtbench.plan.planner``)
+and, with ``from_run``, fits α and the cost ratio to the run (``trtbench.plan.fit``) and adds
+the roofline's speedup for each measured tier when a model and GPU are given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+
+from trtbench.builders.medusa_tree import per_rank_accuracies, resolve_choices
+from trtbench.errors import ConfigError
+from trtbench.export import Column, records_to_frame, write_csv
+from trtbench.plan.fit import VariantFit, fit_run
+from trtbench.plan.gpus import get_gpu
+from trtbench.plan.model_shapes import resolve_model
+from trtbench.plan.planner import (
+    DraftSetup,
+    MedusaSetup,
+    Plan,
+    PlanInputs,
+    check_medusa,
+    make_plan,
+    speedup_at,
+)
+from trtbench.plan.speculation import greedy_medusa_tree
+from trtbench.profiling.report.comparison import summary_column
+from trtbench.run_data import RunData, load_run
+
+GREEDY = "greedy"
+T = TypeVar("T")
+
+# Cumulative top-1..top-5 training accuracies of Medusa-1 heads 1..5 (FasterDecoding/Medusa
+# assets/medusa_acc.csv, rows 7b/13b/33b; research/speedup_anchors.md §2.5), 4 decimals.
+MEDUSA_ACCURACY_PRESETS: dict[str, tuple[tuple[float, ...], ...]] = {
+    "vicuna-7b": ((0.5604, 0.6717, 0.7271, 0.7599, 0.7799),
+                  (0.3164, 0.4236, 0.4851, 0.5282, 0.5625),
+                  (0.2010, 0.2879, 0.3475, 0.3834, 0.4169),
+                  (0.1474, 0.2250, 0.2737, 0.3109, 0.3397),
+                  (0.1175, 0.1866, 0.2346, 0.2721, 0.2998)),
+    "vicuna-13b": ((0.5939, 0.7053, 0.7578, 0.7925, 0.8161),
+                   (0.3397, 0.4400, 0.5068, 0.5465, 0.5803),
+                   (0.2161, 0.3085, 0.3612, 0.4030, 0.4364),
+                   (0.1500, 0.2317, 0.2878, 0.3234, 0.3541),
+                   (0.1223, 0.1957, 0.2434, 0.2791, 0.3070)),
+    "vicuna-33b": ((0.6046, 0.7162, 0.7649, 0.7983, 0.8223),
+                   (0.3558, 0.4690, 0.5287, 0.5692, 0.5961),
+                   (0.2246, 0.3197, 0.3785, 0.4210, 0.4462),
+                   (0.1596, 0.2488, 0.3073, 0.3480, 0.3755),
+                   (0.1370, 0.2067, 0.2621, 0.2984, 0.3258)),
+}  # fmt: skip
+
+DType = Literal["float16", "bfloat16", "fp8"]
+KvDType = Literal["auto", "float16", "bfloat16", "fp8"]
+
+
+class PlanSettings(BaseModel):
+    """Options of ``trtbench plan`` (see the command's help for each)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None = None
+    gpu: str = "h100-sxm"
+    dtype: DType = "bfloat16"
+    kv_dtype: KvDType = "auto"
+    draft: str | None = None
+    draft_len: int = Field(default=4, ge=1, le=64)
+    alpha: float = Field(default=0.8, ge=0.0, le=1.0)
+    medusa_accuracies: str | None = None
+    medusa_cumulative: bool = False
+    medusa_tree: str = GREEDY
+    medusa_nodes: int = Field(default=63, ge=1, le=1024)
+    medusa_heads: int | None = Field(default=None, ge=1)
+    medusa_layers: int = Field(default=1, ge=1)
+    concurrency: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    input_len: int = Field(default=1024, ge=1)
+    output_len: int = Field(default=256, ge=1)
+    memory_fraction: float = Field(default=0.9, gt=0.0, le=1.0)
+    step_overhead_ms: float = Field(default=0.0, ge=0.0)
+    from_run: Path | None = None
+    out: Path | None = None
+
+
+def parse_accuracies(text: str, cumulative: bool) -> tuple[tuple[float, ...], ...]:
+    """Per-head per-rank accuracies from a preset name or ``"a,b;c,d"`` (heads split by ``;``).
+
+    Presets (:data:`MEDUSA_ACCURACY_PRESETS`) and ``cumulative=True`` tables hold top-k
+    values and are converted per rank (``medusa_tree.per_rank_accuracies``).
+
+    Raises:
+        ConfigError: an unknown preset or a value that is not a number.
+    """
+    key = text.strip().lower()
+    if key in MEDUSA_ACCURACY_PRESETS:
+        table, cumulative = MEDUSA_ACCURACY_PRESETS[key], True
+    else:
+        try:
+            table = tuple(
+                tuple(float(v) for v in head.split(",") if v.strip())
+                for head in text.split(";")
+                if head.strip()
+            )
+        except ValueError:
+            raise ConfigError(
+                f"--medusa-accuracies {text!r} is neither a preset "
+                f"({', '.join(MEDUSA_ACCURACY_PRESETS)}) nor numbers like "
+                "'0.56,0.11;0.32,0.11' (heads split by ';', ranks by ',')"
+            ) from None
+    rows = per_rank_accuracies(table) if cumulative else table
+    return tuple(tuple(float(a) for a in row) for row in rows)
+
+
+def _option(flag: str, resolve: Callable[[], T]) -> T:
+    """Run a resolver; a ConfigError it raises is prefixed with the option's flag."""
+    try:
+        return resolve()
+    except ConfigError as exc:
+        raise ConfigError(f"{flag}: {exc}") from None
+
+
+def medusa_setup(settings: PlanSettings) -> MedusaSetup | None:
+    """The Medusa part of a plan (None without accuracies).
+
+    Raises:
+        ConfigError: bad accuracies or tree, prefixed with the option at fault.
+    """
+    if settings.medusa_accuracies is None:
+        return None
+    acc = _option(
+        "--medusa-accuracies",
+        lambda: parse_accuracies(
+            settings.medusa_accuracies or "", settings.medusa_cumulative
+        ),
+    )
+    if settings.medusa_heads is not None:
+        acc = acc[: settings.medusa_heads]  # heads beyond the given count do not exist
+    if settings.medusa_tree.strip().lower() == GREEDY:
+        choices = greedy_medusa_tree(acc, settings.medusa_nodes)
+    else:
+        choices = _option(
+            "--medusa-tree", lambda: resolve_choices(settings.medusa_tree)
+        )
+    depth = max(len(c) for c in choices)
+    heads = settings.medusa_heads or max(depth, len(acc))
+    setup = MedusaSetup(heads, settings.medusa_layers, choices, acc)
+    _option("--medusa-tree", lambda: check_medusa(setup))
+    return setup
+
+
+def plan_inputs(settings: PlanSettings) -> PlanInputs:
+    """Resolve model, GPU, draft and Medusa options into :class:`PlanInputs`.
+
+    Raises:
+        ConfigError: no ``--model``, or an option the resolvers reject (named in the
+            message).
+    """
+    if settings.model is None:
+        raise ConfigError(
+            "--model is required to plan (a preset, a HF config.json or sizes); with "
+            "--from-run alone only the fit to the run is shown"
+        )
+    draft = None
+    if settings.draft is not None:
+        shape = _option("--draft", lambda: resolve_model(settings.draft or ""))
+        draft = DraftSetup(shape, settings.draft_len, settings.alpha)
+    inputs = PlanInputs(
+        target=_option("--model", lambda: resolve_model(settings.model or "")),
+        gpu=_option("--gpu", lambda: get_gpu(settings.gpu)),
+        input_len=settings.input_len, output_len=settings.output_len,
+        concurrencies=tuple(settings.concurrency), dtype=settings.dtype,
+        kv_dtype=settings.kv_dtype, draft=draft, medusa=medusa_setup(settings),
+        memory_fraction=settings.memory_fraction,
+        step_overhead_ms=settings.step_overhead_ms,
+    )  # fmt: skip
+    _option("--dtype", lambda: inputs.peak_flops_per_s)
+    return inputs
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """What ``trtbench plan`` prints: the plan and, with ``--from-run``, the fit."""
+
+    plan: Plan | None
+    fits: list[VariantFit] = field(default_factory=list)
+    fit_rows: pd.DataFrame | None = None
+    run_dir: Path | None = None
+    csv_path: Path | None = None
+
+
+PLAN_SCHEMA: tuple[Column, ...] = (
+    Column("mode", "baseline | draft_target | medusa"),
+    Column("concurrency", "concurrent sequences B"),
+    Column("step_time_ms", "predicted time of one decoding step (roofline)"),
+    Column("tokens_per_step", "expected tokens per step (§2.2 / §2.5)"),
+    Column("tpot_ms", "step_time_ms / tokens_per_step"),
+    Column("output_tokens_per_s", "B / TPOT (system output token throughput)"),
+    Column("speedup_ratio", "baseline TPOT / this mode's TPOT at the same B"),
+    Column("bound", "memory or compute: what bounds the target pass"),
+    Column("weights_bytes", "target weights"),
+    Column("extra_weights_bytes", "draft weights or Medusa heads"),
+    Column("kv_cache_bytes", "KV cache of B sequences (target + draft)"),
+    Column("total_memory_bytes", "weights + extra + KV cache"),
+    Column("fits", "total_memory_bytes <= memory_fraction × GPU memory"),
+)
+
+
+def _roofline_for_run(
+    inputs: PlanInputs, fits: list[VariantFit], fit_rows: pd.DataFrame, run: RunData
+) -> pd.DataFrame:
+    """Add the roofline's speedup (with the fitted E) for each measured tier."""
+    out = fit_rows.copy()
+    predicted = []
+    for _, row in out.iterrows():
+        fit = next(f for f in fits if f.variant == row["variant"])
+        info = run.variants[fit.variant]
+        batch = int(row["concurrency"]) if pd.notna(row["concurrency"]) else 0
+        setup = inputs
+        if fit.mode == "draft_target" and inputs.draft and fit.alpha is not None:
+            d = replace(inputs.draft, alpha=fit.alpha, draft_len=fit.draft_len or 1)
+            setup = replace(inputs, draft=d)
+        elif fit.mode == "medusa" and info.medusa_choices:
+            heads = info.medusa_heads or max(len(c) for c in info.medusa_choices)
+            layers = info.medusa_layers or 1
+            m = MedusaSetup(heads, layers, info.medusa_choices, (), fit.tokens_per_step)
+            setup = replace(inputs, medusa=m)
+        usable = (fit.mode == "draft_target" and setup.draft) or (
+            fit.mode == "medusa" and setup.medusa
+        )
+        if batch < 1 or not usable:
+            predicted.append(float("nan"))
+            continue
+        predicted.append(speedup_at(setup, fit.mode, batch))
+    out["roofline_speedup_ratio"] = predicted
+    out["roofline_error_ratio"] = (
+        out["roofline_speedup_ratio"] / out["measured_speedup_ratio"] - 1.0
+    )
+    return out
+
+
+def _run_shape(run: RunData, settings: PlanSettings) -> PlanSettings:
+    """Concurrencies and mean lengths of the run replace the settings' ones."""
+    s = run.summary
+    tiers = sorted({int(c) for c in s["concurrency"].dropna()})
+    isl = s.get(summary_column("input_sequence_length"))
+    osl = s.get(summary_column("output_sequence_length"))
+    update: dict = {"concurrency": tuple(tiers) or settings.concurrency}
+    if isl is not None and isl.notna().any():
+        update["input_len"] = max(int(round(isl.mean())), 1)
+    if osl is not None and osl.notna().any():
+        update["output_len"] = max(int(round(osl.mean())), 1)
+    return settings.model_copy(update=update)
+
+
+def run_plan(settings: PlanSettings) -> PlanResult:
+    """Plan, and with ``from_run`` fit the run; write ``out`` (plan CSV) when asked.
+
+    Raises:
+        ConfigError: invalid options (message names the option) or an unreadable run.
+    """
+    fits, fit_rows, run = [], None, None
+    if settings.from_run is not None:
+        run = _option("--from-run", lambda: load_run(settings.from_run or Path()))
+        fits, fit_rows = fit_run(run.summary, run.variants, run.baseline)
+        if settings.model is None:
+            return PlanResult(None, fits, fit_rows, run.root)
+        settings = _run_shape(run, settings)
+        draft_fit = next((f for f in fits if f.alpha is not None), None)
+        if draft_fit is not None:
+            settings = settings.model_copy(
+                update={"alpha": draft_fit.alpha, "draft_len": draft_fit.draft_len}
+            )
+    inputs = plan_inputs(settings)
+    plan = make_plan(inputs)
+    if run is not None and fit_rows is not None and len(fit_rows):
+        fit_rows = _roofline_for_run(inputs, fits, fit_rows, run)
+    csv_path = None
+    if settings.out is not None:
+        csv_path = write_csv(records_to_frame(plan.rows), settings.out, PLAN_SCHEMA)
+    return PlanResult(plan, fits, fit_rows, run.root if run else None, csv_path)

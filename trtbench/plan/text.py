@@ -1,0 +1,176 @@
+"""Plain-text rendering of a :class:`trtbench.plan.settings.PlanResult` (what ``plan`` prints)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from trtbench.plan.planner import Plan, estimate_memory, medusa_head_params
+from trtbench.plan.settings import PlanResult
+from trtbench.plan.speculation import expected_tokens_per_step
+
+FORMULA = (
+    "step = max(bytes / HBM bandwidth, FLOPs / dense peak) per forward pass; bytes = "
+    "weights + B x context x KV bytes/token; FLOPs = 2 x matmul params x tokens + attention "
+    "(roofline). Draft step = γ draft passes + a (γ+1)-token verify; Medusa step = a "
+    "(1+nodes)-token verify + heads. E[N] = (1-α^(γ+1))/(1-α) (Leviathan et al. 2023); "
+    "Medusa E = 1 + Σ Π a_i(k_i) over tree nodes (Cai et al. 2024)."
+)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned fixed-width columns, two spaces apart."""
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+    lines = [header, *rows]
+    return "\n".join(
+        "  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def _gb(value: float) -> str:
+    return f"{value / 1e9:.1f}"
+
+
+def _header(plan: Plan) -> list[str]:
+    i = plan.inputs
+    g, t = i.gpu, i.target
+    kv = i.dtype if i.kv_dtype == "auto" else i.kv_dtype
+    lines = [
+        f"Plan: {t.name} ({t.params / 1e9:.2f} B params, {i.dtype}, KV {kv}) on "
+        f"{g.label} ({g.hbm_bandwidth_bytes_per_s / 1e12:.3g} TB/s, "
+        f"{i.peak_flops_per_s / 1e12:.0f} TFLOP/s dense, {g.memory_bytes / 1e9:.0f} GB)",
+        f"  input {i.input_len} + output {i.output_len} tokens; decode context "
+        f"{i.decode_context_len:.0f}; memory budget {i.memory_fraction:.0%} = "
+        f"{_gb(i.memory_fraction * g.memory_bytes)} GB",
+    ]
+    if i.draft:
+        d = i.draft
+        e = expected_tokens_per_step(d.alpha, d.draft_len)
+        line = (
+            f"  draft: {d.model.name} ({d.model.params / 1e9:.2f} B), γ={d.draft_len}, "
+            f"α={d.alpha:.3f} → E[N]={e:.2f}"
+        )
+        if plan.draft_cost_ratio is not None and plan.optimal_draft:
+            gopt, sopt = plan.optimal_draft
+            line += (
+                f"; c = {plan.draft_cost_ratio:.3f} at B=1; optimal γ = {gopt} "
+                f"({sopt:.2f}x, §2.4)"
+            )
+        lines.append(line)
+    if i.medusa:
+        m = i.medusa
+        heads = medusa_head_params(t, m.num_heads, m.num_layers)
+        lines.append(
+            f"  medusa: {m.num_heads} heads x {m.num_layers} layer(s) "
+            f"({heads / 1e9:.2f} B params, {_gb(heads * i.weight_bytes_per_param)} GB), "
+            f"tree {len(m.choices)} nodes, E = {m.tokens_per_step:.2f} (§2.5)"
+        )
+    return lines
+
+
+def _rows(plan: Plan) -> str:
+    header = ("B", "mode", "step ms", "tok/step", "TPOT ms", "tok/s", "speedup",
+              "bound", "mem GB", "fits")  # fmt: skip
+    rows = [
+        (str(r.concurrency), r.mode, f"{r.step_time_ms:.4g}", f"{r.tokens_per_step:.2f}",
+         f"{r.tpot_ms:.4g}", f"{r.output_tokens_per_s:.0f}", f"{r.speedup_ratio:.2f}x",
+         r.bound, _gb(r.total_memory_bytes), "yes" if r.fits else "NO")
+        for r in plan.rows
+    ]  # fmt: skip
+    return table(header, rows)
+
+
+def _memory(plan: Plan) -> list[str]:
+    """Per mode: weights, draft/heads weights and KV cache per sequence (GB)."""
+    lines = ["Memory per mode (GB): weights + draft/heads + KV per sequence x B:"]
+    for mode in plan.inputs.modes:
+        m = estimate_memory(plan.inputs, mode, 1)
+        lines.append(
+            f"  {mode}: {_gb(m.weights_bytes)} + {_gb(m.extra_weights_bytes)} + "
+            f"{m.kv_per_sequence_bytes / 1e9:.3f} x B"
+        )
+    return lines
+
+
+def _verdicts(plan: Plan) -> list[str]:
+    rec = ", ".join(f"B={b}: {m}" for b, m in plan.recommended.items())
+    lines = [f"Recommended: {rec}"]
+    for mode, batch in plan.crossover.items():
+        fit = plan.max_concurrency.get(mode, 0)
+        if batch is None:
+            text = f"pays off at every B up to {plan.inputs.crossover_limit}"
+        else:
+            text = f"slower than baseline from B = {batch}"
+        if batch is None or batch > fit:
+            text += f" (memory fits up to B = {fit})"
+        lines.append(f"Crossover {mode}: {text}")
+    fits = ", ".join(f"{m} {n}" for m, n in plan.max_concurrency.items())
+    lines.append(f"Max concurrency that fits memory: {fits}")
+    return lines
+
+
+def _num(value: object, fmt: str) -> str:
+    return "-" if value is None or pd.isna(value) else format(value, fmt)
+
+
+FIT_LEGEND = (
+    "c = draft step / target step (Leviathan §2.3, from TPOT x E / baseline TPOT = γc + 1 at "
+    "the lowest concurrency); v = whole step / baseline step (when γ is unknown, or Medusa)."
+)
+
+
+def render_fit(result: PlanResult) -> str:
+    """The fit section: fitted α / cost ratio per variant and per-tier errors."""
+    if not result.fits:
+        return f"Fit to {result.run_dir}: no speculative variant with a measured acceptance length"
+    header = (
+        "variant",
+        "mode",
+        "γ/nodes",
+        "E measured",
+        "α fitted",
+        "c or v",
+        "fitted on",
+    )
+    rows = [
+        (f.variant, f.mode, _num(f.draft_len, "d"), f"{f.tokens_per_step:.3f}",
+         _num(f.alpha, ".3f"),
+         "-" if f.cost_ratio is None else f"{f.cost_kind}={f.cost_ratio:.3f}",
+         f.reference_tier or "-")
+        for f in result.fits
+    ]  # fmt: skip
+    out = [f"Fit to {result.run_dir}:", table(header, rows), FIT_LEGEND, ""]
+    frame = result.fit_rows
+    roof = frame is not None and "roofline_speedup_ratio" in frame
+    header = ("variant", "tier", "E meas", "E pred", "speedup meas", "speedup pred",
+              "error") + (("roofline", "roofline error") if roof else ())  # fmt: skip
+    rows = []
+    for _, r in (frame if frame is not None else pd.DataFrame()).iterrows():
+        row = (r["variant"], r["tier"], _num(r["measured_tokens_per_step"], ".2f"),
+               _num(r["predicted_tokens_per_step"], ".2f"),
+               _num(r["measured_speedup_ratio"], ".2f"),
+               _num(r["predicted_speedup_ratio"], ".2f"), _num(r["error_ratio"], "+.1%"))  # fmt: skip
+        if roof:
+            row += (
+                _num(r["roofline_speedup_ratio"], ".2f"),
+                _num(r["roofline_error_ratio"], "+.1%"),
+            )
+        rows.append(row)
+    out.append(table(header, rows))
+    return "\n".join(out)
+
+
+def render_plan(result: PlanResult) -> str:
+    """Everything ``trtbench plan`` prints, as one string."""
+    parts = []
+    if result.plan is not None:
+        plan = result.plan
+        parts += [*_header(plan), "", _rows(plan), "", *_memory(plan), *_verdicts(plan)]
+        parts += ["", FORMULA]
+    if result.run_dir is not None:
+        parts += ["", render_fit(result)]
+    if result.csv_path is not None:
+        parts += ["", f"wrote {result.csv_path}"]
+    return "\n".join(parts).strip("\n")
