@@ -1,0 +1,160 @@
+"""The nsys reader end to end on exports made by our synthesizer, for every path that the real
+exports (``tests/support/data.external_fixture``, absent on a fresh clone) also cover: no CUDA
+activity, a truncated file, a foreign or nvprof database, a trace with neither step ranges nor
+graph launches (one window per thread), a step pattern matching nothing, and the recorded
+tier of ``trtbench run``. Expected values come from the rows written here."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from trtbench.cli import main
+from trtbench.errors import ConfigError, TraceParseError
+from trtbench.pipeline.tier_capture import TierCapture, analyze_capture
+from trtbench.profiling.loadtest.schedule import Tier
+from trtbench.profiling.traces.nsys import NsysReport
+from trtbench.profiling.traces.nsys_profile import NsysProfileSpec
+from trtbench.profiling.traces.nsys_session import NsysSession, collect_sqlite
+from trtbench.profiling.traces.synth_nsys import (
+    ApiRow,
+    KernelRow,
+    NsysExportWriter,
+    NvtxRow,
+    global_pid,
+    global_tid,
+    write_decode_export,
+)
+
+PID = 31
+GP = global_pid(PID)
+MAIN, WORKER = global_tid(PID, PID), global_tid(PID, PID + 1)
+
+
+def test_export_without_cuda_activity_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "cpu_only.sqlite"
+    with NsysExportWriter(path) as w:  # NVTX ranges only: no API call, no GPU row
+        w.add_nvtx_ranges(
+            [NvtxRow(100, 200, MAIN, "load"), NvtxRow(300, 400, MAIN, "run")]
+        )
+    with pytest.raises(
+        TraceParseError, match="holds no CUDA activity.*--trace=cuda,nvtx"
+    ):
+        NsysReport(path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["analyze", "nsys", str(path), "--out", str(tmp_path / "o")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "no CUDA activity" in err and "\n" not in err
+
+
+def test_truncated_export_is_a_clear_error(tmp_path: Path) -> None:
+    whole = tmp_path / "whole.sqlite"
+    write_decode_export(whole, steps=200, kernels_per_step=20)
+    data = whole.read_bytes()
+    assert len(data) > 4 * 65536  # so the cut below loses most of the rows
+    truncated = tmp_path / "truncated.sqlite"
+    truncated.write_bytes(data[:65536])
+    with pytest.raises(TraceParseError, match="truncated or corrupt.*nsys export"):
+        NsysReport(truncated)
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        ("t (x INTEGER)", "not an nsys export"),
+        ("Version (v TEXT)", "an nvprof database"),
+    ],
+)
+def test_foreign_sqlite_is_named(tmp_path: Path, table: str, expected: str) -> None:
+    path = tmp_path / "foreign.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"CREATE TABLE {table}")
+    with pytest.raises(TraceParseError, match=f"{expected}.*META_DATA_EXPORT"):
+        NsysReport(path)
+
+
+def write_two_thread_export(path: Path) -> Path:
+    """Eager launches on two threads, no NVTX range, no graph launch."""
+    with NsysExportWriter(path) as w:
+        w.add_api_calls([
+            ApiRow(1_000, 1_040, MAIN, 1, "cudaLaunchKernel_v7000"),
+            ApiRow(1_100, 1_160, MAIN, 2, "cudaLaunchKernel_v7000"),
+            ApiRow(1_200, 1_300, MAIN, 3, "cudaStreamSynchronize_v3020"),
+            ApiRow(5_000, 5_025, WORKER, 4, "cuLaunchKernel"),
+        ])  # fmt: skip
+        w.add_kernels([
+            KernelRow(1_050, 1_090, GP, 1, "gemm"),
+            KernelRow(1_170, 1_190, GP, 2, "softmax"),
+            KernelRow(5_030, 5_080, GP, 4, "rmsnorm"),
+        ])  # fmt: skip
+    return path
+
+
+def test_no_ranges_and_no_graph_launches_make_one_step_per_thread(tmp_path: Path):
+    report = NsysReport(write_two_thread_export(tmp_path / "eager.sqlite"))
+    analysis = report.analyze()
+    assert analysis.summary.step_source.startswith("whole trace")
+    steps = report.get_steps().sort_values("start_ns")
+    # main thread: launches of 40 + 60 ns; the synchronize is not a launch call
+    assert steps["launch_calls"].tolist() == [2, 1]
+    assert steps["launch_overhead_ns"].tolist() == [40 + 60, 25]
+    assert steps["kernels"].tolist() == [2, 1]
+    assert steps["start_ns"].tolist() == [1_000, 5_000]
+    assert len(report.get_kernel_launches()) == 3
+    summary = report.get_launch_summary().set_index("s_kernel_name")
+    # each kernel once; all three start after their call returned (1050 > 1040, …)
+    assert summary.loc[["gemm", "softmax", "rmsnorm"], "count"].tolist() == [1, 1, 1]
+    assert summary.loc[["gemm", "softmax", "rmsnorm"], "queue_count"].tolist() == [
+        1,
+        1,
+        1,
+    ]
+    assert summary.loc["rmsnorm", "s_api_name"] == "cuLaunchKernel"
+
+
+def test_step_pattern_matching_nothing_lists_the_range_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "named.sqlite"
+    with NsysExportWriter(path) as w:
+        w.add_api_calls([ApiRow(1_000, 1_040, MAIN, 1, "cudaLaunchKernel_v7000")])
+        w.add_kernels([KernelRow(1_050, 1_090, GP, 1, "gemm")])
+        w.add_nvtx_ranges([NvtxRow(900, 1_500, MAIN, "attention"),
+                           NvtxRow(1_500, 1_900, MAIN, "attention"),
+                           NvtxRow(1_900, 2_000, MAIN, "sample")])  # fmt: skip
+    with pytest.raises(ConfigError, match="matches no NVTX range name"):
+        NsysReport(path).get_steps("decode")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["analyze", "nsys", str(path), "--out", str(tmp_path / "o"),
+              "--step-pattern", "decode"])  # fmt: skip
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "'attention' (2)" in err and "'sample' (1)" in err
+    assert "--step-pattern" in err and "\n" not in err
+
+
+def test_recorded_tier_export_is_analyzed_into_the_three_csvs(tmp_path: Path) -> None:
+    out = tmp_path / "traces" / "base"
+    out.mkdir(parents=True)
+    steps, per_step = 3, 4
+    write_decode_export(out / "c4.sqlite", steps=steps, kernels_per_step=per_step)
+    session = NsysSession("s", NsysProfileSpec(out, "c4"), Path("/usr/bin/nsys"))
+    capture = TierCapture(session, Tier(4), lambda argv: None)
+    capture.tier_started(Tier(concurrency=4))
+    capture.tier_ended()
+    files, notes = analyze_capture(capture)
+    assert notes == []
+    assert [p.name for p in files] == [
+        "c4.sqlite", "kernel_launches.csv", "launch_summary.csv", "steps.csv",
+    ]  # fmt: skip
+    assert len(pd.read_csv(out / "kernel_launches.csv")) == steps * per_step
+    table = pd.read_csv(out / "steps.csv")
+    # write_decode_export: an eager step makes kernels_per_step calls of 4000 ns each
+    assert table["launch_overhead_ns"].tolist() == [per_step * 4000] * steps
+    assert collect_sqlite(capture.session, wait_s=0) == out / "c4.sqlite"
