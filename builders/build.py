@@ -20,6 +20,7 @@ from trtbench.builders.manifest import (
 )
 from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec
+from trtbench.units import format_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -141,6 +142,6 @@ def describe_build(manifest: BuildManifest, dry_run: bool = False) -> str:
         )
         return f"would build {head}, {cg} ({checked}; nothing written)"
     return (
-        f"built {head}, {manifest.bytes_on_disk / 1e6:.2f} MB on disk, "
+        f"built {head}, {format_bytes(manifest.bytes_on_disk)} on disk, "
         f"{manifest.build_seconds:.2f} s, {cg}"
     )

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from trtbench.profiling.traces.synth_nsys import write_decode_export
+from trtbench.units import format_bytes
 
 KERNELS_PER_STEP = 200
 TARGET_S, TARGET_GIB = 60.0, 4.0
@@ -83,15 +84,15 @@ def main() -> None:
             kernels_per_step=KERNELS_PER_STEP,
             graph_steps=graph_steps,
         )
-        size_mb = export.stat().st_size / 1e6
+        size = format_bytes(export.stat().st_size)
         print(
             f"synthesized {steps * KERNELS_PER_STEP:,} kernels in {steps:,} steps "
-            f"({size_mb:,.0f} MB) in {time.perf_counter() - start:.1f} s"
+            f"({size}) in {time.perf_counter() - start:.1f} s"
         )
         wall, cpu, rss = run_analyzer(export, work / "out")
-        sizes = {p.name: p.stat().st_size / 1e6 for p in (work / "out").glob("*.csv")}
+        sizes = {p.name: p.stat().st_size for p in (work / "out").glob("*.csv")}
         print(
-            f"CSV sizes (MB): {', '.join(f'{k} {v:,.0f}' for k, v in sorted(sizes.items()))}"
+            f"CSV sizes: {', '.join(f'{k} {format_bytes(v)}' for k, v in sorted(sizes.items()))}"
         )
         check_steps(work / "out" / "steps.csv", steps, graph_steps)
         print(

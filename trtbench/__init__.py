@@ -1,7 +1,7 @@
 """trtbench: which speculative-decoding method, up to which concurrency, at what memory cost.
 
-Lives here: the core every room uses (errors, paths, json_files, spec, run_dir, run_data, records, export) and cli.py.
-May import: nothing else of trtbench (cli.py reaches trtbench.commands by name, when a command runs).
+Lives here: the core every room uses (errors, paths, json_files, units, spec, run_dir, run_data, records, export) and cli.py.
+May import: nothing else of trtbench (cli.py, the entry point above everything, imports trtbench.commands).
 """
 
 __version__ = "0.1.0"

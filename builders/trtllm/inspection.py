@@ -24,6 +24,7 @@ from typing import Any
 from trtbench.builders.manifest import MANIFEST_NAME, BuildManifest, read_manifest
 from trtbench.errors import BuildError
 from trtbench.json_files import read_json_object
+from trtbench.units import format_bytes
 
 # SpeculativeDecodingMode (IntFlag, auto()): contract enums.SpeculativeDecodingMode.
 SPEC_MODE_BITS = {
@@ -255,7 +256,7 @@ def format_summary(s: EngineSummary) -> str:
         draft += f", medusa heads={s.num_medusa_heads} x {s.num_medusa_layers} layer(s)"
     if s.num_eagle_layers is not None:
         draft += f", eagle layers={s.num_eagle_layers}"
-    sizes = ", ".join(f"rank{r}={b / 1e6:.1f} MB" for r, b in s.bytes_per_rank.items())
+    sizes = ", ".join(f"rank{r}={format_bytes(b)}" for r, b in s.bytes_per_rank.items())
     sizes = sizes or "no rank files"
     if s.missing_ranks:
         sizes += f" (missing: {', '.join(f'rank{r}.engine' for r in s.missing_ranks)})"
@@ -317,7 +318,7 @@ def format_reference_summary(summary: Mapping[str, Any]) -> str:
             f"  dtype {summary['dtype']}, batch={summary['max_batch_size']} "
             f"input={summary['max_input_len']} seq={summary['max_seq_len']}",
             f"  CUDA graphs {graph_text}",
-            f"  models ({summary['model_bytes'] / 1e6:.1f} MB): {models}",
+            f"  models ({format_bytes(summary['model_bytes'])}): {models}",
         ]
     )
 

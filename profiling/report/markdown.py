@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from trtbench.profiling.report.comparison import COMPARED_METRICS
+from trtbench.units import format_bytes
 
 Format = Callable[[object], str]
 
@@ -29,14 +30,8 @@ def fmt_num(spec: str, suffix: str = "") -> Format:
 
 
 def fmt_bytes(v: object, signed: bool = False) -> str:
-    """Bytes as MiB below 1 GiB, else GiB (binary units); ``-`` when missing."""
-    if _missing(v):
-        return "-"
-    x = float(v)
-    sign = "+" if signed and x >= 0 else ""
-    if abs(x) >= 1024**3:
-        return f"{sign}{x / 1024**3:.2f} GiB"
-    return f"{sign}{x / 1024**2:.1f} MiB"
+    """Bytes via :func:`trtbench.units.format_bytes` (binary units); ``-`` when missing."""
+    return "-" if _missing(v) else format_bytes(float(v), signed=signed)
 
 
 def _signed_bytes(v: object) -> str:

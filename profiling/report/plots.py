@@ -16,9 +16,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from trtbench.units import UNITS, byte_unit, format_bytes  # noqa: E402
+
 FIGSIZE = (7.5, 4.5)
 DPI = 120
-GIB = 1024**3
 
 
 def variant_colors(variants: Sequence[str]) -> dict[str, str]:
@@ -157,7 +158,8 @@ def plot_memory(breakdown: pd.DataFrame, peaks: pd.DataFrame, path: Path) -> Pat
     top = max(
         [v.max() for v in values if v is not None] + [peak["peak_bytes"].max(), 1.0]
     )
-    unit, scale = ("GiB", GIB) if top >= GIB else ("MiB", 1024**2)
+    unit = byte_unit(top, smallest="MiB")  # one unit for the axis and every label
+    scale = UNITS[unit]
     fig, ax = plt.subplots(figsize=(FIGSIZE[0] + 1.5, FIGSIZE[1]))
     x = np.arange(len(breakdown))
     bottom = np.zeros(len(breakdown))
@@ -167,7 +169,8 @@ def plot_memory(breakdown: pd.DataFrame, peaks: pd.DataFrame, path: Path) -> Pat
         h = v.fillna(0).to_numpy(dtype=float) / scale
         ax.bar(x, h, 0.6, bottom=bottom, label=label)
         bottom += h
-    peaks_scaled = peak["peak_bytes"].to_numpy(dtype=float) / scale
+    peak_bytes = peak["peak_bytes"].to_numpy(dtype=float)
+    peaks_scaled = peak_bytes / scale
     rest = np.where(
         np.isnan(peaks_scaled), 0.0, np.clip(peaks_scaled - bottom, 0, None)
     )
@@ -182,12 +185,12 @@ def plot_memory(breakdown: pd.DataFrame, peaks: pd.DataFrame, path: Path) -> Pat
     weights = pd.to_numeric(breakdown.get("weights_total_bytes"), errors="coerce")
     for i in range(len(breakdown)):
         text = (
-            [f"weights {weights.iloc[i] / scale:.1f} {unit}"]
+            [f"weights {format_bytes(weights.iloc[i], unit=unit, digits=1)}"]
             if weights is not None and pd.notna(weights.iloc[i])
             else []
         )
         if not np.isnan(peaks_scaled[i]):
-            text.append(f"peak {peaks_scaled[i]:.1f} {unit}")
+            text.append(f"peak {format_bytes(peak_bytes[i], unit=unit, digits=1)}")
         ax.annotate("\n".join(text), (x[i], bottom[i] + rest[i]),
                     xytext=(0, 3), textcoords="offset points", ha="center", fontsize=8)  # fmt: skip
     ax.set_xticks(x)

@@ -9,6 +9,7 @@ import pandas as pd
 from trtbench.plan.planner import Plan, estimate_memory, medusa_head_params
 from trtbench.plan.settings import PlanResult
 from trtbench.plan.speculation import expected_tokens_per_step
+from trtbench.units import format_bytes
 
 FORMULA = (
     "step = max(bytes / HBM bandwidth, FLOPs / dense peak) per forward pass; bytes = "
@@ -29,10 +30,6 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     )
 
 
-def _gb(value: float) -> str:
-    return f"{value / 1e9:.1f}"
-
-
 def _header(plan: Plan) -> list[str]:
     i = plan.inputs
     g, t = i.gpu, i.target
@@ -40,10 +37,10 @@ def _header(plan: Plan) -> list[str]:
     lines = [
         f"Plan: {t.name} ({t.params / 1e9:.2f} B params, {i.dtype}, KV {kv}) on "
         f"{g.label} ({g.hbm_bandwidth_bytes_per_s / 1e12:.3g} TB/s, "
-        f"{i.peak_flops_per_s / 1e12:.0f} TFLOP/s dense, {g.memory_bytes / 1e9:.0f} GB)",
+        f"{i.peak_flops_per_s / 1e12:.0f} TFLOP/s dense, {format_bytes(g.memory_bytes)})",
         f"  input {i.input_len} + output {i.output_len} tokens; decode context "
         f"{i.decode_context_len:.0f}; memory budget {i.memory_fraction:.0%} = "
-        f"{_gb(i.memory_fraction * g.memory_bytes)} GB",
+        f"{format_bytes(i.memory_fraction * g.memory_bytes)}",
     ]
     if i.draft:
         d = i.draft
@@ -64,7 +61,7 @@ def _header(plan: Plan) -> list[str]:
         heads = medusa_head_params(t, m.num_heads, m.num_layers)
         lines.append(
             f"  medusa: {m.num_heads} heads x {m.num_layers} layer(s) "
-            f"({heads / 1e9:.2f} B params, {_gb(heads * i.weight_bytes_per_param)} GB), "
+            f"({heads / 1e9:.2f} B params, {format_bytes(heads * i.weight_bytes_per_param)}), "
             f"tree {len(m.choices)} nodes, E = {m.tokens_per_step:.2f} (§2.5)"
         )
     return lines
@@ -72,24 +69,25 @@ def _header(plan: Plan) -> list[str]:
 
 def _rows(plan: Plan) -> str:
     header = ("B", "mode", "step ms", "tok/step", "TPOT ms", "tok/s", "speedup",
-              "bound", "mem GB", "fits")  # fmt: skip
+              "bound", "memory", "fits")  # fmt: skip
     rows = [
         (str(r.concurrency), r.mode, f"{r.step_time_ms:.4g}", f"{r.tokens_per_step:.2f}",
          f"{r.tpot_ms:.4g}", f"{r.output_tokens_per_s:.0f}", f"{r.speedup_ratio:.2f}x",
-         r.bound, _gb(r.total_memory_bytes), "yes" if r.fits else "NO")
+         r.bound, format_bytes(r.total_memory_bytes), "yes" if r.fits else "NO")
         for r in plan.rows
     ]  # fmt: skip
     return table(header, rows)
 
 
 def _memory(plan: Plan) -> list[str]:
-    """Per mode: weights, draft/heads weights and KV cache per sequence (GB)."""
-    lines = ["Memory per mode (GB): weights + draft/heads + KV per sequence x B:"]
+    """Per mode: weights, draft/heads weights and KV cache per sequence (binary units)."""
+    lines = ["Memory per mode: weights + draft/heads + KV per sequence x B:"]
     for mode in plan.inputs.modes:
         m = estimate_memory(plan.inputs, mode, 1)
         lines.append(
-            f"  {mode}: {_gb(m.weights_bytes)} + {_gb(m.extra_weights_bytes)} + "
-            f"{m.kv_per_sequence_bytes / 1e9:.3f} x B"
+            f"  {mode}: {format_bytes(m.weights_bytes)} + "
+            f"{format_bytes(m.extra_weights_bytes)} + "
+            f"{format_bytes(m.kv_per_sequence_bytes)} x B"
         )
     return lines
 

@@ -16,6 +16,7 @@ import torch
 import transformers
 import yaml
 
+from tests.support.cli import run_cli
 from tests.support.random_llama import (
     make_tokenizer,
     random_heads,
@@ -24,7 +25,6 @@ from tests.support.random_llama import (
     save_model,
 )
 from trtbench.builders.reference.loading import load_engine
-from trtbench.cli import main
 
 VOCAB = 64
 TREE = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]
@@ -84,16 +84,6 @@ def make_spec(dirs, tmp_path: Path, models=None, variants=None, text=None) -> Pa
     return spec
 
 
-def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
-
-
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -135,6 +125,9 @@ def test_build_writes_manifests_and_run_json(model_dirs, tmp_path, capsys):
     assert dt["bytes_on_disk"] == (
         dt["models"]["target"]["bytes"] + dt["models"]["draft"]["bytes"]
     )
+    # the random test models are under 1 MiB (2**20 B): the size is in KiB (2**10 B)
+    assert dt["bytes_on_disk"] < 2**20
+    assert f", {dt['bytes_on_disk'] / 2**10:.1f} KiB on disk, " in lines[1]
     assert dt["cuda_graphs"] == {
         "requested": False,
         "available": False,

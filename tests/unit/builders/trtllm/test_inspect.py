@@ -202,7 +202,8 @@ def test_text_summary_lists_rank_sizes_and_missing_files(tmp_path):
     text = render_engine_inspection(
         engine_copy(tmp_path, "baseline_tp2", {1: 2_500_000})
     )
-    assert "bytes per rank: rank1=2.5 MB (missing: rank0.engine)" in text
+    # 2,500,000 B / 2**20 = 2.384 MiB (binary units, not 2.5 decimal MB)
+    assert "bytes per rank: rank1=2.4 MiB (missing: rank0.engine)" in text
     assert "TP=2 PP=1 (world 2)" in text
 
 
@@ -250,6 +251,7 @@ def test_inspect_describes_a_reference_build_from_its_manifest(tmp_path):
         in (result.output)
     )
     assert "CUDA graphs requested but unavailable (no CUDA device)" in result.output
-    assert "models (2.5 MB): target=/m/target, medusa=/m/medusa" in result.output
+    # 2,500,000 B / 2**20 = 2.384 MiB
+    assert "models (2.4 MiB): target=/m/target, medusa=/m/medusa" in result.output
     as_json = CliRunner().invoke(cli, ["inspect", str(variant_dir), "--json"])
     assert json.loads(as_json.output)[0]["medusa"]["num_heads"] == 2
