@@ -6,19 +6,94 @@
 Default root: ``$TRTBENCH_CACHE/tiny-models`` (``~/.cache/trtbench/tiny-models``). Returns in
 well under a second when the cache is complete; a build from scratch takes 1.5–3 minutes on
 2 CPU cores. Exit code 2 with one line on stderr when the models cannot be made.
+
+While building, stderr shows one bar per model built (training steps done/total, elapsed time)
+under the ``[tiny-models]`` log lines; when stderr is not a terminal (CI logs) the log lines
+come as plain lines and the bars once, in their final state. The summary goes to stdout.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
+from types import TracebackType
 
 import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from trtbench.builders.reference.tiny_models import ensure_tiny_models, read_quality
 from trtbench.errors import TrtbenchError
 from trtbench.paths import tiny_models_dir
+
+
+class Bars:
+    """A ``BuildProgress`` drawn by ``rich``: one bar per model built, shown from the first one.
+
+    A context manager: leaving it stops the display (nothing is drawn if no model was built).
+    """
+
+    def __init__(self, console: Console) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description:<7}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("steps"),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        self.tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> Bars:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.tasks:
+            self.progress.stop()
+
+    def start(self, part: str, total_steps: int) -> None:
+        """Add the bar of ``part`` (and start the display with the first bar)."""
+        if not self.tasks:
+            self.progress.start()
+        self.tasks[part] = self.progress.add_task(part, total=total_steps)
+
+    def advance(self, part: str, steps: int = 1) -> None:
+        """Move the bar of ``part`` by ``steps``."""
+        self.progress.advance(self.tasks[part], steps)
+
+    def finish(self, part: str) -> None:
+        """Stop the clock of ``part``."""
+        self.progress.stop_task(self.tasks[part])
+
+
+class ConsoleLog(logging.Handler):
+    """Log records as plain, unwrapped lines on ``console`` (above the bars while they show)."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__()
+        self.console = console
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Print one formatted record."""
+        try:
+            line = self.format(record)
+            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        except Exception:  # logging's contract: report, never raise
+            self.handleError(record)
 
 
 def _describe(paths: dict[str, Path], quality: dict) -> list[str]:
@@ -45,10 +120,18 @@ def _describe(paths: dict[str, Path], quality: dict) -> list[str]:
 )
 @click.option("--force", is_flag=True, help="Rebuild every model even if cached.")
 def main(root: Path | None, force: bool) -> None:
-    logging.basicConfig(level=logging.INFO, format="[tiny-models] %(message)s")
+    # transformers' own tqdm bar per save ("Writing model shards") would break ours
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    console = Console(stderr=True)
+    logging.basicConfig(
+        level=logging.INFO,
+        format="[tiny-models] %(message)s",
+        handlers=[ConsoleLog(console)],
+    )
     root = root if root is not None else tiny_models_dir()
     try:
-        paths = ensure_tiny_models(root, force=force)
+        with Bars(console) as bars:
+            paths = ensure_tiny_models(root, force=force, progress=bars)
         quality = read_quality(root)
     except TrtbenchError as exc:
         click.echo(f"error: {exc}", err=True)

@@ -12,6 +12,8 @@ Each part carries ``.trtbench-part.json`` (recipe key, build id, and for draft/m
 target's build id). A part is rebuilt when its marker is missing, was made by another recipe, or
 (draft, medusa) belongs to another target; ``complete.json`` is rewritten after any rebuild.
 Builds hold an exclusive ``fcntl`` lock on ``root/.lock`` so two processes never train twice.
+A build reports each part's training steps to an optional :class:`BuildProgress` (this module
+never prints; ``scripts/make_tiny_models.py`` draws the bars) and logs its phases at INFO.
 
 Recipe (:class:`~trtbench.builders.reference.tiny_recipe.Recipe`): corpus = top-level Python
 standard-library ``*.py`` files on this machine (~1.8 MB train, ~0.2 MB held out, every 8th file);
@@ -34,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -42,7 +45,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from trtbench.builders.reference.tiny_recipe import RECIPE_VERSION, Recipe, recipe_key
 from trtbench.errors import BuildError
@@ -67,6 +70,24 @@ PART_FILES = {
     "medusa": ("config.json", "medusa_lm_head.safetensors"),
 }
 MAX_THREADS = 8
+
+
+class BuildProgress(Protocol):
+    """Where a build reports progress: per part built, ``start``, ``advance`` per step, ``finish``.
+
+    Parts come in ``PARTS`` order, only those rebuilt (none when the cache is complete). A part's
+    span holds its data (target greedy continuations, made with the first of draft / medusa
+    built), training steps (the only ones counted) and saving; no ``finish`` if it raised.
+    """
+
+    def start(self, part: str, total_steps: int) -> None:
+        """``part`` (``"target"``, ``"draft"`` or ``"medusa"``) begins; it trains ``total_steps``."""
+
+    def advance(self, part: str, steps: int = 1) -> None:
+        """``steps`` more training steps of ``part`` are done."""
+
+    def finish(self, part: str) -> None:
+        """``part`` is trained and saved (after ``total_steps`` steps)."""
 
 
 def model_paths(root: Path) -> dict[str, Path]:
@@ -138,7 +159,12 @@ def exclusive_lock(root: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def ensure_tiny_models(root: Path, force: bool = False) -> dict[str, Path]:
+def ensure_tiny_models(
+    root: Path,
+    force: bool = False,
+    progress: BuildProgress | None = None,
+    recipe: Recipe | None = None,
+) -> dict[str, Path]:
     """Make (or reuse) the target, draft and Medusa heads under ``root``.
 
     Fast (file reads only, no torch import) when ``root/complete.json`` matches the current
@@ -148,6 +174,9 @@ def ensure_tiny_models(root: Path, force: bool = False) -> dict[str, Path]:
     Args:
         root: cache directory (created if missing).
         force: rebuild every part even if the cache is complete.
+        progress: told of each part built and its training steps (nothing when cached).
+        recipe: what to build [default: ``Recipe()``]; its key is the cache key. Another
+            recipe is for tests and experiments (a small one builds in seconds).
 
     Returns:
         ``{"target": Path, "draft": Path, "medusa": Path}``.
@@ -155,14 +184,15 @@ def ensure_tiny_models(root: Path, force: bool = False) -> dict[str, Path]:
     Raises:
         BuildError: ``root`` cannot be written, or the standard-library corpus is missing.
     """
-    root = Path(root)
-    key = recipe_key()
+    root, recipe = Path(root), recipe if recipe is not None else Recipe()
+    key = recipe_key(recipe)
     if not force and is_complete(root, key):
         return model_paths(root)
     try:
         with exclusive_lock(root):
             if force or not is_complete(root, key):
-                _build(root, key, list(PARTS) if force else stale_parts(root, key))
+                parts = list(PARTS) if force else stale_parts(root, key)
+                _build(root, key, parts, recipe, progress)
     except OSError as exc:
         raise BuildError(
             f"cannot write the tiny models under {root} ({exc}); set TRTBENCH_CACHE to a "
@@ -198,10 +228,10 @@ def _replace_dir(tmp: Path, final: Path) -> None:
 class _Session:
     """What one build needs: corpus, tokenizer, models, lazily made greedy data."""
 
-    def __init__(self, root: Path, parts: list[str]) -> None:
+    def __init__(self, root: Path, parts: list[str], recipe: Recipe) -> None:
         from trtbench.builders.reference import tiny_training as tt
 
-        self.tt, self.root, self.recipe = tt, root, Recipe()
+        self.tt, self.root, self.recipe = tt, root, recipe
         train, held = tt.select_corpus(self.recipe)
         if not train or not held:
             raise BuildError(
@@ -240,21 +270,28 @@ class _Session:
                 if split == "train"
                 else (self.heldout, r.eval_prompts, 4)
             )
+            logger.info("target greedy continuations of %d %s prompts", count, split)
             self._greedy[split] = self.tt.greedy_dataset(
                 self.target, stream, count, r, self.rng(stage)
             )
         return self._greedy[split]
 
-    def build(self, part: str, out: Path) -> dict[str, Any]:
+    def build(
+        self, part: str, out: Path, progress: BuildProgress | None = None
+    ) -> dict[str, Any]:
         """Train ``part`` and save it into ``out``; returns its sizes, steps and final loss."""
         tt, r, t0 = self.tt, self.recipe, time.perf_counter()
+        on_step = None
+        if progress is not None:
+            progress.start(part, getattr(r, f"{part}_steps"))
+            on_step = functools.partial(progress.advance, part)
         if part == "medusa":
             rng = self.rng(2)
             self.heads = tt.MedusaHeads(
                 r.medusa_heads, r.medusa_layers, r.target_hidden, len(self.tokenizer)
             )
             self.heads.init_lm_heads_from(self.target.lm_head.weight)
-            losses = tt.train_medusa(self.heads, self.greedy("train"), r, rng)
+            losses = tt.train_medusa(self.heads, self.greedy("train"), r, rng, on_step)
             tt.save_medusa_heads(self.heads, out, str(self.root / "target"))
             model = self.heads
         else:
@@ -262,13 +299,15 @@ class _Session:
             dims = tt.part_dims(r, part)
             model = tt.make_llama(self.tokenizer, **dims)
             if part == "target":
-                losses = tt.train_target(model, self.stream, r, rng)
+                losses = tt.train_target(model, self.stream, r, rng, on_step)
                 self.target = model
             else:
-                losses = tt.train_draft(model, self.greedy("train"), r, rng)
+                losses = tt.train_draft(model, self.greedy("train"), r, rng, on_step)
                 self.draft = model
             model.save_pretrained(out)
             tt.save_tokenizer(self.tokenizer, out)
+        if progress is not None:
+            progress.finish(part)
         return {
             "params": sum(p.numel() for p in model.parameters()),
             "steps": len(losses),
@@ -304,7 +343,13 @@ class _Session:
         }
 
 
-def _build(root: Path, key: str, parts: list[str]) -> None:
+def _build(
+    root: Path,
+    key: str,
+    parts: list[str],
+    recipe: Recipe,
+    progress: BuildProgress | None,
+) -> None:
     """Build ``parts`` (in PARTS order), then write quality.json and, last, complete.json."""
     from trtbench.builders.reference.cpu_threads import all_cores_threads
 
@@ -313,7 +358,7 @@ def _build(root: Path, key: str, parts: list[str]) -> None:
     for leftover in [*root.glob(".tmp-*"), *root.glob(".old-*")]:  # from killed builds
         shutil.rmtree(leftover, ignore_errors=True)
     with all_cores_threads(MAX_THREADS) as threads:
-        session = _Session(root, parts)
+        session = _Session(root, parts, recipe)
         markers: dict[str, dict[str, Any]] = {}
         for part in PARTS:
             final = root / part
@@ -328,11 +373,12 @@ def _build(root: Path, key: str, parts: list[str]) -> None:
                 "target_build_id": markers["target"]["build_id"]
                 if part != "target"
                 else None,
-                **session.build(part, tmp),
+                **session.build(part, tmp, progress),
             }
             logger.info("built %s: %s", part, markers[part])
             write_json_atomic(tmp / PART_MARKER, markers[part])
             _replace_dir(tmp, final)
+        logger.info("measuring quality on held-out prompts")
         quality = session.quality()
     quality.update(
         recipe=key,

@@ -1,18 +1,18 @@
 """Training steps behind :mod:`trtbench.builders.reference.tiny_models`.
 
-Corpus → byte-level BPE tokenizer → target Llama (next-token loss) → target greedy
-continuations → draft Llama distilled on them, and Medusa heads on the frozen target's hidden
-states → quality on held-out files. Everything is seeded from :class:`Recipe`; torch and
-transformers are imported by the caller only when something must be built.
+Corpus → byte-level BPE tokenizer (both in :mod:`~trtbench.builders.reference.tiny_corpus`,
+re-exported here) → target Llama (next-token loss) → target greedy continuations → draft Llama
+distilled on them, and Medusa heads on the frozen target's hidden states → quality on held-out
+files. Everything is seeded from :class:`Recipe`; torch and transformers are imported by the
+caller only when something must be built. The training loops take an optional ``on_step``
+callback (progress reporting), called after each optimizer step; it draws no random numbers.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
-import sysconfig
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from trtbench.builders.reference.cpu_threads import ThreadChooser
@@ -29,92 +28,17 @@ from trtbench.builders.reference.medusa_heads import (  # noqa: F401  (re-export
     load_medusa_heads,
     save_medusa_heads,
 )
+from trtbench.builders.reference.tiny_corpus import (  # noqa: F401  (re-exported)
+    SPECIAL_TOKENS,
+    encode_stream,
+    load_tokenizer,
+    save_tokenizer,
+    select_corpus,
+    train_tokenizer,
+)
 from trtbench.builders.reference.tiny_recipe import Recipe
 
 logger = logging.getLogger(__name__)
-
-SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")  # ids 0..3, the Llama convention
-
-
-def select_corpus(
-    recipe: Recipe, stdlib: Path | None = None
-) -> tuple[list[str], list[str]]:
-    """Deterministic (train, held-out) texts from the top-level standard-library ``*.py`` files.
-
-    Files are taken in name order, skipping those over ``max_file_bytes``; every 8th file is
-    held out until ``eval_bytes`` is reached, the rest train until ``train_bytes``.
-    """
-    root = Path(stdlib or sysconfig.get_paths()["stdlib"])
-    train: list[str] = []
-    held: list[str] = []
-    sizes = [0, 0]
-    for index, path in enumerate(sorted(root.glob("*.py"))):
-        size = path.stat().st_size
-        if size > recipe.max_file_bytes or size == 0:
-            continue
-        is_eval = index % 8 == 7
-        bucket, limit = (1, recipe.eval_bytes) if is_eval else (0, recipe.train_bytes)
-        if sizes[bucket] >= limit:
-            continue
-        (held if is_eval else train).append(
-            path.read_text(encoding="utf-8", errors="replace")
-        )
-        sizes[bucket] += size
-    return train, held
-
-
-def train_tokenizer(texts: Sequence[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """Byte-level BPE (GPT-2 style) with ``<unk> <s> </s> <pad>`` as ids 0..3; adds ``<s>`` first."""
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(texts, trainer=trainer)
-    tok.post_processor = processors.TemplateProcessing(
-        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)]
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token="<s>",
-        eos_token="</s>",
-        unk_token="<unk>",
-        pad_token="<pad>",
-        model_max_length=1024,
-    )
-
-
-def encode_stream(
-    tokenizer: PreTrainedTokenizerFast, texts: Sequence[str]
-) -> torch.Tensor:
-    """One long 1-D id stream: ``<s> file </s> <s> file </s> …``."""
-    ids: list[int] = []
-    for encoded in tokenizer.backend_tokenizer.encode_batch(list(texts)):
-        ids.extend(encoded.ids)
-        ids.append(tokenizer.eos_token_id)
-    return torch.tensor(ids, dtype=torch.long)
-
-
-def save_tokenizer(tokenizer: PreTrainedTokenizerFast, directory: Path) -> None:
-    """``save_pretrained`` with ``tokenizer_class: PreTrainedTokenizerFast`` in the config.
-
-    transformers 5 writes its own class name (``TokenizersBackend``), which transformers 4.x
-    (TensorRT-LLM / Triton images) cannot resolve; both versions load ``PreTrainedTokenizerFast``.
-    """
-    tokenizer.save_pretrained(directory)
-    config_path = Path(directory) / "tokenizer_config.json"
-    config = json.loads(config_path.read_text())
-    config["tokenizer_class"] = "PreTrainedTokenizerFast"
-    config_path.write_text(json.dumps(config, indent=2) + "\n")
-
-
-def load_tokenizer(directory: Path) -> PreTrainedTokenizerFast:
-    """The tokenizer saved with a tiny model."""
-    return PreTrainedTokenizerFast.from_pretrained(directory)
 
 
 def load_llama(directory: Path) -> LlamaForCausalLM:
@@ -170,8 +94,21 @@ def run_adamw(
     steps: int,
     lr: float,
     loss_at: Callable[[int], torch.Tensor],
+    on_step: Callable[[], None] | None = None,
 ) -> list[float]:
-    """AdamW, 5 % linear warm-up then cosine decay to 10 % of ``lr``; returns the loss per step."""
+    """AdamW, 5 % linear warm-up then cosine decay to 10 % of ``lr``.
+
+    Args:
+        params: the parameters to train.
+        steps: optimizer steps.
+        lr: peak learning rate.
+        loss_at: the loss of step ``i`` (draws its batch; the only source of randomness).
+        on_step: called after each step, outside the timed part of the step and after any
+            random draw; it cannot change the training.
+
+    Returns:
+        The loss of each step.
+    """
     params = list(params)
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
     warm = max(1, steps // 20)
@@ -195,6 +132,8 @@ def run_adamw(
                 opt.step()
                 sched.step()
             losses.append(loss.detach().item())
+            if on_step is not None:
+                on_step()
     return losses
 
 
@@ -203,8 +142,20 @@ def train_target(
     stream: torch.Tensor,
     recipe: Recipe,
     rng: np.random.Generator,
+    on_step: Callable[[], None] | None = None,
 ) -> list[float]:
-    """Next-token cross-entropy on random corpus windows."""
+    """Next-token cross-entropy on random corpus windows, ``recipe.target_steps`` steps.
+
+    Args:
+        model: the target, trained in place (left in eval mode).
+        stream: the training token stream.
+        recipe: batch, window length, steps and learning rate.
+        rng: draws the window offsets.
+        on_step: called after each step (see :func:`run_adamw`).
+
+    Returns:
+        The loss of each step.
+    """
     model.train()
 
     def loss_at(step: int) -> torch.Tensor:
@@ -212,7 +163,7 @@ def train_target(
         return model(input_ids=batch, labels=batch).loss
 
     losses = run_adamw(
-        model.parameters(), recipe.target_steps, recipe.target_lr, loss_at
+        model.parameters(), recipe.target_steps, recipe.target_lr, loss_at, on_step
     )
     model.eval()
     return losses
@@ -278,8 +229,20 @@ def train_draft(
     data: dict[str, torch.Tensor],
     recipe: Recipe,
     rng: np.random.Generator,
+    on_step: Callable[[], None] | None = None,
 ) -> list[float]:
-    """Distil: cross-entropy of the draft against the target's argmax at every position."""
+    """Distil: cross-entropy of the draft against the target's argmax at every position.
+
+    Args:
+        draft: the draft, trained in place (left in eval mode).
+        data: :func:`greedy_dataset` of training prompts.
+        recipe: batch, steps (``draft_steps``) and learning rate.
+        rng: draws the rows of each batch.
+        on_step: called after each step (see :func:`run_adamw`).
+
+    Returns:
+        The loss of each step.
+    """
     draft.train()
     tokens, labels = data["tokens"], data["labels"]
 
@@ -288,7 +251,9 @@ def train_draft(
         logits = draft(input_ids=tokens[rows]).logits
         return F.cross_entropy(logits.flatten(0, 1), labels[rows].flatten())
 
-    losses = run_adamw(draft.parameters(), recipe.draft_steps, recipe.draft_lr, loss_at)
+    losses = run_adamw(
+        draft.parameters(), recipe.draft_steps, recipe.draft_lr, loss_at, on_step
+    )
     draft.eval()
     return losses
 
@@ -310,8 +275,20 @@ def train_medusa(
     data: dict[str, torch.Tensor],
     recipe: Recipe,
     rng: np.random.Generator,
+    on_step: Callable[[], None] | None = None,
 ) -> list[float]:
-    """Cross-entropy of each head against the frozen target's greedy tokens, k + 2 ahead."""
+    """Cross-entropy of each head against the frozen target's greedy tokens, k + 2 ahead.
+
+    Args:
+        heads: the Medusa heads, trained in place (left in eval mode).
+        data: :func:`greedy_dataset` of training prompts (labels and hidden states).
+        recipe: positions per head, steps (``medusa_steps``) and learning rate.
+        rng: draws the positions of each batch.
+        on_step: called after each step (see :func:`run_adamw`).
+
+    Returns:
+        The loss of each step.
+    """
     heads.train()
     hidden = data["hidden"]
     per_head = [
@@ -329,7 +306,7 @@ def train_medusa(
         return total / heads.num_heads
 
     losses = run_adamw(
-        heads.parameters(), recipe.medusa_steps, recipe.medusa_lr, loss_at
+        heads.parameters(), recipe.medusa_steps, recipe.medusa_lr, loss_at, on_step
     )
     heads.eval()
     return losses

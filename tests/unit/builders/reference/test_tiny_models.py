@@ -227,6 +227,7 @@ def test_script_prints_paths_and_quality(tiny_models):
     )
     assert f"medusa  {root / 'medusa'}" in out.stdout
     assert "draft greedy agreement with target: 0.8" in out.stdout
+    assert out.stderr == ""  # a complete cache: no bars, no log lines
 
 
 def test_script_exits_2_naming_the_fix_when_root_is_unwritable(tmp_path):
