@@ -5,6 +5,7 @@ Data files are found through :mod:`tests.support.data`.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -17,3 +18,17 @@ def tiny_models() -> dict[str, Path]:
     from trtbench.paths import tiny_models_dir
 
     return ensure_tiny_models(tiny_models_dir())
+
+
+@pytest.fixture(autouse=True)
+def _drop_cli_log_handlers():
+    """Each CLI call installs its terminal handler and run log on the root logger; remove
+    them after the test so no file stays open and no later test logs into it."""
+    yield
+    from trtbench.commands.logs import RUN_LOG_HANDLER, TERMINAL_HANDLER
+
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if handler.get_name() in (TERMINAL_HANDLER, RUN_LOG_HANDLER):
+            root.removeHandler(handler)
+            handler.close()

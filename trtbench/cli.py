@@ -8,13 +8,13 @@ errors (:class:`trtbench.errors.TrtbenchError`) become one line on stderr and ex
 from __future__ import annotations
 
 import importlib
-import logging
 import sys
 from dataclasses import dataclass
 
 import click
 
 from trtbench import __version__
+from trtbench.commands.logs import configure_logging, terminal_level
 from trtbench.errors import TrtbenchError
 
 # command name -> "module:attribute", imported only when the command runs.
@@ -57,22 +57,26 @@ class LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="trtbench")
 @click.option("--debug", is_flag=True, help="Show tracebacks and DEBUG logs.")
 @click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Show INFO logs on the terminal too (they always go to RUN_DIR/trtbench.log).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    default="INFO",
-    show_default=True,
+    default=None,
+    help="Terminal log level.  [default: WARNING; INFO with -v; DEBUG with --debug]",
 )
 @click.pass_context
-def cli(ctx: click.Context, debug: bool, log_level: str) -> None:
+def cli(ctx: click.Context, debug: bool, verbose: bool, log_level: str | None) -> None:
     """Build, deploy, load-test and profile draft-target vs Medusa speculative decoding.
 
-    Backends: ``trtllm`` (TensorRT-LLM engines, NGC container, GPU) and ``reference``
-    (PyTorch, CPU or GPU). Every stage reads and writes one run directory.
+    Backends: `trtllm` (TensorRT-LLM engines, NGC container, GPU) and `reference`
+    (PyTorch, CPU or GPU). Every stage reads and writes one run directory; the terminal
+    shows progress and results, the full log is RUN_DIR/trtbench.log.
     """
-    logging.basicConfig(
-        level=logging.DEBUG if debug else getattr(logging, log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(terminal_level(log_level, verbose, debug), debug)
     ctx.obj = Env(debug=debug)
 
 

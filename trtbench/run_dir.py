@@ -105,6 +105,11 @@ class RunDir:
         return self.root / "traces"
 
     @property
+    def log_file(self) -> Path:
+        """``trtbench.log``: every log record of the commands run on this directory."""
+        return self.root / "trtbench.log"
+
+    @property
     def report_md(self) -> Path:
         return self.root / "report.md"
 

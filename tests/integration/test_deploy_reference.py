@@ -28,9 +28,9 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
+from tests.support.cli import run_cli
 from trtbench.builders.build import build_variants
 from trtbench.builders.reference.loading import load_engine
-from trtbench.cli import main
 from trtbench.pipeline.deploy import deploy_run, serve
 from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec, DeploySpec, ModelsSpec, VariantSpec
@@ -259,15 +259,6 @@ def test_concurrent_streams_are_batched_in_flight(run_dir):
     assert "in-flight batching, max_batch_size 8, torch threads 1" in log
 
 
-def run_cli(args: list, capsys) -> tuple[int, str]:
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    return code, capsys.readouterr().err
-
-
 def one_line(code: int, err: str) -> str:
     assert code == 2, err
     lines = err.strip().splitlines()
@@ -282,7 +273,7 @@ def test_model_that_fails_to_load_reports_why(run_dir, capsys):
     broken["models"]["target"]["path"] = str(run_dir.root / "gone")
     run_dir.engine_dir("broken").mkdir()
     run_dir.build_json("broken").write_text(json.dumps(broken))
-    code, err = run_cli(
+    code, _, err = run_cli(
         ["deploy", run_dir.root, "--variant", "broken", "--serve"], capsys
     )
     line = one_line(code, err)
@@ -297,7 +288,7 @@ def test_port_in_use_is_named(run_dir, capsys):
         sock.listen()
         port = sock.getsockname()[1]
         args = ["deploy", run_dir.root, "--variant", "baseline", "--serve"]
-        code, err = run_cli([*args, "--grpc-port", port], capsys)
+        code, _, err = run_cli([*args, "--grpc-port", port], capsys)
     line = one_line(code, err)
     assert f"grpc_port {port} is already in use" in line and "--grpc-port" in line
 
@@ -305,7 +296,7 @@ def test_port_in_use_is_named(run_dir, capsys):
 def test_missing_tritonserver_is_named(run_dir, tmp_path, capsys):
     missing = tmp_path / "tritonserver"
     args = ["deploy", run_dir.root, "--variant", "baseline", "--serve"]
-    code, err = run_cli([*args, "--tritonserver", missing], capsys)
+    code, _, err = run_cli([*args, "--tritonserver", missing], capsys)
     line = one_line(code, err)
     assert f"tritonserver {missing} is not an executable file" in line
 

@@ -26,7 +26,7 @@ REQUESTS = 4
 
 @pytest.fixture(scope="module")
 def finished_run(tiny_models, tmp_path_factory):
-    """Run the spec once for the module; return (run dir, exit code, stdout)."""
+    """Run the spec once for the module; return (run dir, exit code, stdout, stderr)."""
     root = tmp_path_factory.mktemp("run")
     common = {"dtype": "float32", "max_batch_size": 4, "max_input_len": 64,
               "max_seq_len": 128}  # fmt: skip
@@ -58,18 +58,18 @@ def finished_run(tiny_models, tmp_path_factory):
     spec_path = root / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(spec))
     out = root / "out"
-    stdout = io.StringIO()
+    stdout, stderr = io.StringIO(), io.StringIO()
     try:
-        with contextlib.redirect_stdout(stdout):
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             main(["run", str(spec_path), "--out", str(out)])
         code = 0
     except SystemExit as exc:
         code = int(exc.code or 0)
-    return out, code, stdout.getvalue()
+    return out, code, stdout.getvalue(), stderr.getvalue()
 
 
 def test_run_writes_a_summary_row_per_variant_and_tier(finished_run, capsys):
-    out, code, _ = finished_run
+    out, code, _, _ = finished_run
     assert code == 0
     summary = pd.read_csv(out / "loadtest" / "summary.csv")
     assert list(zip(summary["variant"], summary["tier"], strict=True)) == [
@@ -92,8 +92,22 @@ def test_run_writes_a_summary_row_per_variant_and_tier(finished_run, capsys):
     assert (summary["good_request_fraction_ratio"] == 1.0).all()
 
 
+def test_terminal_shows_stages_and_results_while_info_goes_to_the_run_log(finished_run):
+    out, code, _, err = finished_run
+    assert code == 0
+    assert "INFO" not in err  # no log records below WARNING on the terminal
+    for name, mode in (("base", "baseline"), ("dt", "draft_target"), ("med", "medusa")):
+        assert f"built {name}: reference {mode}" in err
+        assert re.search(
+            rf"^{name}: serving ensemble at \S+:\d+ \(ready after", err, re.M
+        )
+    log = (out / "trtbench.log").read_text()
+    assert "INFO trtbench.triton_repo.server: starting" in log
+    assert f"model repository {out / 'model_repo' / 'med'} written" in log
+
+
 def test_run_writes_profiles_and_run_json(finished_run):
-    out, _, _ = finished_run
+    out, _, _, _ = finished_run
     memory = pd.read_csv(out / "memory.csv")
     assert set(memory["variant"]) == {"base", "dt", "med"}
     assert {"load", "warmup", "tier:c1", "tier:c2"} <= set(memory["phase"])
@@ -114,7 +128,7 @@ def test_run_writes_profiles_and_run_json(finished_run):
 
 
 def test_run_ends_with_the_report(finished_run):
-    out, _, _ = finished_run
+    out, _, _, _ = finished_run
     report = (out / "report.md").read_text()
     # The report is titled after the run directory and names the spec's baseline variant.
     assert report.startswith(f"# trtbench report: {out.name}\n")
@@ -132,14 +146,14 @@ def test_run_ends_with_the_report(finished_run):
     }  # fmt: skip
     assert all((out / "plots" / name).stat().st_size > 1000 for name in plots)
     # The run prints where the report and every plot went.
-    _, _, stdout = finished_run
+    _, _, stdout, _ = finished_run
     printed = {line.removeprefix("wrote ") for line in stdout.splitlines()}
     assert str(out / "report.md") in printed
     assert {str(out / "plots" / name) for name in plots} <= printed
 
 
 def test_every_server_was_stopped(finished_run):
-    out, _, _ = finished_run
+    out, _, _, _ = finished_run
     for variant in ("base", "dt", "med"):
         log = (out / "server" / f"{variant}.log").read_text()
         ports = [

@@ -19,10 +19,12 @@ from trtbench.pipeline.report import compare_runs
     help="Also write the Markdown here.",
 )
 def compare(run_a: Path, run_b: Path, out: Path | None) -> None:
-    """Compare RUN_A and RUN_B per variant and tier (e.g. CUDA graphs on vs off).
+    """Compare RUN_A and RUN_B per variant and tier, with B / A ratios.
+
+    For example CUDA graphs off (A) against on (B).
 
     Prints TTFT, TPOT, E2E, output tok/s, tokens per step and speedup of both runs with
-    B / A ratios, then memory and launch overhead per step when both runs have them.
+    their ratios, then memory and launch overhead per step when both runs have them.
     """
     result = compare_runs(run_a, run_b, out)
     click.echo(result.markdown, nl=False)

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import click
 
+from trtbench.commands.logs import log_to_run_dir
 from trtbench.commands.options import run_dir_argument, variants_option
 from trtbench.pipeline.deploy import (
     deploy_run,
     resolve_deploy_spec,
     serve_variants,
 )
+from trtbench.run_dir import RunDir
 
 
 def _describe(name: str, repo: Path, model: str, streaming: bool) -> str:
@@ -90,8 +92,8 @@ def deploy(
 ) -> None:
     """Render and validate RUN_DIR/model_repo/<variant>/ for built variants; --serve runs them.
 
-    Deploy options come from the spec recorded in RUN_DIR/run.json (``deploy:``); the
-    options here override them.
+    Deploy options come from the spec recorded in RUN_DIR/run.json (its `deploy:`
+    section); the options here override them.
     """
     if check and serve:
         raise click.UsageError(
@@ -107,6 +109,8 @@ def deploy(
             "ready_timeout_s": ready_timeout_s,
         },
     )
+    if not check:
+        log_to_run_dir(RunDir(run_dir))
     if serve:
         _serve_until_interrupted(run_dir, variants, spec)
         return

@@ -16,17 +16,20 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 from rich.progress import Progress as RichBar
 from rich.table import Table
 
+from trtbench.commands.logs import log_to_run_dir
 from trtbench.commands.options import RUNS_ROOT, run_dir_option
 from trtbench.errors import ConfigError
 from trtbench.pipeline.loadtest import LoadtestOutcome, run_loadtest
 from trtbench.profiling.loadtest.grpc_client import ENDPOINTS
 from trtbench.profiling.loadtest.metrics import SLO_KEYS
 from trtbench.profiling.loadtest.schedule import ARRIVALS, Tier
+from trtbench.run_dir import RunDir
 from trtbench.spec import LoadtestSpec
 
 
 class TierProgress:
-    """A rich progress bar per tier (on stderr); implements ``loadgen.Progress``."""
+    """A rich progress bar per tier and a line per stage, on stderr (implements
+    ``trtbench.pipeline.run.RunProgress``)."""
 
     def __init__(self) -> None:
         self._bar: RichBar | None = None
@@ -58,6 +61,9 @@ class TierProgress:
         if self._bar is not None:
             self._bar.stop()
         self._bar = None
+
+    def stage(self, message: str) -> None:
+        click.echo(message, err=True)
 
 
 TABLE_COLUMNS = (
@@ -261,6 +267,7 @@ def loadtest(url: str, model: str, concurrency: str, request_rate: str | None,
          "concurrency": parse_list(concurrency, int, "--concurrency"),
          "request_rate": parse_list(request_rate, float, "--request-rate")}
     )  # fmt: skip
+    log_to_run_dir(RunDir(out))
     outcome = run_loadtest(
         url, model, spec, out, variant=variant, tokenizer_dir=tokenizer,
         endpoint=endpoint, baseline=baseline, progress=TierProgress(),

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from trtbench.commands.loadtest import TierProgress, print_outcome
+from trtbench.commands.logs import log_to_run_dir
 from trtbench.commands.options import (
     run_dir_option,
     spec_argument,
@@ -32,5 +33,6 @@ def run(spec: Path, variants: tuple[str, ...], out: Path | None) -> None:
     """
     bench = load_spec(spec)
     run_dir = spec_run_dir(out, bench.name)
+    log_to_run_dir(run_dir)
     outcome = run_bench(bench, run_dir, variants, progress=TierProgress())
     print_outcome(outcome)

@@ -21,10 +21,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 import pandas as pd
 
-from trtbench.builders.build import build_variants
+from trtbench.builders.build import build_variants, describe_build
 from trtbench.errors import TrtbenchError
 from trtbench.pipeline.deploy import deploy_variant, server_config
 from trtbench.pipeline.loadtest import (
@@ -62,6 +63,12 @@ from trtbench.triton_repo.interface import RepoMetadata, read_repo_metadata
 from trtbench.triton_repo.server import TritonServer
 
 log = logging.getLogger(__name__)
+
+
+class RunProgress(Progress, Protocol):
+    """Tier progress plus one line per finished stage (a build, a server ready)."""
+
+    def stage(self, message: str) -> None: ...
 
 
 @dataclass
@@ -154,7 +161,7 @@ def _measure_variant(
     spec: BenchSpec,
     variant: VariantSpec,
     prompts: list[Prompt] | None,
-    progress: Progress | None,
+    progress: RunProgress | None,
     got: _Collected,
     nsys: Path | None = None,
 ) -> list[Prompt]:
@@ -172,6 +179,11 @@ def _measure_variant(
     capture = capture_for(rd, spec, variant.name, nsys)
     try:
         with _sampled_server(rd, variant, spec, meta, capture) as (server, samplers):
+            if progress is not None:
+                progress.stage(
+                    f"{variant.name}: serving {meta.model_name} at {server.grpc_url} "
+                    f"(ready after {time.monotonic() - start:.1f} s)"
+                )
             target = connect(
                 server.grpc_url,
                 meta.model_name,
@@ -231,7 +243,7 @@ def run_bench(
     spec: BenchSpec,
     out: RunDir,
     variants: tuple[str, ...] = (),
-    progress: Progress | None = None,
+    progress: RunProgress | None = None,
 ) -> LoadtestOutcome:
     """Build, deploy, load-test and profile the variants of ``spec`` into ``out``.
 
@@ -239,7 +251,7 @@ def run_bench(
         spec: the validated bench spec.
         out: the run directory.
         variants: variant names (default: all, in spec order).
-        progress: per-tier progress sink (the CLI's rich bar).
+        progress: per-tier progress and stage lines (the CLI's rich bar).
 
     Returns:
         The load-test outcome (summary, warnings, interrupted flag) whose ``files`` are
@@ -254,7 +266,9 @@ def run_bench(
     """
     selected = spec.select(variants)
     nsys = check_nsys(spec)
-    build_variants(spec, [v.name for v in selected], None, out)
+    for manifest in build_variants(spec, [v.name for v in selected], None, out):
+        if progress is not None:
+            progress.stage(describe_build(manifest, dry_run=False))
     got = _Collected()
     prompts: list[Prompt] | None = None
     failure: TrtbenchError | None = None

@@ -57,3 +57,39 @@ def test_debug_is_hoisted_but_not_past_double_dash():
         "--debug",
     ]
     assert hoist_debug(["report", "r"]) == ["report", "r"]
+
+
+def all_commands():
+    """(path, command) of the group and every sub-command, as ``--help`` walks them."""
+    import click
+
+    from trtbench.cli import cli
+
+    found = [("trtbench", cli)]
+    ctx = click.Context(cli)
+    for name in cli.list_commands(ctx):
+        found.append((f"trtbench {name}", cli.get_command(ctx, name)))
+    return found
+
+
+@pytest.mark.parametrize(("path", "command"), all_commands(), ids=lambda x: str(x))
+def test_help_texts_show_no_rest_markup(path, command):
+    """Click prints docstrings as they are: Sphinx roles and double backquotes would show."""
+    import click
+
+    with click.Context(command, info_name=path) as ctx:
+        text = command.get_help(ctx)
+    for markup in ("``", ":class:", ":func:", ":mod:", ":meth:", ":data:", ".. "):
+        assert markup not in text, f"{path} --help shows {markup!r}"
+    assert "Usage: " in text and path in text
+
+
+def test_log_levels_of_the_terminal():
+    import logging
+
+    from trtbench.commands.logs import terminal_level
+
+    assert terminal_level(None, verbose=False, debug=False) == logging.WARNING
+    assert terminal_level(None, verbose=True, debug=False) == logging.INFO
+    assert terminal_level(None, verbose=True, debug=True) == logging.DEBUG
+    assert terminal_level("error", verbose=True, debug=True) == logging.ERROR

@@ -7,48 +7,19 @@ draft-target / Medusa, §7 layout), worked out by hand for the manifests below.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from trtbench.builders.manifest import BuildManifest
+from tests.support.manifests import ENGINE_DIR, TREE, manifest
 from trtbench.errors import DeployError
 from trtbench.spec import DeploySpec
 from trtbench.triton_repo.pbtxt import medusa_brace, render_parameters
 from trtbench.triton_repo.render import render_repository
 from trtbench.triton_repo.validate import validate_files
 
-ENGINE_DIR = Path("/runs/r/engines/v")
-TREE = [[0], [1], [0, 0]]
 MODES = ("baseline", "draft_target", "medusa")
-
-
-def manifest(
-    backend: str, mode: str, graphs=(False, False), **variant
-) -> BuildManifest:
-    """A build.json for variant ``v`` (max_batch_size 4 unless given)."""
-    engines = {"target": "target"}
-    if mode == "draft_target":
-        engines["draft"] = "draft"
-    return BuildManifest(
-        backend=backend,
-        mode=mode,
-        variant={"name": "v", "mode": mode, "max_batch_size": 4, **variant},
-        max_draft_len={"draft_target": 4, "medusa": 3}.get(mode),
-        models={},
-        tokenizer_dir="/models/target",
-        engines=engines,
-        medusa={"num_heads": 2, "num_layers": 1, "choices": TREE}
-        if mode == "medusa"
-        else None,
-        cuda_graphs={
-            "requested": graphs[0],
-            "available": graphs[1],
-            "reason": "" if graphs[1] else "no CUDA device",
-        },
-    )
 
 
 def config(files: dict[str, str], model: str) -> mc.ModelConfig:

@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
-from test_build_reference import run_cli
-from test_render import ENGINE_DIR, manifest
 
+from tests.support.cli import run_cli
+from tests.support.manifests import ENGINE_DIR, manifest
 from trtbench.builders.manifest import write_manifest
 from trtbench.errors import DeployError
 from trtbench.run_dir import RunDir
@@ -212,10 +212,23 @@ def test_cli_check_validates_trtllm_repositories_and_writes_nothing(tmp_path, ca
     assert "draft_target: " in out and "(call tensorrt_llm_bls, one response" in out
     assert "medusa: " in out and "(call ensemble, streaming)" in out
     assert not (rd.root / "model_repo").exists()
+    assert not rd.log_file.exists()  # --check writes nothing, not even a log
     code, out, err = run_cli(["deploy", rd.root, "--variant", "medusa"], capsys)
     assert code == 0, err
     assert (rd.model_repo("medusa") / "tensorrt_llm" / "1").is_dir()
     assert validate_repository(rd.model_repo("medusa")) == []
+
+
+def test_cli_info_logs_go_to_the_run_log_and_to_the_terminal_with_v(tmp_path, capsys):
+    rd = trtllm_run(tmp_path)
+    code, _, err = run_cli(["deploy", rd.root, "--variant", "medusa"], capsys)
+    assert code == 0, err
+    assert "model repository" not in err  # INFO stays off the terminal by default
+    written = f"model repository {rd.model_repo('medusa')} written"
+    assert f"INFO trtbench.pipeline.deploy: {written}" in rd.log_file.read_text()
+    code, _, err = run_cli(["-v", "deploy", rd.root, "--variant", "medusa"], capsys)
+    assert code == 0 and written in err
+    assert rd.log_file.read_text().count(written) == 2  # appended, not replaced
 
 
 def one_line_error(code: int, err: str) -> str:

@@ -1,0 +1,105 @@
+"""Where log records go: warnings on the terminal, everything from INFO into the run's log.
+
+The terminal shows progress bars and results; log records at WARNING and above go to stderr
+(``-v``: INFO and above, ``--debug``: DEBUG, ``--log-level``: as given). A command that has a
+run directory also appends every record from INFO up (DEBUG under ``--debug``) to
+``RUN_DIR/trtbench.log``, so what the terminal leaves out is still on disk.
+
+Handlers installed here carry a name and replace their earlier selves, so several commands
+run in one process (tests, notebooks) never pile handlers up on the root logger.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from trtbench.run_dir import RunDir
+
+TERMINAL_HANDLER = "trtbench-terminal"
+RUN_LOG_HANDLER = "trtbench-run-log"
+PLAIN_FORMAT = "%(levelname)s: %(message)s"
+DETAILED_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def _replace_handler(handler: logging.Handler) -> None:
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == handler.get_name()]:
+        root.removeHandler(old)
+        old.close()
+    root.addHandler(handler)
+
+
+def terminal_level(log_level: str | None, verbose: bool, debug: bool) -> int:
+    """The level shown on stderr: ``--log-level`` when given, else DEBUG with ``--debug``,
+    INFO with ``-v``, WARNING otherwise."""
+    if log_level:
+        return logging.getLevelName(log_level.upper())
+    if debug:
+        return logging.DEBUG
+    return logging.INFO if verbose else logging.WARNING
+
+
+def configure_logging(level: int, debug: bool) -> None:
+    """Send records at ``level`` and above to stderr, and let records from INFO up (DEBUG
+    under ``debug``) reach the run log that :func:`log_to_run_dir` adds.
+
+    Args:
+        level: the terminal level (:func:`terminal_level`).
+        debug: ``--debug`` (the root logger passes DEBUG records on).
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.set_name(TERMINAL_HANDLER)
+    handler.setLevel(level)
+    plain = level >= logging.WARNING
+    handler.setFormatter(logging.Formatter(PLAIN_FORMAT if plain else DETAILED_FORMAT))
+    _replace_handler(handler)
+    logging.getLogger().setLevel(min(level, logging.DEBUG if debug else logging.INFO))
+
+
+class RunLogHandler(logging.Handler):
+    """Appends records to a run's ``trtbench.log``, creating the folder on the first record.
+
+    A command that fails before it logs anything leaves no run directory behind. When the
+    file cannot be written, one line says so on stderr and the handler stops (the terminal
+    keeps its records); no traceback.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        self.stream: TextIO | None = None
+        self.failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.failed:
+            return
+        try:
+            if self.stream is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.stream = self.path.open("a", encoding="utf-8")
+            self.stream.write(self.format(record) + "\n")
+            self.stream.flush()
+        except OSError as exc:
+            self.failed = True
+            sys.stderr.write(
+                f"trtbench: warning: cannot write the run log {self.path} "
+                f"({exc.strerror or exc}); log records go to the terminal only\n"
+            )
+
+    def close(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+            self.stream = None
+        super().close()
+
+
+def log_to_run_dir(run_dir: RunDir) -> None:
+    """Append every record the root logger passes on to ``RUN_DIR/trtbench.log``
+    (:class:`RunLogHandler`; replaces the run log of an earlier command in this process)."""
+    handler = RunLogHandler(run_dir.log_file)
+    handler.set_name(RUN_LOG_HANDLER)
+    handler.setFormatter(logging.Formatter(DETAILED_FORMAT))
+    _replace_handler(handler)
