@@ -29,7 +29,9 @@ import pandas as pd
 from trtbench.profiling.traces.kineto import KinetoTrace
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "data" / "third_party" / "hta"  # MIT traces kept in the repository
+FIXTURES = (
+    ROOT / "tests" / "data" / "third_party" / "hta"
+)  # MIT traces kept in the repository
 HTA_APIS = (
     "cudaLaunchKernel",
     "cudaLaunchKernelExC",

@@ -1,7 +1,7 @@
 """Write docs/csv_schemas.md from the schema constants (the one source of column names and units).
 
 Usage: python scripts/gen_schema_docs.py [--check]
-``--check`` exits 1 when the file on disk differs (tests/unit/test_schema_docs.py runs it).
+``--check`` exits 1 when the file on disk differs (tests/unit/core/test_schema_docs.py runs it).
 """
 
 from __future__ import annotations
