@@ -34,6 +34,7 @@ from trtbench.profiling.traces.nsys_session import (
     nsys_stop_argv,
     session_name,
 )
+from trtbench.profiling.traces.synth_nsys import write_decode_export
 from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec
 
@@ -134,11 +135,29 @@ def test_a_refused_start_is_a_warning_and_records_nothing(tmp_path):
     ]
 
 
-def test_recorded_export_is_analyzed_into_the_three_csvs(tmp_path):
+def real_vector_add(path: Path) -> int:
+    """The real nsys 2022.4 export (schema 3.0.0) copied to ``path``: its kernel count."""
     real = external_fixture("nsys/vector_add_schema3.sqlite")
+    path.write_bytes(real.read_bytes())
+    with sqlite3.connect(f"file:{real}?mode=ro", uri=True) as conn:
+        (kernels,) = conn.execute(
+            "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"
+        ).fetchone()
+    assert kernels == 4  # tests/data/README.md: a tiny vector add, 4 kernels
+    return kernels
+
+
+def synthetic_decode(path: Path) -> int:
+    """A synthesized decode loop (3 eager steps of 4 launches): 12 kernels."""
+    write_decode_export(path, steps=3, kernels_per_step=4)
+    return 3 * 4
+
+
+@pytest.mark.parametrize("make_export", [real_vector_add, synthetic_decode])
+def test_recorded_export_is_analyzed_into_the_three_csvs(tmp_path, make_export):
     out = tmp_path / "traces" / "base"
     out.mkdir(parents=True)
-    (out / "c4.sqlite").write_bytes(real.read_bytes())
+    kernels = make_export(out / "c4.sqlite")
     capture = TierCapture(
         NsysSession("s", NsysProfileSpec(out, "c4"), NSYS), Tier(4), lambda argv: None
     )
@@ -149,11 +168,6 @@ def test_recorded_export_is_analyzed_into_the_three_csvs(tmp_path):
     assert [p.name for p in files] == [
         "c4.sqlite", "kernel_launches.csv", "launch_summary.csv", "steps.csv",
     ]  # fmt: skip
-    with sqlite3.connect(f"file:{real}?mode=ro", uri=True) as conn:
-        (kernels,) = conn.execute(
-            "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"
-        ).fetchone()
-    assert kernels == 4  # the fixture's README: a tiny vector add, 4 kernels
     assert len(pd.read_csv(out / "kernel_launches.csv")) == kernels
     assert collect_sqlite(capture.session, wait_s=0) == out / "c4.sqlite"
 

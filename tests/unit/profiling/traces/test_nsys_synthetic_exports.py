@@ -1,24 +1,20 @@
 """The nsys reader end to end on exports made by our synthesizer, for every path that the real
 exports (``tests/support/data.external_fixture``, absent on a fresh clone) also cover: no CUDA
 activity, a truncated file, a foreign or nvprof database, a trace with neither step ranges nor
-graph launches (one window per thread), a step pattern matching nothing, and the recorded
-tier of ``trtbench run``. Expected values come from the rows written here."""
+graph launches (one window per thread), a step pattern matching nothing. (The recorded tier of
+``trtbench run`` is tested on both kinds in ``tests/unit/pipeline/test_tier_capture.py``.)
+Expected values come from the rows written here."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from trtbench.cli import main
 from trtbench.errors import ConfigError, TraceParseError
-from trtbench.pipeline.tier_capture import TierCapture, analyze_capture
-from trtbench.profiling.loadtest.schedule import Tier
 from trtbench.profiling.traces.nsys import NsysReport
-from trtbench.profiling.traces.nsys_profile import NsysProfileSpec
-from trtbench.profiling.traces.nsys_session import NsysSession, collect_sqlite
 from trtbench.profiling.traces.synth_nsys import (
     ApiRow,
     KernelRow,
@@ -137,24 +133,3 @@ def test_step_pattern_matching_nothing_lists_the_range_names(
     err = capsys.readouterr().err.strip()
     assert "'attention' (2)" in err and "'sample' (1)" in err
     assert "--step-pattern" in err and "\n" not in err
-
-
-def test_recorded_tier_export_is_analyzed_into_the_three_csvs(tmp_path: Path) -> None:
-    out = tmp_path / "traces" / "base"
-    out.mkdir(parents=True)
-    steps, per_step = 3, 4
-    write_decode_export(out / "c4.sqlite", steps=steps, kernels_per_step=per_step)
-    session = NsysSession("s", NsysProfileSpec(out, "c4"), Path("/usr/bin/nsys"))
-    capture = TierCapture(session, Tier(4), lambda argv: None)
-    capture.tier_started(Tier(concurrency=4))
-    capture.tier_ended()
-    files, notes = analyze_capture(capture)
-    assert notes == []
-    assert [p.name for p in files] == [
-        "c4.sqlite", "kernel_launches.csv", "launch_summary.csv", "steps.csv",
-    ]  # fmt: skip
-    assert len(pd.read_csv(out / "kernel_launches.csv")) == steps * per_step
-    table = pd.read_csv(out / "steps.csv")
-    # write_decode_export: an eager step makes kernels_per_step calls of 4000 ns each
-    assert table["launch_overhead_ns"].tolist() == [per_step * 4000] * steps
-    assert collect_sqlite(capture.session, wait_s=0) == out / "c4.sqlite"
