@@ -73,6 +73,8 @@ def build_variants(
     ]
     if not dry_run:
         _record(spec, backend, out, manifests, started)
+        for manifest in manifests:
+            logger.info("%s", describe_build(manifest))
     return manifests
 
 

@@ -42,7 +42,7 @@ fi
 
 case ",$EXTRAS," in
     *,reference,*)
-        say "small real models (made once, cached under \${TRTBENCH_CACHE:-~/.cache/trtbench}/tiny-models)"
+        say "small real models (made once, cached under ${TRTBENCH_CACHE:-$HOME/.cache/trtbench}/tiny-models)"
         "$VENV/bin/python" scripts/make_tiny_models.py
         ;;
 esac

@@ -96,16 +96,18 @@ class ConsoleLog(logging.Handler):
             self.handleError(record)
 
 
-def _describe(paths: dict[str, Path], quality: dict) -> list[str]:
+def _describe(paths: dict[str, Path], quality: dict, built_now: bool) -> list[str]:
     lines = [f"{name:7s} {path}" for name, path in paths.items()]
     heads = ", ".join(f"{a:.3f}" for a in quality["medusa_head_top1_accuracy"])
     build = quality["build"]
     lines += [
         f"draft greedy agreement with target: {quality['draft_greedy_agreement']:.3f}",
         f"medusa head top-1 accuracy (head 1, 2, ...): {heads}",
-        f"held-out loss: target {quality['target_heldout_loss']:.3f}, "
-        f"draft {quality['draft_heldout_loss']:.3f} nats/token",
-        f"last build: {build['built'] or 'quality only'} in {build['wall_s']:.1f} s wall, "
+        f"held-out text loss: target {quality['target_heldout_loss']:.3f} nats/token "
+        f"(draft {quality['draft_heldout_loss']:.3f}: it learns the target's greedy "
+        "tokens, not the text; its agreement above is what speculation uses)",
+        ("built now" if built_now else "from the cache; last build")
+        + f": {build['built'] or 'quality only'} in {build['wall_s']:.1f} s wall, "
         f"{build['cpu_s']:.1f} s CPU, {build['torch_threads']} threads",
     ]
     return lines
@@ -136,7 +138,7 @@ def main(root: Path | None, force: bool) -> None:
     except TrtbenchError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    for line in _describe(paths, quality):
+    for line in _describe(paths, quality, built_now=bool(bars.tasks)):
         click.echo(line)
 
 

@@ -76,8 +76,8 @@ class BuildProgress(Protocol):
     """Where a build reports progress: per part built, ``start``, ``advance`` per step, ``finish``.
 
     Parts come in ``PARTS`` order, only those rebuilt (none when the cache is complete). A part's
-    span holds its data (target greedy continuations, made with the first of draft / medusa
-    built), training steps (the only ones counted) and saving; no ``finish`` if it raised.
+    span holds its data (target greedy continuations), training steps (the only ones counted)
+    and saving; no ``finish`` if it raised.
     """
 
     def start(self, part: str, total_steps: int) -> None:
@@ -367,15 +367,12 @@ def _build(
                 continue
             tmp = root / f".tmp-{part}-{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)
-            markers[part] = {
-                "recipe": key,
-                "build_id": uuid.uuid4().hex,
-                "target_build_id": markers["target"]["build_id"]
-                if part != "target"
-                else None,
-                **session.build(part, tmp, progress),
-            }
-            logger.info("built %s: %s", part, markers[part])
+            target_id = None if part == "target" else markers["target"]["build_id"]
+            m = dict(recipe=key, build_id=uuid.uuid4().hex, target_build_id=target_id)
+            markers[part] = m = {**m, **session.build(part, tmp, progress)}
+            logger.info("built %s: %.2f M params, %d steps, loss %.3f -> %.3f, %.1f s", part,
+                        m["params"] / 1e6, m["steps"], m["first_loss"], m["final_loss"],
+                        m["train_s"])  # fmt: skip
             write_json_atomic(tmp / PART_MARKER, markers[part])
             _replace_dir(tmp, final)
         logger.info("measuring quality on held-out prompts")

@@ -152,6 +152,15 @@ class TierRunner:
             self.result.responses.extend(responses)
         self.exchanges.clear()
 
+    def tier_line(self, tier: Tier) -> str:
+        """``N requests, F failed, S s`` over the records of ``tier`` (for the run log)."""
+        rows = [r for r in self.result.requests if r.tier == tier.label]
+        failed = sum(r.error is not None for r in rows)
+        span_ns = max((r.end_ns for r in rows), default=0) - min(
+            (r.sent_ns for r in rows), default=0
+        )
+        return f"{len(rows)} requests, {failed} failed, {span_ns / 1e9:.1f} s"
+
     def more(self, issued: int, deadline_ns: int | None) -> bool:
         n = self.settings.requests_per_tier
         if self.stop.is_set() or (n is not None and issued >= n):
@@ -271,6 +280,7 @@ async def _run(
                 runner.to_records()
                 if runner.progress is not None:
                     runner.progress.tier_ended()
+                log.info("%s %s: %s", variant, tier.label, runner.tier_line(tier))
                 if not runner.stop.is_set():
                     runner.result.tiers_done.append(tier.label)
     finally:

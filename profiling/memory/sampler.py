@@ -182,6 +182,8 @@ class MemorySampler(PeriodicSampler[MemorySample]):
             forces the RSS source.
         phase: label of the samples before the first :meth:`mark`.
         proc: procfs root.
+        warn_unavailable: say at WARNING (else INFO) that NVML is missing; a run with
+            several variants warns once.
 
     Raises:
         ValueError: ``interval_ms`` is not positive (a programming error).
@@ -198,8 +200,10 @@ class MemorySampler(PeriodicSampler[MemorySample]):
         reader: GpuReader | Literal["auto"] | None = "auto",
         phase: str = "start",
         proc: Path = PROC,
+        warn_unavailable: bool = True,
     ) -> None:
         super().__init__(interval_ms=interval_ms, phase=phase, variant=variant)
+        self._warn_level = logging.WARNING if warn_unavailable else logging.INFO
         self._root = root_pid
         self._reader_arg = reader
         self._reader: GpuReader | None = None
@@ -229,7 +233,8 @@ class MemorySampler(PeriodicSampler[MemorySample]):
         self.source = SOURCE_NVML if self._devices else SOURCE_RSS
         self.device_ids = [d.uuid or str(d.index) for d in self._devices]
         if self.source == SOURCE_RSS:
-            log.warning(
+            log.log(
+                self._warn_level,
                 "no NVML (%s): memory.csv holds the RSS of the server's process tree "
                 "instead of device memory",
                 self.unavailable_reason,

@@ -102,6 +102,9 @@ def test_terminal_shows_stages_and_results_while_info_goes_to_the_run_log(finish
             rf"^{name}: serving ensemble at \S+:\d+ \(ready after", err, re.M
         )
     log = (out / "trtbench.log").read_text()
+    assert log.startswith("=== ") and "trtbench run" in log.splitlines()[0]
+    assert "INFO trtbench.builders.build: built med: reference medusa" in log
+    assert f"base c2: {REQUESTS} requests, 0 failed" in log
     assert "INFO trtbench.triton_repo.server: starting" in log
     assert f"model repository {out / 'model_repo' / 'med'} written" in log
 

@@ -1,120 +1,22 @@
-"""``trtbench loadtest``: gRPC streaming load tiers against any Triton LLM model.
-
-Also home of the terminal pieces ``trtbench run`` shares: the per-tier progress bar and the
-comparison table.
-"""
+"""``trtbench loadtest``: gRPC streaming load tiers against any Triton LLM model."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
-import pandas as pd
 from pydantic import ValidationError
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-from rich.progress import Progress as RichBar
-from rich.table import Table
 
 from trtbench.commands.logs import log_to_run_dir
 from trtbench.commands.options import RUNS_ROOT, run_dir_option
+from trtbench.commands.terminal import TierProgress, print_outcome
 from trtbench.errors import ConfigError
-from trtbench.pipeline.loadtest import LoadtestOutcome, run_loadtest
+from trtbench.pipeline.loadtest import run_loadtest
 from trtbench.profiling.loadtest.grpc_client import ENDPOINTS
 from trtbench.profiling.loadtest.metrics import SLO_KEYS
-from trtbench.profiling.loadtest.schedule import ARRIVALS, Tier
+from trtbench.profiling.loadtest.schedule import ARRIVALS
 from trtbench.run_dir import RunDir
 from trtbench.spec import LoadtestSpec
-
-
-class TierProgress:
-    """A rich progress bar per tier and a line per stage, on stderr (implements
-    ``trtbench.pipeline.run.RunProgress``)."""
-
-    def __init__(self) -> None:
-        self._bar: RichBar | None = None
-        self._task: int | None = None
-        self._failed = 0
-
-    def tier_started(self, variant: str, tier: Tier, total: int | None) -> None:
-        self._bar = RichBar(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[failed]} failed"),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=False,
-        )
-        self._bar.start()
-        self._failed = 0
-        self._task = self._bar.add_task(
-            f"{variant} {tier.label}", total=total, failed=0
-        )
-
-    def request_done(self, ok: bool) -> None:
-        if self._bar is not None and self._task is not None:
-            self._failed += 0 if ok else 1
-            self._bar.update(self._task, advance=1, failed=self._failed)
-
-    def tier_ended(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-        self._bar = None
-
-    def stage(self, message: str) -> None:
-        click.echo(message, err=True)
-
-
-TABLE_COLUMNS = (
-    ("variant", "variant", "{}"),
-    ("tier", "tier", "{}"),
-    ("request_count", "requests", "{:.0f}"),
-    ("error_count", "errors", "{:.0f}"),
-    ("time_to_first_token_p50_ms", "TTFT p50 ms", "{:.1f}"),
-    ("time_per_output_token_mean_ms", "TPOT ms", "{:.2f}"),
-    ("inter_token_latency_p50_ms", "ITL p50 ms", "{:.2f}"),
-    ("tokens_per_response_mean_tokens", "tok/resp", "{:.2f}"),
-    ("output_token_throughput_tokens_per_s", "out tok/s", "{:.1f}"),
-    ("request_throughput_per_s", "req/s", "{:.2f}"),
-    ("acceptance_length_mean_tokens", "accept len", "{:.2f}"),
-    ("tpot_speedup_ratio", "TPOT speedup", "{:.2f}x"),
-    ("output_token_throughput_speedup_ratio", "tok/s speedup", "{:.2f}x"),
-)
-
-
-def comparison_table(summary: pd.DataFrame) -> Table:
-    """The summary as a terminal table (one row per variant × tier)."""
-    table = Table(title="load test: variants side by side")
-    for _, header, _ in TABLE_COLUMNS:
-        table.add_column(
-            header, justify="left" if header in ("variant", "tier") else "right"
-        )
-    for _, row in summary.iterrows():
-        cells = []
-        for name, _, fmt in TABLE_COLUMNS:
-            value = row.get(name)
-            cells.append("-" if value is None or pd.isna(value) else fmt.format(value))
-        table.add_row(*cells)
-    return table
-
-
-def print_outcome(outcome: LoadtestOutcome) -> None:
-    """Print the comparison table, the warnings, where the CSVs are and other files."""
-    console = Console()
-    if not console.is_terminal:  # piped or captured: do not squeeze into 80 columns
-        console = Console(width=160)
-    console.print(comparison_table(outcome.summary))
-    for warning in outcome.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    click.echo(
-        f"wrote {outcome.run_dir.loadtest_dir}/{{requests,responses,summary}}.csv"
-    )
-    for path in outcome.files:
-        click.echo(f"wrote {path}")
-    if outcome.interrupted:
-        click.echo("interrupted: kept what was measured", err=True)
-        raise KeyboardInterrupt  # trtbench.cli.main: exit code 130
 
 
 def parse_list(text: str | None, kind: type, option: str) -> list | None:
@@ -202,7 +104,7 @@ def spec_from_options(fields: dict) -> LoadtestSpec:
     "--requests-per-tier",
     type=int,
     default=None,
-    help="Requests per tier [default: 32 unless --duration-s].",
+    help="Requests per tier.  [default: 32 unless --duration-s]",
 )
 @click.option(
     "--duration-s", type=float, default=None, help="Seconds per tier instead."
@@ -221,10 +123,34 @@ def spec_from_options(fields: dict) -> LoadtestSpec:
     show_default=True,
     help="Unrecorded requests before the first tier.",
 )
-@click.option("--input-len-mean", type=int, default=64, show_default=True)
-@click.option("--input-len-std", type=float, default=0.0, show_default=True)
-@click.option("--output-len-mean", type=int, default=64, show_default=True)
-@click.option("--output-len-std", type=float, default=0.0, show_default=True)
+@click.option(
+    "--input-len-mean",
+    type=int,
+    default=64,
+    show_default=True,
+    help="Synthetic prompts: mean input length (tokens).",
+)
+@click.option(
+    "--input-len-std",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Synthetic prompts: standard deviation of the input length.",
+)
+@click.option(
+    "--output-len-mean",
+    type=int,
+    default=64,
+    show_default=True,
+    help="Mean output length asked for (max tokens).",
+)
+@click.option(
+    "--output-len-std",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Standard deviation of the output length asked for.",
+)
 @click.option(
     "--fixed-output-len/--free-output-len",
     default=True,
@@ -243,14 +169,26 @@ def spec_from_options(fields: dict) -> LoadtestSpec:
     default=None,
     help="Model dir with tokenizer.json: exact ISL; needed for text-only models.",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--request-timeout-s", type=float, default=120.0, show_default=True)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the prompt lengths and the arrival schedule.",
+)
+@click.option(
+    "--request-timeout-s",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="A request still running after this long fails (a row with the reason).",
+)
 @click.option("--slo", default=None, help="Goodput SLOs, e.g. ttft_ms=200,tpot_ms=20.")
 @click.option(
     "--endpoint",
     type=click.Choice(sorted(ENDPOINTS)),
     default=None,
-    help="stream | nostream | unary [default: from the model config].",
+    help="How to call the model.  [default: from the model config]",
 )
 @click.option(
     "--variant", default=None, help="Label for the rows [default: the model]."

@@ -11,17 +11,29 @@ run in one process (tests, notebooks) never pile handlers up on the root logger.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import sys
 from pathlib import Path
 from typing import TextIO
 
+import click
+
+from trtbench import __version__
 from trtbench.run_dir import RunDir
 
 TERMINAL_HANDLER = "trtbench-terminal"
 RUN_LOG_HANDLER = "trtbench-run-log"
-PLAIN_FORMAT = "%(levelname)s: %(message)s"
 DETAILED_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class PlainFormatter(logging.Formatter):
+    """``warning: message``: the level in lower case, as trtbench's other terminal lines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {record.getMessage()}" + (
+            "\n" + self.formatException(record.exc_info) if record.exc_info else ""
+        )
 
 
 def _replace_handler(handler: logging.Handler) -> None:
@@ -42,6 +54,14 @@ def terminal_level(log_level: str | None, verbose: bool, debug: bool) -> int:
     return logging.INFO if verbose else logging.WARNING
 
 
+def terminal_shows(level: int) -> bool:
+    """Whether records at ``level`` reach the terminal (``-v`` shows INFO)."""
+    handlers = [
+        h for h in logging.getLogger().handlers if h.get_name() == TERMINAL_HANDLER
+    ]
+    return any(level >= h.level for h in handlers)
+
+
 def configure_logging(level: int, debug: bool) -> None:
     """Send records at ``level`` and above to stderr, and let records from INFO up (DEBUG
     under ``debug``) reach the run log that :func:`log_to_run_dir` adds.
@@ -54,7 +74,9 @@ def configure_logging(level: int, debug: bool) -> None:
     handler.set_name(TERMINAL_HANDLER)
     handler.setLevel(level)
     plain = level >= logging.WARNING
-    handler.setFormatter(logging.Formatter(PLAIN_FORMAT if plain else DETAILED_FORMAT))
+    handler.setFormatter(
+        PlainFormatter() if plain else logging.Formatter(DETAILED_FORMAT)
+    )
     _replace_handler(handler)
     logging.getLogger().setLevel(min(level, logging.DEBUG if debug else logging.INFO))
 
@@ -67,9 +89,10 @@ class RunLogHandler(logging.Handler):
     keeps its records); no traceback.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, heading: str = "") -> None:
         super().__init__()
         self.path = path
+        self.heading = heading  # written before the first record, to tell runs apart
         self.stream: TextIO | None = None
         self.failed = False
 
@@ -80,6 +103,8 @@ class RunLogHandler(logging.Handler):
             if self.stream is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self.stream = self.path.open("a", encoding="utf-8")
+                if self.heading:
+                    self.stream.write(self.heading + "\n")
             self.stream.write(self.format(record) + "\n")
             self.stream.flush()
         except OSError as exc:
@@ -98,8 +123,19 @@ class RunLogHandler(logging.Handler):
 
 def log_to_run_dir(run_dir: RunDir) -> None:
     """Append every record the root logger passes on to ``RUN_DIR/trtbench.log``
-    (:class:`RunLogHandler`; replaces the run log of an earlier command in this process)."""
-    handler = RunLogHandler(run_dir.log_file)
+    (:class:`RunLogHandler`; replaces the run log of an earlier command in this process).
+    The first record of the command comes after a heading: time, version, command, options."""
+    ctx = click.get_current_context(silent=True)
+    heading = ""
+    if ctx is not None:
+        params = " ".join(
+            f"{k}={v}" for k, v in ctx.params.items() if v not in (None, ())
+        )
+        when = datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"
+        )
+        heading = f"=== {when} trtbench {__version__}: {ctx.command_path} {params}"
+    handler = RunLogHandler(run_dir.log_file, heading)
     handler.set_name(RUN_LOG_HANDLER)
     handler.setFormatter(logging.Formatter(DETAILED_FORMAT))
     _replace_handler(handler)

@@ -44,7 +44,7 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
 @optgroup.group("Model and hardware")
 @optgroup.option(
     "--model",
-    help="Target: a preset (llama-3-8b, llama-3.1-70b, llama-3.2-1b, llama-3.2-3b, vicuna-7b), a HF config.json / model dir, or sizes params=8e9,layers=32,hidden=4096,kv_heads=8,head_dim=128,vocab=128256.",
+    help="Target: a preset (llama-3-8b, llama-3.1-70b, llama-3.2-1b, llama-3.2-3b, vicuna-7b), a HF config.json / model dir, or sizes as key=value pairs (params, layers, hidden, kv_heads, head_dim, vocab), e.g. params=8e9,layers=32,….",
 )
 @optgroup.option(
     "--gpu",
@@ -170,6 +170,11 @@ def plan(**params: object) -> None:
     Formulas: expected tokens per step (Leviathan et al. 2023, arXiv 2211.17192), the Medusa
     tree expectation (Cai et al. 2024, arXiv 2401.10774), and a roofline of the weights + KV
     cache read per decode step.
+
+    \b
+    Example (add --from-run RUN_DIR to fit alpha to a measured run):
+      trtbench plan --model llama-3-8b --draft llama-3.2-1b \\
+          --medusa-accuracies vicuna-7b --gpu h200
     """
     try:
         settings = PlanSettings(**params)

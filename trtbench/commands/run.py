@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from trtbench.commands.loadtest import TierProgress, print_outcome
 from trtbench.commands.logs import log_to_run_dir
 from trtbench.commands.options import (
     run_dir_option,
@@ -14,6 +13,7 @@ from trtbench.commands.options import (
     spec_run_dir,
     variants_option,
 )
+from trtbench.commands.terminal import TierProgress, print_outcome
 from trtbench.pipeline.run import run_bench
 from trtbench.spec import load_spec
 

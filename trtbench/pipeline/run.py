@@ -125,9 +125,11 @@ def _sampled_server(
     spec: BenchSpec,
     meta: RepoMetadata,
     capture: TierCapture | None = None,
+    warn: bool = True,
 ) -> Iterator[tuple[TritonServer, list]]:
     """Start the variant's server inside the memory sampler (and the /metrics scraper),
-    under ``nsys launch`` when ``capture`` is given."""
+    under ``nsys launch`` when ``capture`` is given; ``warn``: say at WARNING when NVML is
+    missing (the first variant of a run; later ones at INFO)."""
     config = server_config(rd, variant.name, meta, spec.deploy)
     if capture is not None:
         config = replace(config, wrapper_argv=tuple(nsys_launch_argv(capture.session)))
@@ -141,6 +143,7 @@ def _sampled_server(
         variant=variant.name,
         interval_ms=spec.profile.memory_interval_ms,
         phase="load",
+        warn_unavailable=warn,
     )
     with memory, server, contextlib.ExitStack() as stack:
         memory.mark("warmup")
@@ -178,12 +181,14 @@ def _measure_variant(
     samplers: list = []
     capture = capture_for(rd, spec, variant.name, nsys)
     try:
-        with _sampled_server(rd, variant, spec, meta, capture) as (server, samplers):
-            if progress is not None:
-                progress.stage(
-                    f"{variant.name}: serving {meta.model_name} at {server.grpc_url} "
-                    f"(ready after {time.monotonic() - start:.1f} s)"
-                )
+        warn = not got.memory  # NVML missing: a WARNING for the first variant only
+        served = _sampled_server(rd, variant, spec, meta, capture, warn)
+        with served as (server, samplers):
+            _stage(
+                progress,
+                f"{variant.name}: serving {meta.model_name} at {server.grpc_url} "
+                f"(ready after {time.monotonic() - start:.1f} s)",
+            )
             target = connect(
                 server.grpc_url,
                 meta.model_name,
@@ -208,6 +213,13 @@ def _measure_variant(
             got.traces[variant.name], notes = analyze_capture(capture)
             got.notes.extend(notes)
     return prompts
+
+
+def _stage(progress: RunProgress | None, message: str) -> None:
+    """A finished stage: an INFO record (for RUN_DIR/trtbench.log) and a progress line."""
+    log.info("%s", message)
+    if progress is not None:
+        progress.stage(message)
 
 
 def _write_profiles(rd: RunDir, got: _Collected) -> None:
@@ -267,7 +279,7 @@ def run_bench(
     selected = spec.select(variants)
     nsys = check_nsys(spec)
     for manifest in build_variants(spec, [v.name for v in selected], None, out):
-        if progress is not None:
+        if progress is not None:  # build_variants logged it already
             progress.stage(describe_build(manifest, dry_run=False))
     got = _Collected()
     prompts: list[Prompt] | None = None
@@ -336,4 +348,5 @@ def render_report(out: RunDir) -> tuple[list[Path], list[str]]:
             f"report.md was not written ({type(exc).__name__}: {exc}); the CSVs are kept, "
             f"render it with `trtbench report {out.root}`"
         ]
+    log.info("wrote %s and %d plots", result.report_path, len(result.plot_paths))
     return [result.report_path, *result.plot_paths], []

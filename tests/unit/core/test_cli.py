@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from trtbench.cli import hoist_debug, main
@@ -93,3 +95,57 @@ def test_log_levels_of_the_terminal():
     assert terminal_level(None, verbose=True, debug=False) == logging.INFO
     assert terminal_level(None, verbose=True, debug=True) == logging.DEBUG
     assert terminal_level("error", verbose=True, debug=True) == logging.ERROR
+
+
+def summary_rows(n: int = 2):
+    """A summary frame with every table column (values as the CSV would hold them)."""
+    import pandas as pd
+
+    from trtbench.commands.terminal import TABLE_COLUMNS
+
+    row = {name: 1.5 for name, _, _ in TABLE_COLUMNS}
+    return pd.DataFrame(
+        [{**row, "variant": f"draft-k{i}", "tier": "c8"} for i in range(n)]
+    )
+
+
+@pytest.mark.parametrize(("width", "compact"), [(80, True), (200, False)])
+def test_results_table_keeps_key_columns_in_a_narrow_terminal(width, compact):
+    from rich.console import Console
+
+    from trtbench.commands.terminal import COMPACT_COLUMNS, TABLE_COLUMNS, fitting_table
+
+    console = Console(width=width, file=io.StringIO())
+    table, was_compact = fitting_table(summary_rows(), console)
+    expected = COMPACT_COLUMNS if compact else TABLE_COLUMNS
+    assert was_compact is compact
+    assert [c.header for c in table.columns] == [h for _, h, _ in expected]
+    console.print(table)
+    text = console.file.getvalue()
+    assert "…" not in text  # no cell is cut
+    assert "draft-k1" in text and max(map(len, text.splitlines())) <= width
+
+
+def test_run_log_names_its_command_and_an_unwritable_one_is_one_line(tmp_path, capsys):
+    import logging
+
+    from trtbench.commands.logs import RunLogHandler
+
+    handler = RunLogHandler(tmp_path / "run" / "trtbench.log", heading="=== heading")
+    record = logging.LogRecord("t", logging.INFO, __file__, 1, "hello", None, None)
+    handler.handle(record)
+    handler.handle(record)
+    handler.close()
+    assert (tmp_path / "run" / "trtbench.log").read_text().splitlines() == [
+        "=== heading",
+        "hello",
+        "hello",
+    ]
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    bad = RunLogHandler(blocker / "run" / "trtbench.log")
+    bad.handle(record)
+    bad.handle(record)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot write the run log" in err
+    assert "Traceback" not in err

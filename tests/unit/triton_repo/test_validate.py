@@ -225,7 +225,9 @@ def test_cli_info_logs_go_to_the_run_log_and_to_the_terminal_with_v(tmp_path, ca
     assert code == 0, err
     assert "model repository" not in err  # INFO stays off the terminal by default
     written = f"model repository {rd.model_repo('medusa')} written"
-    assert f"INFO trtbench.pipeline.deploy: {written}" in rd.log_file.read_text()
+    heading, *records = rd.log_file.read_text().splitlines()
+    assert heading.startswith("=== ") and "trtbench deploy" in heading
+    assert f"INFO trtbench.pipeline.deploy: {written}" in records[-1]
     code, _, err = run_cli(["-v", "deploy", rd.root, "--variant", "medusa"], capsys)
     assert code == 0 and written in err
     assert rd.log_file.read_text().count(written) == 2  # appended, not replaced

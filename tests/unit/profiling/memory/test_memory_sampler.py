@@ -278,3 +278,17 @@ def test_parent_map_reads_names_with_spaces_and_parentheses(tmp_path: Path):
     (tmp_path / "self").mkdir()
     assert parent_map(tmp_path) == {123: 77}
     assert descendants(1, {2: 1, 3: 1, 4: 2, 5: 9}) == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    ("warn", "level"), [(True, logging.WARNING), (False, logging.INFO)]
+)
+def test_missing_nvml_is_said_once_at_the_level_asked(caplog, warn, level):
+    """A run warns for its first variant only; later samplers say it at INFO."""
+    with (
+        caplog.at_level(logging.INFO),
+        MemorySampler(reader=None, warn_unavailable=warn),
+    ):
+        pass
+    said = [r for r in caplog.records if "no NVML" in r.getMessage()]
+    assert [r.levelno for r in said] == [level]

@@ -1,0 +1,151 @@
+"""What the terminal shows while commands run: a bar per tier, a line per stage, the results.
+
+Shared by ``trtbench loadtest`` and ``trtbench run``. The results table keeps every column
+when the terminal is wide enough and falls back to the key columns when it is not (a table
+squeezed into 80 columns would cut every cell); the CSVs always hold all of them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import click
+import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichBar
+from rich.table import Table
+
+from trtbench.commands.logs import terminal_shows
+from trtbench.pipeline.loadtest import LoadtestOutcome
+from trtbench.profiling.loadtest.schedule import Tier
+
+
+class TierProgress:
+    """A rich progress bar per tier and a line per stage, on stderr (implements
+    ``trtbench.pipeline.run.RunProgress``)."""
+
+    def __init__(self) -> None:
+        self._bar: RichBar | None = None
+        self._task: int | None = None
+        self._failed = 0
+
+    def tier_started(self, variant: str, tier: Tier, total: int | None) -> None:
+        self._bar = RichBar(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[failed]} failed"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        self._bar.start()
+        self._failed = 0
+        self._task = self._bar.add_task(
+            f"{variant} {tier.label}", total=total, failed=0
+        )
+
+    def request_done(self, ok: bool) -> None:
+        if self._bar is not None and self._task is not None:
+            self._failed += 0 if ok else 1
+            self._bar.update(self._task, advance=1, failed=self._failed)
+
+    def tier_ended(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+        self._bar = None
+
+    def stage(self, message: str) -> None:
+        """One line per finished stage, unless ``-v`` already shows its INFO log record."""
+        if not terminal_shows(logging.INFO):
+            click.echo(message, err=True)
+
+
+# (summary column, header, format); COMPACT_COLUMNS: the ones kept in a narrow terminal,
+# with shorter headers.
+TABLE_COLUMNS = (
+    ("variant", "variant", "{}"),
+    ("tier", "tier", "{}"),
+    ("request_count", "requests", "{:.0f}"),
+    ("error_count", "errors", "{:.0f}"),
+    ("time_to_first_token_p50_ms", "TTFT p50 ms", "{:.1f}"),
+    ("time_per_output_token_mean_ms", "TPOT ms", "{:.2f}"),
+    ("inter_token_latency_p50_ms", "ITL p50 ms", "{:.2f}"),
+    ("tokens_per_response_mean_tokens", "tok/resp", "{:.2f}"),
+    ("output_token_throughput_tokens_per_s", "out tok/s", "{:.1f}"),
+    ("request_throughput_per_s", "req/s", "{:.2f}"),
+    ("acceptance_length_mean_tokens", "accept len", "{:.2f}"),
+    ("tpot_speedup_ratio", "TPOT speedup", "{:.2f}x"),
+    ("output_token_throughput_speedup_ratio", "tok/s speedup", "{:.2f}x"),
+)
+
+
+COMPACT_COLUMNS = (
+    ("variant", "variant", "{}"),
+    ("tier", "tier", "{}"),
+    ("error_count", "err", "{:.0f}"),
+    ("time_to_first_token_p50_ms", "TTFT ms", "{:.1f}"),
+    ("time_per_output_token_mean_ms", "TPOT ms", "{:.2f}"),
+    ("output_token_throughput_tokens_per_s", "tok/s", "{:.1f}"),
+    ("acceptance_length_mean_tokens", "acc len", "{:.2f}"),
+    ("tpot_speedup_ratio", "speedup", "{:.2f}x"),
+)
+
+
+def comparison_table(
+    summary: pd.DataFrame, columns: tuple[tuple[str, str, str], ...] = TABLE_COLUMNS
+) -> Table:
+    """The summary as a terminal table (one row per variant × tier)."""
+    table = Table(title="load test: variants side by side")
+    for _, header, _ in columns:
+        table.add_column(
+            header,
+            justify="left" if header in ("variant", "tier") else "right",
+            no_wrap=True,
+        )
+    for _, row in summary.iterrows():
+        cells = []
+        for name, _, fmt in columns:
+            value = row.get(name)
+            cells.append("-" if value is None or pd.isna(value) else fmt.format(value))
+        table.add_row(*cells)
+    return table
+
+
+def fitting_table(summary: pd.DataFrame, console: Console) -> tuple[Table, bool]:
+    """The full table when it fits ``console``'s width, else the compact one.
+
+    Returns:
+        (table, whether it is the compact one).
+    """
+    full = comparison_table(summary)
+    # measured at its natural width, not squeezed to the screen's
+    unbounded = console.options.update_width(10_000)
+    if console.measure(full, options=unbounded).maximum <= console.width:
+        return full, False
+    return comparison_table(summary, COMPACT_COLUMNS), True
+
+
+def print_outcome(outcome: LoadtestOutcome) -> None:
+    """Print the comparison table, the warnings, where the CSVs are and other files."""
+    console = Console()
+    if not console.is_terminal:  # piped or captured: do not squeeze into 80 columns
+        console = Console(width=160)
+    table, compact = fitting_table(outcome.summary, console)
+    console.print(table)
+    if compact:
+        click.echo(
+            f"(key columns for a {console.width}-column terminal; every column is in "
+            f"{outcome.run_dir.summary_csv} and report.md)"
+        )
+    for warning in outcome.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(
+        f"wrote {outcome.run_dir.loadtest_dir}/{{requests,responses,summary}}.csv"
+    )
+    for path in outcome.files:
+        click.echo(f"wrote {path}")
+    if outcome.interrupted:
+        click.echo("interrupted: kept what was measured", err=True)
+        raise KeyboardInterrupt  # trtbench.cli.main: exit code 130
