@@ -16,6 +16,12 @@ last token response carries it. With ``stream`` false, one response with every t
 at the time the last token would have. Token k of a request is id ``100 + k % 50``, text
 ``"t<id> "``; each step after the first reports ``draft_per_step`` proposed and
 ``tokens_per_step - 1`` accepted draft tokens. Deterministic: no randomness anywhere.
+
+``send_log`` (a file path; empty: off) records the ground truth the load-test tests compare
+against: one line ``<request id> <response index> <time.monotonic_ns()>`` taken just before
+each response is sent. ``time.monotonic_ns`` and the client's ``time.perf_counter_ns`` read
+the same clock on Linux (``CLOCK_MONOTONIC``), so a client's receive time minus this is the
+time from the server's send to the client's record.
 """
 
 import json
@@ -46,6 +52,9 @@ class TritonPythonModel:
         self.tokens_per_step = int(params.get("tokens_per_step", "2"))
         self.draft_per_step = int(params.get("draft_per_step", "4"))
         self.empty_final = params.get("empty_final", "true").lower() == "true"
+        path = params.get("send_log", "")
+        self.send_log = open(path, "a", buffering=1) if path else None  # noqa: SIM115
+        self.log_lock = threading.Lock()
         self.queue = queue.SimpleQueue()
         self.threads = [
             threading.Thread(target=self._work, daemon=True)
@@ -93,8 +102,20 @@ class TritonPythonModel:
             ]
         )
 
+    def _send(self, sender, request_id, index, response=None, flags=0):
+        """Send one response; first note its send time in the send log."""
+        if self.send_log is not None:
+            line = f"{request_id} {index} {time.monotonic_ns()}\n"
+            with self.log_lock:
+                self.send_log.write(line)
+        if response is None:
+            sender.send(flags=flags)
+        else:
+            sender.send(response, flags=flags)
+
     def _serve(self, request, start):
         sender = request.get_response_sender()
+        rid = request.request_id()
         final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
         try:
             max_tokens = int(_scalar(request, "max_tokens", 16))
@@ -104,21 +125,18 @@ class TritonPythonModel:
                 time.sleep(max(0.0, start + plan[-1][0] - time.monotonic()))
                 drafted = self.draft_per_step * (len(plan) - 1)
                 accepted = (self.tokens_per_step - 1) * (len(plan) - 1)
-                sender.send(
-                    self._response(0, max_tokens, drafted, accepted), flags=final
-                )
+                response = self._response(0, max_tokens, drafted, accepted)
+                self._send(sender, rid, 0, response, flags=final)
                 return
             for i, (offset, first, n) in enumerate(plan):
                 time.sleep(max(0.0, start + offset - time.monotonic()))
                 drafted = 0 if i == 0 else self.draft_per_step
                 accepted = 0 if i == 0 else n - 1
                 last = i == len(plan) - 1 and not self.empty_final
-                sender.send(
-                    self._response(first, n, drafted, accepted),
-                    flags=final if last else 0,
-                )
+                response = self._response(first, n, drafted, accepted)
+                self._send(sender, rid, i, response, flags=final if last else 0)
             if self.empty_final:
-                sender.send(flags=final)
+                self._send(sender, rid, len(plan), flags=final)
         except Exception as exc:  # noqa: BLE001 - report any failure to the client
             sender.send(
                 pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))),
@@ -130,3 +148,5 @@ class TritonPythonModel:
             self.queue.put(None)
         for thread in self.threads:
             thread.join(timeout=5)
+        if self.send_log is not None:
+            self.send_log.close()

@@ -23,6 +23,7 @@ DEFAULTS = {
     "tokens_per_step": 2,
     "draft_per_step": 4,
     "empty_final": "true",
+    "send_log": "",  # a path: model.py records every response's send time there
 }
 
 

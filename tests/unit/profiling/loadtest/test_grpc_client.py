@@ -24,7 +24,7 @@ def scripted_config(**overrides) -> model_config_pb2.ModelConfig:
     text = (get_test_data_dir("scripted_model") / "config.pbtxt.in").read_text()
     values = {"name": "m", "max_batch_size": 8, "first_delay_ms": 0, "first_tokens": 1,
               "step_ms": 0, "tokens_per_step": 1, "draft_per_step": 0,
-              "empty_final": "true", **overrides}  # fmt: skip
+              "empty_final": "true", "send_log": "", **overrides}  # fmt: skip
     return text_format.Parse(
         Template(text).substitute(values), model_config_pb2.ModelConfig()
     )
