@@ -74,7 +74,8 @@ def parse_args() -> argparse.Namespace:
 
 def held_out_prompts(tokenizer, count: int, length: int) -> list[list[int]]:
     """Windows of held-out standard-library source (files the tiny models never saw)."""
-    from trtbench.builders.reference.tiny_training import Recipe, select_corpus
+    from trtbench.builders.reference.tiny_corpus import select_corpus
+    from trtbench.builders.reference.tiny_recipe import Recipe
 
     _, held_out = select_corpus(Recipe())
     prompts: list[list[int]] = []

@@ -229,10 +229,11 @@ class _Session:
     """What one build needs: corpus, tokenizer, models, lazily made greedy data."""
 
     def __init__(self, root: Path, parts: list[str], recipe: Recipe) -> None:
+        from trtbench.builders.reference import tiny_corpus as tc
         from trtbench.builders.reference import tiny_training as tt
 
-        self.tt, self.root, self.recipe = tt, root, recipe
-        train, held = tt.select_corpus(self.recipe)
+        self.tt, self.tc, self.root, self.recipe = tt, tc, root, recipe
+        train, held = tc.select_corpus(self.recipe)
         if not train or not held:
             raise BuildError(
                 "no Python standard-library sources found for the tiny-model corpus; "
@@ -245,12 +246,12 @@ class _Session:
             "heldout_chars": sum(map(len, held)),
         }
         if "target" in parts:
-            self.tokenizer = tt.train_tokenizer(train, self.recipe.vocab_size)
+            self.tokenizer = tc.train_tokenizer(train, self.recipe.vocab_size)
         else:
-            self.tokenizer = tt.load_tokenizer(root / "target")
+            self.tokenizer = tc.load_tokenizer(root / "target")
             self.target = tt.load_llama(root / "target")
-        self.stream = tt.encode_stream(self.tokenizer, train)
-        self.heldout = tt.encode_stream(self.tokenizer, held)
+        self.stream = tc.encode_stream(self.tokenizer, train)
+        self.heldout = tc.encode_stream(self.tokenizer, held)
         self._greedy: dict[str, Any] = {}
 
     def rng(self, stage: int) -> Any:
@@ -305,7 +306,7 @@ class _Session:
                 losses = tt.train_draft(model, self.greedy("train"), r, rng, on_step)
                 self.draft = model
             model.save_pretrained(out)
-            tt.save_tokenizer(self.tokenizer, out)
+            self.tc.save_tokenizer(self.tokenizer, out)
         if progress is not None:
             progress.finish(part)
         return {

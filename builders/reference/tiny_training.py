@@ -1,7 +1,7 @@
 """Training steps behind :mod:`trtbench.builders.reference.tiny_models`.
 
-Corpus → byte-level BPE tokenizer (both in :mod:`~trtbench.builders.reference.tiny_corpus`,
-re-exported here) → target Llama (next-token loss) → target greedy continuations → draft Llama
+Corpus → byte-level BPE tokenizer (both in :mod:`~trtbench.builders.reference.tiny_corpus`)
+→ target Llama (next-token loss) → target greedy continuations → draft Llama
 distilled on them, and Medusa heads on the frozen target's hidden states → quality on held-out
 files. Everything is seeded from :class:`Recipe`; torch and transformers are imported by the
 caller only when something must be built. The training loops take an optional ``on_step``
@@ -27,14 +27,6 @@ from trtbench.builders.reference.medusa_heads import (  # noqa: F401  (re-export
     MedusaHeads,
     load_medusa_heads,
     save_medusa_heads,
-)
-from trtbench.builders.reference.tiny_corpus import (  # noqa: F401  (re-exported)
-    SPECIAL_TOKENS,
-    encode_stream,
-    load_tokenizer,
-    save_tokenizer,
-    select_corpus,
-    train_tokenizer,
 )
 from trtbench.builders.reference.tiny_recipe import Recipe
 

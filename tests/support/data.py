@@ -39,12 +39,11 @@ def hta_trace(name: str) -> Path:
     return get_test_data_dir(f"third_party/hta/{name}.json.gz")
 
 
-def fixture_roots(
-    environ: os._Environ[str] | dict[str, str] = os.environ,
-) -> list[Path]:
+def fixture_roots() -> list[Path]:
     """Folders searched for external fixtures, in order: ``$TRTBENCH_FIXTURES``, then
     ``../shared/fixtures`` beside the clone."""
-    roots = [Path(environ[FIXTURES_ENV])] if environ.get(FIXTURES_ENV) else []
+    given = os.environ.get(FIXTURES_ENV)
+    roots = [Path(given)] if given else []
     return [*roots, SHARED_FIXTURES]
 
 
@@ -59,11 +58,12 @@ def external_fixture(relpath: str) -> Path:
             to get it).
         pytest.fail.Exception: the same under ``CI=true``: CI must run every test.
     """
-    for root in fixture_roots():
+    roots = fixture_roots()
+    for root in roots:
         path = root / relpath
         if path.is_file():
             return path
-    where = " or ".join(str(r) for r in fixture_roots())
+    where = " or ".join(str(r) for r in roots)
     reason = (
         f"real profiler export {relpath} not found in {where}: set {FIXTURES_ENV} to a "
         "folder holding it (origins in tests/data/README.md) or put shared/fixtures "
