@@ -30,6 +30,19 @@ class ServerStartError(TrtbenchError):
     """tritonserver could not be found, started, or did not become ready."""
 
 
+class DataFileError(TrtbenchError):
+    """A file trtbench reads back (run.json, build.json, trtbench.json, a CSV) is corrupt,
+    truncated, or written by a newer trtbench (unknown ``schema_version``)."""
+
+
+class RunDirBusyError(TrtbenchError):
+    """Another trtbench process holds the run directory's lock."""
+
+
+class ServerDiedError(TrtbenchError):
+    """A server exited or stopped answering while requests were being measured."""
+
+
 class LoadTestError(TrtbenchError):
     """The load test cannot start (unreachable server, unknown model, mismatched inputs)."""
 
