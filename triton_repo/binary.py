@@ -1,4 +1,5 @@
-"""Find the ``tritonserver`` binary and prepare how it must be started.
+"""Find the ``tritonserver`` binary and prepare how it must be started (environment, backend
+directory, command line of one process or of an ``mpirun`` of ranks).
 
 Search order (DESIGN.md "Triton on a CPU machine"): an explicit path, ``$PATH``,
 ``/opt/tritonserver/bin/tritonserver`` (NGC), then the binary bundled in the
@@ -14,11 +15,12 @@ import os
 import shutil
 import sys
 import sysconfig
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from trtbench.errors import ServerStartError
+from trtbench.triton_repo.ports import DEFAULT_BIND_ADDRESS, Ports, bind_flag_values
 
 NGC_TRITONSERVER = Path("/opt/tritonserver/bin/tritonserver")
 
@@ -146,3 +148,73 @@ def server_env(binary: TritonBinary, base: Mapping[str, str]) -> dict[str, str]:
         bin_dir = str(Path(sys.executable).parent)
         env["PATH"] = os.pathsep.join(p for p in [bin_dir, env.get("PATH", "")] if p)
     return env
+
+
+def server_argv(
+    binary: Path,
+    model_repo: Path,
+    ports: Ports,
+    backend_dir: Path | None,
+    extra_args: Sequence[str] = (),
+    bind_address: str = DEFAULT_BIND_ADDRESS,
+) -> list[str]:
+    """The tritonserver command line of one process (pure).
+
+    Every service binds ``bind_address`` (an IP literal, in the form each flag needs, see
+    :func:`~trtbench.triton_repo.ports.bind_flag_values`).
+
+    Raises:
+        ServerStartError: ``bind_address`` is not an IP address literal.
+    """
+    grpc_address, http_address = bind_flag_values(bind_address)
+    argv = [
+        str(binary),
+        f"--model-repository={model_repo}",
+        f"--grpc-port={ports.grpc}",
+        f"--http-port={ports.http}",
+        f"--metrics-port={ports.metrics}",
+        f"--grpc-address={grpc_address}",
+        f"--http-address={http_address}",
+        f"--metrics-address={http_address}",
+        "--allow-metrics=true",
+        "--disable-auto-complete-config",
+    ]
+    if backend_dir is not None:
+        argv.append(f"--backend-directory={backend_dir}")
+    argv.extend(extra_args)
+    return argv
+
+
+def mpirun_argv(
+    mpirun: str,
+    rank_argv: Sequence[str],
+    world_size: int,
+    tensorrt_llm_models: Sequence[str],
+) -> list[str]:
+    """The MPMD launch of ``world_size`` tritonserver ranks (pure).
+
+    ``mpirun --allow-run-as-root -n 1 <rank 0> : -n 1 <rank 1> …``; each rank is
+    ``rank_argv`` plus ``--backend-config=python,shm-region-prefix-name=prefix{i}_``; ranks
+    > 0 add ``--model-control-mode=explicit`` and one ``--load-model`` per TensorRT-LLM model
+    (research/triton_backend.md §4, ``launch_triton_server.py``).
+
+    Raises:
+        ServerStartError: world_size < 2 or no TensorRT-LLM model for ranks > 0.
+    """
+    if world_size < 2:
+        raise ServerStartError(f"mpirun needs world_size >= 2, got {world_size}")
+    if not tensorrt_llm_models:
+        raise ServerStartError(
+            "a multi-GPU launch needs the TensorRT-LLM model names for ranks > 0; "
+            "render the repository with `trtbench deploy` (trtbench.json lists them)"
+        )
+    argv = [mpirun, "--allow-run-as-root"]
+    for rank in range(world_size):
+        if rank:
+            argv.append(":")
+        argv += ["-n", "1", *rank_argv]
+        argv.append(f"--backend-config=python,shm-region-prefix-name=prefix{rank}_")
+        if rank:
+            argv.append("--model-control-mode=explicit")
+            argv += [f"--load-model={name}" for name in tensorrt_llm_models]
+    return argv

@@ -8,6 +8,11 @@ retried with new ports. For TP×PP > 1 (TensorRT-LLM in an NGC image) the server
 (research/triton_backend.md §4): every rank gets its own Python-backend shared-memory prefix
 and ``--disable-auto-complete-config``; ranks > 0 load only the TensorRT-LLM models.
 
+Every service binds ``ServerConfig.bind_address`` (default ``127.0.0.1``: this host only); a
+wider address logs a warning. Clients dial :func:`~trtbench.triton_repo.ports.dial_host` of it
+(``grpc_url`` …), never ``localhost``. The log is appended to, one header line per start;
+reasons for a failure come only from what was written since the latest start.
+
 The process runs in its own session; :meth:`TritonServer.stop` signals the whole process group
 (SIGTERM, then SIGKILL after a grace period), so no child (Python stubs, MPI ranks) outlives a
 run. Errors are one line and carry the log lines that say why.
@@ -24,7 +29,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,15 +37,24 @@ from trtbench.errors import ServerStartError
 from trtbench.triton_repo.binary import (
     TritonBinary,
     find_tritonserver,
+    mpirun_argv,
     prepare_backend_dir,
+    server_argv,
     server_env,
 )
-from trtbench.triton_repo.ports import Ports, choose_ports
-from trtbench.triton_repo.server_log import log_errors, tail
+from trtbench.triton_repo.ports import (
+    DEFAULT_BIND_ADDRESS,
+    Ports,
+    choose_ports,
+    dial_host,
+    is_loopback,
+)
+from trtbench.triton_repo.server_log import log_errors, read_since, start_header
 
 log = logging.getLogger(__name__)
 
 START_ATTEMPTS = 3
+_DYING_S = 0.1  # how long health() waits for a process that stopped answering to exit
 _PORT_TAKEN = ("already in use", "Address already in use")
 
 
@@ -53,6 +67,8 @@ class ServerConfig:
         log_path: file that receives the server's stdout and stderr.
         tritonserver: explicit binary (else searched, see ``binary.py``).
         grpc_port, http_port, metrics_port: fixed ports (None: pick free ones).
+        bind_address: IP literal every service binds (``--grpc-address``,
+            ``--http-address``, ``--metrics-address``); ``127.0.0.1`` serves this host only.
         models: models that must be ready before the server counts as started
             (empty: wait for server readiness only).
         ready_timeout_s: seconds to wait for readiness.
@@ -71,6 +87,7 @@ class ServerConfig:
     grpc_port: int | None = None
     http_port: int | None = None
     metrics_port: int | None = None
+    bind_address: str = DEFAULT_BIND_ADDRESS
     models: tuple[str, ...] = ()
     ready_timeout_s: float = 300.0
     extra_args: tuple[str, ...] = field(default_factory=tuple)
@@ -80,70 +97,34 @@ class ServerConfig:
     wrapper_argv: tuple[str, ...] = ()
 
 
-def server_argv(
-    binary: Path,
-    model_repo: Path,
-    ports: Ports,
-    backend_dir: Path | None,
-    extra_args: Sequence[str] = (),
-) -> list[str]:
-    """The tritonserver command line of one process (pure)."""
-    argv = [
-        str(binary),
-        f"--model-repository={model_repo}",
-        f"--grpc-port={ports.grpc}",
-        f"--http-port={ports.http}",
-        f"--metrics-port={ports.metrics}",
-        "--allow-metrics=true",
-        "--disable-auto-complete-config",
-    ]
-    if backend_dir is not None:
-        argv.append(f"--backend-directory={backend_dir}")
-    argv.extend(extra_args)
-    return argv
+# No proxy: the server is on this host (or an address given literally), never behind one.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def mpirun_argv(
-    mpirun: str,
-    rank_argv: Sequence[str],
-    world_size: int,
-    tensorrt_llm_models: Sequence[str],
-) -> list[str]:
-    """The MPMD launch of ``world_size`` tritonserver ranks (pure).
-
-    ``mpirun --allow-run-as-root -n 1 <rank 0> : -n 1 <rank 1> …``; each rank is
-    ``rank_argv`` plus ``--backend-config=python,shm-region-prefix-name=prefix{i}_``; ranks
-    > 0 add ``--model-control-mode=explicit`` and one ``--load-model`` per TensorRT-LLM model
-    (research/triton_backend.md §4, ``launch_triton_server.py``).
-
-    Raises:
-        ServerStartError: world_size < 2 or no TensorRT-LLM model for ranks > 0.
-    """
-    if world_size < 2:
-        raise ServerStartError(f"mpirun needs world_size >= 2, got {world_size}")
-    if not tensorrt_llm_models:
-        raise ServerStartError(
-            "a multi-GPU launch needs the TensorRT-LLM model names for ranks > 0; "
-            "render the repository with `trtbench deploy` (trtbench.json lists them)"
-        )
-    argv = [mpirun, "--allow-run-as-root"]
-    for rank in range(world_size):
-        if rank:
-            argv.append(":")
-        argv += ["-n", "1", *rank_argv]
-        argv.append(f"--backend-config=python,shm-region-prefix-name=prefix{rank}_")
-        if rank:
-            argv.append("--model-control-mode=explicit")
-            argv += [f"--load-model={name}" for name in tensorrt_llm_models]
-    return argv
+def _not_ok(url: str, timeout_s: float) -> str | None:
+    """None when ``url`` answers 200 within ``timeout_s``, else why not (never raises)."""
+    try:
+        with _DIRECT.open(url, timeout=timeout_s) as resp:
+            return None if resp.status == 200 else f"HTTP {resp.status} from {url}"
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        return f"HTTP {exc.code} from {url}"
+    except Exception as exc:  # URLError, timeouts, resets: every failure is an answer
+        reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+        return f"no HTTP answer from {url} within {timeout_s:g} s: {reason}"
 
 
 def _http_ok(url: str) -> bool:
+    return _not_ok(url, 2.0) is None
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None or code >= 0:
+        return f"exited with code {code}"
     try:
-        with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - localhost only
-            return resp.status == 200
-    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-        return False
+        return f"exited with code {code} (signal {signal.Signals(-code).name})"
+    except ValueError:
+        return f"exited with code {code} (signal {-code})"
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -176,18 +157,28 @@ class TritonServer:
         self.ports: Ports | None = None
         self.argv: list[str] = []
         self.binary: TritonBinary | None = None
+        # Byte offset in the log where the latest start's output begins.
+        self._log_offset = 0
+
+    @property
+    def dial_host(self) -> str:
+        """The host clients dial: ``127.0.0.1`` (also for 0.0.0.0), ``[::1]`` (also for ::)."""
+        return dial_host(self.config.bind_address)
 
     @property
     def grpc_url(self) -> str:
-        return f"localhost:{self._ports().grpc}"
+        """``HOST:PORT`` for gRPC clients (RuntimeError before the server is started)."""
+        return f"{self.dial_host}:{self._ports().grpc}"
 
     @property
     def http_url(self) -> str:
-        return f"http://localhost:{self._ports().http}"
+        """``http://HOST:PORT`` (RuntimeError before the server is started)."""
+        return f"http://{self.dial_host}:{self._ports().http}"
 
     @property
     def metrics_url(self) -> str:
-        return f"http://localhost:{self._ports().metrics}/metrics"
+        """``http://HOST:PORT/metrics`` (RuntimeError before the server is started)."""
+        return f"http://{self.dial_host}:{self._ports().metrics}/metrics"
 
     def _ports(self) -> Ports:
         if self.ports is None:
@@ -200,7 +191,12 @@ class TritonServer:
         cfg = self.config
         backend_dir = prepare_backend_dir(binary, cfg.log_path.parent / "backends")
         argv = server_argv(
-            binary.path, cfg.model_repo, ports, backend_dir, cfg.extra_args
+            binary.path,
+            cfg.model_repo,
+            ports,
+            backend_dir,
+            cfg.extra_args,
+            bind_address=cfg.bind_address,
         )
         if cfg.world_size <= 1:
             return [*cfg.wrapper_argv, *argv]
@@ -213,16 +209,31 @@ class TritonServer:
         return [*cfg.wrapper_argv, *ranks]
 
     def start(self) -> TritonServer:
-        """Launch the process and block until it (and ``config.models``) are ready."""
+        """Launch the process and block until it (and ``config.models``) are ready.
+
+        Logs a WARNING when ``config.bind_address`` is not a loopback address.
+
+        Raises:
+            ServerStartError: see the class; also equal given ports, or a bind address
+                that is not an IP literal.
+        """
         cfg = self.config
+        if not is_loopback(cfg.bind_address):
+            log.warning(
+                "tritonserver binds %s (--bind-address / deploy.bind_address): anyone who "
+                "can reach this host on its ports can send it requests",
+                cfg.bind_address,
+            )
         self.binary = find_tritonserver(cfg.tritonserver, self._environ)
         cfg.log_path.parent.mkdir(parents=True, exist_ok=True)
         fixed = None not in (cfg.grpc_port, cfg.http_port, cfg.metrics_port)
         for attempt in range(1, START_ATTEMPTS + 1):
-            self.ports = choose_ports(cfg.grpc_port, cfg.http_port, cfg.metrics_port)
+            self.ports = choose_ports(
+                cfg.grpc_port, cfg.http_port, cfg.metrics_port, host=cfg.bind_address
+            )
             self.argv = self.build_argv(self.binary, self.ports)
             log.info("starting %s", " ".join(self.argv))
-            self._launch()
+            self._launch(attempt)
             try:
                 self._wait_ready()
                 return self
@@ -236,8 +247,12 @@ class TritonServer:
                 raise
         return self
 
-    def _launch(self) -> None:
-        with open(self.config.log_path, "wb") as log_file:
+    def _launch(self, attempt: int) -> None:
+        """Append a header to the log, remember where this start's output begins, start."""
+        with open(self.config.log_path, "ab") as log_file:
+            log_file.write(start_header(attempt, self.argv).encode())
+            log_file.flush()
+            self._log_offset = log_file.tell()
             self.process = subprocess.Popen(  # noqa: S603 - argv built above
                 self.argv,
                 stdout=log_file,
@@ -245,15 +260,64 @@ class TritonServer:
                 env=server_env(self.binary, self._environ),
                 start_new_session=True,
             )
+        log.info("tritonserver pid %d, log %s", self.process.pid, self.config.log_path)
+
+    def _log_since_start(self) -> str:
+        return read_since(self.config.log_path, self._log_offset)
+
+    def log_reason(self) -> str:
+        """The error lines the server logged since its latest start, joined with ``; ``
+        (``no error lines in the log since its start`` when there are none). Never raises."""
+        try:
+            reasons = log_errors(self._log_since_start())
+        except Exception as exc:  # a reason must never fail the caller
+            return f"log unreadable: {exc}"
+        return (
+            "; ".join(reasons)
+            if reasons
+            else "no error lines in the log since its start"
+        )
+
+    def health(self, timeout_s: float = 0.5) -> str | None:
+        """Whether the server still serves: None when its process runs and
+        ``/v2/health/ready`` answers 200 within ``timeout_s`` seconds, else one line saying why.
+
+        ``tritonserver exited with code -9 (signal SIGKILL): <log errors since its latest
+        start> (log: PATH)`` or ``tritonserver is not ready (HTTP 503 from URL)``. Cheap (one
+        ``waitpid`` and one local HTTP request; the log is read only once it has exited) and
+        safe to call from another thread while the server runs. Never raises. A killed
+        server may read "not ready" for a moment before it reads "exited".
+
+        Args:
+            timeout_s: seconds to wait for the readiness answer; a server that does not
+                answer costs up to ``timeout_s`` + 0.1 s (a last wait for its exit).
+        """
+        try:
+            proc, ports = self.process, self.ports
+            if proc is None or ports is None:
+                return "tritonserver has not been started"
+            if proc.poll() is None:
+                url = f"http://{self.dial_host}:{ports.http}/v2/health/ready"
+                not_ok = _not_ok(url, timeout_s)
+                if not_ok is None:
+                    return None
+                # A killed server refuses connections a moment before it can be reaped.
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=min(_DYING_S, timeout_s))
+                if proc.returncode is None:  # running: it answers badly, or not at all
+                    return f"tritonserver is not ready ({not_ok})"
+            return (
+                f"tritonserver {_exit_text(proc.returncode)}: {self.log_reason()} "
+                f"(log: {self.config.log_path})"
+            )
+        except Exception as exc:  # never raise into a load generator's watchdog
+            return f"tritonserver health check failed: {type(exc).__name__}: {exc}"
 
     def _failure(self, what: str) -> ServerStartError:
         cfg = self.config
-        text = (
-            cfg.log_path.read_text(errors="replace") if cfg.log_path.is_file() else ""
+        return ServerStartError(
+            f"tritonserver {what}: {self.log_reason()} (log: {cfg.log_path})"
         )
-        reasons = log_errors(text)
-        why = "; ".join(reasons) if reasons else "no error lines in the log"
-        return ServerStartError(f"tritonserver {what}: {why} (log: {cfg.log_path})")
 
     def _not_ready(self, urls: dict[str, str]) -> list[str]:
         return [name for name, url in urls.items() if not _http_ok(url)]
@@ -268,10 +332,10 @@ class TritonServer:
             proc = self.process
             if proc is None or proc.poll() is not None:
                 code = None if proc is None else proc.returncode
-                text = tail(cfg.log_path, 200)
+                text = self._log_since_start()
                 if any(p in text for p in _PORT_TAKEN):
                     raise _PortTaken
-                raise self._failure(f"exited with code {code} before it was ready")
+                raise self._failure(f"{_exit_text(code)} before it was ready")
             waiting = self._not_ready(urls)
             if not waiting:
                 return

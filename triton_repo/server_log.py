@@ -1,9 +1,19 @@
-"""Reading a tritonserver log: its tail, and the lines that say why the server failed."""
+"""A tritonserver log: the header trtbench writes before each start, the part written since
+the latest start, its tail, and the lines that say why the server failed.
+
+The log is appended to, never truncated: every start adds a header line, so the output of an
+earlier attempt (or an earlier ``deploy --serve``) stays readable below the previous header.
+"""
 
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
+
+from trtbench import __version__
 
 LOG_TAIL_LINES = 20
 _ERROR_LINE = re.compile(r"^E\d{4} [\d:.]+\s+\d+\s+\S+\]\s*(.*)$")
@@ -16,6 +26,41 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     if not path.is_file():
         return ""
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def start_header(
+    attempt: int, argv: Sequence[str], when: datetime | None = None
+) -> str:
+    """The line written to the log before a start (pure but for the default time).
+
+    ``==== trtbench 0.1.0: tritonserver start 2026-01-02T03:04:05Z (attempt 1): ARGV ====``
+
+    Args:
+        attempt: 1-based start attempt of this server (a retry after a taken port counts).
+        argv: the command line started (shell-quoted in the header).
+        when: the start time (default: now, UTC).
+    """
+    when = when or datetime.now(timezone.utc)
+    stamp = when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (
+        f"==== trtbench {__version__}: tritonserver start {stamp} (attempt {attempt}): "
+        f"{shlex.join(argv)} ====\n"
+    )
+
+
+def read_since(path: Path, offset: int) -> str:
+    """The text of ``path`` from byte ``offset`` on ('' when absent).
+
+    Reads the whole file again when it is now shorter than ``offset`` (truncated by hand).
+    Never raises for a missing or unreadable file.
+    """
+    try:
+        with open(path, "rb") as file:
+            file.seek(0, 2)
+            file.seek(offset if offset <= file.tell() else 0)
+            return file.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def log_errors(text: str, limit: int = 3) -> list[str]:

@@ -136,7 +136,7 @@ def wait_for_metric(url: str, line: str, timeout_s: float = 10.0) -> str:
     a moment after its final response), or the last text read."""
     deadline = time.monotonic() + timeout_s
     while True:
-        with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 - localhost
+        with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 - loopback
             text = resp.read().decode()
         if line in text or time.monotonic() > deadline:
             return text
@@ -323,7 +323,7 @@ def test_cli_serve_prints_endpoints_and_stops_on_ctrl_c(run_dir):
     )
     try:
         line = proc.stdout.readline()
-        assert line.startswith("baseline: grpc localhost:"), proc.stderr.read()
+        assert line.startswith("baseline: grpc 127.0.0.1:"), proc.stderr.read()
         metrics_url = line.split("metrics ")[1].split()[0]
         with urllib.request.urlopen(metrics_url, timeout=10) as resp:  # noqa: S310
             assert resp.status == 200
@@ -335,6 +335,11 @@ def test_cli_serve_prints_endpoints_and_stops_on_ctrl_c(run_dir):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, err
-    assert err.strip().splitlines()[-1] == "stopped"
+    assert proc.returncode == 128 + signal.SIGINT, err  # 130: stopped by SIGINT
+    lines = err.strip().splitlines()
+    assert lines[-2:] == [
+        "stopped every server",
+        "trtbench: stopped by SIGINT",
+    ], err
+    assert "Traceback" not in err and "Aborted" not in err
     assert all(group_gone(pid) for pid in servers)

@@ -80,9 +80,10 @@ def load_deploy_spec(run_dir: RunDir | Path) -> DeploySpec:
         return DeploySpec.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
+        field = "".join(f".{p}" for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
         raise ConfigError(
-            f"{rd.run_json}: deploy.{field}: {err['msg']}; fix the spec and build again"
+            f"{rd.run_json}: deploy{field}: {msg}; fix the spec and build again"
         ) from None
 
 
@@ -91,8 +92,13 @@ def resolve_deploy_spec(
 ) -> DeploySpec:
     """:func:`load_deploy_spec` with ``overrides`` (CLI options; None values ignored).
 
+    Args:
+        run_dir: the run directory (its run.json holds the spec's deploy section).
+        overrides: DeploySpec fields to replace (``{"grpc_port": 8001, "bind_address": …}``).
+
     Raises:
-        ConfigError: an override is invalid (names the option, e.g. ``--grpc-port``).
+        ConfigError: an override is invalid (names the option, e.g. ``--grpc-port`` or
+            ``--bind-address``), or the result is (equal ports, spec and options together).
     """
     base = load_deploy_spec(run_dir)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -100,8 +106,11 @@ def resolve_deploy_spec(
         return DeploySpec.model_validate({**base.model_dump(), **given})
     except ValidationError as exc:
         err = exc.errors()[0]
+        msg = err["msg"].removeprefix("Value error, ")
+        if not err["loc"]:  # a rule across fields (equal ports)
+            raise ConfigError(f"deploy options: {msg}") from None
         option = "--" + str(err["loc"][0]).replace("_", "-")
-        raise ConfigError(f"{option}: {err['msg']}") from None
+        raise ConfigError(f"{option}: {msg}") from None
 
 
 def select_variants(run_dir: RunDir | Path, names: Sequence[str] = ()) -> list[str]:
@@ -224,7 +233,9 @@ def deploy_run(
 def server_config(
     run_dir: RunDir | Path, variant: str, meta: RepoMetadata, deploy: DeploySpec
 ) -> ServerConfig:
-    """How to start tritonserver for one deployed variant (pure)."""
+    """How to start tritonserver for one deployed variant (pure): the repository and log of
+    ``variant`` in ``run_dir``, the models ``meta`` lists, ports, bind address, binary and
+    timeout from ``deploy``."""
     rd = as_run_dir(run_dir)
     return ServerConfig(
         model_repo=rd.model_repo(variant).resolve(),
@@ -233,6 +244,7 @@ def server_config(
         grpc_port=deploy.grpc_port,
         http_port=deploy.http_port,
         metrics_port=deploy.metrics_port,
+        bind_address=deploy.bind_address,
         models=tuple(meta.models),
         ready_timeout_s=deploy.ready_timeout_s,
         world_size=meta.world_size,
@@ -283,8 +295,11 @@ def serve_variants(
     run_dir: RunDir | Path,
     variants: Sequence[str] = (),
     deploy: DeploySpec | None = None,
+    render: bool = True,
 ) -> Iterator[list[tuple[str, TritonServer]]]:
     """Deploy the variants and serve each from its own tritonserver until the block exits.
+
+    ``render=False`` serves the repositories already written (``trtbench deploy`` ran).
 
     Raises:
         ConfigError: several variants with fixed ports (they would collide).
@@ -301,7 +316,7 @@ def serve_variants(
         )
     with contextlib.ExitStack() as stack:
         servers = [
-            (name, stack.enter_context(serve(rd, name, deploy, render=True)))
+            (name, stack.enter_context(serve(rd, name, deploy, render=render)))
             for name in names
         ]
         yield servers

@@ -1,4 +1,5 @@
-"""tritonserver command lines (single process and mpirun MPMD), binary search, ports, log reading.
+"""tritonserver command lines (single process and mpirun MPMD, every service bound to the
+bind address), binary search, log reading (header per start, the part since the latest start).
 
 The mpirun form follows ``launch_triton_server.py`` as described in research/triton_backend.md
 §4; the expected argv below is written out by hand from that description. Log excerpts are
@@ -8,32 +9,30 @@ real tritonserver 2.51 output (``tests/data/server_logs``).
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import sysconfig
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from tests.support.data import get_test_data_dir
+from trtbench import __version__
 from trtbench.errors import ServerStartError
 from trtbench.pipeline.deploy import server_config
 from trtbench.spec import DeploySpec
 from trtbench.triton_repo.binary import (
     find_tritonserver,
+    mpirun_argv,
     prepare_backend_dir,
     pytriton_root,
+    server_argv,
     server_env,
 )
 from trtbench.triton_repo.interface import RepoMetadata
-from trtbench.triton_repo.ports import Ports, choose_ports
-from trtbench.triton_repo.server import (
-    ServerConfig,
-    TritonServer,
-    mpirun_argv,
-    server_argv,
-)
-from trtbench.triton_repo.server_log import log_errors
+from trtbench.triton_repo.ports import Ports
+from trtbench.triton_repo.server import ServerConfig, TritonServer
+from trtbench.triton_repo.server_log import log_errors, read_since, start_header
 
 BIN = Path("/opt/tritonserver/bin/tritonserver")
 PORTS = Ports(grpc=8001, http=8000, metrics=8002)
@@ -43,15 +42,46 @@ RANK = [
     "--grpc-port=8001",
     "--http-port=8000",
     "--metrics-port=8002",
+    "--grpc-address=127.0.0.1",
+    "--http-address=127.0.0.1",
+    "--metrics-address=127.0.0.1",
     "--allow-metrics=true",
     "--disable-auto-complete-config",
 ]
+ADDRESS_FLAGS = ("--grpc-address=", "--http-address=", "--metrics-address=")
 
 
-def test_single_server_argv():
+def address_flags(argv: list[str]) -> list[str]:
+    return [a for a in argv if a.startswith(ADDRESS_FLAGS)]
+
+
+def test_single_server_argv_binds_loopback_by_default():
     assert server_argv(BIN, Path("/r"), PORTS, None) == RANK
     argv = server_argv(BIN, Path("/r"), PORTS, Path("/b"), ["--log-verbose=1"])
     assert argv == [*RANK, "--backend-directory=/b", "--log-verbose=1"]
+
+
+@pytest.mark.parametrize(
+    ("address", "flags"),
+    [
+        ("0.0.0.0", ["0.0.0.0", "0.0.0.0", "0.0.0.0"]),
+        ("10.1.2.3", ["10.1.2.3", "10.1.2.3", "10.1.2.3"]),
+        # gRPC takes IPv6 in brackets, libevhtp (HTTP, metrics) with an ipv6: prefix; checked
+        # against tritonserver 2.5x: a bare ::1 fails, [::1] for HTTP binds 255.255.255.255.
+        ("::1", ["[::1]", "ipv6:::1", "ipv6:::1"]),
+        ("::", ["[::]", "ipv6:::", "ipv6:::"]),
+    ],
+)
+def test_every_service_binds_the_bind_address(address, flags):
+    argv = server_argv(BIN, Path("/r"), PORTS, None, bind_address=address)
+    assert address_flags(argv) == [
+        f + v for f, v in zip(ADDRESS_FLAGS, flags, strict=True)
+    ]
+
+
+def test_bind_address_must_be_an_ip_literal():
+    with pytest.raises(ServerStartError, match="'localhost' is not an IP address"):
+        server_argv(BIN, Path("/r"), PORTS, None, bind_address="localhost")
 
 
 def test_mpirun_mpmd_two_ranks_rank1_loads_only_trtllm_models():
@@ -112,6 +142,21 @@ def test_server_builds_mpirun_argv_when_world_size_is_above_one(tmp_path):
     assert argv[:4] == ["mpirun", "--allow-run-as-root", "-n", "1"]
     assert argv[-2:] == ["--model-control-mode=explicit", "--load-model=tensorrt_llm"]
     assert mpirun.exists()
+    # every MPMD segment (rank) binds loopback
+    assert address_flags(argv) == address_flags(RANK) * 2
+
+
+def test_mpirun_ranks_bind_the_configured_address(tmp_path):
+    fake_executable(tmp_path / "bin", "mpirun")
+    fake_executable(tmp_path / "bin", "tritonserver")
+    env = {"PATH": str(tmp_path / "bin")}
+    cfg = ServerConfig(tmp_path / "repo", tmp_path / "s.log", bind_address="0.0.0.0",
+                       world_size=4, tensorrt_llm_models=("tensorrt_llm",))  # fmt: skip
+    argv = TritonServer(cfg, environ=env).build_argv(
+        find_tritonserver(None, env), PORTS
+    )
+    assert argv.count(":") == 3
+    assert address_flags(argv) == [f + "0.0.0.0" for f in ADDRESS_FLAGS] * 4
 
 
 def test_wrapper_argv_goes_in_front_of_the_server_and_of_mpirun(tmp_path):
@@ -178,23 +223,6 @@ def test_pytriton_binary_gets_its_stub_and_libpython_first(tmp_path):
     assert env["PATH"] == f"{Path(sys.executable).parent}:/usr/bin"
 
 
-def test_given_port_in_use_names_the_option():
-    with socket.socket() as sock:
-        sock.bind(("0.0.0.0", 0))
-        sock.listen()
-        taken = sock.getsockname()[1]
-        with pytest.raises(
-            ServerStartError,
-            match=f"metrics_port {taken} is already in use.*--metrics-port",
-        ):
-            choose_ports(None, None, taken)
-
-
-def test_picked_ports_are_distinct():
-    ports = choose_ports(None, None, None)
-    assert len({ports.grpc, ports.http, ports.metrics}) == 3
-
-
 def test_log_errors_from_a_model_that_raises_on_init():
     text = (get_test_data_dir("server_logs") / "model_init_raises.log").read_text()
     assert log_errors(text) == [
@@ -240,3 +268,46 @@ def test_server_config_from_metadata(tmp_path):
     )
     assert (cfg.grpc_port, cfg.http_port, cfg.ready_timeout_s) == (9001, None, 12)
     assert cfg.mpirun == "/usr/bin/mpirun"
+    assert cfg.bind_address == "127.0.0.1"
+    wide = server_config(tmp_path, "v", meta, DeploySpec(bind_address="0.0.0.0"))
+    assert wide.bind_address == "0.0.0.0"
+
+
+def test_urls_dial_loopback_literals_never_localhost(tmp_path):
+    def urls(address: str) -> tuple[str, str, str]:
+        server = TritonServer(
+            ServerConfig(tmp_path, tmp_path / "s.log", bind_address=address)
+        )
+        server.ports = PORTS
+        return server.grpc_url, server.http_url, server.metrics_url
+
+    assert urls("127.0.0.1") == urls("0.0.0.0") == (
+        "127.0.0.1:8001", "http://127.0.0.1:8000", "http://127.0.0.1:8002/metrics"
+    )  # fmt: skip
+    assert urls("::1") == urls("::") == (
+        "[::1]:8001", "http://[::1]:8000", "http://[::1]:8002/metrics"
+    )  # fmt: skip
+    assert urls("10.1.2.3")[0] == "10.1.2.3:8001"
+    assert urls("fd00::2")[1] == "http://[fd00::2]:8000"
+
+
+def test_health_before_start_says_so_and_never_raises(tmp_path):
+    server = TritonServer(ServerConfig(tmp_path, tmp_path / "s.log"))
+    assert server.health() == "tritonserver has not been started"
+
+
+def test_start_header_names_version_time_attempt_and_argv():
+    when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    line = start_header(2, ["/bin/tritonserver", "--model-repository=/a b"], when)
+    assert line == (
+        f"==== trtbench {__version__}: tritonserver start 2026-01-02T03:04:05Z "
+        "(attempt 2): /bin/tritonserver '--model-repository=/a b' ====\n"
+    )
+
+
+def test_read_since_reads_from_the_offset_and_survives_truncation(tmp_path):
+    log = tmp_path / "s.log"
+    assert read_since(log, 0) == ""  # absent
+    log.write_bytes(b"old run\nnew run\n")
+    assert read_since(log, 8) == "new run\n"
+    assert read_since(log, 1000) == "old run\nnew run\n"  # shorter than the offset
