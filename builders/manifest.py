@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import importlib.metadata
-import json
 import platform
 import socket
 from collections.abc import Iterable
@@ -34,8 +33,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trtbench import __version__
-from trtbench.errors import BuildError
-from trtbench.run_dir import write_json_atomic
+from trtbench.data_files import read_json_document, validation_problem
+from trtbench.errors import BuildError, DataFileError
+from trtbench.run_dir import BUILD_JSON_SCHEMA_VERSION, write_json_atomic
 
 MANIFEST_NAME = "build.json"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".engine", ".json", ".model", ".txt")
@@ -86,7 +86,7 @@ class BuildManifest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    schema_version: int = 1
+    schema_version: int = BUILD_JSON_SCHEMA_VERSION
     backend: Literal["reference", "trtllm"]
     variant: dict[str, Any]
     mode: Literal["baseline", "draft_target", "medusa", "eagle"]
@@ -191,10 +191,13 @@ def write_manifest(engine_dir: Path, manifest: BuildManifest) -> Path:
 
 
 def read_manifest(engine_dir: Path) -> BuildManifest:
-    """Read and validate ``engine_dir/build.json``.
+    """Read and validate ``engine_dir/build.json`` (format: the module docstring).
 
     Raises:
-        BuildError: the directory or manifest is missing ("run trtbench build") or invalid.
+        BuildError: the directory or manifest is missing ("run trtbench build").
+        DataFileError: the manifest is not JSON (truncated), not a valid manifest (the
+            message names the first bad field), or has a ``schema_version`` newer than
+            :data:`~trtbench.run_dir.BUILD_JSON_SCHEMA_VERSION`.
     """
     path = engine_dir / MANIFEST_NAME
     if not engine_dir.is_dir():
@@ -206,10 +209,13 @@ def read_manifest(engine_dir: Path) -> BuildManifest:
             f"engine dir {engine_dir} has no {MANIFEST_NAME} (not built or the build failed); "
             "run `trtbench build` again"
         )
+    fix = "run `trtbench build` again for this variant"
+    doc = read_json_document(
+        path, max_schema_version=BUILD_JSON_SCHEMA_VERSION, fix=fix
+    )
     try:
-        return BuildManifest.model_validate(json.loads(path.read_text()))
-    except (json.JSONDecodeError, ValidationError) as exc:
-        first = str(exc).splitlines()[0]
-        raise BuildError(
-            f"{path} is not a valid build manifest ({first}); rebuild it"
+        return BuildManifest.model_validate(doc)
+    except ValidationError as exc:
+        raise DataFileError(
+            f"{path} is not a valid build manifest ({validation_problem(exc)}); {fix}"
         ) from None

@@ -25,10 +25,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from trtbench.errors import DeployError
-from trtbench.run_dir import METADATA_NAME
-
-METADATA_SCHEMA_VERSION = 1
+from trtbench.data_files import read_json_document, validation_problem
+from trtbench.errors import DataFileError, DeployError
+from trtbench.run_dir import METADATA_NAME, METADATA_SCHEMA_VERSION
 
 
 @dataclass(frozen=True)
@@ -275,21 +274,24 @@ def tensor_types(tensors: tuple[Tensor, ...] | list[Tensor]) -> dict[str, str]:
 
 
 def read_repo_metadata(repo_dir: Path) -> RepoMetadata:
-    """Read ``repo_dir/trtbench.json``.
+    """Read ``repo_dir/trtbench.json`` (:class:`RepoMetadata` as JSON).
 
     Raises:
-        DeployError: missing or invalid (run ``trtbench deploy`` to render the repository).
+        DeployError: missing (run ``trtbench deploy`` to render the repository).
+        DataFileError: not JSON (truncated), not valid metadata (the message names the first
+            bad field), or a ``schema_version`` newer than :data:`METADATA_SCHEMA_VERSION`.
     """
     path = repo_dir / METADATA_NAME
     if not path.is_file():
         raise DeployError(
             f"{path} is missing; render the model repository with `trtbench deploy RUN_DIR`"
         )
+    fix = "render it again with `trtbench deploy RUN_DIR`"
+    doc = read_json_document(path, max_schema_version=METADATA_SCHEMA_VERSION, fix=fix)
     try:
-        return RepoMetadata.model_validate_json(path.read_text())
+        return RepoMetadata.model_validate(doc)
     except ValidationError as exc:
-        first = str(exc).splitlines()[0]
-        raise DeployError(
-            f"{path} is not valid trtbench repository metadata ({first}); "
-            "render it again with `trtbench deploy RUN_DIR`"
+        raise DataFileError(
+            f"{path} is not valid trtbench repository metadata ({validation_problem(exc)}); "
+            f"{fix}"
         ) from None

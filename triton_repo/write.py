@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from trtbench.errors import DeployError
+from trtbench.run_dir import current_umask
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ def write_repository(files: Mapping[str, str], dest: Path) -> Path:
         ) from None
     try:
         _fill(staging, files)
-        staging.chmod(0o755)
+        staging.chmod(0o777 & ~current_umask())  # like mkdir under the umask
         old = None
         if dest.exists():
             old = dest.with_name(f".{dest.name}.old.{os.getpid()}")

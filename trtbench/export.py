@@ -20,11 +20,22 @@ from trtbench.run_dir import atomic_target
 
 @dataclass(frozen=True)
 class Column:
-    """One CSV column: its name (with a unit suffix such as ``_ms``, ``_bytes``) and meaning."""
+    """One CSV column: its name (with a unit suffix such as ``_ms``, ``_bytes``) and meaning.
+
+    Attributes:
+        name: the header name.
+        description: what it holds (docs/csv_schemas.md).
+        required: the column must be present (the writer raises on a frame without it; the
+            reader, :func:`trtbench.data_files.read_csv_checked`, on a file without it).
+        kind: ``int``, ``float``, ``bool`` or ``str``, what every non-empty value must parse
+            as when read back; None: a number when the name ends in a unit suffix
+            (``_ns``, ``_ms``, ``_bytes`` …), else any text. The writer ignores it.
+    """
 
     name: str
     description: str
     required: bool = True
+    kind: str | None = None
 
 
 Schema = Sequence[Column]

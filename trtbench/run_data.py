@@ -5,22 +5,31 @@ Only files are read (``loadtest/summary.csv``, ``memory_breakdown.csv``,
 ``model_repo/*/trtbench.json``), so a run can be re-rendered on any machine. Optional files
 that are absent become ``None``; ``loadtest/summary.csv`` is required. The raw timelines
 (``requests.csv``, ``memory.csv``, ``server_metrics.csv``) are not read: nothing here uses them.
+
+A file that is present but corrupt (truncated, not JSON, a CSV row with the wrong number of
+fields, a key or typed value that does not parse, a ``schema_version`` newer than this code
+reads) raises :class:`~trtbench.errors.DataFileError` naming it (and the line) and the fix;
+nothing is skipped or dropped silently (:mod:`trtbench.data_files`).
 """
 
 from __future__ import annotations
 
-import json
-import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from trtbench.errors import ConfigError
-from trtbench.run_dir import RunDir
-
-log = logging.getLogger(__name__)
+from trtbench.data_files import check_json_fields, read_csv_checked, read_json_document
+from trtbench.errors import ConfigError, DataFileError
+from trtbench.export import Schema
+from trtbench.run_dir import (
+    BUILD_JSON_SCHEMA_VERSION,
+    METADATA_SCHEMA_VERSION,
+    RUN_JSON_FIX,
+    RunDir,
+)
 
 GRAPHS_ON, GRAPHS_OFF, GRAPHS_UNAVAILABLE, UNKNOWN = (
     "on",
@@ -91,16 +100,75 @@ class RunData:
         return "baseline" if "baseline" in self.variants else None
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    """The JSON object in ``path``; {} when absent, unreadable (warned) or not an object."""
+BUILD_FIX = "run `trtbench build` again for this variant, or delete its engines/ folder"
+REPO_FIX = "render it again with `trtbench deploy RUN_DIR`, or delete it"
+SUMMARY_FIX = (
+    "re-run `trtbench loadtest` (or `trtbench run`) into this run directory, or delete "
+    "the file"
+)
+BREAKDOWN_FIX = "re-run `trtbench run` into this run directory, or delete the file"
+STEPS_FIX = (
+    "re-run the trace tier of `trtbench run`, or `trtbench analyze nsys|kineto … --out` "
+    "into that folder, or delete the file"
+)
+
+SUMMARY_KINDS = {"concurrency": "int"}
+"""Kinds of summary.csv columns read here whose names carry no unit suffix."""
+BREAKDOWN_KINDS = {"peak_readings": "int"}
+STEP_KINDS = dict.fromkeys(
+    ("step", "pid", "launch_calls", "graph_launches", "kernels", "graph_kernels",
+     "launch_delay_calls"), "int",
+)  # fmt: skip
+"""Kinds of steps.csv columns without a unit suffix (the report sums and compares them)."""
+
+BUILD_FIELDS: dict[str | tuple[str, ...], type | tuple[type, ...]] = {
+    "mode": str, "backend": str, "max_draft_len": int, "medusa": dict,
+    "medusa.choices": list, "medusa.num_heads": int, "medusa.num_layers": int,
+    "cuda_graphs": dict, "host": dict, "host.gpus": list,
+}  # fmt: skip
+"""Fields of ``build.json`` read here, with their JSON types (builders/manifest.py)."""
+REPO_FIELDS: dict[str | tuple[str, ...], type | tuple[type, ...]] = {
+    "mode": str, "backend": str, "max_draft_len": int, "medusa_choices": list,
+    "cuda_graphs": dict, "streaming": bool,
+}  # fmt: skip
+"""Fields of ``trtbench.json`` read here (triton_repo/interface.py ``RepoMetadata``)."""
+
+
+def _read_json(
+    path: Path, max_schema_version: int, fix: str, fields: Mapping[Any, Any]
+) -> dict[str, Any]:
+    """The JSON object in ``path`` with the ``fields`` used here type-checked; {} when absent.
+
+    Raises:
+        DataFileError: present but unreadable, not a JSON object, a newer schema_version,
+            or a field of the wrong type.
+    """
     if not path.is_file():
         return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        log.warning("ignoring %s: %s", path, exc)
-        return {}
-    return data if isinstance(data, dict) else {}
+    doc = read_json_document(path, max_schema_version=max_schema_version, fix=fix)
+    check_json_fields(doc, path, fields, fix=fix)
+    choices = (
+        doc.get("medusa_choices") or (doc.get("medusa") or {}).get("choices") or []
+    )
+    if not all(isinstance(c, list) and all(type(k) is int for k in c) for c in choices):
+        raise DataFileError(
+            f"{path}: the Medusa choices are not lists of integers ({choices!r:.80}); {fix}"
+        )
+    return doc
+
+
+def _run_sections(run: dict[str, Any], path: Path, names: list[str]) -> None:
+    """Check the ``run.json`` sections read here: ``build.variants.<v>``, ``loadtest.<v>``."""
+    fields: dict[str | tuple[str, ...], type] = {
+        "build": dict, ("build", "variants"): dict, "loadtest": dict, "host": dict,
+    }  # fmt: skip
+    for name in names:
+        fields[("build", "variants", name)] = dict
+        fields[("build", "variants", name, "max_draft_len")] = int
+        fields[("build", "variants", name, "cuda_graphs")] = dict
+        fields[("loadtest", name)] = dict
+        fields[("loadtest", name, "endpoint")] = str
+    check_json_fields(run, path, fields, fix=RUN_JSON_FIX)
 
 
 def _graphs(build: dict[str, Any], repo: dict[str, Any]) -> tuple[str, str]:
@@ -178,27 +246,43 @@ def variant_info(
     )  # fmt: skip
 
 
-def _optional_csv(path: Path) -> pd.DataFrame | None:
-    return pd.read_csv(path) if path.is_file() and path.stat().st_size else None
+def _optional_csv(
+    path: Path, schema: Schema | None, fix: str, keys: tuple[str, ...] = ()
+) -> pd.DataFrame | None:
+    """The checked CSV at ``path``; None when absent (an empty file is corrupt, not absent)."""
+    if not path.is_file():
+        return None
+    return read_csv_checked(path, schema, fix=fix, keys=keys, kinds=BREAKDOWN_KINDS)
 
 
-def _steps(traces: Path) -> pd.DataFrame | None:
+def _steps(traces: Path, schema: Schema | None) -> pd.DataFrame | None:
     """Every ``traces/**/steps.csv``, with ``trace`` = its folder relative to ``traces/``."""
     frames = []
     for path in sorted(traces.rglob("steps.csv")) if traces.is_dir() else []:
-        frame = pd.read_csv(path)
+        frame = read_csv_checked(path, schema, fix=STEPS_FIX, kinds=STEP_KINDS)
         frame.insert(0, "trace", str(path.parent.relative_to(traces)))
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
-def load_run(root: Path) -> RunData:
-    """Read a run directory.
+def load_run(root: Path, schemas: Mapping[str, Schema] | None = None) -> RunData:
+    """Read a run directory, checking every file it reads (module docstring).
+
+    Args:
+        root: the run directory.
+        schemas: the producers' CSV schemas by file: ``"summary"`` (``SUMMARY_SCHEMA``),
+            ``"memory_breakdown"`` (``MEMORY_BREAKDOWN_SCHEMA``), ``"steps"``
+            (``STEP_SCHEMA``). The core cannot import them (docs/architecture.md), so the
+            caller passes them; a CSV without one is checked for its structure, its key
+            columns (``variant``, ``tier``) and its unit-suffixed columns (numbers).
 
     Raises:
         ConfigError: the directory or its ``loadtest/summary.csv`` is missing (run
             ``trtbench run`` or ``trtbench loadtest`` first).
+        DataFileError: a file present is corrupt, truncated, lacks a required column, holds a
+            value of the wrong type, or has a ``schema_version`` newer than this code reads.
     """
+    schemas = schemas or {}
     rd = RunDir(Path(root))
     if not rd.root.is_dir():
         raise ConfigError(
@@ -209,19 +293,35 @@ def load_run(root: Path) -> RunData:
             f"{rd.summary_csv} is missing; run `trtbench run SPEC` or `trtbench loadtest` "
             "into this run directory first"
         )
-    summary = pd.read_csv(rd.summary_csv)
+    summary = read_csv_checked(
+        rd.summary_csv,
+        schemas.get("summary"),
+        fix=SUMMARY_FIX,
+        keys=("variant", "tier"),
+        kinds=SUMMARY_KINDS,
+    )
     run = rd.read_run_json()
     names = list(dict.fromkeys([*summary["variant"].astype(str), *rd.built_variants()]))
+    _run_sections(run, rd.run_json, names)
     variants = {}
     for name in names:
-        build = _read_json(rd.build_json(name))
-        repo = _read_json(rd.repo_metadata(name))
+        build = _read_json(
+            rd.build_json(name), BUILD_JSON_SCHEMA_VERSION, BUILD_FIX, BUILD_FIELDS
+        )
+        repo = _read_json(
+            rd.repo_metadata(name), METADATA_SCHEMA_VERSION, REPO_FIX, REPO_FIELDS
+        )
         variants[name] = variant_info(name, build, repo, run)
     return RunData(
         root=rd.root,
         run=run,
         variants=variants,
         summary=summary,
-        memory_breakdown=_optional_csv(rd.memory_breakdown_csv),
-        steps=_steps(rd.traces_dir),
+        memory_breakdown=_optional_csv(
+            rd.memory_breakdown_csv,
+            schemas.get("memory_breakdown"),
+            BREAKDOWN_FIX,
+            keys=("variant",),
+        ),  # fmt: skip
+        steps=_steps(rd.traces_dir, schemas.get("steps")),
     )

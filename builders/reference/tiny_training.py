@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from trtbench.builders.reference.cpu_threads import ThreadChooser
+from trtbench.builders.reference.loading import from_pretrained_checked
 from trtbench.builders.reference.medusa_heads import (  # noqa: F401  (re-exported)
     MedusaHeads,
     load_medusa_heads,
@@ -34,8 +35,12 @@ logger = logging.getLogger(__name__)
 
 
 def load_llama(directory: Path) -> LlamaForCausalLM:
-    """A saved tiny Llama, in eval mode (float32, CPU)."""
-    return LlamaForCausalLM.from_pretrained(directory).eval()
+    """A saved tiny Llama, in eval mode (float32, CPU).
+
+    Raises:
+        BuildError: the weights cannot be read or do not match ``config.json``.
+    """
+    return from_pretrained_checked(LlamaForCausalLM, Path(directory)).eval()
 
 
 def part_dims(recipe: Recipe, part: str) -> dict[str, int]:

@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from trtbench.builders.manifest import MANIFEST_NAME, BuildManifest, read_manifest
-from trtbench.errors import BuildError
+from trtbench.data_files import read_json_document
+from trtbench.errors import BuildError, DataFileError
 from trtbench.json_files import read_json_object
+from trtbench.run_dir import BUILD_JSON_SCHEMA_VERSION
 from trtbench.units import format_bytes
 
 # SpeculativeDecodingMode (IntFlag, auto()): contract enums.SpeculativeDecodingMode.
@@ -215,7 +217,16 @@ def _engine_dirs(path: Path) -> dict[str, Path]:
         return {"target": path}
     manifest = path / "build.json"
     if manifest.is_file():
-        engines = json.loads(manifest.read_text()).get("engines") or {}
+        doc = read_json_document(
+            manifest,
+            max_schema_version=BUILD_JSON_SCHEMA_VERSION,
+            fix="re-run `trtbench build`, or delete it",
+        )
+        engines = doc.get("engines") or {}
+        if not isinstance(engines, dict):
+            raise DataFileError(
+                f"{manifest}: engines is not an object; re-run `trtbench build`"
+            )
         if engines:
             return {role: (path / rel) for role, rel in engines.items()}
     found = {p.name: p for p in sorted(path.iterdir()) if (p / "config.json").is_file()}

@@ -35,10 +35,12 @@ from typing import Any
 
 import pandas as pd
 
+from trtbench.data_files import check_json_fields, read_json_document
 from trtbench.errors import ConfigError
 from trtbench.export import Column, conform, write_csv
 from trtbench.json_files import read_json_object
 from trtbench.profiling.memory.server_metrics_views import kv_cache_blocks
+from trtbench.run_dir import BUILD_JSON_SCHEMA_VERSION
 
 ROLES = ("target", "draft", "medusa")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".engine")
@@ -322,13 +324,25 @@ def load_variant_inputs(
         kv_dtype_bytes: KV-cache element size when it differs from the model dtype.
 
     Raises:
-        ConfigError: build.json is missing or not JSON (the message says to rebuild), or
-            a model's ``config.json`` is not a JSON object (the message names the file).
+        ConfigError: build.json is missing (the message says to rebuild), or a model's
+            ``config.json`` is not a JSON object (the message names the file).
+        DataFileError: build.json is not JSON (truncated), has a ``schema_version`` newer
+            than this code reads, or a field used here of the wrong type.
     """
     fix = "run `trtbench build` again"
-    manifest = read_json_object(
-        build_json, label="build manifest ", missing_fix=fix, bad_fix=fix
+    if not build_json.is_file():
+        raise ConfigError(f"build manifest {build_json} does not exist; {fix}")
+    manifest = read_json_document(
+        build_json, max_schema_version=BUILD_JSON_SCHEMA_VERSION, fix=fix
     )
+    fields: dict[str | tuple[str, ...], type | tuple[type, ...]] = {
+        "models": dict, "variant": dict, "mode": str,
+    }  # fmt: skip
+    for role in ROLES:
+        fields[("models", role)] = dict
+        fields[("models", role, "path")] = str
+        fields[("models", role, "bytes")] = int
+    check_json_fields(manifest, build_json, fields, fix=fix)
     weights: dict[str, int | None] = {}
     per_token: dict[str, int | None] = {}
     source = "files"

@@ -33,6 +33,8 @@ from typing import Any
 import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
+from trtbench.data_files import read_csv_checked
+from trtbench.errors import DataFileError
 from trtbench.export import Column, conform, records_to_frame, write_csv
 from trtbench.profiling.memory.sampling import PeriodicSampler
 
@@ -164,8 +166,39 @@ def write_server_metrics_csv(frame: pd.DataFrame, path: Path) -> Path:
 
 
 def read_server_metrics_csv(path: Path) -> pd.DataFrame:
-    """Read ``server_metrics.csv`` back (labels stay JSON text; ``model`` NaN → '')."""
-    frame = pd.read_csv(path, dtype={"model": "string", "labels_json": "string"})
+    """Read ``server_metrics.csv`` back (labels stay JSON text; ``model`` NaN → '').
+
+    The file is checked against :data:`SERVER_METRICS_SCHEMA` by
+    :func:`trtbench.data_files.read_csv_checked` (``t_ns`` integers, ``value`` numbers,
+    ``variant``/``family``/``sample`` never empty).
+
+    Raises:
+        DataFileError: missing, truncated (a row cut off), a required column missing, a
+            value of the wrong type or a ``labels_json`` that is not a JSON object; the
+            message names the file and line.
+    """
+    fix = (
+        "re-run `trtbench run` into this run directory (it scrapes the server), or "
+        "delete the file"
+    )
+    frame = read_csv_checked(
+        path,
+        SERVER_METRICS_SCHEMA,
+        fix=fix,
+        kinds={"t_ns": "int", "value": "float"},
+        keys=("variant", "family", "sample"),
+        dtype={"model": "string", "labels_json": "string"},
+    )
+    for row, text in enumerate(frame["labels_json"].fillna("{}")):
+        try:
+            labels = json.loads(text)
+        except json.JSONDecodeError:
+            labels = None
+        if not isinstance(labels, dict):  # one record per line: JSON written unindented
+            raise DataFileError(
+                f"{path} line {row + 2}: labels_json {text!r:.60} is not a JSON object; "
+                f"{fix}"
+            )
     frame["model"] = frame["model"].fillna("")
     return frame
 
@@ -185,7 +218,7 @@ class ServerMetricsScraper(PeriodicSampler[MetricSample]):
     logged once; scraping goes on.
 
     Args:
-        url: the metrics URL, e.g. ``http://localhost:8002/metrics``.
+        url: the metrics URL, e.g. ``http://127.0.0.1:8002/metrics``.
         variant: written into every row.
         interval_ms: scrape period (> 0).
         phase: label before the first :meth:`mark`.

@@ -13,15 +13,18 @@ needs ``NSYS_NVTX_PROFILER_REGISTER_ONLY=0`` in the environment, which the runne
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from trtbench.errors import ConfigError, NotAvailableError, TraceParseError
+from trtbench.stop_signals import StopSignal
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +33,7 @@ CaptureRange = Literal["none", "nvtx", "cudaProfilerApi"]
 _NSYS_GLOBS = ("/usr/local/cuda/bin/nsys", "/opt/nvidia/nsight-systems/*/bin/nsys",
                "/opt/nvidia/nsight-systems-cli/*/bin/nsys")  # fmt: skip
 _STDERR_TAIL = 600
+STOP_GRACE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,19 @@ class NsysProfileResult:
     returncode: int
 
 
+def _forward_stop(proc: subprocess.Popen, signum: int) -> None:
+    """Pass a stop signal to nsys's process group (nsys stops the application and writes
+    its report); SIGKILL the group if it is still there after :data:`STOP_GRACE_S`."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signum)
+    try:
+        proc.communicate(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def run_nsys_profile(
     spec: NsysProfileSpec, command: list[str], nsys: Path | None = None
 ) -> NsysProfileResult:
@@ -161,16 +178,25 @@ def run_nsys_profile(
     argv, extra_env = wrap_with_nsys(spec, command, executable)
     spec.out_dir.mkdir(parents=True, exist_ok=True)
     logger.info("running %s", " ".join(argv))
-    proc = subprocess.run(
-        argv, env={**os.environ, **extra_env}, stderr=subprocess.PIPE, text=True
+    proc = subprocess.Popen(  # noqa: S603 - argv built above
+        argv,
+        env={**os.environ, **extra_env},
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
-    if proc.stderr:
-        logger.debug("nsys stderr: %s", proc.stderr)
+    try:
+        _, stderr = proc.communicate()
+    except StopSignal as stop:
+        _forward_stop(proc, stop.signum)
+        raise
+    if stderr:
+        logger.debug("nsys stderr: %s", stderr)
     if not spec.sqlite_path.is_file():
         if proc.returncode != 0:
             raise ConfigError(
                 f"nsys profile exited with {proc.returncode}: "
-                f"{proc.stderr.strip()[-_STDERR_TAIL:]!r}; check the command after -- and the flags"
+                f"{stderr.strip()[-_STDERR_TAIL:]!r}; check the command after -- and the flags"
             )
         raise TraceParseError(
             f"nsys finished but wrote no {spec.sqlite_path}; check that the capture range "

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from tests.support.data import get_test_data_dir
-from trtbench.errors import ConfigError
+from trtbench.errors import ConfigError, DataFileError
 from trtbench.profiling.memory.breakdown import (
     MEMORY_BREAKDOWN_SCHEMA,
     VariantMemoryInputs,
@@ -227,7 +227,28 @@ def test_load_variant_inputs_falls_back_to_build_json_bytes(tmp_path: Path):
 
 def test_load_variant_inputs_rejects_a_broken_manifest(tmp_path: Path):
     (tmp_path / "build.json").write_text("{not json")
-    with pytest.raises(ConfigError, match="trtbench build"):
+    with pytest.raises(
+        DataFileError, match="line 1 column 2: not valid JSON.*trtbench build"
+    ):
+        load_variant_inputs(tmp_path / "build.json")
+    with pytest.raises(ConfigError, match="does not exist; run `trtbench build` again"):
+        load_variant_inputs(tmp_path / "absent.json")
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"schema_version": 99, "models": {}},
+         "has schema_version 99 but this trtbench reads up to 1; upgrade trtbench"),
+        ({"models": {"target": {"path": "/nowhere", "bytes": "77"}}},
+         r"models\.target\.bytes is '77' \(str\), expected int"),
+    ],
+)  # fmt: skip
+def test_load_variant_inputs_refuses_a_newer_or_mistyped_manifest(
+    tmp_path, doc, message
+):
+    (tmp_path / "build.json").write_text(json.dumps(doc))
+    with pytest.raises(DataFileError, match=message):
         load_variant_inputs(tmp_path / "build.json")
 
 

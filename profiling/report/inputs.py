@@ -1,0 +1,15 @@
+"""The schemas of the CSVs a report reads back, by the names ``trtbench.run_data.load_run``
+takes (the core cannot import them itself)."""
+
+from __future__ import annotations
+
+from trtbench.export import Schema
+from trtbench.profiling.loadtest.schemas import SUMMARY_SCHEMA
+from trtbench.profiling.memory.breakdown import MEMORY_BREAKDOWN_SCHEMA
+from trtbench.profiling.traces.schemas import STEP_SCHEMA
+
+RUN_CSV_SCHEMAS: dict[str, Schema] = {
+    "summary": SUMMARY_SCHEMA,
+    "memory_breakdown": MEMORY_BREAKDOWN_SCHEMA,
+    "steps": STEP_SCHEMA,
+}
