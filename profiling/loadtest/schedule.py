@@ -48,17 +48,28 @@ def plan_tiers(
     """Tiers in the order given: request rates when any are given, else concurrencies.
 
     Raises:
-        ValueError: no tier, a concurrency < 1 or a rate ≤ 0.
+        ValueError: no tier, a concurrency < 1, a rate ≤ 0, or two tiers with the same
+            label (``2,2``; rates 2.5 and 2.500001 both label ``r2.5``).
     """
     if request_rate:
         bad = [r for r in request_rate if not r > 0]
         if bad:
             raise ValueError(f"request rates must be > 0, got {bad}")
-        return [Tier(request_rate_per_s=float(r)) for r in request_rate]
-    bad_c = [c for c in concurrency if c < 1]
-    if bad_c or not concurrency:
-        raise ValueError(f"concurrency values must be ≥ 1, got {list(concurrency)}")
-    return [Tier(concurrency=int(c)) for c in concurrency]
+        tiers = [Tier(request_rate_per_s=float(r)) for r in request_rate]
+    else:
+        bad_c = [c for c in concurrency if c < 1]
+        if bad_c or not concurrency:
+            raise ValueError(f"concurrency values must be ≥ 1, got {list(concurrency)}")
+        tiers = [Tier(concurrency=int(c)) for c in concurrency]
+    labels = [t.label for t in tiers]
+    twice = next((label for i, label in enumerate(labels) if label in labels[:i]), None)
+    if twice is not None:
+        kind = "request rate" if request_rate else "concurrency"
+        raise ValueError(
+            f"{kind} {twice[1:]} is listed twice (tiers {', '.join(labels)}); give each "
+            "tier once"
+        )
+    return tiers
 
 
 def interarrival_s(

@@ -1,0 +1,322 @@
+"""Checks of every user input before any work starts: nothing is built, served or measured
+until the run directory is writable, the binaries are found, the fixed ports are free and
+every prompt is valid and fits the engines.
+
+Each command calls one ``preflight_*`` function first (``trtbench run`` before the first
+build, ``trtbench loadtest`` before the first tier); each raises the error the CLI turns into
+exit code 2 and one line naming the input and the fix. The single checks are public so a
+stage can repeat one later (:func:`check_served_prompts` right before a variant's first tier,
+once its deployed limits are known).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from trtbench.errors import ConfigError, ServerStartError
+from trtbench.json_files import read_json_object
+from trtbench.pipeline.loadtest import make_prompts, open_tokenizer, tiers_of
+from trtbench.pipeline.tier_capture import check_nsys
+from trtbench.profiling.loadtest.prompts import (
+    Prompt,
+    TextTokenizer,
+    check_prompt_limits,
+)
+from trtbench.run_dir import RunDir
+from trtbench.spec import BenchSpec, DeploySpec, LoadtestSpec, VariantSpec
+from trtbench.triton_repo.binary import find_tritonserver
+from trtbench.triton_repo.interface import RepoMetadata
+from trtbench.triton_repo.ports import choose_ports
+
+PROBE_PREFIX = ".trtbench-write-check-"
+
+
+def check_writable(directory: Path, option: str = "--out") -> None:
+    """Create ``directory`` (with its parents), write a probe file in it and remove it.
+
+    Folders this check created are removed again, so a command that fails later, before it
+    writes anything, leaves no empty run directory behind.
+
+    Args:
+        directory: the folder a command will write into.
+        option: how the message names where it came from (``--out``, ``RUN_DIR``).
+
+    Raises:
+        ConfigError: ``cannot write to <dir> (<strerror>); choose another <option> or fix
+            its permissions`` (also when ``directory`` is a file or lies under one).
+    """
+    created = [d for d in (directory, *directory.parents) if not d.exists()]
+    try:
+        if directory.exists() and not directory.is_dir():
+            raise NotADirectoryError(0, "it is a file, not a folder")
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=PROBE_PREFIX, dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write to {directory} ({exc.strerror or exc}); choose another "
+            f"{option} or fix its permissions"
+        ) from None
+    finally:
+        for folder in created:  # deepest first; only the empty ones go
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+def check_run_dir(
+    run_dir: RunDir, option: str = "--out", subdirs: Sequence[Path] | None = None
+) -> None:
+    """:func:`check_writable` for the run directory and those of its folders that exist.
+
+    Args:
+        run_dir: the run directory.
+        option: how messages name it (``--out``, ``RUN_DIR``).
+        subdirs: folders inside it the command writes (default: every stage's folder);
+            a read-only one that exists already fails here, not after the work.
+
+    Raises:
+        ConfigError: a folder cannot be written (see :func:`check_writable`).
+    """
+    if subdirs is None:
+        subdirs = (
+            run_dir.engine_dir("_").parent,
+            run_dir.model_repo("_").parent,
+            run_dir.server_log("_").parent,
+            run_dir.loadtest_dir,
+            run_dir.traces_dir,
+            run_dir.plots_dir,
+        )
+    check_writable(run_dir.root, option)
+    for folder in subdirs:
+        if folder.is_dir():
+            check_writable(folder, option)
+
+
+def check_tritonserver(path: Path | None, field: str = "--tritonserver") -> Path:
+    """The tritonserver executable: ``path`` when given, else the first one found.
+
+    Args:
+        path: ``--tritonserver`` / ``deploy.tritonserver``, or None to search.
+        field: how the message names ``path`` (``deploy.tritonserver``).
+
+    Raises:
+        ConfigError: ``path`` is not an executable file.
+        ServerStartError: none found on $PATH, in NGC's place or the nvidia-pytriton wheel.
+    """
+    try:
+        return find_tritonserver(path).path
+    except ServerStartError:
+        if path is None:
+            raise
+        raise ConfigError(
+            f"{field} {path} is not an executable file; point {field} at a Triton server "
+            "binary, or leave it out to search $PATH, /opt/tritonserver/bin and the "
+            "nvidia-pytriton wheel"
+        ) from None
+
+
+def check_ports(deploy: DeploySpec) -> None:
+    """The fixed ports of ``deploy`` are distinct and free on its bind address.
+
+    Raises:
+        ServerStartError: two equal ports, a port in use (the message names the option and
+            the spec field), or a bind address that is not an IP literal.
+    """
+    fixed = (deploy.grpc_port, deploy.http_port, deploy.metrics_port)
+    if any(port is not None for port in fixed):
+        choose_ports(*fixed, host=deploy.bind_address)
+
+
+def check_mpirun(spec: BenchSpec, variants: Sequence[VariantSpec]) -> None:
+    """``deploy.mpirun`` is found when a TensorRT-LLM variant spans several GPUs.
+
+    Raises:
+        ConfigError: tp_size × pp_size > 1 and the launcher is not on $PATH.
+    """
+    wide = [v.name for v in variants if v.tp_size * v.pp_size > 1]
+    if spec.backend == "trtllm" and wide and shutil.which(spec.deploy.mpirun) is None:
+        raise ConfigError(
+            f"deploy.mpirun {spec.deploy.mpirun!r} was not found and variant {wide[0]} "
+            "needs it (tp_size × pp_size > 1); install Open MPI or set deploy.mpirun"
+        )
+
+
+def target_tokenizer(spec: BenchSpec) -> TextTokenizer:
+    """The tokenizer the served variants use (``models.target/tokenizer.json``).
+
+    Raises:
+        ConfigError: ``models.target`` is missing or holds no ``tokenizer.json``.
+    """
+    target = spec.models.target
+    if not target.is_dir():
+        raise ConfigError(
+            f"models.target: {target} does not exist; set it to the target model directory"
+        )
+    if not (target / "tokenizer.json").is_file():
+        raise ConfigError(
+            f"models.target: {target} has no tokenizer.json; the load test counts prompt "
+            "tokens with the target's fast tokenizer, save it there (save_pretrained)"
+        )
+    return TextTokenizer.load(target)
+
+
+def target_vocab_size(spec: BenchSpec) -> int | None:
+    """``vocab_size`` of ``models.target/config.json`` (None when absent: the build says so)."""
+    config = spec.models.target / "config.json"
+    if not config.is_file():
+        return None
+    data = read_json_object(
+        config,
+        missing_fix="point models.target at a model saved with save_pretrained",
+        bad_fix="save the target model again with save_pretrained",
+        label="models.target: ",
+    )
+    size = data.get("vocab_size")
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def check_spec_prompts(
+    spec: BenchSpec,
+    variants: Sequence[VariantSpec],
+    tokenizer: TextTokenizer,
+) -> list[Prompt]:
+    """Make the spec's prompts (dataset lines checked) and hold them against each variant.
+
+    The limits are the ones the build gives the engine (``max_input_len``, ``max_seq_len``
+    of each variant, the target's ``vocab_size``), so this runs before anything is built.
+
+    Returns:
+        The prompts, as the load test will make them.
+
+    Raises:
+        ConfigError: a bad dataset line (``file:line``) or the first prompt over a limit
+            (naming it and the variant).
+    """
+    prompts = make_prompts(spec.loadtest, tokenizer)
+    vocab = target_vocab_size(spec)
+    for v in variants:
+        check_prompt_limits(
+            prompts,
+            max_input_len=v.max_input_len,
+            max_seq_len=v.max_seq_len,
+            vocab_size=vocab,
+            special_tokens=tokenizer.special_tokens,
+            engine=f"variant {v.name} (variants[{spec.variants.index(v)}])",
+        )
+    return prompts
+
+
+def check_served_prompts(
+    prompts: Sequence[Prompt], meta: RepoMetadata, tokenizer: TextTokenizer | None
+) -> None:
+    """Hold ``prompts`` against a deployed variant's limits (its ``trtbench.json``).
+
+    Meant for right before the variant's first tier, once its repository is rendered.
+
+    Raises:
+        ConfigError: the first prompt over ``max_input_len`` / ``max_seq_len`` or outside
+            the tokenizer's vocabulary (naming the prompt and the variant).
+    """
+    check_prompt_limits(
+        prompts,
+        max_input_len=meta.max_input_len,
+        max_seq_len=meta.max_seq_len,
+        vocab_size=tokenizer.vocab_size if tokenizer is not None else None,
+        special_tokens=tokenizer.special_tokens if tokenizer is not None else 0,
+        engine=f"variant {meta.variant}",
+    )
+
+
+def preflight_run(
+    spec: BenchSpec, run_dir: RunDir, variants: Sequence[str] = ()
+) -> list[Prompt]:
+    """Everything ``trtbench run`` needs, checked before the first build.
+
+    Args:
+        spec: the validated bench spec.
+        run_dir: where the run writes (``--out``).
+        variants: the variants to run (default: all).
+
+    Returns:
+        The prompts the load test will send (checked against every selected variant).
+
+    Raises:
+        ConfigError: unknown variant, unwritable run directory, a bad
+            ``deploy.tritonserver`` or ``deploy.mpirun``, bad tiers or
+            ``profile.nsys_tier``, a bad dataset line, a prompt over a variant's limits.
+        ServerStartError: no tritonserver found, a fixed port taken.
+        NotAvailableError: ``profile.nsys`` without nsys.
+    """
+    selected = spec.select(tuple(variants))
+    tiers_of(spec.loadtest)
+    check_nsys(spec)
+    check_run_dir(run_dir)
+    check_tritonserver(spec.deploy.tritonserver, "deploy.tritonserver")
+    check_mpirun(spec, selected)
+    check_ports(spec.deploy)
+    return check_spec_prompts(spec, selected, target_tokenizer(spec))
+
+
+def preflight_build(run_dir: RunDir, dry_run: bool = False) -> None:
+    """``trtbench build``: the run directory is writable (nothing to write on a dry run).
+
+    Raises:
+        ConfigError: see :func:`check_run_dir`.
+    """
+    if not dry_run:
+        check_run_dir(run_dir)
+
+
+def preflight_deploy(
+    run_dir: Path,
+    deploy: DeploySpec,
+    *,
+    write: bool = True,
+    serve: bool = False,
+    tritonserver_option: bool = False,
+) -> None:
+    """``trtbench deploy``: RUN_DIR writable (when writing); with ``serve``, tritonserver
+    found and the fixed ports free.
+
+    Args:
+        run_dir: the RUN_DIR argument.
+        deploy: the resolved deploy options.
+        write: repositories will be written (not ``--check``).
+        serve: servers will be started (``--serve``).
+        tritonserver_option: the binary came from ``--tritonserver`` (names it so).
+
+    Raises:
+        ConfigError, ServerStartError: see :func:`check_run_dir`, :func:`check_tritonserver`,
+            :func:`check_ports`.
+    """
+    if write:
+        check_run_dir(RunDir(run_dir), "RUN_DIR")
+    if serve:
+        field = "--tritonserver" if tritonserver_option else "deploy.tritonserver"
+        check_tritonserver(deploy.tritonserver, field)
+        check_ports(deploy)
+
+
+def preflight_loadtest(
+    spec: LoadtestSpec, out: Path, tokenizer_dir: Path | None = None
+) -> list[Prompt]:
+    """``trtbench loadtest``: ``--out`` writable, tiers distinct, tokenizer and prompts valid,
+    all before the first request.
+
+    Returns:
+        The prompts the load test will send.
+
+    Raises:
+        ConfigError: unwritable ``--out``, duplicate tiers, a missing tokenizer, a bad
+            dataset line (``file:line``).
+    """
+    run_dir = RunDir(out)
+    check_run_dir(run_dir, "--out", (run_dir.loadtest_dir,))
+    tiers_of(spec)
+    return make_prompts(spec, open_tokenizer(tokenizer_dir))
