@@ -16,6 +16,7 @@ import click
 from trtbench import __version__
 from trtbench.commands.logs import configure_logging, terminal_level
 from trtbench.errors import TrtbenchError
+from trtbench.stop_signals import StopSignal, stop_signals
 
 # command name -> "module:attribute", imported only when the command runs.
 COMMANDS: dict[str, str] = {
@@ -89,17 +90,33 @@ def hoist_debug(args: list[str]) -> list[str]:
     return ["--debug", *[a for a in head if a != "--debug"], *tail]
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the CLI, map errors to one line and exit code 2.
+def os_error_line(exc: OSError) -> str:
+    """One line for an ``OSError``: the path(s), the system's reason and what to check."""
+    paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+    why = exc.strerror or str(exc)
+    where = f"{paths}: " if paths else ""
+    return f"{where}{why}; check the path, its permissions and free disk space"
 
-    Usage errors (unknown option, bad value) and library errors
-    (:class:`~trtbench.errors.TrtbenchError`) both print one ``trtbench: error: …`` line;
-    ``--debug`` (anywhere before ``--``) re-raises library errors with their traceback.
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the CLI, map errors to one line and an exit code.
+
+    Usage errors (unknown option, bad value), library errors
+    (:class:`~trtbench.errors.TrtbenchError`) and ``OSError`` (unwritable path, full disk)
+    print one ``trtbench: error: …`` line and exit 2 (a library error may carry another
+    ``exit_code``: 1 when a server died mid-measurement); ``--debug`` (anywhere before
+    ``--``) re-raises them with their traceback. SIGINT, SIGTERM and SIGHUP stop any
+    command (:mod:`trtbench.stop_signals`): what finished is kept and the exit code is
+    128 + the signal number.
     """
     args = hoist_debug(list(sys.argv[1:] if argv is None else argv))
     debug = bool(args) and args[0] == "--debug"
     try:
-        cli.main(args=args, prog_name="trtbench", standalone_mode=False)
+        with stop_signals():
+            cli.main(args=args, prog_name="trtbench", standalone_mode=False)
+    except StopSignal as exc:
+        click.echo(f"trtbench: {exc}", err=True)
+        sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(130)
@@ -117,6 +134,11 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         click.echo(f"trtbench: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except OSError as exc:
+        if debug:
+            raise
+        click.echo(f"trtbench: error: {os_error_line(exc)}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 
 class TrtbenchError(Exception):
-    """Base class for user-facing errors (bad input, missing files, unavailable tools)."""
+    """Base class for user-facing errors (bad input, missing files, unavailable tools).
+
+    ``exit_code``: what the CLI exits with (2: bad input or environment; 1: the measurement
+    itself went wrong, e.g. a server died mid-tier).
+    """
+
+    exit_code = 2
 
 
 class ConfigError(TrtbenchError):
@@ -41,6 +47,8 @@ class RunDirBusyError(TrtbenchError):
 
 class ServerDiedError(TrtbenchError):
     """A server exited or stopped answering while requests were being measured."""
+
+    exit_code = 1
 
 
 class LoadTestError(TrtbenchError):

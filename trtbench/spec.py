@@ -19,9 +19,9 @@ Errors raise :class:`trtbench.errors.ConfigError` naming the field (``variants[1
 
 from __future__ import annotations
 
-import difflib
+import ipaddress
 from pathlib import Path
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import (
@@ -35,6 +35,7 @@ from pydantic import (
 
 from trtbench.errors import ConfigError
 from trtbench.paths import expand_vars
+from trtbench.validation_errors import format_validation_error
 
 Mode = Literal["baseline", "draft_target", "medusa"]
 Backend = Literal["reference", "trtllm"]
@@ -119,7 +120,7 @@ class DeploySpec(_Strict):
     draft for draft_target. ``cuda_graph_cache_size``: graphs kept by TensorRT-LLM when the
     variant asks for CUDA graphs (default: the variant's max_batch_size). ``reference_device``:
     where the reference engine runs (``auto``: CUDA when available). ``mpirun``: the launcher
-    for TP×PP > 1 (NGC image).
+    for TP×PP > 1 (NGC image). ``bind_address``: the IP tritonserver listens on (127.0.0.1).
     """
 
     instance_count: int = Field(default=1, ge=1)
@@ -134,13 +135,26 @@ class DeploySpec(_Strict):
     cuda_graph_cache_size: int | None = Field(default=None, ge=0)
     reference_device: str = Field(default="auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
     mpirun: str = "mpirun"
+    bind_address: str = "127.0.0.1"
+
+    @field_validator("bind_address")
+    @classmethod
+    def _ip_literal(cls, value: str) -> str:
+        return str(ipaddress.ip_address(value))
+
+    @model_validator(mode="after")
+    def _distinct_ports(self) -> DeploySpec:
+        ports = [p for p in (self.grpc_port, self.http_port, self.metrics_port) if p]
+        if len(set(ports)) < len(ports):
+            raise ValueError(f"grpc_port, http_port and metrics_port must differ, got {self.grpc_port}, {self.http_port}, {self.metrics_port}")  # fmt: skip
+        return self
 
 
 class LoadtestSpec(_Strict):
     """The request stream sent to every variant, tier by tier.
 
-    Tiers: ``request_rate`` (open loop, requests/s, ``arrival`` process with
-    ``burstiness``) when given, else ``concurrency`` (closed loop). Each tier sends
+    Tiers (each listed once): ``request_rate`` (open loop, requests/s, ``arrival`` process
+    with ``burstiness``) when given, else ``concurrency`` (closed loop). Each tier sends
     ``requests_per_tier`` requests (default 32) or runs for ``duration_s`` — not both.
     ``ramp_up_s`` spreads the first requests of a closed-loop tier over that many seconds.
     Warmup requests go once per server, before the first tier, and are not recorded.
@@ -148,9 +162,7 @@ class LoadtestSpec(_Strict):
     ``fixed_output_len`` sends min tokens = max tokens. SLOs (ms, upper bounds) give goodput.
     """
 
-    concurrency: list[Annotated[int, Field(ge=1)]] = Field(
-        default_factory=lambda: [1, 4, 8], min_length=1
-    )
+    concurrency: list[Annotated[int, Field(ge=1)]] = Field([1, 4, 8], min_length=1)
     request_rate: list[Annotated[float, Field(gt=0)]] | None = None
     arrival: Literal["constant", "poisson", "gamma"] = "poisson"
     burstiness: float = Field(default=1.0, gt=0)
@@ -176,19 +188,24 @@ class LoadtestSpec(_Strict):
             raise ValueError("give requests_per_tier or duration_s, not both")
         return self
 
+    @field_validator("concurrency", "request_rate")
+    @classmethod
+    def _each_tier_once(cls, tiers: list | None) -> list | None:
+        keys = [t if isinstance(t, int) else f"{t:g}" for t in tiers or []]
+        if twice := next((k for i, k in enumerate(keys) if k in keys[:i]), None):
+            raise ValueError(f"{twice} is listed twice; give each tier once")
+        return tiers
+
     @property
     def tier_requests(self) -> int | None:
         """Requests per tier: the given count, 32 by default, None with ``duration_s``."""
-        if self.duration_s is not None:
-            return None
-        return self.requests_per_tier or 32
+        return None if self.duration_s is not None else self.requests_per_tier or 32
 
     @property
     def slos(self) -> dict[str, float]:
         """``{"ttft_ms": …, "tpot_ms": …, "e2e_ms": …}`` for the SLOs that are set."""
-        pairs = (("ttft_ms", self.slo_ttft_ms), ("tpot_ms", self.slo_tpot_ms),
-                 ("e2e_ms", self.slo_e2e_ms))  # fmt: skip
-        return {k: v for k, v in pairs if v is not None}
+        slos = {k: getattr(self, f"slo_{k}") for k in ("ttft_ms", "tpot_ms", "e2e_ms")}
+        return {k: v for k, v in slos.items() if v is not None}
 
 
 class ProfileSpec(_Strict):
@@ -258,63 +275,6 @@ class BenchSpec(_Strict):
         return [v for v in self.variants if not names or v in wanted]
 
 
-def _format_loc(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
-    """The spec model class that holds the last key of ``loc`` (None when unknown)."""
-    model: type[BaseModel] = BenchSpec
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        field = model.model_fields.get(part)
-        if field is None:
-            return None
-        inner = [a for a in (field.annotation, *get_args(field.annotation)) if a]
-        found = [a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)]
-        if not found:
-            return None
-        model = found[0]
-    return model
-
-
-def _did_you_mean(loc: tuple[int | str, ...]) -> str:
-    """'; did you mean X?' for a misspelt key, else a list of the allowed keys."""
-    model = _model_at(loc)
-    if model is None or not isinstance(loc[-1], str):
-        return ""
-    allowed = sorted(model.model_fields)
-    close = difflib.get_close_matches(loc[-1], allowed, n=1)
-    if close:
-        return f"; did you mean {close[0]!r}?"
-    return f"; allowed keys: {', '.join(allowed)}"
-
-
-def format_validation_error(exc: ValidationError, source: str) -> str:
-    """One line naming the first invalid field, e.g. ``spec.yaml: variants[1].mode: ...``.
-
-    An unknown key is reported first (a misspelt key also makes its intended field look
-    missing), with the closest allowed key.
-    """
-    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    err = errors[0]
-    raw_loc = tuple(p for p in err["loc"] if p not in ("function-after",))
-    loc = _format_loc(raw_loc)
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = f"unknown key{_did_you_mean(raw_loc)}"
-    where = f"{loc}: " if loc else ""
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{source}: {where}{msg}{more}"
-
-
 def _resolve_paths(
     data: object, base: Path, keys: set[str], in_paths: bool = False
 ) -> object:
@@ -365,7 +325,7 @@ def parse_spec(
     try:
         return BenchSpec.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, source)) from None
+        raise ConfigError(format_validation_error(exc, source, BenchSpec)) from None
 
 
 def load_spec(path: Path) -> BenchSpec:

@@ -33,6 +33,8 @@ from typing import TypeVar
 import numpy as np
 import pandas as pd
 
+from trtbench.profiling.loadtest.speedups import COMPLETE, add_speedups
+
 STATS = ("mean", "std", "min", "max", "p50", "p90", "p95", "p99")
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 TIER_KEYS = ("variant", "tier")
@@ -286,13 +288,34 @@ def _tier_scalars(
     }
 
 
+TierStatuses = Mapping[tuple[str, str], tuple[str, str]]
+"""(variant, tier label) → (tier_status, reason); see ``profiling/loadtest/outcome.py``."""
+
+
+def _status_rows(statuses: TierStatuses, seen: set[tuple[str, str]]) -> list[dict]:
+    """Rows for tiers that ended without a finished request (no records to group)."""
+    rows = []
+    for (variant, tier), (status, reason) in statuses.items():
+        if (variant, tier) in seen:
+            continue
+        load = tier[1:]
+        rows.append({
+            "variant": variant, "tier": tier, "tier_status": status,
+            "tier_status_reason": reason, "request_count": 0, "error_count": 0,
+            "concurrency": int(load) if tier.startswith("c") and load.isdigit() else None,
+            "request_rate_per_s": float(load) if tier.startswith("r") else None,
+        })  # fmt: skip
+    return rows
+
+
 def summarize(
     requests: pd.DataFrame,
     responses: pd.DataFrame,
     slos: Mapping[str, float] | None = None,
     baseline: str | None = None,
+    statuses: TierStatuses | None = None,
 ) -> pd.DataFrame:
-    """One row per (variant, tier): counts, throughputs, goodput and every metric's stats.
+    """One row per (variant, tier): status, counts, throughputs, goodput, every metric's stats.
 
     Args:
         requests: RequestRecord rows of any number of variants and tiers.
@@ -301,42 +324,26 @@ def summarize(
             are NaN without SLOs).
         baseline: the variant the speedups compare against at the same tier (None: no
             speedups).
+        statuses: how each tier ended; a tier not listed is ``complete``. A listed tier
+            without records gets a row with its status and zero requests.
 
     Returns:
         Columns in ``trtbench.profiling.loadtest.schemas.SUMMARY_SCHEMA`` order.
     """
+    statuses = statuses or {}
     per_request = request_metrics(requests)
     gaps = response_gaps(responses, requests)
     rows = []
     for (variant, tier), req in requests.groupby(list(TIER_KEYS), sort=False):
         mine = (per_request["variant"] == variant) & (per_request["tier"] == tier)
         my_gaps = gaps[(gaps["variant"] == variant) & (gaps["tier"] == tier)]
-        row: dict[str, object] = {"variant": variant, "tier": tier}
+        status, reason = statuses.get((variant, tier), (COMPLETE, ""))
+        row: dict[str, object] = {"variant": variant, "tier": tier,
+                                  "tier_status": status, "tier_status_reason": reason}  # fmt: skip
         row.update(_tier_scalars(req, per_request[mine], slos))
         for metric in METRICS:
             stats = describe(metric.samples(per_request[mine], my_gaps))
             row.update({stat_column(metric, s): v for s, v in stats.items()})
         rows.append(row)
+    rows += _status_rows(statuses, {(r["variant"], r["tier"]) for r in rows})
     return add_speedups(pd.DataFrame(rows), baseline)
-
-
-def add_speedups(summary: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
-    """Add TPOT and output-throughput speedups against ``baseline`` at the same tier.
-
-    ``tpot_speedup_ratio`` = baseline mean TPOT / variant mean TPOT;
-    ``output_token_throughput_speedup_ratio`` = variant tok/s / baseline tok/s. Both > 1
-    mean the variant is faster; NaN where the baseline has no such tier.
-    """
-    out = summary.copy()
-    tpot = "time_per_output_token_mean_ms"
-    tput = "output_token_throughput_tokens_per_s"
-    if baseline is None or out.empty:
-        out["tpot_speedup_ratio"] = float("nan")
-        out["output_token_throughput_speedup_ratio"] = float("nan")
-        return out
-    base = out[out["variant"] == baseline].set_index("tier")
-    out["tpot_speedup_ratio"] = out["tier"].map(base[tpot]) / out[tpot]
-    out["output_token_throughput_speedup_ratio"] = out[tput] / out["tier"].map(
-        base[tput]
-    )
-    return out

@@ -3,8 +3,14 @@
 Per tier: a request count or a duration; closed loop (concurrency) or open loop (request
 rate, send times from :mod:`trtbench.profiling.loadtest.schedule`). Warmup requests go first against
 the server and are not recorded. Every request ends as a :class:`RequestRecord` — a
-timeout or server error is a row with ``error`` set. Ctrl-C (SIGINT) stops sending, marks
-the requests in flight as interrupted and returns what was measured.
+timeout or server error is a row with ``error`` set — handed to a record sink as soon as
+the request ends (:mod:`trtbench.profiling.loadtest.record_sink`), so nothing grows per
+request.
+
+A watcher (:mod:`trtbench.profiling.loadtest.health`) stops the tier when the server dies;
+SIGINT, SIGTERM and SIGHUP stop sending. Either way the requests in flight are counted as
+unfinished (not written), the tier gets its :class:`TierOutcome` status and no later tier
+runs.
 """
 
 from __future__ import annotations
@@ -12,12 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Callable, Sequence
 
 import grpc
 import numpy as np
@@ -27,69 +30,32 @@ from trtbench.errors import LoadTestError
 from trtbench.profiling.loadtest.grpc_client import (
     ENDPOINTS,
     Exchange,
-    ModelInterface,
-    RequestOptions,
     build_request,
 )
+from trtbench.profiling.loadtest.health import (
+    HealthCheck,
+    Watcher,
+    grpc_ready_check,
+    threaded,
+)
+from trtbench.profiling.loadtest.outcome import LoadResult, TierOutcome, settle_tier
 from trtbench.profiling.loadtest.prompts import Prompt, TextTokenizer
+from trtbench.profiling.loadtest.record_sink import RecordSink
 from trtbench.profiling.loadtest.responses import RequestSlot, exchange_to_records
 from trtbench.profiling.loadtest.schedule import Tier, iter_send_offsets_ns
+from trtbench.profiling.loadtest.target import LoadSettings, LoadTarget, Progress
 from trtbench.records import RequestRecord, ResponseRecord
+from trtbench.stop_signals import loop_stop_handlers
 
 log = logging.getLogger(__name__)
 
-INTERRUPTED = "interrupted by the user (Ctrl-C)"
+INTERRUPTED = "in flight at the stop"
+UNAVAILABLE = "UNAVAILABLE"  # gRPC status name of a request to a server that went away
 GIL_SWITCH_S = 0.001
 
 
-@dataclass(frozen=True)
-class LoadTarget:
-    """Where and how to send: gRPC ``url``, the probed model, the endpoint kind."""
-
-    url: str
-    interface: ModelInterface
-    endpoint: str
-    options: RequestOptions = field(default_factory=RequestOptions)
-
-
-@dataclass(frozen=True)
-class LoadSettings:
-    """Per-tier size and timing. Exactly one of ``requests_per_tier`` / ``duration_s``.
-
-    ``ramp_up_s``: in concurrency mode, worker k of N sends its first request
-    ``k · ramp_up_s / N`` after the tier starts (0: all at once — the closed-loop start
-    burst, which queues N prefills together).
-    """
-
-    requests_per_tier: int | None = 32
-    duration_s: float | None = None
-    warmup_requests: int = 2
-    request_timeout_s: float = 120.0
-    arrival: str = "poisson"
-    burstiness: float = 1.0
-    ramp_up_s: float = 0.0
-
-
-class Progress(Protocol):
-    """Receives tier progress (a rich progress bar in the CLI)."""
-
-    def tier_started(self, variant: str, tier: Tier, total: int | None) -> None: ...
-    def request_done(self, ok: bool) -> None: ...
-    def tier_ended(self) -> None: ...
-
-
-@dataclass
-class LoadResult:
-    """Records of every measured request and response; which tiers finished."""
-
-    requests: list[RequestRecord] = field(default_factory=list)
-    responses: list[ResponseRecord] = field(default_factory=list)
-    tiers_done: list[str] = field(default_factory=list)
-    interrupted: bool = False
-
-
 class TierRunner:
-    """One event loop's worth of state: the channel, the stop flag, the records so far."""
+    """One event loop's worth of state: the channel, the stop flag, the tier's counts."""
 
     def __init__(
         self,
@@ -98,15 +64,29 @@ class TierRunner:
         settings: LoadSettings,
         tokenizer: TextTokenizer | None,
         progress: Progress | None,
+        sink: RecordSink,
     ):
         self.target, self.prompts, self.settings = target, prompts, settings
-        self.tokenizer, self.progress = tokenizer, progress
+        self.tokenizer, self.progress, self.sink = tokenizer, progress, sink
         self.send = ENDPOINTS[target.endpoint]
         self.stop = asyncio.Event()
         self.result = LoadResult()
         self.stub: service_pb2_grpc.GRPCInferenceServiceStub | None = None
-        self.exchanges: list[tuple[RequestSlot, Exchange]] = []
+        self.watcher: Watcher | None = None
+        self.current = TierOutcome("warmup")
         self.echo_possible = "exclude_input_in_output" not in target.interface.inputs
+
+    def on_signal(self, signum: int) -> None:
+        """A stop signal: stop sending, mark the tier interrupted."""
+        if self.result.stop_signal is None:
+            self.result.stop_signal = signum
+        self.stop.set()
+
+    def on_dead(self, reason: str) -> None:
+        """The server died or stopped answering: stop the tier, keep what finished."""
+        if self.result.server_failure is None:
+            self.result.server_failure = reason
+        self.stop.set()
 
     def prompt_of(self, slot: RequestSlot) -> Prompt:
         """The prompt of request ``slot.index`` (prompts cycle)."""
@@ -120,8 +100,16 @@ class TierRunner:
             exchange, self.prompt_of(slot), slot, self.tokenizer, self.echo_possible
         )
 
-    async def one(self, slot: RequestSlot, record: bool = True) -> Exchange:
-        """Send one request; keep its raw exchange (records are made after the tier)."""
+    async def one(self, slot: RequestSlot, record: bool = True) -> str | None:
+        """Send one request; hand its records to the sink as soon as it ends.
+
+        Making the records (parsing each response) runs on the event loop, between
+        awaits: :func:`~trtbench.profiling.loadtest.grpc_client.parse_response` is kept
+        cheap because that time delays the receive stamps of other requests in flight.
+
+        Returns:
+            The request's error (None: it succeeded).
+        """
         prompt = self.prompt_of(slot)
         request = build_request(
             self.target.interface,
@@ -138,28 +126,29 @@ class TierRunner:
         except asyncio.CancelledError:
             t = time.perf_counter_ns()
             exchange = Exchange(t, t, [], INTERRUPTED)
+        if exchange.error == INTERRUPTED:
+            self.current.unfinished += record
+            return INTERRUPTED
+        error = exchange.error or ""
+        if error.startswith(UNAVAILABLE) and self.watcher is not None:
+            with contextlib.suppress(asyncio.CancelledError):  # it finished: keep it
+                await self.watcher.verify()  # dead? then stop before the next send
+        req, responses = self.records_of(slot, exchange)
         if record:
-            self.exchanges.append((slot, exchange))
-            if self.progress is not None and exchange.error != INTERRUPTED:
-                self.progress.request_done(exchange.error is None)
-        return exchange
+            self.sink.add(req, responses)
+            self.current.requests += 1
+            self.current.failed += req.error is not None
+            if self.progress is not None:
+                self.progress.request_done(req.error is None)
+        return req.error
 
-    def to_records(self) -> None:
-        """Turn the exchanges kept so far into records (outside the timed sends)."""
-        for slot, exchange in self.exchanges:
-            req, responses = self.records_of(slot, exchange)
-            self.result.requests.append(req)
-            self.result.responses.extend(responses)
-        self.exchanges.clear()
-
-    def tier_line(self, tier: Tier) -> str:
-        """``N requests, F failed, S s`` over the records of ``tier`` (for the run log)."""
-        rows = [r for r in self.result.requests if r.tier == tier.label]
-        failed = sum(r.error is not None for r in rows)
-        span_ns = max((r.end_ns for r in rows), default=0) - min(
-            (r.sent_ns for r in rows), default=0
+    def end_tier(self) -> TierOutcome:
+        """Decide the status of the tier that just ended and record it."""
+        tier = settle_tier(
+            self.current, self.result.stop_signal, self.result.server_failure
         )
-        return f"{len(rows)} requests, {failed} failed, {span_ns / 1e9:.1f} s"
+        self.result.tiers.append(tier)
+        return tier
 
     def more(self, issued: int, deadline_ns: int | None) -> bool:
         n = self.settings.requests_per_tier
@@ -183,7 +172,7 @@ class TierRunner:
                 issued += 1
                 await self.one(slot)
 
-        await self._gather([worker(k) for k in range(workers)])
+        await self._gather({asyncio.ensure_future(worker(k)) for k in range(workers)})
 
     async def open_loop(self, variant: str, tier: Tier, rng_seed: int) -> None:
         rng = np.random.default_rng(rng_seed)
@@ -194,7 +183,7 @@ class TierRunner:
             self.settings.burstiness,
         )
         start, deadline = time.perf_counter_ns(), self._deadline()
-        tasks: list[asyncio.Task[Exchange]] = []
+        pending: set[asyncio.Task[str | None]] = set()  # done tasks leave the set
         for issued, offset in enumerate(offsets):
             scheduled = start + offset
             if not self.more(issued, deadline) or (deadline and scheduled > deadline):
@@ -205,19 +194,26 @@ class TierRunner:
                     await asyncio.wait_for(self.stop.wait(), delay)
                 if self.stop.is_set():
                     break
-            slot = RequestSlot(variant, tier, issued, scheduled)
-            tasks.append(asyncio.create_task(self.one(slot)))
-        await self._gather(tasks)
+            task = asyncio.create_task(
+                self.one(RequestSlot(variant, tier, issued, scheduled))
+            )
+            pending.add(task)
+            task.add_done_callback(self._settled(pending))
+        await self._gather(pending)
+
+    def _settled(self, pending: set) -> Callable[[asyncio.Task], None]:
+        def done(task: asyncio.Task) -> None:
+            if not task.cancelled() and task.exception() is None:
+                pending.discard(task)  # a crashed task stays, so _gather re-raises
+
+        return done
 
     def _deadline(self) -> int | None:
         d = self.settings.duration_s
         return None if d is None else time.perf_counter_ns() + int(d * 1e9)
 
-    async def _gather(self, aws: Sequence) -> None:
-        """Run ``aws``; on stop, cancel them (each records itself as interrupted)."""
-        tasks = [
-            a if isinstance(a, asyncio.Task) else asyncio.ensure_future(a) for a in aws
-        ]
+    async def _gather(self, tasks: set[asyncio.Task]) -> None:
+        """Wait for ``tasks``; on stop, cancel the rest (each counts itself unfinished)."""
         stopper = asyncio.ensure_future(self.stop.wait())
         pending = set(tasks)
         while pending and not self.stop.is_set():
@@ -228,8 +224,9 @@ class TierRunner:
         for t in pending:
             t.cancel()
         stopper.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for t in tasks:
+        everything = list(tasks)
+        await asyncio.gather(*everything, return_exceptions=True)
+        for t in everything:
             if not t.cancelled() and t.exception() is not None:
                 raise t.exception()  # type: ignore[misc]
 
@@ -245,8 +242,7 @@ async def _warmup(runner: TierRunner, variant: str, tiers: Sequence[Tier]) -> No
     async def warm(i: int) -> str | None:
         async with gate:
             slot = RequestSlot(variant, tier, -1 - i, time.perf_counter_ns())
-            exchange = await runner.one(slot, record=False)
-        return runner.records_of(slot, exchange)[0].error
+            return await runner.one(slot, record=False)
 
     errors = [e for e in await asyncio.gather(*map(warm, range(n))) if e is not None]
     if len(errors) == n and not runner.stop.is_set():
@@ -257,37 +253,53 @@ async def _warmup(runner: TierRunner, variant: str, tiers: Sequence[Tier]) -> No
 
 
 async def _run(
-    runner: TierRunner, variant: str, tiers: Sequence[Tier], seed: int
+    runner: TierRunner,
+    variant: str,
+    tiers: Sequence[Tier],
+    seed: int,
+    health: HealthCheck | None,
 ) -> None:
     loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-        loop.add_signal_handler(signal.SIGINT, runner.stop.set)
-    try:
+    with loop_stop_handlers(loop, runner.on_signal):
         async with grpc.aio.insecure_channel(runner.target.url) as channel:
             runner.stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-            await _warmup(runner, variant, tiers)
-            for i, tier in enumerate(tiers):
-                if runner.stop.is_set():
-                    break
-                if runner.progress is not None:
-                    runner.progress.tier_started(
-                        variant, tier, runner.settings.requests_per_tier
-                    )
-                if tier.concurrency is not None:
-                    await runner.closed_loop(variant, tier)
-                else:
-                    await runner.open_loop(variant, tier, seed + i)
-                runner.to_records()
-                if runner.progress is not None:
-                    runner.progress.tier_ended()
-                log.info("%s %s: %s", variant, tier.label, runner.tier_line(tier))
-                if not runner.stop.is_set():
-                    runner.result.tiers_done.append(tier.label)
-    finally:
-        runner.to_records()
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.remove_signal_handler(signal.SIGINT)
-    runner.result.interrupted = runner.stop.is_set()
+            check = (
+                threaded(health)
+                if health is not None
+                else grpc_ready_check(runner.stub, runner.target.url)
+            )
+            runner.watcher = Watcher(check, runner.on_dead)
+            runner.watcher.start()
+            try:
+                await _warmup(runner, variant, tiers)
+                await _tiers(runner, variant, tiers, seed)
+            finally:
+                await runner.watcher.stop()
+
+
+async def _tiers(
+    runner: TierRunner, variant: str, tiers: Sequence[Tier], seed: int
+) -> None:
+    for i, tier in enumerate(tiers):
+        if runner.stop.is_set():
+            break
+        runner.current = TierOutcome(tier.label)
+        if runner.progress is not None:
+            runner.progress.tier_started(
+                variant, tier, runner.settings.requests_per_tier
+            )
+        try:
+            if tier.concurrency is not None:
+                await runner.closed_loop(variant, tier)
+            else:
+                await runner.open_loop(variant, tier, seed + i)
+        finally:
+            if runner.watcher is not None:
+                await runner.watcher.verify()  # never settle a tier on a dead server
+            outcome = runner.end_tier()
+            if runner.progress is not None:
+                runner.progress.tier_ended()
+        log.info("%s %s: %s", variant, tier.label, outcome.line())
 
 
 def run_load(
@@ -299,8 +311,11 @@ def run_load(
     tokenizer: TextTokenizer | None = None,
     progress: Progress | None = None,
     seed: int = 0,
+    *,
+    sink: RecordSink,
+    health: HealthCheck | None = None,
 ) -> LoadResult:
-    """Warm up, then run every tier against one served model; return all records.
+    """Warm up, then run every tier against one served model, streaming records to ``sink``.
 
     Args:
         target: url, probed model interface and endpoint kind (``ENDPOINTS`` key).
@@ -311,9 +326,14 @@ def run_load(
         tokenizer: needed when the model returns only text (re-tokenization).
         progress: optional progress sink.
         seed: seeds the arrival process of tier i with ``seed + i``.
+        sink: receives each request's records as soon as it ends.
+        health: a blocking check of the server (process + readiness), polled every
+            0.25 s; default: gRPC ``ServerReady`` on the generator's channel. A dead
+            server stops the tier (``server_failure``); no later tier runs.
 
     Returns:
-        LoadResult; ``interrupted`` is True after Ctrl-C (records kept).
+        LoadResult: each tier's outcome; ``stop_signal`` after SIGINT/SIGTERM/SIGHUP (the
+        tier in progress is ``interrupted``, finished requests are in the sink).
 
     Raises:
         LoadTestError: every warmup request failed, or only text came back and no
@@ -330,13 +350,13 @@ def run_load(
             f"model {target.interface.name!r} returns text_output without output_ids; "
             "pass --tokenizer DIR (the model directory) so the text can be re-tokenized"
         )
-    runner = TierRunner(target, prompts, settings, tokenizer, progress)
+    runner = TierRunner(target, prompts, settings, tokenizer, progress, sink)
     # Samplers may run as threads of this process; a 1 ms GIL switch interval (default
     # 5 ms) bounds how long they can hold up the event loop that stamps responses.
     switch = sys.getswitchinterval()
     sys.setswitchinterval(min(switch, GIL_SWITCH_S))
     try:
-        asyncio.run(_run(runner, variant, tiers, seed))
+        asyncio.run(_run(runner, variant, tiers, seed, health))
     finally:
         sys.setswitchinterval(switch)
     return runner.result

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from trtbench.data_files import read_csv_checked
 from trtbench.export import Column
 from trtbench.profiling.loadtest.metrics import (
     METRICS,
@@ -74,6 +75,8 @@ RESPONSES_SCHEMA: tuple[Column, ...] = (
 
 _SUMMARY_HEAD = (
     *_TIER,
+    Column("tier_status", "complete | partial (server died after some requests) | failed (no request succeeded) | interrupted (stop signal); only complete tiers are measurements (empty in files from before the column: complete)", False),
+    Column("tier_status_reason", "why the tier is not complete (empty when it is)", False),
     *_LOAD,
     Column("request_count", "measured requests (warmup excluded), failed ones included"),
     Column("error_count", "failed requests"),
@@ -99,6 +102,7 @@ SUMMARY_SCHEMA: tuple[Column, ...] = (
     ),
     Column("tpot_speedup_ratio", "baseline mean TPOT / this variant's mean TPOT, same tier", False),
     Column("output_token_throughput_speedup_ratio", "this variant's output tok/s / baseline's, same tier", False),
+    Column("speedup_note", "why the speedups are empty (a tier or the baseline's tier not complete, no tokens)", False),
 )  # fmt: skip
 
 _PER_REQUEST = (
@@ -115,14 +119,47 @@ def requests_table(requests: pd.DataFrame) -> pd.DataFrame:
     return requests.join(derived, on="request_id")
 
 
+def record_kinds(record: type) -> dict[str, str]:
+    """Column → ``int`` | ``float`` | ``bool`` | ``str`` from a record dataclass's field types."""
+    kinds = {}
+    for f in dataclasses.fields(record):
+        text = str(f.type)
+        kind = next(
+            (k for k in ("int", "float", "bool", "str") if text.startswith(k)), None
+        )
+        if kind is not None:
+            kinds[f.name] = kind
+    return kinds
+
+
 def read_records_csv(path: Path) -> pd.DataFrame:
     """Read ``requests.csv`` or ``responses.csv`` back into record columns (derived dropped).
 
     Integer columns that may be empty (``first_token_ns``, draft counts) come back as
-    pandas ``Int64``; ``error`` is NaN for successful requests.
+    pandas ``Int64``; ``error`` is NaN for successful requests. The file is checked first
+    (:func:`trtbench.data_files.read_csv_checked`) against :data:`REQUESTS_SCHEMA` or
+    :data:`RESPONSES_SCHEMA` (chosen by its header: ``received_ns`` means responses), each
+    value against its :class:`~trtbench.records.RequestRecord` / ``ResponseRecord`` type.
+
+    Raises:
+        DataFileError: missing, truncated (a row cut off), a required column missing, an empty
+            ``variant``/``tier``/``request_id``, or a value of the wrong type; the message
+            names the file and line.
     """
-    frame = pd.read_csv(path)
-    record = ResponseRecord if "received_ns" in frame.columns else RequestRecord
+    try:
+        with Path(path).open(encoding="utf-8", errors="replace") as handle:
+            header = handle.readline()
+    except OSError:
+        header = ""
+    responses = "received_ns" in header.strip().split(",")
+    record = ResponseRecord if responses else RequestRecord
+    frame = read_csv_checked(
+        path,
+        RESPONSES_SCHEMA if responses else REQUESTS_SCHEMA,
+        fix="re-run `trtbench loadtest` for the variants it holds, or delete the file",
+        kinds=record_kinds(record),
+        keys=("variant", "tier", "request_id"),
+    )
     names = [f.name for f in dataclasses.fields(record)]
     frame = frame[[n for n in names if n in frame.columns]]
     for name in frame.columns:

@@ -11,7 +11,7 @@ Definitions:
 * tokens per step: the server-reported acceptance length (mean), else the client's tokens per
   response (mean; one response per decode step when streaming), 1 for a baseline.
 * speedup: ``tpot_speedup_ratio`` = baseline mean TPOT / variant mean TPOT at the same tier
-  (``metrics.add_speedups``); where a variant has no TPOT (it does not stream: one response,
+  (``speedups.add_speedups``); where a variant has no TPOT (it does not stream: one response,
   TTFT = E2E) the output-throughput ratio is used and ``speedup_basis`` says so.
 * crossover: the first measured concurrency where the speedup drops below 1, and the point
   where the speedup curve crosses 1 by linear interpolation in log2(concurrency) between the
@@ -27,7 +27,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from trtbench.profiling.loadtest.metrics import METRICS, add_speedups, stat_column
+from trtbench.profiling.loadtest.metrics import METRICS, stat_column
+from trtbench.profiling.loadtest.speedups import add_speedups
 
 _METRIC = {m.name: m for m in METRICS}
 TPOT_SPEEDUP = "tpot_speedup_ratio"
@@ -39,6 +40,7 @@ TIER_COLUMNS = (
     "variant", "mode", "tier", "concurrency", "request_rate_per_s", "ttft_p50_ms",
     "ttft_p95_ms", "tpot_mean_ms", "tpot_p50_ms", "e2e_p50_ms", "output_tokens_per_s",
     "tokens_per_step", "speedup_ratio", "speedup_basis", "request_count", "error_count",
+    "tier_status", "tier_status_reason", "speedup_note",
 )  # fmt: skip
 
 
@@ -90,6 +92,10 @@ def tier_table(
                                   np.where(tput_speedup.notna(), "throughput", "")),
         "request_count": _numeric(s, "request_count"),
         "error_count": _numeric(s, "error_count"),
+        "tier_status": s["tier_status"].astype(str),
+        "tier_status_reason": s.get("tier_status_reason", pd.Series("", index=s.index))
+        .fillna("").astype(str),
+        "speedup_note": s["speedup_note"].fillna("").astype(str),
     })  # fmt: skip
     return out.sort_values(
         ["variant", "concurrency", "request_rate_per_s"]

@@ -79,6 +79,7 @@ MATRIX_TABLE = (
 )  # fmt: skip
 TIER_TABLE = (
     ("variant", "variant", fmt_text), ("tier", "tier", fmt_text),
+    ("tier_status", "status", fmt_text),
     ("ttft_p50_ms", "TTFT p50 ms", fmt_num(".1f")), ("ttft_p95_ms", "TTFT p95 ms", fmt_num(".1f")),
     ("tpot_mean_ms", "TPOT mean ms", _x), ("tpot_p50_ms", "TPOT p50 ms", _x),
     ("e2e_p50_ms", "E2E p50 ms", fmt_num(".1f")),
@@ -162,6 +163,12 @@ def run_notes(
             f"TPOT mean is more than twice its median in {where}: a few slow requests (a "
             "busy host?) dominate the mean that the speedup uses; compare the p50 column."
         )
+    unfinished = tiers[tiers["tier_status"] != "complete"]
+    notes += [
+        f"`{r['variant']}` {r['tier']} is **{r['tier_status']}** ({r['tier_status_reason']}): "
+        "not a measurement; no speedup or crossover is computed from it."
+        for _, r in unfinished.iterrows()
+    ]
     bad = tiers[tiers["error_count"].fillna(0) > 0]
     notes += [
         f"`{r['variant']}` {r['tier']}: {int(r['error_count'])} failed requests."

@@ -6,6 +6,7 @@ returns its path. Variants keep the same colour in every plot (sorted names → 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pandas as pd  # noqa: E402
 from trtbench.units import UNITS, byte_unit, format_bytes  # noqa: E402
 
 FIGSIZE = (7.5, 4.5)
+log = logging.getLogger(__name__)
 DPI = 120
 
 
@@ -32,8 +34,19 @@ def variant_colors(variants: Sequence[str]) -> dict[str, str]:
 
 
 def _x_axis(tiers: pd.DataFrame) -> tuple[str, str]:
-    """(column, label) of the x axis: concurrency when measured, else request rate."""
+    """(column, label) of the x axis: concurrency when measured, else request rate.
+
+    A run with both kinds of tier plots the concurrency ones and says so (a WARNING with
+    the count): the others stay in the per-tier table.
+    """
     if tiers["concurrency"].notna().any():
+        left_out = int(tiers["concurrency"].isna().sum())
+        if left_out:
+            log.warning(
+                "%d request-rate tiers are not drawn in the plots against concurrency; "
+                "they are in the per-tier table",
+                left_out,
+            )
         return "concurrency", "concurrency (concurrent requests)"
     return "request_rate_per_s", "request rate (requests/s)"
 

@@ -19,8 +19,8 @@ from trtbench.builders.manifest import (
     write_manifest,
 )
 from trtbench.export import write_csv
-from trtbench.profiling.loadtest.metrics import add_speedups
 from trtbench.profiling.loadtest.schemas import SUMMARY_SCHEMA
+from trtbench.profiling.loadtest.speedups import add_speedups
 from trtbench.profiling.memory.breakdown import MEMORY_BREAKDOWN_SCHEMA
 from trtbench.profiling.report.comparison import summary_column
 from trtbench.run_dir import RunDir
@@ -54,7 +54,7 @@ def write_summary(
     root: Path, rows: list[dict[str, Any]], baseline: str | None = "baseline"
 ) -> Path:
     """Write ``loadtest/summary.csv`` (SUMMARY_SCHEMA) with the load test's own speedup
-    columns (``metrics.add_speedups``: baseline mean TPOT / variant mean TPOT, same tier)."""
+    columns (``speedups.add_speedups``: baseline mean TPOT / variant mean TPOT, same tier)."""
     frame = add_speedups(pd.DataFrame(rows), baseline)
     return write_csv(frame, RunDir(root).summary_csv, SUMMARY_SCHEMA)
 

@@ -7,13 +7,14 @@ from pathlib import Path
 import click
 
 from trtbench.builders.build import build_variants, describe_build
-from trtbench.commands.logs import log_to_run_dir
+from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.options import (
     run_dir_option,
     spec_argument,
     spec_run_dir,
     variants_option,
 )
+from trtbench.pipeline.preflight import preflight_build
 from trtbench.spec import load_spec
 
 
@@ -43,8 +44,9 @@ def build(
     """Build SPEC's variants into RUN_DIR/engines/<variant>/ (with build.json) and run.json."""
     bench = load_spec(spec)
     run_dir = spec_run_dir(out, bench.name)
+    preflight_build(run_dir, dry_run)
     if not dry_run:
-        log_to_run_dir(run_dir)
+        claim_run_dir(run_dir)
     for manifest in build_variants(bench, variants, backend, run_dir, dry_run):
         click.echo(describe_build(manifest, dry_run))
         if dry_run and manifest.model_extra and "dry_run_text" in manifest.model_extra:

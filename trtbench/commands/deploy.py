@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import signal
 import time
 from pathlib import Path
 
 import click
 
+from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.logs import log_to_run_dir
 from trtbench.commands.options import run_dir_argument, variants_option
 from trtbench.pipeline.deploy import (
@@ -15,7 +15,10 @@ from trtbench.pipeline.deploy import (
     resolve_deploy_spec,
     serve_variants,
 )
+from trtbench.pipeline.preflight import preflight_deploy
 from trtbench.run_dir import RunDir
+from trtbench.run_lock import run_dir_lock
+from trtbench.stop_signals import StopSignal
 
 
 def _describe(name: str, repo: Path, model: str, streaming: bool) -> str:
@@ -23,18 +26,12 @@ def _describe(name: str, repo: Path, model: str, streaming: bool) -> str:
     return f"{name}: {repo} (call {model}, {stream})"
 
 
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def _serve_until_interrupted(run_dir: Path, variants: tuple[str, ...], deploy) -> None:
-    """Serve until SIGINT/SIGTERM; every server is stopped before returning (also when the
-    signal arrives during startup). Handlers are set here because a parent may have left
-    SIGINT ignored (background jobs)."""
-    signals = (signal.SIGINT, signal.SIGTERM)
-    previous = {s: signal.signal(s, _raise_interrupt) for s in signals}
+    """Serve until SIGINT/SIGTERM/SIGHUP (:class:`StopSignal`, set up by the CLI); every
+    server (its whole process group) is stopped before the signal ends the command with
+    exit code 128 + its number, also when it arrives during startup."""
     try:
-        with serve_variants(run_dir, variants, deploy) as servers:
+        with serve_variants(run_dir, variants, deploy, render=False) as servers:
             for name, server in servers:
                 click.echo(
                     f"{name}: grpc {server.grpc_url}  http {server.http_url}  "
@@ -43,12 +40,9 @@ def _serve_until_interrupted(run_dir: Path, variants: tuple[str, ...], deploy) -
             click.echo("serving; press Ctrl-C to stop", err=True)
             while True:
                 time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    click.echo("stopped", err=True)
+    except StopSignal:
+        click.echo("stopped every server", err=True)
+        raise
 
 
 @click.command("deploy")
@@ -74,6 +68,12 @@ def _serve_until_interrupted(run_dir: Path, variants: tuple[str, ...], deploy) -
 @click.option("--http-port", type=int, default=None, help="Default: a free port.")
 @click.option("--metrics-port", type=int, default=None, help="Default: a free port.")
 @click.option(
+    "--bind-address",
+    default=None,
+    help="IP address the server listens on. Default: deploy.bind_address (127.0.0.1, "
+    "this host only); 0.0.0.0 or :: lets anyone who reaches the host send requests.",
+)
+@click.option(
     "--ready-timeout-s",
     type=float,
     default=None,
@@ -88,6 +88,7 @@ def deploy(
     grpc_port: int | None,
     http_port: int | None,
     metrics_port: int | None,
+    bind_address: str | None,
     ready_timeout_s: float | None,
 ) -> None:
     """Render and validate RUN_DIR/model_repo/<variant>/ for built variants; --serve runs them.
@@ -106,14 +107,23 @@ def deploy(
             "grpc_port": grpc_port,
             "http_port": http_port,
             "metrics_port": metrics_port,
+            "bind_address": bind_address,
             "ready_timeout_s": ready_timeout_s,
         },
     )
-    if not check:
-        log_to_run_dir(RunDir(run_dir))
+    preflight_deploy(run_dir, spec, write=not check, serve=serve,
+                     tritonserver_option=tritonserver is not None)  # fmt: skip
     if serve:
+        # The lock covers writing the repositories, not the serving: a user load-tests
+        # the served models into this run dir (`trtbench loadtest --out RUN`) meanwhile.
+        with run_dir_lock(Path(run_dir), "trtbench deploy --serve"):
+            for _ in deploy_run(run_dir, variants, spec, write=True):
+                pass
+        log_to_run_dir(RunDir(run_dir))
         _serve_until_interrupted(run_dir, variants, spec)
         return
+    if not check:
+        claim_run_dir(RunDir(run_dir))
     for item in deploy_run(run_dir, variants, spec, write=not check):
         meta = item.metadata
         click.echo(_describe(item.variant, item.repo, meta.model_name, meta.streaming))

@@ -7,11 +7,12 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
-from trtbench.commands.logs import log_to_run_dir
+from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.options import RUNS_ROOT, run_dir_option
 from trtbench.commands.terminal import TierProgress, print_outcome
 from trtbench.errors import ConfigError
 from trtbench.pipeline.loadtest import run_loadtest
+from trtbench.pipeline.preflight import preflight_loadtest
 from trtbench.profiling.loadtest.grpc_client import ENDPOINTS
 from trtbench.profiling.loadtest.metrics import SLO_KEYS
 from trtbench.profiling.loadtest.schedule import ARRIVALS
@@ -205,7 +206,8 @@ def loadtest(url: str, model: str, concurrency: str, request_rate: str | None,
          "concurrency": parse_list(concurrency, int, "--concurrency"),
          "request_rate": parse_list(request_rate, float, "--request-rate")}
     )  # fmt: skip
-    log_to_run_dir(RunDir(out))
+    preflight_loadtest(spec, out, tokenizer)  # before the first tier
+    claim_run_dir(RunDir(out))
     outcome = run_loadtest(
         url, model, spec, out, variant=variant, tokenizer_dir=tokenizer,
         endpoint=endpoint, baseline=baseline, progress=TierProgress(),

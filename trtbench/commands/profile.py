@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from trtbench.pipeline.preflight import check_writable
 from trtbench.profiling.traces.nsys_profile import NsysProfileSpec, run_nsys_profile
 
 
@@ -60,6 +61,7 @@ def nsys(
 
     Example: trtbench profile nsys --out traces -- python -m my_server --port 8001
     """
+    check_writable(out)
     spec = NsysProfileSpec(out, name, capture_range, nvtx_capture, cuda_graph_trace)  # type: ignore[arg-type]
     result = run_nsys_profile(spec, list(command), nsys_path)
     click.echo(f"command exited with {result.returncode}")

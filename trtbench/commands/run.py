@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from trtbench.commands.logs import log_to_run_dir
+from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.options import (
     run_dir_option,
     spec_argument,
@@ -14,6 +14,7 @@ from trtbench.commands.options import (
     variants_option,
 )
 from trtbench.commands.terminal import TierProgress, print_outcome
+from trtbench.pipeline.preflight import preflight_run
 from trtbench.pipeline.run import run_bench
 from trtbench.spec import load_spec
 
@@ -33,6 +34,7 @@ def run(spec: Path, variants: tuple[str, ...], out: Path | None) -> None:
     """
     bench = load_spec(spec)
     run_dir = spec_run_dir(out, bench.name)
-    log_to_run_dir(run_dir)
+    preflight_run(bench, run_dir, variants)  # before the first build
+    claim_run_dir(run_dir)
     outcome = run_bench(bench, run_dir, variants, progress=TierProgress())
     print_outcome(outcome)

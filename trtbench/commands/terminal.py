@@ -8,6 +8,7 @@ squeezed into 80 columns would cut every cell); the CSVs always hold all of them
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import click
 import pandas as pd
@@ -17,8 +18,10 @@ from rich.progress import Progress as RichBar
 from rich.table import Table
 
 from trtbench.commands.logs import terminal_shows
+from trtbench.errors import ServerDiedError
 from trtbench.pipeline.loadtest import LoadtestOutcome
 from trtbench.profiling.loadtest.schedule import Tier
+from trtbench.stop_signals import StopSignal
 
 
 class TierProgress:
@@ -67,6 +70,7 @@ class TierProgress:
 TABLE_COLUMNS = (
     ("variant", "variant", "{}"),
     ("tier", "tier", "{}"),
+    ("tier_status", "status", "{}"),
     ("request_count", "requests", "{:.0f}"),
     ("error_count", "errors", "{:.0f}"),
     ("time_to_first_token_p50_ms", "TTFT p50 ms", "{:.1f}"),
@@ -127,6 +131,20 @@ def fitting_table(summary: pd.DataFrame, console: Console) -> tuple[Table, bool]
     return comparison_table(summary, COMPACT_COLUMNS), True
 
 
+def unfinished_tiers(summary: pd.DataFrame) -> list[str]:
+    """One line per tier that is not complete: it is not a measurement."""
+    if "tier_status" not in summary.columns:
+        return []
+    bad = summary[summary["tier_status"].fillna("complete") != "complete"]
+    return [
+        f"{r['variant']} {r['tier']} is {r['tier_status']}"
+        + (f" ({r['tier_status_reason']})" if isinstance(r.get("tier_status_reason"), str)
+           and r["tier_status_reason"] else "")
+        + ": not a measurement, no speedup computed from it"
+        for _, r in bad.iterrows()
+    ]  # fmt: skip
+
+
 def print_outcome(outcome: LoadtestOutcome) -> None:
     """Print the comparison table, the warnings, where the CSVs are and other files."""
     console = Console()
@@ -139,13 +157,29 @@ def print_outcome(outcome: LoadtestOutcome) -> None:
             f"(key columns for a {console.width}-column terminal; every column is in "
             f"{outcome.run_dir.summary_csv} and report.md)"
         )
-    for warning in outcome.warnings:
+    for warning in outcome.warnings + unfinished_tiers(outcome.summary):
         click.echo(f"warning: {warning}", err=True)
-    click.echo(
-        f"wrote {outcome.run_dir.loadtest_dir}/{{requests,responses,summary}}.csv"
-    )
+    written = [
+        p.name
+        for p in (
+            outcome.run_dir.requests_csv,
+            outcome.run_dir.responses_csv,
+            outcome.run_dir.summary_csv,
+        )
+        if not outcome.summary.empty and p.is_file()
+    ]
+    if written:
+        names = written[0] if len(written) == 1 else "{" + ",".join(written) + "}"
+        click.echo(f"wrote {outcome.run_dir.loadtest_dir}/{names}")
     for path in outcome.files:
-        click.echo(f"wrote {path}")
-    if outcome.interrupted:
-        click.echo("interrupted: kept what was measured", err=True)
-        raise KeyboardInterrupt  # trtbench.cli.main: exit code 130
+        if Path(path).is_file():
+            click.echo(f"wrote {path}")
+    if outcome.stop_signal is not None:
+        click.echo("kept every finished request; the stopped tier is marked interrupted",
+                   err=True)  # fmt: skip
+        raise StopSignal(outcome.stop_signal)  # trtbench.cli.main: exit 128 + signal
+    if outcome.failures:
+        raise ServerDiedError(
+            "; ".join(outcome.failures)
+            + " (finished tiers are kept; see the server log in RUN_DIR/server/)"
+        )

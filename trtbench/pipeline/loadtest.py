@@ -16,28 +16,25 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from trtbench.data_files import read_csv_checked
 from trtbench.errors import ConfigError, LoadTestError
-from trtbench.export import records_to_frame, write_csv
+from trtbench.export import write_csv
 from trtbench.profiling.loadtest.grpc_client import (
     ENDPOINTS,
     RequestOptions,
     probe_model,
 )
-from trtbench.profiling.loadtest.metrics import osl_warnings, summarize
+from trtbench.profiling.loadtest.health import HealthCheck
+from trtbench.profiling.loadtest.metrics import TierStatuses, osl_warnings, summarize
+from trtbench.profiling.loadtest.outcome import LoadResult
 from trtbench.profiling.loadtest.prompts import (
     Prompt,
     TextTokenizer,
     load_dataset,
     synthetic_prompts,
 )
-from trtbench.profiling.loadtest.runner import (
-    INTERRUPTED,
-    LoadResult,
-    LoadSettings,
-    LoadTarget,
-    Progress,
-    run_load,
-)
+from trtbench.profiling.loadtest.record_sink import CsvRecordSink, RecordFiles
+from trtbench.profiling.loadtest.runner import run_load
 from trtbench.profiling.loadtest.schedule import Tier, plan_tiers
 from trtbench.profiling.loadtest.schemas import (
     REQUESTS_SCHEMA,
@@ -46,12 +43,14 @@ from trtbench.profiling.loadtest.schemas import (
     read_records_csv,
     requests_table,
 )
+from trtbench.profiling.loadtest.target import LoadSettings, LoadTarget, Progress
 from trtbench.run_dir import RunDir
 from trtbench.spec import LoadtestSpec
 
 log = logging.getLogger(__name__)
 
 DURATION_PROMPT_POOL = 256
+STATUS_COLUMNS = ("variant", "tier", "tier_status", "tier_status_reason")
 
 
 @dataclass(frozen=True)
@@ -65,6 +64,8 @@ class LoadtestOutcome:
         warnings: output-length mismatches and other notes, one line each.
         files: other files the stage wrote besides the load-test CSVs (``trtbench run``:
             report.md, plots/*.png, trace CSVs).
+        stop_signal: the stop signal that ended it (SIGINT/SIGTERM/SIGHUP), if any.
+        failures: one line per variant whose server died or stopped answering.
     """
 
     summary: pd.DataFrame
@@ -72,6 +73,8 @@ class LoadtestOutcome:
     interrupted: bool = False
     warnings: list[str] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
+    stop_signal: int | None = None
+    failures: list[str] = field(default_factory=list)
 
 
 def open_tokenizer(path: Path | None) -> TextTokenizer | None:
@@ -151,25 +154,47 @@ def connect(
     return LoadTarget(url, interface, kind, options)
 
 
+def record_files(run_dir: RunDir, variant: str) -> RecordFiles:
+    """Where ``variant``'s records stream during its tiers: ``loadtest/parts/<variant>.*.csv``.
+
+    They are merged into ``requests.csv`` / ``responses.csv`` by :func:`write_loadtest`
+    and removed; parts left behind by a killed process are replaced by the next
+    measurement of that variant.
+    """
+    parts = run_dir.loadtest_dir / "parts"
+    return RecordFiles(
+        parts / f"{variant}.requests.csv", parts / f"{variant}.responses.csv"
+    )
+
+
 def measure(
     target: LoadTarget,
     spec: LoadtestSpec,
     variant: str,
     prompts: Sequence[Prompt],
+    run_dir: RunDir,
     tokenizer: TextTokenizer | None = None,
     progress: Progress | None = None,
+    health: HealthCheck | None = None,
 ) -> LoadResult:
-    """Warm up and run every tier of ``spec`` against one served model."""
-    return run_load(
-        target,
-        prompts,
-        tiers_of(spec),
-        settings_of(spec),
-        variant,
-        tokenizer=tokenizer,
-        progress=progress,
-        seed=spec.seed,
-    )
+    """Warm up and run every tier of ``spec`` against one served model, streaming its
+    records to :func:`record_files` (old parts of ``variant`` are removed first)."""
+    files = record_files(run_dir, variant)
+    for path in (files.requests, files.responses):
+        path.unlink(missing_ok=True)
+    with CsvRecordSink(files) as sink:
+        return run_load(
+            target,
+            prompts,
+            tiers_of(spec),
+            settings_of(spec),
+            variant,
+            tokenizer=tokenizer,
+            progress=progress,
+            seed=spec.seed,
+            sink=sink,
+            health=health,
+        )
 
 
 def _existing(path: Path, replace: set[str]) -> pd.DataFrame | None:
@@ -179,45 +204,84 @@ def _existing(path: Path, replace: set[str]) -> pd.DataFrame | None:
     return old[~old["variant"].isin(replace)]
 
 
+def _old_statuses(run_dir: RunDir, keep: set[str]) -> TierStatuses:
+    """Tier statuses of the variants kept from an earlier summary.csv (complete when the
+    file predates the column)."""
+    if not run_dir.summary_csv.is_file():
+        return {}
+    old = read_csv_checked(
+        run_dir.summary_csv,
+        SUMMARY_SCHEMA,
+        fix="re-run `trtbench loadtest` for its variants, or delete the file",
+        keys=("variant", "tier"),
+    )
+    if old["tier_status"].isna().all():  # written before the column existed
+        return {}
+    old = old[old["variant"].astype(str).isin(keep)].fillna("")
+    return {
+        (str(r.variant), str(r.tier)): (str(r.tier_status), str(r.tier_status_reason))
+        for r in old[list(STATUS_COLUMNS)].fillna("").itertuples()
+    }
+
+
+def _new_frames(run_dir: RunDir, variants: set[str]) -> tuple[list, list]:
+    requests, responses = [], []
+    for variant in sorted(variants):
+        files = record_files(run_dir, variant)
+        if files.requests.is_file():
+            requests.append(read_records_csv(files.requests))
+        if files.responses.is_file():
+            responses.append(read_records_csv(files.responses))
+    return requests, responses
+
+
 def write_loadtest(
     run_dir: RunDir,
     results: Mapping[str, LoadResult],
     slos: Mapping[str, float] | None = None,
     baseline: str | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
-    """Write requests/responses/summary CSVs; rows of other variants already there stay.
+    """Merge the streamed records into requests/responses/summary CSVs; rows of other
+    variants already there stay. The summary is computed from the files.
 
-    Requests still in flight at Ctrl-C are dropped (never measured). The summary is
-    recomputed from every request in the files.
+    Requests in flight at a stop were never written (each tier counts them as
+    ``unfinished``). Every tier gets its ``tier_status`` from ``results``.
 
     Returns:
         (summary frame, warnings).
+
+    Raises:
+        LoadTestError: no request finished anywhere (nothing to write).
     """
     replace = set(results)
-    req = records_to_frame(r for res in results.values() for r in res.requests)
-    resp = records_to_frame(r for res in results.values() for r in res.responses)
-    if len(req):
-        gone = req.loc[req["error"] == INTERRUPTED, "request_id"]
-        req = req[req["error"] != INTERRUPTED]
-        resp = resp[~resp["request_id"].isin(gone)] if len(resp) else resp
-    req = _concat(_existing(run_dir.requests_csv, replace), req)
-    resp = _concat(_existing(run_dir.responses_csv, replace), resp)
-    if req.empty:
+    new_req, new_resp = _new_frames(run_dir, replace)
+    old_req = _existing(run_dir.requests_csv, replace)
+    keep = set() if old_req is None else set(old_req["variant"].astype(str))
+    statuses = dict(_old_statuses(run_dir, keep))
+    for variant, result in results.items():
+        statuses |= {(variant, t.tier): (t.status, t.reason) for t in result.tiers}
+    req = _concat([old_req, *new_req])
+    resp = _concat([_existing(run_dir.responses_csv, replace), *new_resp])
+    if req.empty and not statuses:
         raise LoadTestError("no request finished; nothing to write")
-    base = baseline if baseline in set(req["variant"]) else None
-    summary = summarize(req, resp, slos, base)
-    write_csv(requests_table(req), run_dir.requests_csv, REQUESTS_SCHEMA)
-    write_csv(resp, run_dir.responses_csv, RESPONSES_SCHEMA)
+    base = baseline if baseline in set(req.get("variant", ())) else None
+    summary = summarize(req, resp, slos, base, statuses)
+    if len(req):
+        write_csv(requests_table(req), run_dir.requests_csv, REQUESTS_SCHEMA)
+        write_csv(resp, run_dir.responses_csv, RESPONSES_SCHEMA)
     write_csv(summary, run_dir.summary_csv, SUMMARY_SCHEMA)
-    return summary, osl_warnings(req)
+    for variant in replace:
+        files = record_files(run_dir, variant)
+        files.requests.unlink(missing_ok=True)
+        files.responses.unlink(missing_ok=True)
+    return summary, osl_warnings(req) if len(req) else []
 
 
-def _concat(old: pd.DataFrame | None, new: pd.DataFrame) -> pd.DataFrame:
-    if old is None or old.empty:
-        return new.reset_index(drop=True)
-    if new.empty:
-        return old.reset_index(drop=True)
-    return pd.concat([old, new], ignore_index=True)
+def _concat(frames: list[pd.DataFrame | None]) -> pd.DataFrame:
+    present = [f for f in frames if f is not None and not f.empty]
+    if not present:
+        return pd.DataFrame()
+    return pd.concat(present, ignore_index=True)
 
 
 def run_loadtest(
@@ -247,14 +311,45 @@ def run_loadtest(
     target = connect(url, model, endpoint=endpoint,
                      fixed_output_len=spec.fixed_output_len)  # fmt: skip
     label = variant or model
-    result = measure(target, spec, label, prompts, tokenizer, progress)
     run_dir = RunDir(out)
+    result = measure(target, spec, label, prompts, run_dir, tokenizer, progress)
     summary, warnings = write_loadtest(run_dir, {label: result}, spec.slos, baseline)
     run_dir.update_run_json(
         "loadtest",
         {label: {"url": url, "model": model, "endpoint": target.endpoint,
-                 "tiers_done": result.tiers_done, "interrupted": result.interrupted}},
+                 **result_json(result)}},
     )  # fmt: skip
     for w in warnings:
         log.warning("%s", w)
-    return LoadtestOutcome(summary, run_dir, result.interrupted, warnings)
+    return LoadtestOutcome(
+        summary,
+        run_dir,
+        result.interrupted,
+        warnings,
+        stop_signal=result.stop_signal,
+        failures=failure_lines({label: result}),
+    )
+
+
+def result_json(result: LoadResult) -> dict[str, object]:
+    """What run.json keeps of a load result: tiers done and each tier's outcome."""
+    return {
+        "tiers_done": result.tiers_done,
+        "tiers": {t.tier: {"status": t.status, "reason": t.reason,
+                           "requests": t.requests, "failed": t.failed,
+                           "unfinished": t.unfinished} for t in result.tiers},
+        "interrupted": result.interrupted,
+        "server_failure": result.server_failure,
+    }  # fmt: skip
+
+
+def failure_lines(results: Mapping[str, LoadResult]) -> list[str]:
+    """One line per variant whose server died: ``variant <v>, tier <t>: <reason>``."""
+    lines = []
+    for variant, result in results.items():
+        if result.server_failure is None:
+            continue
+        bad = [t for t in result.tiers if t.status in ("partial", "failed")]
+        where = f", tier {bad[-1].tier}" if bad else " (before the first tier)"
+        lines.append(f"variant {variant}{where}: {result.server_failure}")
+    return lines

@@ -25,6 +25,7 @@ from trtbench.profiling.report.comparison import (
     memory_extra,
     tier_table,
 )
+from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
 from trtbench.profiling.report.markdown import render_compare, render_report, run_notes
 from trtbench.run_data import RunData, load_run
 from trtbench.run_dir import RunDir
@@ -63,15 +64,22 @@ def analyze_run(run: RunData) -> RunAnalysis:
     notes = run_notes(variants, tiers, memory, launches)
     if run.baseline is None:
         notes.insert(0, "No baseline variant in this run: speedups are not available.")
+    measured = complete_tiers(tiers)
     return RunAnalysis(
-        run, variants, tiers, crossovers(tiers),
-        comparison_matrix(tiers, variants, memory), memory, launches, notes,
+        run, variants, tiers, crossovers(measured),
+        comparison_matrix(measured, variants, memory), memory, launches, notes,
     )  # fmt: skip
 
 
+def complete_tiers(tiers: pd.DataFrame) -> pd.DataFrame:
+    """The tiers that are measurements (``tier_status`` complete); the others are listed in
+    the per-tier table and the notes, never plotted or summarized."""
+    return tiers[tiers["tier_status"] == "complete"].reset_index(drop=True)
+
+
 def draw_plots(a: RunAnalysis, plots_dir: Path) -> list[tuple[str, Path]]:
-    """Every plot the data allows, as (caption, path)."""
-    t = a.tiers
+    """Every plot the data allows, as (caption, path); complete tiers only."""
+    t = complete_tiers(a.tiers)
     out = [
         ("TTFT p50 (solid) and p95 (dashed)", plots.plot_vs_load(
             t, plots_dir / "ttft.png", [("ttft_p50_ms", "p50"), ("ttft_p95_ms", "p95")],
@@ -140,7 +148,7 @@ def write_report(root: Path) -> ReportResult:
     Raises:
         ConfigError: the run directory or its summary.csv is missing.
     """
-    run = load_run(root)
+    run = load_run(root, RUN_CSV_SCHEMAS)
     a = analyze_run(run)
     rd = RunDir(run.root)
     drawn = draw_plots(a, rd.plots_dir)
@@ -179,7 +187,8 @@ def compare_runs(run_a: Path, run_b: Path, out: Path | None = None) -> CompareRe
     Raises:
         ConfigError: either run directory or its summary.csv is missing.
     """
-    a, b = analyze_run(load_run(run_a)), analyze_run(load_run(run_b))
+    a = analyze_run(load_run(run_a, RUN_CSV_SCHEMAS))
+    b = analyze_run(load_run(run_b, RUN_CSV_SCHEMAS))
     tiers = compare_tiers(a.tiers, b.tiers)
     memory = None
     if a.memory is not None and b.memory is not None:

@@ -31,11 +31,14 @@ from trtbench.pipeline.deploy import deploy_variant, server_config
 from trtbench.pipeline.loadtest import (
     LoadtestOutcome,
     connect,
+    failure_lines,
     make_prompts,
     measure,
     open_tokenizer,
+    result_json,
     write_loadtest,
 )
+from trtbench.pipeline.preflight import check_served_prompts
 from trtbench.pipeline.report import write_report
 from trtbench.pipeline.tier_capture import (
     TierCapture,
@@ -43,9 +46,11 @@ from trtbench.pipeline.tier_capture import (
     capture_for,
     check_nsys,
 )
+from trtbench.profiling.loadtest.health import Health, HealthCheck
+from trtbench.profiling.loadtest.outcome import LoadResult
 from trtbench.profiling.loadtest.prompts import Prompt, TextTokenizer
-from trtbench.profiling.loadtest.runner import LoadResult, Progress
 from trtbench.profiling.loadtest.schedule import Tier
+from trtbench.profiling.loadtest.target import Progress
 from trtbench.profiling.memory.breakdown import (
     load_variant_inputs,
     memory_breakdown,
@@ -59,6 +64,7 @@ from trtbench.profiling.memory.server_metrics import (
 from trtbench.profiling.traces.nsys_session import nsys_launch_argv
 from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec, VariantSpec
+from trtbench.stop_signals import StopSignal, signal_name
 from trtbench.triton_repo.interface import RepoMetadata, read_repo_metadata
 from trtbench.triton_repo.server import TritonServer
 
@@ -178,6 +184,7 @@ def _measure_variant(
     meta = read_repo_metadata(repo)
     tokenizer: TextTokenizer | None = open_tokenizer(Path(meta.tokenizer_dir))
     prompts = prompts or make_prompts(spec.loadtest, tokenizer)
+    check_served_prompts(prompts, meta, tokenizer)
     samplers: list = []
     capture = capture_for(rd, spec, variant.name, nsys)
     try:
@@ -198,7 +205,14 @@ def _measure_variant(
             )
             marking = _Marking(progress, samplers, capture)
             got.results[variant.name] = measure(
-                target, spec.loadtest, variant.name, prompts, tokenizer, marking
+                target,
+                spec.loadtest,
+                variant.name,
+                prompts,
+                rd,
+                tokenizer,
+                marking,
+                health=server_health(server),
             )
     finally:
         for sampler in samplers:
@@ -213,6 +227,19 @@ def _measure_variant(
             got.traces[variant.name], notes = analyze_capture(capture)
             got.notes.extend(notes)
     return prompts
+
+
+def server_health(server: TritonServer) -> HealthCheck:
+    """The load generator's check of a managed server: its process (an exit is fatal at
+    once) and its HTTP readiness (a failure must repeat before it counts)."""
+
+    def check() -> Health:
+        proc = server.process
+        if proc is None or proc.poll() is not None:
+            return Health(server.health() or "tritonserver is not running", fatal=True)
+        return Health(server.health())
+
+    return check
 
 
 def _stage(progress: RunProgress | None, message: str) -> None:
@@ -284,16 +311,21 @@ def run_bench(
     got = _Collected()
     prompts: list[Prompt] | None = None
     failure: TrtbenchError | None = None
-    stopped = False
+    stopped: int | None = None
     try:
         for variant in selected:
             prompts = _measure_variant(out, spec, variant, prompts, progress, got, nsys)
-            if got.results[variant.name].interrupted:
+            result = got.results[variant.name]
+            if result.interrupted:
                 break
+            if result.server_failure is not None:  # the next variant has its own server
+                log.error("%s: %s", variant.name, result.server_failure)
     except TrtbenchError as exc:
         failure = exc
-    except KeyboardInterrupt:  # outside a tier (deploy, server start): keep going
-        stopped = True
+    except (
+        StopSignal
+    ) as exc:  # outside a tier (deploy, server start): keep what finished
+        stopped = exc.signum
     finally:
         outcome = _finish(out, spec, got, stopped)
     if failure is not None:
@@ -302,32 +334,42 @@ def run_bench(
 
 
 def _finish(
-    out: RunDir, spec: BenchSpec, got: _Collected, stopped: bool = False
+    out: RunDir, spec: BenchSpec, got: _Collected, stopped: int | None = None
 ) -> LoadtestOutcome:
-    interrupted = stopped or any(r.interrupted for r in got.results.values())
+    signals = [r.stop_signal for r in got.results.values() if r.stop_signal]
+    stop_signal = stopped or (signals[0] if signals else None)
+    failures = failure_lines(got.results)
     _write_profiles(out, got)
     out.update_run_json(
         "run",
         {
             "variants": {
                 name: {
-                    "tiers_done": r.tiers_done,
+                    **result_json(r),
                     "seconds": got.seconds.get(name),
                     "nsys_files": [str(p) for p in got.traces.get(name, [])],
                 }
                 for name, r in got.results.items()
             },
-            "interrupted": interrupted,
+            "interrupted": stop_signal is not None,
+            "stop_signal": None if stop_signal is None else signal_name(stop_signal),
         },
     )
     traces = [p for files in got.traces.values() for p in files]
-    if not any(r.requests for r in got.results.values()):
-        return LoadtestOutcome(pd.DataFrame(), out, interrupted, got.notes, traces)
+    outcome = LoadtestOutcome(
+        pd.DataFrame(), out, stop_signal is not None, list(got.notes), traces,
+        stop_signal=stop_signal, failures=failures,
+    )  # fmt: skip
+    if not any(r.tiers for r in got.results.values()):
+        return outcome
     baseline = baseline_of(spec, list(got.results))
     summary, warnings = write_loadtest(out, got.results, spec.loadtest.slos, baseline)
     files, problems = render_report(out)
-    return LoadtestOutcome(
-        summary, out, interrupted, warnings + got.notes + problems, traces + files
+    return replace(
+        outcome,
+        summary=summary,
+        warnings=warnings + got.notes + problems,
+        files=traces + files,
     )
 
 

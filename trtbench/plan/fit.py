@@ -27,7 +27,7 @@ from trtbench.plan.speculation import (
     fit_alpha,
     leviathan_speedup,
 )
-from trtbench.profiling.loadtest.metrics import add_speedups
+from trtbench.profiling.loadtest.speedups import add_speedups
 from trtbench.profiling.report.comparison import (
     TPOT_SPEEDUP,
     summary_column,
@@ -126,10 +126,11 @@ def fit_run(
 
     Args:
         summary: summary.csv rows (``variant``, ``tier``, ``concurrency``, the TPOT
-            speedup column and the acceptance/tokens-per-response statistics).
+            speedup column and the acceptance/tokens-per-response statistics); tiers
+            whose ``tier_status`` is not complete are left out.
         variants: per-variant mode and draft length (from build.json).
         baseline: when given, the speedups are recomputed against it
-            (``metrics.add_speedups``) instead of taken from the file.
+            (``speedups.add_speedups``) instead of taken from the file.
 
     Returns:
         The fits, and one row per (variant, tier): variant, tier, concurrency,
@@ -138,6 +139,8 @@ def fit_run(
     """
     if baseline is not None:
         summary = add_speedups(summary, baseline)
+    if "tier_status" in summary.columns:  # only complete tiers are measurements
+        summary = summary[summary["tier_status"].fillna("complete") == "complete"]
     fits, rows = [], []
     for name, group in summary.groupby("variant", sort=False):
         info = variants.get(str(name), VariantInfo(str(name)))

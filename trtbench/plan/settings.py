@@ -33,6 +33,7 @@ from trtbench.plan.planner import (
 )
 from trtbench.plan.speculation import greedy_medusa_tree
 from trtbench.profiling.report.comparison import summary_column
+from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
 from trtbench.run_data import RunData, load_run
 
 GREEDY = "greedy"
@@ -267,7 +268,9 @@ def run_plan(settings: PlanSettings) -> PlanResult:
     """
     fits, fit_rows, run = [], None, None
     if settings.from_run is not None:
-        run = _option("--from-run", lambda: load_run(settings.from_run or Path()))
+        run = _option(
+            "--from-run", lambda: load_run(settings.from_run or Path(), RUN_CSV_SCHEMAS)
+        )
         fits, fit_rows = fit_run(run.summary, run.variants, run.baseline)
         if settings.model is None:
             return PlanResult(None, fits, fit_rows, run.root)

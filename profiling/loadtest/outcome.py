@@ -1,0 +1,101 @@
+"""How a load test ended: each tier's status and counts (the records are in files).
+
+A tier is a measurement only when it is ``complete``; the summary carries the status in
+``tier_status`` and the report never computes a speedup from any other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from trtbench.stop_signals import signal_name
+
+TIER_COMPLETE, TIER_PARTIAL, TIER_FAILED, TIER_INTERRUPTED = (
+    "complete",
+    "partial",
+    "failed",
+    "interrupted",
+)
+TIER_STATUSES = (TIER_COMPLETE, TIER_PARTIAL, TIER_FAILED, TIER_INTERRUPTED)
+
+
+@dataclass
+class TierOutcome:
+    """How one tier ended.
+
+    Attributes:
+        tier: its label.
+        status: ``complete`` (ran to its end), ``partial`` (the server died or stopped
+            answering after some requests succeeded), ``failed`` (no request succeeded:
+            the server died first, or every request failed) or ``interrupted`` (a stop
+            signal). Only a complete tier is a measurement.
+        requests: requests written (finished, failed ones included).
+        failed: of those, failed.
+        unfinished: in flight at the stop: never measured, not written.
+        reason: why it is not complete (one line; '' when complete).
+    """
+
+    tier: str
+    status: str = TIER_COMPLETE
+    requests: int = 0
+    failed: int = 0
+    unfinished: int = 0
+    reason: str = ""
+
+    def line(self) -> str:
+        """``N requests, F failed[, U unfinished], <status>[ (<reason>)]`` (for the log)."""
+        unfinished = f", {self.unfinished} unfinished" if self.unfinished else ""
+        why = f" ({self.reason})" if self.reason else ""
+        return (
+            f"{self.requests} requests, {self.failed} failed{unfinished}, "
+            f"{self.status}{why}"
+        )
+
+
+@dataclass
+class LoadResult:
+    """How every tier ended (the records themselves are in the sink's files)."""
+
+    tiers: list[TierOutcome] = field(default_factory=list)
+    stop_signal: int | None = None
+    server_failure: str | None = None
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stop_signal is not None
+
+    @property
+    def tiers_done(self) -> list[str]:
+        """Labels of the complete tiers."""
+        return [t.tier for t in self.tiers if t.status == TIER_COMPLETE]
+
+    @property
+    def request_count(self) -> int:
+        return sum(t.requests for t in self.tiers)
+
+
+def settle_tier(
+    tier: TierOutcome, stop_signal: int | None, server_failure: str | None
+) -> TierOutcome:
+    """The status of a tier that just ended (pure).
+
+    A stop signal makes it ``interrupted``; a dead server ``partial`` when at least one
+    request succeeded, else ``failed``; a tier where no request succeeded (all failed, or
+    none finished) is ``failed``; anything else ``complete``.
+    """
+    ok = tier.requests - tier.failed
+    if stop_signal is not None:
+        return replace(
+            tier,
+            status=TIER_INTERRUPTED,
+            reason=f"stopped by {signal_name(stop_signal)}",
+        )
+    if server_failure is not None:
+        return replace(
+            tier, status=TIER_PARTIAL if ok else TIER_FAILED, reason=server_failure
+        )
+    if not tier.requests:
+        return replace(tier, status=TIER_FAILED, reason="no request finished")
+    if not ok:
+        return replace(tier, status=TIER_FAILED, reason="every request failed")
+    return replace(tier, status=TIER_COMPLETE, reason="")

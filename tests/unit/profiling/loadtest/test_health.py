@@ -1,0 +1,77 @@
+"""The watcher's policy: an exit stops the tier at once, a sick answer only when it repeats.
+
+The real thing (a SIGKILLed tritonserver noticed within a second) is in
+tests/integration/test_faults.py; here the answers are scripted to pin the policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from trtbench.profiling.loadtest import health as h
+
+
+def _watch(answers: list[h.Health], seconds: float, verify_at: float | None = None):
+    """Run a watcher over scripted answers; return (reasons, check count, time of death)."""
+    dead: list[tuple[str, float]] = []
+    calls = 0
+
+    async def check() -> h.Health:
+        nonlocal calls
+        calls += 1
+        return answers[min(calls, len(answers)) - 1]
+
+    async def main() -> None:
+        start = time.monotonic()
+        watcher = h.Watcher(check, lambda r: dead.append((r, time.monotonic() - start)))
+        watcher.start()
+        if verify_at is not None:
+            await asyncio.sleep(verify_at)
+            await watcher.verify()  # returns once the answer is in
+            assert dead  # the caller sees the death before it sends again
+            await asyncio.sleep(seconds - verify_at)
+        else:
+            await asyncio.sleep(seconds)
+        await watcher.stop()
+
+    asyncio.run(main())
+    return dead, calls
+
+
+def test_an_exit_is_fatal_on_the_first_answer():
+    dead, calls = _watch([h.Health("exited with code -9", fatal=True)], 0.6)
+    assert [r for r, _ in dead] == ["exited with code -9"]
+    assert dead[0][1] < h.INTERVAL_S + 0.2
+    assert calls == 1  # the watcher ends after reporting
+
+
+def test_a_sick_answer_must_repeat_before_it_counts():
+    sick = h.Health("not ready (HTTP 503)")
+    dead, _ = _watch([sick, h.Health(), sick, sick, h.Health()], 1.6)
+    assert dead == []  # never CONFIRMATIONS sick answers in a row
+    dead, calls = _watch([sick], 1.6)
+    assert [r for r, _ in dead] == ["not ready (HTTP 503)"]
+    assert calls == h.CONFIRMATIONS
+
+
+def test_verify_checks_at_once_and_waits_for_the_answer():
+    dead, calls = _watch([h.Health("gone", fatal=True)], 0.2, verify_at=0.05)
+    assert calls == 1
+    assert dead and dead[0][1] < 0.15  # before the first interval tick (0.25 s)
+
+
+def test_a_check_that_raises_is_a_sick_answer_not_a_crash():
+    async def broken() -> h.Health:
+        raise RuntimeError("boom")
+
+    got: list[str] = []
+
+    async def main() -> None:
+        watcher = h.Watcher(broken, got.append)
+        watcher.start()
+        await asyncio.sleep(h.INTERVAL_S * (h.CONFIRMATIONS + 1) + 0.2)
+        await watcher.stop()
+
+    asyncio.run(main())
+    assert got == ["health check failed (RuntimeError: boom)"]
