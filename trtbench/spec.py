@@ -150,6 +150,9 @@ class DeploySpec(_Strict):
         return self
 
 
+INT32_MAX = 2**31 - 1
+
+
 class LoadtestSpec(_Strict):
     """The request stream sent to every variant, tier by tier.
 
@@ -170,9 +173,9 @@ class LoadtestSpec(_Strict):
     duration_s: float | None = Field(default=None, gt=0)
     ramp_up_s: float = Field(default=0.0, ge=0)
     warmup_requests: int = Field(default=2, ge=0)
-    input_len_mean: int = Field(default=64, ge=1)
+    input_len_mean: int = Field(default=64, ge=1, le=INT32_MAX)
     input_len_std: float = Field(default=0.0, ge=0)
-    output_len_mean: int = Field(default=64, ge=1)
+    output_len_mean: int = Field(default=64, ge=1, le=INT32_MAX)  # sent as INT32
     output_len_std: float = Field(default=0.0, ge=0)
     fixed_output_len: bool = True
     dataset: Path | None = None
