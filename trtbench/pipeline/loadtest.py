@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,9 +163,8 @@ def record_files(run_dir: RunDir, variant: str) -> RecordFiles:
     measurement of that variant.
     """
     parts = run_dir.loadtest_dir / "parts"
-    return RecordFiles(
-        parts / f"{variant}.requests.csv", parts / f"{variant}.responses.csv"
-    )
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", variant)  # a --variant label is free text
+    return RecordFiles(parts / f"{stem}.requests.csv", parts / f"{stem}.responses.csv")
 
 
 def measure(
