@@ -189,10 +189,12 @@ class TritonServer:
         """The full command line for ``ports`` (mpirun MPMD when world_size > 1), behind
         ``config.wrapper_argv`` when one is set."""
         cfg = self.config
-        backend_dir = prepare_backend_dir(binary, cfg.log_path.parent / "backends")
+        backend_dir = prepare_backend_dir(
+            binary, (cfg.log_path.parent / "backends").resolve()
+        )
         argv = server_argv(
             binary.path,
-            cfg.model_repo,
+            Path(cfg.model_repo).resolve(),  # the server runs in the log's folder
             ports,
             backend_dir,
             cfg.extra_args,
@@ -259,6 +261,9 @@ class TritonServer:
                 stderr=subprocess.STDOUT,
                 env=server_env(self.binary, self._environ),
                 start_new_session=True,
+                # Not the user's folder: Python models get the working directory on their
+                # import path, and a ./trtbench checkout there would shadow the package.
+                cwd=self.config.log_path.parent,
             )
         log.info("tritonserver pid %d, log %s", self.process.pid, self.config.log_path)
 

@@ -343,3 +343,30 @@ def test_cli_serve_prints_endpoints_and_stops_on_ctrl_c(run_dir):
     ], err
     assert "Traceback" not in err and "Aborted" not in err
     assert all(group_gone(pid) for pid in servers)
+
+
+def test_serve_from_a_folder_holding_a_trtbench_checkout(run_dir, tmp_path):
+    """Python models get the server's working directory on their import path: started from
+    the folder a user cloned trtbench into (``./trtbench/`` there), the served model must
+    still import the installed package, not the checkout's bare folder."""
+    shadow = tmp_path / "trtbench"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("")  # no __version__: importing it would fail
+    trtbench = Path(sys.executable).parent / "trtbench"  # a console script: cwd not on path
+    proc = subprocess.Popen(  # noqa: S603
+        [str(trtbench), "deploy", str(run_dir.root), "--variant", "baseline", "--serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        line = proc.stdout.readline()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert line.startswith("baseline: grpc 127.0.0.1:"), err
+    assert proc.returncode == 128 + signal.SIGINT, err
