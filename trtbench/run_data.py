@@ -265,6 +265,26 @@ def _steps(traces: Path, schema: Schema | None) -> pd.DataFrame | None:
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
+TIER_STATUSES = ("complete", "partial", "failed", "interrupted")
+
+
+def _check_statuses(summary: pd.DataFrame, path: Path) -> None:
+    """The summary has rows, and every ``tier_status`` is one of :data:`TIER_STATUSES`
+    (empty: a file from before the column)."""
+    if summary.empty:
+        raise DataFileError(f"{path} has no rows; {SUMMARY_FIX}")
+    if "tier_status" not in summary.columns:
+        return
+    status = summary["tier_status"]
+    bad = status.notna() & ~status.astype(str).isin(TIER_STATUSES)
+    if bad.any():
+        row = int(bad.to_numpy().nonzero()[0][0])
+        raise DataFileError(
+            f"{path} line {row + 2}: tier_status {status.iloc[row]!r} is not one of "
+            f"{', '.join(TIER_STATUSES)}; {SUMMARY_FIX}"
+        )
+
+
 def load_run(root: Path, schemas: Mapping[str, Schema] | None = None) -> RunData:
     """Read a run directory, checking every file it reads (module docstring).
 
@@ -300,6 +320,7 @@ def load_run(root: Path, schemas: Mapping[str, Schema] | None = None) -> RunData
         keys=("variant", "tier"),
         kinds=SUMMARY_KINDS,
     )
+    _check_statuses(summary, rd.summary_csv)
     run = rd.read_run_json()
     names = list(dict.fromkeys([*summary["variant"].astype(str), *rd.built_variants()]))
     _run_sections(run, rd.run_json, names)

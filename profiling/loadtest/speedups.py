@@ -14,16 +14,16 @@ COMPLETE = "complete"
 
 
 def _speedup_note(row: pd.Series, base: pd.DataFrame, baseline: str) -> str:
-    """Why a row has no speedup ('' when it has one or is the baseline itself)."""
-    if row["variant"] == baseline:
-        return ""
+    """Why a row has no speedup ('' when it has one)."""
     if row["tier_status"] != COMPLETE:
         return f"tier is {row['tier_status']}"
+    if row["variant"] == baseline:
+        return ""
     if row["tier"] not in base.index:
-        return f"baseline {baseline} has no tier {row['tier']}"
+        return f"the baseline ({baseline}) has no tier {row['tier']}"
     status = base.at[row["tier"], "tier_status"]
     if status != COMPLETE:
-        return f"baseline {baseline} tier {row['tier']} is {status}"
+        return f"the baseline ({baseline}) {row['tier']} is {status}"
     return ""
 
 

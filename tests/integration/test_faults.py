@@ -343,6 +343,11 @@ def test_sigterm_run_exits_143_keeping_finished_tiers(terminated):
     run = json.loads((terminated.run / "run.json").read_text())["run"]
     assert run["interrupted"] is True
     assert run["stop_signal"] == "SIGTERM"
+    report = (terminated.run / "report.md").read_text()
+    assert "**The run was stopped by SIGTERM**; never measured: `dt`" in report
+    assert "kept every finished request; the stopped tier is marked interrupted" in (
+        terminated.stderr
+    )
 
 
 def test_sigterm_run_stops_server_and_stub(terminated):

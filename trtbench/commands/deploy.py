@@ -35,7 +35,8 @@ def _serve_until_interrupted(run_dir: Path, variants: tuple[str, ...], deploy) -
             for name, server in servers:
                 click.echo(
                     f"{name}: grpc {server.grpc_url}  http {server.http_url}  "
-                    f"metrics {server.metrics_url}  (log {server.config.log_path})"
+                    f"metrics {server.metrics_url}  model "
+                    f"{','.join(server.config.models) or '?'}  (log {server.config.log_path})"
                 )
             click.echo("serving; press Ctrl-C to stop", err=True)
             while True:

@@ -24,8 +24,11 @@ def parse_list(text: str | None, kind: type, option: str) -> list | None:
     """``"1,8,16"`` → ``[1, 8, 16]``; raises ConfigError naming ``option``."""
     if text is None:
         return None
+    parts = text.split(",")
     try:
-        return [kind(part) for part in text.split(",") if part.strip()]
+        if any(not part.strip() for part in parts):
+            raise ValueError
+        return [kind(part) for part in parts]
     except ValueError:
         raise ConfigError(
             f"{option}: {text!r} is not a comma-separated list of numbers (e.g. 1,8,16)"

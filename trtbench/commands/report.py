@@ -6,8 +6,10 @@ from pathlib import Path
 
 import click
 
+from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.options import run_dir_argument
 from trtbench.pipeline.report import write_report
+from trtbench.run_dir import RunDir
 
 
 @click.command("report")
@@ -18,6 +20,8 @@ def report(run_dir: Path) -> None:
     The comparison matrix (extra memory, speedup at low and high concurrency, tokens per
     step, TTFT, TPOT, output tok/s, CUDA graphs) is also printed.
     """
+    if Path(run_dir).is_dir():  # it writes report.md and plots: one writer at a time
+        claim_run_dir(RunDir(Path(run_dir)))
     result = write_report(run_dir)
     click.echo(result.matrix_markdown)
     click.echo(f"\nwrote {result.report_path}")

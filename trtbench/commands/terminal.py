@@ -175,11 +175,12 @@ def print_outcome(outcome: LoadtestOutcome) -> None:
         if Path(path).is_file():
             click.echo(f"wrote {path}")
     if outcome.stop_signal is not None:
-        click.echo("kept every finished request; the stopped tier is marked interrupted",
-                   err=True)  # fmt: skip
+        statuses = outcome.summary.get("tier_status", pd.Series(dtype=str))
+        if (statuses == "interrupted").any():
+            click.echo(
+                "kept every finished request; the stopped tier is marked interrupted",
+                err=True,
+            )
         raise StopSignal(outcome.stop_signal)  # trtbench.cli.main: exit 128 + signal
     if outcome.failures:
-        raise ServerDiedError(
-            "; ".join(outcome.failures)
-            + " (finished tiers are kept; see the server log in RUN_DIR/server/)"
-        )
+        raise ServerDiedError("; ".join(outcome.failures) + "; finished tiers are kept")

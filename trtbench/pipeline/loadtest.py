@@ -299,7 +299,9 @@ def run_loadtest(
     """``trtbench loadtest``: measure one served model, write ``out/loadtest/*.csv``.
 
     Rows already in the CSVs for other variants are kept, so several runs with different
-    ``--variant`` labels (and ``--baseline``) build one comparison.
+    ``--variant`` labels (and ``--baseline``) build one comparison; without ``baseline``
+    the one recorded in ``run.json`` (by ``trtbench run`` or an earlier ``--baseline``)
+    keeps the speedups of every row.
 
     Raises:
         LoadTestError: unreachable server, unknown model, mismatched inputs, text-only
@@ -313,7 +315,11 @@ def run_loadtest(
     label = variant or model
     run_dir = RunDir(out)
     result = measure(target, spec, label, prompts, run_dir, tokenizer, progress)
+    known = run_dir.read_run_json().get("baseline")
+    baseline = baseline or (known if isinstance(known, str) else None)
     summary, warnings = write_loadtest(run_dir, {label: result}, spec.slos, baseline)
+    if baseline is not None:
+        run_dir.update_run_json("baseline", baseline)
     run_dir.update_run_json(
         "loadtest",
         {label: {"url": url, "model": model, "endpoint": target.endpoint,

@@ -112,6 +112,21 @@ def draw_plots(a: RunAnalysis, plots_dir: Path) -> list[tuple[str, Path]]:
     return out
 
 
+def _stopped(run: dict, measured: set[str]) -> list[str]:
+    """A line when ``trtbench run`` was stopped by a signal: which variants it never reached."""
+    section = run.get("run") if isinstance(run.get("run"), dict) else {}
+    if not section.get("interrupted"):
+        return []
+    spec = (run.get("build") or {}).get("spec") or {}
+    names = [v.get("name") for v in spec.get("variants") or [] if isinstance(v, dict)]
+    missing = [f"`{n}`" for n in names if n and n not in measured]
+    never = f"; never measured: {', '.join(missing)}" if missing else ""
+    return [
+        f"**The run was stopped by {section.get('stop_signal') or 'a signal'}**{never}. "
+        "Tiers it finished are measurements; see each tier's status below."
+    ]
+
+
 def _header(a: RunAnalysis) -> list[str]:
     run = a.run.run
     lines = [f"Run directory: `{a.run.root}`. Baseline: `{a.run.baseline or 'none'}`."]
@@ -119,6 +134,7 @@ def _header(a: RunAnalysis) -> list[str]:
     if host:
         gpus = host.get("gpus") or "none"
         lines.append(f"Host: {host.get('hostname', '?')}, GPUs: {gpus}.")
+    lines += _stopped(run, set(a.tiers["variant"]))
     fits, _ = fit_run(a.run.summary, a.run.variants, a.run.baseline)
     for f in fits:
         alpha = f"α = {f.alpha:.3f}, " if f.alpha is not None else ""

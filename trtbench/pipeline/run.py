@@ -319,7 +319,7 @@ def run_bench(
             if result.interrupted:
                 break
             if result.server_failure is not None:  # the next variant has its own server
-                log.error("%s: %s", variant.name, result.server_failure)
+                log.info("%s: %s", variant.name, result.server_failure)
     except TrtbenchError as exc:
         failure = exc
     except (
@@ -364,6 +364,8 @@ def _finish(
         return outcome
     baseline = baseline_of(spec, list(got.results))
     summary, warnings = write_loadtest(out, got.results, spec.loadtest.slos, baseline)
+    if baseline is not None:  # later `trtbench loadtest --out` runs compare against it
+        out.update_run_json("baseline", baseline)
     files, problems = render_report(out)
     return replace(
         outcome,

@@ -120,6 +120,23 @@ def test_a_summary_row_without_a_variant_is_refused_not_dropped(run, capsys):
     )
 
 
+def test_an_unknown_tier_status_is_refused(run, capsys):
+    path = RunDir(run).summary_csv
+    frame = pd.read_csv(path, dtype=str)
+    frame.loc[1, "tier_status"] = "bogus"
+    frame.to_csv(path, index=False)
+    assert report_error(capsys, "report", run).startswith(
+        f"{path} line 3: tier_status 'bogus' is not one of complete, partial, failed, "
+        "interrupted; "
+    )
+
+
+def test_a_summary_without_rows_is_refused(run, capsys):
+    path = RunDir(run).summary_csv
+    path.write_text(path.read_text().splitlines(keepends=True)[0])
+    assert report_error(capsys, "report", run).startswith(f"{path} has no rows; ")
+
+
 def test_garbled_build_json(run, capsys):
     path = RunDir(run).build_json("medusa")
     path.write_text(path.read_text()[:50])

@@ -35,8 +35,9 @@ def test_concurrency_must_be_positive(capsys, tmp_path, value):
     assert "--concurrency" in err and "greater than or equal to 1" in err
 
 
-def test_concurrency_that_is_not_a_number(capsys, tmp_path):
-    code, err = run(capsys, "--url", "localhost:1", "--concurrency", "1,x")
+@pytest.mark.parametrize("value", ["1,x", "1,,2", "1,", ","])
+def test_concurrency_that_is_not_a_number(capsys, tmp_path, value):
+    code, err = run(capsys, "--url", "localhost:1", "--concurrency", value)
     assert code == 2
     assert "--concurrency" in err and "comma-separated" in err
 

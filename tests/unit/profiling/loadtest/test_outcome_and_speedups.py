@@ -78,9 +78,13 @@ def test_speedups_only_between_complete_tiers():
     assert med.at["c1", "output_token_throughput_speedup_ratio"] == pytest.approx(2.0)
     assert med.at["c1", "speedup_note"] == ""
     assert math.isnan(med.at["c2", "tpot_speedup_ratio"])
-    assert med.at["c2", "speedup_note"] == "baseline base tier c2 is partial"
+    assert med.at["c2", "speedup_note"] == "the baseline (base) c2 is partial"
     assert math.isnan(med.at["c4", "tpot_speedup_ratio"])
-    assert med.at["c4", "speedup_note"] == "baseline base has no tier c4"
+    assert med.at["c4", "speedup_note"] == "the baseline (base) has no tier c4"
+    base = s[s["variant"] == "base"].set_index("tier")
+    assert base.at["c1", "tpot_speedup_ratio"] == pytest.approx(1.0)
+    assert math.isnan(base.at["c2", "tpot_speedup_ratio"])  # not even 1.0 against itself
+    assert base.at["c2", "speedup_note"] == "tier is partial"
 
 
 def test_a_partial_variant_tier_gets_no_speedup():
