@@ -14,10 +14,7 @@ from __future__ import annotations
 import json
 import os
 import queue
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -29,6 +26,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from tests.support.cli import run_cli
+from tests.support.serving import serve_cli, stop_cli
 from trtbench.builders.build import build_variants
 from trtbench.builders.reference.loading import load_engine
 from trtbench.pipeline.deploy import deploy_run, serve
@@ -314,28 +312,16 @@ def _children(pid: int) -> list[int]:
 
 
 def test_cli_serve_prints_endpoints_and_stops_on_ctrl_c(run_dir):
-    cmd = [sys.executable, "-m", "trtbench.cli", "deploy", str(run_dir.root)]
-    proc = subprocess.Popen(  # noqa: S603
-        [*cmd, "--variant", "baseline", "--serve"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, line = serve_cli(run_dir.root, "baseline")
     try:
-        line = proc.stdout.readline()
-        assert line.startswith("baseline: grpc 127.0.0.1:"), proc.stderr.read()
+        assert line.startswith("baseline: grpc 127.0.0.1:"), line
         metrics_url = line.split("metrics ")[1].split()[0]
         with urllib.request.urlopen(metrics_url, timeout=10) as resp:  # noqa: S310
             assert resp.status == 200
         servers = _children(proc.pid)
         assert servers, "tritonserver is not a child of trtbench deploy --serve"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=90)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 128 + signal.SIGINT, err  # 130: stopped by SIGINT
+        err = stop_cli(proc)  # 130: stopped by SIGINT
     lines = err.strip().splitlines()
     assert lines[-2:] == [
         "stopped every server",
@@ -352,21 +338,6 @@ def test_serve_from_a_folder_holding_a_trtbench_checkout(run_dir, tmp_path):
     shadow = tmp_path / "trtbench"
     shadow.mkdir()
     (shadow / "__init__.py").write_text("")  # no __version__: importing it would fail
-    trtbench = Path(sys.executable).parent / "trtbench"  # a console script: cwd not on path
-    proc = subprocess.Popen(  # noqa: S603
-        [str(trtbench), "deploy", str(run_dir.root), "--variant", "baseline", "--serve"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-    )
-    try:
-        line = proc.stdout.readline()
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    proc, line = serve_cli(run_dir.root, "baseline", cwd=tmp_path)
+    err = stop_cli(proc)
     assert line.startswith("baseline: grpc 127.0.0.1:"), err
-    assert proc.returncode == 128 + signal.SIGINT, err

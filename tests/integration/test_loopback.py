@@ -14,8 +14,6 @@ import ipaddress
 import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -23,6 +21,7 @@ import psutil
 import pytest
 
 from tests.support.net import has_ipv6_loopback
+from tests.support.serving import serve_cli, stop_cli
 from trtbench.builders.build import build_variants
 from trtbench.pipeline.deploy import deploy_run, serve
 from trtbench.run_dir import RunDir
@@ -80,43 +79,12 @@ def plain_ip(ip: str) -> str:
     return str(mapped or address)
 
 
-def serve_cli(run_dir: RunDir, *options: str) -> tuple[subprocess.Popen, str]:
-    """``trtbench deploy RUN --variant baseline --serve OPTIONS…`` in its own process, and the
-    endpoint line it prints once the server is ready."""
-    cmd = [sys.executable, "-m", "trtbench.cli", "deploy", str(run_dir.root)]
-    proc = subprocess.Popen(  # noqa: S603
-        [*cmd, "--variant", VARIANT, "--serve", *options],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    line = proc.stdout.readline()
-    if not line:
-        proc.wait(60)
-        pytest.fail(f"deploy --serve printed nothing: {proc.stderr.read()}")
-    return proc, line
-
-
-def stop_cli(proc: subprocess.Popen) -> str:
-    """SIGINT (Ctrl-C) the serving command; its stderr."""
-    try:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    # it stopped on its own (0, or 128 + SIGINT by the shell convention), not by the kill
-    assert proc.returncode in (0, 128 + signal.SIGINT), err
-    return err
-
-
 def endpoint_ports(line: str) -> set[int]:
     return {int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", line)}
 
 
 def test_serve_listens_on_loopback_only(run_dir):
-    proc, line = serve_cli(run_dir)
+    proc, line = serve_cli(run_dir.root, VARIANT)
     try:
         assert line.startswith(f"{VARIANT}: grpc 127.0.0.1:"), line
         assert "http http://127.0.0.1:" in line and "metrics http://127.0.0.1:" in line
@@ -133,7 +101,7 @@ def test_serve_listens_on_loopback_only(run_dir):
 
 
 def test_wide_bind_address_warns_and_is_used(run_dir):
-    proc, line = serve_cli(run_dir, "--bind-address", "0.0.0.0")
+    proc, line = serve_cli(run_dir.root, VARIANT, "--bind-address", "0.0.0.0")
     try:
         sockets = listening(proc.pid)
     finally:

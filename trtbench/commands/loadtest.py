@@ -209,10 +209,10 @@ def loadtest(url: str, model: str, concurrency: str, request_rate: str | None,
          "concurrency": parse_list(concurrency, int, "--concurrency"),
          "request_rate": parse_list(request_rate, float, "--request-rate")}
     )  # fmt: skip
-    preflight_loadtest(spec, out, tokenizer)  # before the first tier
+    prompts = preflight_loadtest(spec, out, tokenizer)  # before the first tier
     claim_run_dir(RunDir(out))
     outcome = run_loadtest(
         url, model, spec, out, variant=variant, tokenizer_dir=tokenizer,
-        endpoint=endpoint, baseline=baseline, progress=TierProgress(),
+        endpoint=endpoint, baseline=baseline, progress=TierProgress(), prompts=prompts,
     )  # fmt: skip
     print_outcome(outcome)

@@ -295,8 +295,12 @@ def run_loadtest(
     endpoint: str | None = None,
     baseline: str | None = None,
     progress: Progress | None = None,
+    prompts: Sequence[Prompt] | None = None,
 ) -> LoadtestOutcome:
     """``trtbench loadtest``: measure one served model, write ``out/loadtest/*.csv``.
+
+    ``prompts``: the ones :func:`~trtbench.pipeline.preflight.preflight_loadtest` made
+    and checked (default: made from ``spec`` here).
 
     Rows already in the CSVs for other variants are kept, so several runs with different
     ``--variant`` labels (and ``--baseline``) build one comparison; without ``baseline``
@@ -309,7 +313,8 @@ def run_loadtest(
         ConfigError: bad dataset line or tokenizer path.
     """
     tokenizer = open_tokenizer(tokenizer_dir)
-    prompts = make_prompts(spec, tokenizer)
+    if prompts is None:
+        prompts = make_prompts(spec, tokenizer)
     target = connect(url, model, endpoint=endpoint,
                      fixed_output_len=spec.fixed_output_len)  # fmt: skip
     label = variant or model

@@ -234,10 +234,10 @@ def server_health(server: TritonServer) -> HealthCheck:
     once) and its HTTP readiness (a failure must repeat before it counts)."""
 
     def check() -> Health:
+        reason = server.health()  # it names the exit once the process has gone
         proc = server.process
-        if proc is None or proc.poll() is not None:
-            return Health(server.health() or "tritonserver is not running", fatal=True)
-        return Health(server.health())
+        gone = proc is None or proc.poll() is not None
+        return Health(reason, fatal=reason is not None and gone)
 
     return check
 
@@ -283,6 +283,7 @@ def run_bench(
     out: RunDir,
     variants: tuple[str, ...] = (),
     progress: RunProgress | None = None,
+    prompts: list[Prompt] | None = None,
 ) -> LoadtestOutcome:
     """Build, deploy, load-test and profile the variants of ``spec`` into ``out``.
 
@@ -291,6 +292,8 @@ def run_bench(
         out: the run directory.
         variants: variant names (default: all, in spec order).
         progress: per-tier progress and stage lines (the CLI's rich bar).
+        prompts: the prompts :func:`~trtbench.pipeline.preflight.preflight_run` made
+            (default: made from the spec with the first variant's tokenizer).
 
     Returns:
         The load-test outcome (summary, warnings, interrupted flag) whose ``files`` are
@@ -309,7 +312,6 @@ def run_bench(
         if progress is not None:  # build_variants logged it already
             progress.stage(describe_build(manifest, dry_run=False))
     got = _Collected()
-    prompts: list[Prompt] | None = None
     failure: TrtbenchError | None = None
     stopped: int | None = None
     try:

@@ -83,7 +83,9 @@ def test_speedups_only_between_complete_tiers():
     assert med.at["c4", "speedup_note"] == "the baseline (base) has no tier c4"
     base = s[s["variant"] == "base"].set_index("tier")
     assert base.at["c1", "tpot_speedup_ratio"] == pytest.approx(1.0)
-    assert math.isnan(base.at["c2", "tpot_speedup_ratio"])  # not even 1.0 against itself
+    assert math.isnan(
+        base.at["c2", "tpot_speedup_ratio"]
+    )  # not even 1.0 against itself
     assert base.at["c2", "speedup_note"] == "tier is partial"
 
 
