@@ -46,6 +46,10 @@ class RequestRecord:
         input_token_source: ``tokenizer`` | ``dataset`` | ``words`` (approximate).
         output_token_source: ``output_ids`` (exact) | ``retokenized`` (text re-encoded).
         error: None on success, else a one-line reason.
+        repeat: 0-based pass over the tier (``loadtest.repeats``); 0 with one pass.
+        request_index: 0-based index of the request in its tier pass; the prompt is
+            ``prompts[request_index % len(prompts)]``, the same for every variant and
+            repeat (what the lossless gate matches on).
     """
 
     variant: str
@@ -71,6 +75,8 @@ class RequestRecord:
     input_token_source: str
     output_token_source: str
     error: str | None = None
+    repeat: int = 0
+    request_index: int | None = None
 
 
 @dataclass(frozen=True)

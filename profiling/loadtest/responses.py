@@ -30,16 +30,21 @@ from trtbench.records import (
 
 @dataclass(frozen=True)
 class RequestSlot:
-    """Identity of one request inside a tier."""
+    """Identity of one request inside a tier pass (``repeat``: 0-based pass number)."""
 
     variant: str
     tier: Tier
     index: int
     scheduled_ns: int
+    repeat: int = 0
 
     @property
     def request_id(self) -> str:
-        return f"{self.variant}-{self.tier.label}-{self.index}"
+        """``<variant>-<tier>-<index>``; later passes ``<variant>-<tier>-r<repeat>-<index>``."""
+        head = f"{self.variant}-{self.tier.label}"
+        if self.repeat:
+            head += f"-r{self.repeat}"
+        return f"{head}-{self.index}"
 
 
 def _token_counts(
@@ -161,5 +166,7 @@ def exchange_to_records(
         input_token_source=prompt.input_token_source,
         output_token_source=source,
         error=error,
+        repeat=slot.repeat,
+        request_index=slot.index,
     )
     return record, responses

@@ -56,6 +56,8 @@ REQUESTS_SCHEMA: tuple[Column, ...] = (
     Column("input_token_source", "tokenizer | dataset | words (approximate: 1 word = 1 token)"),
     Column("output_token_source", "output_ids (exact ids) | retokenized (text re-encoded with the model's tokenizer)"),
     Column("error", "empty on success, else why the request failed", False),
+    Column("repeat", "0-based pass over the tier (loadtest.repeats); empty in files from before the column: 0", False),
+    Column("request_index", "0-based request index in its tier pass; the prompt is prompts[index mod count], the same for every variant", False),
     Column("time_to_first_token_ms", "first_token_ns − sent_ns", False),
     Column("request_latency_ms", "E2E: last_token_ns − sent_ns", False),
     Column("time_per_output_token_ms", "(E2E − TTFT) / (output_tokens − first_response_tokens)", False),
