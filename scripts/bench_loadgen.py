@@ -1,14 +1,24 @@
 #!/usr/bin/env python3
-"""Benchmark: trtbench's load generator vs a bare ``tritonclient.grpc.aio`` loop.
+"""Benchmark: does trtbench's load generator keep up? (issue 16, item 4)
 
-Both drive the same tritonserver and the same model, which streams one token per response
-as fast as the Python backend can send (tests/data/scripted_model with no delays), in
-alternating rounds. Printed per client: responses/s over the round (first send → last
-response), client CPU time per response (``time.process_time``), and for trtbench the
-post-tier cost of turning responses into records. The target is trtbench / bare ≥ 0.9.
+One tritonserver serves a model that streams one token per response as fast as the Python
+backend can send (tests/data/scripted_model with no delays). At each concurrency (default
+8 and 256), in alternating rounds, the same closed loop is driven by:
 
-    .venv/bin/python scripts/bench_loadgen.py [--concurrency 8] [--requests 32]
-        [--tokens 256] [--rounds 3]
+- ``trtbench w1``: :func:`~trtbench.profiling.loadtest.runner.run_load` in this process
+  (health watcher, signal handlers and record making included; records kept in a list);
+- ``bare aio``: a bare ``tritonclient.grpc.aio`` loop (one ``stream_infer`` per request);
+- ``trtbench w2``: :func:`~trtbench.profiling.loadtest.workers.run_workers` with two client
+  processes writing their CSV part files.
+
+Per client: responses/s (responses / (last response − first send)), dispatch lag p99
+(sent − ready, ms, from the records; closed loop: ready = when the slot freed), and client
+CPU seconds per response (``resource.getrusage``: this process for w1 and bare; the reaped
+worker processes for w2, which includes their start-up — spawning and importing). Medians
+over rounds. Targets: trtbench w1 / bare ≥ 1.0 at every concurrency; w2 / w1 is reported.
+
+    .venv/bin/python scripts/bench_loadgen.py [--concurrency 8,256] [--tokens 128]
+        [--responses 16384] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import resource
 import statistics
 import sys
 import tempfile
@@ -23,19 +34,23 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import tritonclient.grpc.aio as grpcaio
 from tritonclient.grpc import InferInput
 
 from trtbench.profiling.loadtest.grpc_client import probe_model
 from trtbench.profiling.loadtest.prompts import Prompt
-from trtbench.profiling.loadtest.runner import TierRunner
+from trtbench.profiling.loadtest.record_sink import RecordFiles
+from trtbench.profiling.loadtest.runner import run_load
 from trtbench.profiling.loadtest.schedule import Tier
 from trtbench.profiling.loadtest.target import LoadSettings, LoadTarget
+from trtbench.profiling.loadtest.workers import run_workers
 from trtbench.triton_repo.server import ServerConfig, TritonServer
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "fast"
 PROMPT = "def bench(): return 1"
+TARGET_RATIO = 1.0
 
 
 def write_repo(dest: Path) -> Path:
@@ -44,8 +59,22 @@ def write_repo(dest: Path) -> Path:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     params = {"first_delay_ms": 0, "step_ms": 0, "tokens_per_step": 1,
-              "empty_final": "false"}  # fmt: skip
+              "empty_final": "false", "max_batch_size": 256}  # fmt: skip
     return module.write_scripted_repo(dest, {MODEL: params})
+
+
+def cpu_s(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def figures(sent, end, responses, lag_ns, cpu: float) -> dict:
+    """responses/s over first send → last end, lag p99 (ms), CPU µs per response."""
+    n = int(np.sum(responses))
+    span = (np.max(end) - np.min(sent)) / 1e9
+    lag = float(np.percentile(lag_ns, 99)) / 1e6 if len(lag_ns) else float("nan")
+    return {"responses_per_s": n / span, "lag_p99_ms": lag,
+            "cpu_us_per_response": cpu / n * 1e6, "responses": n}  # fmt: skip
 
 
 async def bare_round(url: str, requests: int, concurrency: int, tokens: int) -> dict:
@@ -86,100 +115,139 @@ async def bare_round(url: str, requests: int, concurrency: int, tokens: int) -> 
             issued += 1
             results.append(await one())
 
-    cpu = time.process_time()
+    cpu = cpu_s(resource.RUSAGE_SELF)
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    cpu = time.process_time() - cpu
+    cpu = cpu_s(resource.RUSAGE_SELF) - cpu
     await client.close()
-    return _figures(results, cpu)
-
-
-def _figures(
-    results: list[tuple[int, int, int]], cpu_s: float, extra: dict | None = None
-):
-    responses = sum(n for _, _, n in results)
-    span_s = (max(e for _, e, _ in results) - min(s for s, _, _ in results)) / 1e9
-    return {"responses": responses, "responses_per_s": responses / span_s,
-            "cpu_us_per_response": cpu_s / responses * 1e6, **(extra or {})}  # fmt: skip
+    sent, end, count = (np.array(x) for x in zip(*results, strict=True))
+    return figures(sent, end, count, [], cpu)
 
 
 class ListSink:
-    """Keeps the request records (the benchmark's rounds are small)."""
+    """Keeps the request records (a round is a few thousand requests at most)."""
 
     def __init__(self) -> None:
         self.requests: list = []
 
-    def add(self, request, responses) -> None:
+    def add(self, request, responses, output=None) -> None:
         self.requests.append(request)
 
 
-def trtbench_round(target: LoadTarget, requests: int, concurrency: int, tokens: int):
-    """The same closed loop through trtbench's runner (records made as requests end)."""
-    prompts = [Prompt("bench", PROMPT, 8, tokens, "words")]
-    settings = LoadSettings(requests_per_tier=requests, warmup_requests=0)
+def prompts_for(tokens: int) -> list[Prompt]:
+    return [Prompt("bench", PROMPT, 8, tokens, "words")]
+
+
+def settings_for(requests: int) -> LoadSettings:
+    return LoadSettings(requests_per_tier=requests, warmup_requests=0)
+
+
+def _check(reqs: pd.DataFrame) -> None:
+    errors = reqs["error"].dropna()
+    if len(errors):
+        raise RuntimeError(str(errors.iloc[0]))
+
+
+def _frame_figures(reqs: pd.DataFrame, cpu: float) -> dict:
+    _check(reqs)
+    ready = reqs["ready_ns"] if "ready_ns" in reqs else reqs["scheduled_ns"]
+    ready = ready.fillna(reqs["scheduled_ns"])
+    responses = reqs["token_responses"] + reqs["empty_responses"]
+    return figures(reqs["sent_ns"].to_numpy(), reqs["end_ns"].to_numpy(),
+                   responses.to_numpy(), (reqs["sent_ns"] - ready).to_numpy(),
+                   cpu)  # fmt: skip
+
+
+def trtbench_round(target: LoadTarget, requests: int, c: int, tokens: int) -> dict:
+    """run_load in this process, one tier at concurrency ``c``."""
     sink = ListSink()
-    runner = TierRunner(target, prompts, settings, None, None, sink)
+    cpu = cpu_s(resource.RUSAGE_SELF)
+    run_load(target, prompts_for(tokens), [Tier(concurrency=c)],
+             settings_for(requests), "bench", sink=sink)  # fmt: skip
+    cpu = cpu_s(resource.RUSAGE_SELF) - cpu
+    return _frame_figures(pd.DataFrame([vars(r) for r in sink.requests]), cpu)
 
-    async def go() -> float:
-        import grpc  # noqa: PLC0415
-        from tritonclient.grpc import service_pb2_grpc  # noqa: PLC0415
 
-        async with grpc.aio.insecure_channel(target.url) as channel:
-            runner.stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-            cpu = time.process_time()
-            await runner.closed_loop("bench", Tier(concurrency=concurrency))
-            return time.process_time() - cpu
-
-    cpu = asyncio.run(go())
-    reqs = sink.requests
-    errors = [r.error for r in reqs if r.error]
-    if errors:
-        raise RuntimeError(errors[0])
-    results = [
-        (r.sent_ns, r.end_ns, r.token_responses + r.empty_responses) for r in reqs
-    ]
-    return _figures(results, cpu, {"requests": len(reqs)})
+def workers_round(
+    target: LoadTarget, requests: int, c: int, tokens: int, tmp: Path, n: int = 2
+) -> dict:
+    """run_workers with ``n`` client processes; figures from their part files."""
+    files = [RecordFiles(tmp / f"w{k}.requests.csv", tmp / f"w{k}.responses.csv")
+             for k in range(n)]  # fmt: skip
+    for f in files:
+        for path in (f.requests, f.responses):
+            path.unlink(missing_ok=True)
+    cpu = cpu_s(resource.RUSAGE_CHILDREN)
+    run_workers(target, prompts_for(tokens), [Tier(concurrency=c)],
+                settings_for(requests), "bench", files=files)  # fmt: skip
+    cpu = cpu_s(resource.RUSAGE_CHILDREN) - cpu
+    reqs = pd.concat([pd.read_csv(f.requests) for f in files], ignore_index=True)
+    return _frame_figures(reqs, cpu)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--requests", type=int, default=32)
-    parser.add_argument("--tokens", type=int, default=256)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--concurrency", default="8,256")
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument(
+        "--responses",
+        type=int,
+        default=16384,
+        help="responses per round (at least 2 requests per slot)",
+    )
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        repo = write_repo(Path(tmp) / "repo")
-        config = ServerConfig(repo, Path(tmp) / "server.log", models=(MODEL,))
+    levels = [int(c) for c in args.concurrency.split(",")]
+    rows: dict[tuple[int, str], list[dict]] = {}
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        repo = write_repo(tmp / "repo")
+        config = ServerConfig(repo, tmp / "server.log", models=(MODEL,))
         with TritonServer(config) as server:
             interface = asyncio.run(probe_model(server.grpc_url, MODEL))
             target = LoadTarget(server.grpc_url, interface, "stream")
-            shape = (args.requests, args.concurrency, args.tokens)
-            trtbench_round(target, args.concurrency, args.concurrency, 16)  # warm up
-            asyncio.run(
-                bare_round(server.grpc_url, args.concurrency, args.concurrency, 16)
-            )
-            ours, bare = [], []
-            for i in range(args.rounds):
-                ours.append(trtbench_round(target, *shape))
-                bare.append(asyncio.run(bare_round(server.grpc_url, *shape)))
-                print(f"round {i + 1}: trtbench {ours[-1]['responses_per_s']:.0f} resp/s, "
-                      f"bare aio {bare[-1]['responses_per_s']:.0f} resp/s")  # fmt: skip
-    med = lambda rows, key: statistics.median(r[key] for r in rows)  # noqa: E731
-    ratio = med(ours, "responses_per_s") / med(bare, "responses_per_s")
-    print(
-        f"setup: {args.requests} requests x {args.tokens} tokens (one per response), "
-        f"concurrency {args.concurrency}, {args.rounds} rounds, medians below"
-    )
-    print(
-        f"trtbench generator : {med(ours, 'responses_per_s'):9.0f} responses/s, "
-        f"{med(ours, 'cpu_us_per_response'):6.1f} us client CPU/response, records included"
-    )
-    print(
-        f"bare tritonclient  : {med(bare, 'responses_per_s'):9.0f} responses/s, "
-        f"{med(bare, 'cpu_us_per_response'):6.1f} us client CPU/response"
-    )
-    print(f"ratio trtbench / bare = {ratio:.3f} (target >= 0.9): "
-          f"{'OK' if ratio >= 0.9 else 'BELOW TARGET'}")  # fmt: skip
+            trtbench_round(target, 8, 8, 16)  # warm up both paths
+            asyncio.run(bare_round(server.grpc_url, 8, 8, 16))
+            for c in levels:
+                requests = max(2 * c, args.responses // args.tokens)
+                shape = (requests, c, args.tokens)
+                for i in range(args.rounds):
+                    got = {
+                        "trtbench w1": trtbench_round(target, *shape),
+                        "bare aio": asyncio.run(bare_round(server.grpc_url, *shape)),
+                        "trtbench w2": workers_round(target, *shape, tmp),
+                    }
+                    for who, fig in got.items():
+                        rows.setdefault((c, who), []).append(fig)
+                    print(f"c{c} round {i + 1}: " + ", ".join(
+                        f"{who} {f['responses_per_s']:.0f}/s" for who, f in got.items()
+                    ), flush=True)  # fmt: skip
+    return report(rows, levels, args)
+
+
+def report(rows: dict, levels: list[int], args: argparse.Namespace) -> int:
+    med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]}
+           for k, v in rows.items()}  # fmt: skip
+    print(f"\n{args.tokens} tokens/request, one per response; ≥ {args.responses} "
+          f"responses per round; medians of {args.rounds} rounds")  # fmt: skip
+    print(f"{'conc':>5} {'client':<12} {'resp/s':>9} {'vs bare':>8} "
+          f"{'lag p99 ms':>11} {'CPU us/resp':>12}")  # fmt: skip
+    ok = True
+    for c in levels:
+        bare = med[(c, "bare aio")]["responses_per_s"]
+        for who in ("trtbench w1", "bare aio", "trtbench w2"):
+            m = med[(c, who)]
+            lag = "-" if np.isnan(m["lag_p99_ms"]) else f"{m['lag_p99_ms']:.3f}"
+            print(f"{c:>5} {who:<12} {m['responses_per_s']:>9.0f} "
+                  f"{m['responses_per_s'] / bare:>8.3f} {lag:>11} "
+                  f"{m['cpu_us_per_response']:>12.1f}")  # fmt: skip
+    for c in levels:
+        w1 = med[(c, "trtbench w1")]["responses_per_s"]
+        w2 = med[(c, "trtbench w2")]["responses_per_s"]
+        ratio = w1 / med[(c, "bare aio")]["responses_per_s"]
+        ok &= ratio >= TARGET_RATIO
+        verdict = "OK" if ratio >= TARGET_RATIO else "BELOW TARGET"
+        print(f"c{c}: trtbench w1 / bare = {ratio:.3f} (target >= {TARGET_RATIO}) "
+              f"{verdict}; w2 / w1 = {w2 / w1:.3f}")  # fmt: skip
     return 0
 
 

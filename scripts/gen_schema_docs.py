@@ -12,6 +12,8 @@ from pathlib import Path
 
 from trtbench.export import schema_markdown
 from trtbench.plan.settings import PLAN_SCHEMA
+from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA
+from trtbench.profiling.loadtest.outputs import OUTPUTS_SCHEMA
 from trtbench.profiling.loadtest.schemas import (
     REQUESTS_SCHEMA,
     RESPONSES_SCHEMA,
@@ -32,6 +34,16 @@ SECTIONS = (
     ("loadtest/requests.csv", "one row per request (failed ones too)", REQUESTS_SCHEMA),
     ("loadtest/responses.csv", "one row per streamed response", RESPONSES_SCHEMA),
     ("loadtest/summary.csv", "one row per variant × tier", SUMMARY_SCHEMA),
+    (
+        "loadtest/outputs.csv",
+        "one row per successful request: its output, for the lossless gate",
+        OUTPUTS_SCHEMA,
+    ),
+    (
+        "loadtest/acceptance.csv",
+        "speculative acceptance per draft position and histogram, long format",
+        ACCEPTANCE_SCHEMA,
+    ),
     ("memory.csv", "memory sampler timeline", MEMORY_SCHEMA),
     ("memory_breakdown.csv", "one row per variant", MEMORY_BREAKDOWN_SCHEMA),
     (

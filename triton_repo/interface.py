@@ -9,8 +9,10 @@ sends it as shape ``[1, 1]``. Our own additions, served by every repository trtb
   response carries the tokens of one decode step; a non-streamed one all of them). The prompt
   is never included, whatever ``exclude_input_in_output`` says.
 - ``draft_tokens_proposed`` / ``draft_tokens_accepted`` INT32 ``[1]``: draft tokens proposed,
-  and of those emitted, for the step(s) behind this response (reference models and our
-  draft-target BLS; TensorRT-LLM's ensemble has no per-step counts).
+  and of those accepted by verification, for the step(s) behind this response (reference
+  models and our draft-target BLS; TensorRT-LLM's ensemble has no per-step counts). At a step
+  cut by ``max_tokens`` or the end token the reference model still reports every accepted
+  draft (vLLM's count); the tokens emitted are the response's ``output_ids``.
 
 ``trtbench.json`` (:class:`RepoMetadata`) tells the load generator and the report which model
 to call, whether it streams, which outputs exist and which extra inputs to send.

@@ -325,3 +325,67 @@ def read_csv_checked(
                 f"{path} line {starts[row]}: column {name} is empty; {fix}"
             )
     return frame
+
+
+def read_parquet_checked(
+    path: Path,
+    schema: Sequence[Column] | None = None,
+    *,
+    fix: str,
+    kinds: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
+    """Read a Parquet table trtbench wrote (``trtbench analyze … --format parquet``), with the
+    checks of :func:`read_csv_checked` that apply to a typed file.
+
+    Returns:
+        The frame with the dtypes ``pandas.read_csv`` gives the same table (integers
+        ``int64``, or ``float64`` where a value is missing; text as ``str``), with a
+        schema: in schema order, unknown columns dropped, absent optional ones empty.
+
+    Raises:
+        DataFileError: missing, not Parquet or damaged, a required column missing, or a
+            value not of its column's kind; the message names the file and, for a value,
+            its row (1-based).
+    """
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    try:
+        table = pq.read_table(path)
+    except FileNotFoundError:
+        raise DataFileError(f"{path} does not exist; {fix}") from None
+    except Exception as exc:  # pyarrow raises ArrowInvalid / OSError for damaged files
+        raise DataFileError(
+            f"{path} is not a readable Parquet file ({exc}); {fix}"
+        ) from None
+    header = table.column_names
+    known = {c.name: c for c in schema} if schema is not None else {}
+    missing = [c.name for c in known.values() if c.required and c.name not in header]
+    if missing:
+        raise DataFileError(
+            f"{path} lacks the required column(s) {', '.join(missing)}; {fix}"
+        )
+    frame = table.to_pandas()
+    for name in frame.columns:  # text as read_csv gives it (pandas' "str" dtype)
+        if (
+            isinstance(frame[name].dtype, pd.CategoricalDtype)
+            or frame[name].dtype == object
+        ):
+            frame[name] = frame[name].astype("str")
+    if schema is not None:
+        frame = frame.reindex(columns=list(known))
+    columns = known if schema is not None else dict.fromkeys(header)
+    checks = {n: column_kind(n, getattr(c, "kind", None)) for n, c in columns.items()}
+    checks.update(kinds or {})
+    for name, kind in checks.items():
+        if name not in header or kind not in KINDS:
+            continue
+        bad = _bad_values(frame[name], kind)
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            raise DataFileError(
+                f"{path} row {row + 1}: column {name} holds {frame[name].iloc[row]!r}, "
+                f"not {_KIND_TEXT[kind]}; {fix}"
+            )
+    return frame

@@ -30,7 +30,7 @@ class RequestRecord:
         task_id: the prompt's id (dataset ``task_id`` or ``synthetic-<i>``).
         scheduled_ns: intended send time (rate mode: from the arrival schedule; closed
             loop: when a concurrency slot became free).
-        sent_ns: when the request was handed to gRPC.
+        sent_ns: when the request was handed to gRPC (stamped right before the call).
         first_token_ns: arrival of the first response that carried a token (None: none).
         last_token_ns: arrival of the last response that carried a token (None: none).
         end_ns: when the request ended (final response, error or timeout).
@@ -50,6 +50,13 @@ class RequestRecord:
         request_index: 0-based index of the request in its tier pass; the prompt is
             ``prompts[request_index % len(prompts)]``, the same for every variant and
             repeat (what the lossless gate matches on).
+        ready_ns: when the request could go: ``max(scheduled_ns, when its
+            ``max_concurrency`` slot became free)``; = ``scheduled_ns`` without a cap and
+            in a closed loop (None in files from before the column: read as scheduled).
+        server_arrival_ns: when the server says the request arrived (its
+            ``arrival_time_ns``), on this clock (see
+            ``trtbench.profiling.loadtest.client_timing``); None when not reported.
+        max_concurrency: the open loop's cap on requests in flight (None: no cap).
     """
 
     variant: str
@@ -77,6 +84,9 @@ class RequestRecord:
     error: str | None = None
     repeat: int = 0
     request_index: int | None = None
+    ready_ns: int | None = None
+    server_arrival_ns: int | None = None
+    max_concurrency: int | None = None
 
 
 @dataclass(frozen=True)
@@ -103,3 +113,34 @@ class ResponseRecord:
     final: bool
     draft_tokens: int | None = None
     accepted_draft_tokens: int | None = None
+
+
+OUTPUT_KIND_IDS = "ids"
+OUTPUT_KIND_TEXT = "text"
+
+
+@dataclass(frozen=True)
+class OutputRecord:
+    """What one successful request generated, for the lossless gate (``loadtest/outputs.csv``).
+
+    Attributes:
+        variant, tier, repeat, request_index, request_id: as in :class:`RequestRecord`.
+        output_tokens: generated tokens (prompt echo excluded): ids counted, or the
+            re-tokenized count for text.
+        output_kind: ``ids`` (the server returned ``output_ids``) | ``text`` (text only).
+        output_digest: 16 hex digits, BLAKE2b with an 8-byte digest of the ids as
+            little-endian int32 (``ids``) or of the UTF-8 text (``text``).
+        output_token_ids: the ids, space separated (empty for ``text``).
+        output_chars: length of the text in characters (``text``; None for ``ids``).
+    """
+
+    variant: str
+    tier: str
+    repeat: int
+    request_index: int | None
+    request_id: str
+    output_tokens: int
+    output_kind: str
+    output_digest: str
+    output_token_ids: str
+    output_chars: int | None = None

@@ -21,7 +21,12 @@ from typing import Any
 
 import pandas as pd
 
-from trtbench.data_files import check_json_fields, read_csv_checked, read_json_document
+from trtbench.data_files import (
+    check_json_fields,
+    read_csv_checked,
+    read_json_document,
+    read_parquet_checked,
+)
 from trtbench.errors import ConfigError, DataFileError
 from trtbench.export import Schema
 from trtbench.run_dir import (
@@ -86,6 +91,7 @@ class RunData:
     summary: pd.DataFrame
     memory_breakdown: pd.DataFrame | None = None
     steps: pd.DataFrame | None = None
+    acceptance: pd.DataFrame | None = None
 
     @property
     def name(self) -> str:
@@ -256,10 +262,24 @@ def _optional_csv(
 
 
 def _steps(traces: Path, schema: Schema | None) -> pd.DataFrame | None:
-    """Every ``traces/**/steps.csv``, with ``trace`` = its folder relative to ``traces/``."""
+    """Every ``traces/**/steps.csv`` or ``steps.parquet`` (``analyze --format parquet``; the
+    newer of the two where a folder has both), with ``trace`` = its folder relative to
+    ``traces/``."""
     frames = []
-    for path in sorted(traces.rglob("steps.csv")) if traces.is_dir() else []:
-        frame = read_csv_checked(path, schema, fix=STEPS_FIX, kinds=STEP_KINDS)
+    found = (
+        [*traces.rglob("steps.csv"), *traces.rglob("steps.parquet")]
+        if traces.is_dir()
+        else []
+    )
+    newest: dict[Path, Path] = {}
+    for path in sorted(found, key=lambda p: p.stat().st_mtime):
+        newest[path.parent] = path
+    for path in (newest[folder] for folder in sorted(newest)):
+        frame = (
+            read_parquet_checked(path, schema, fix=STEPS_FIX, kinds=STEP_KINDS)
+            if path.suffix == ".parquet"
+            else read_csv_checked(path, schema, fix=STEPS_FIX, kinds=STEP_KINDS)
+        )
         frame.insert(0, "trace", str(path.parent.relative_to(traces)))
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else None
@@ -292,7 +312,7 @@ def load_run(root: Path, schemas: Mapping[str, Schema] | None = None) -> RunData
         root: the run directory.
         schemas: the producers' CSV schemas by file: ``"summary"`` (``SUMMARY_SCHEMA``),
             ``"memory_breakdown"`` (``MEMORY_BREAKDOWN_SCHEMA``), ``"steps"``
-            (``STEP_SCHEMA``). The core cannot import them (docs/architecture.md), so the
+            (``STEP_SCHEMA``), ``"acceptance"`` (``ACCEPTANCE_SCHEMA``). The core cannot import them (docs/architecture.md), so the
             caller passes them; a CSV without one is checked for its structure, its key
             columns (``variant``, ``tier``) and its unit-suffixed columns (numbers).
 
@@ -345,4 +365,10 @@ def load_run(root: Path, schemas: Mapping[str, Schema] | None = None) -> RunData
             keys=("variant",),
         ),  # fmt: skip
         steps=_steps(rd.traces_dir, schemas.get("steps")),
+        acceptance=_optional_csv(
+            rd.acceptance_csv,
+            schemas.get("acceptance"),
+            BREAKDOWN_FIX,
+            ("variant", "tier"),
+        ),
     )

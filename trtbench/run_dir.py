@@ -130,6 +130,11 @@ class RunDir:
         return self.loadtest_dir / "summary.csv"
 
     @property
+    def acceptance_csv(self) -> Path:
+        """Speculative acceptance per draft position and histogram (long format)."""
+        return self.loadtest_dir / "acceptance.csv"
+
+    @property
     def memory_csv(self) -> Path:
         return self.root / "memory.csv"
 

@@ -159,19 +159,27 @@ class LoadtestSpec(_Strict):
     Tiers (each listed once): ``request_rate`` (open loop, requests/s, ``arrival`` process
     with ``burstiness``) when given, else ``concurrency`` (closed loop). Each tier sends
     ``requests_per_tier`` requests (default 32) or runs for ``duration_s`` — not both.
+    ``max_concurrency`` caps the requests in flight of a request-rate tier (each waits
+    for a slot at its scheduled time; the wait is the client queue time).
     ``ramp_up_s`` spreads the first requests of a closed-loop tier over that many seconds.
+    ``workers`` client processes share each tier (at most the smallest concurrency).
     Warmup requests go once per server, before the first tier, and are not recorded.
     Prompts: ``dataset`` (trtllm-bench JSONL) or synthetic lengths drawn with ``seed``.
     ``fixed_output_len`` sends min tokens = max tokens. SLOs (ms, upper bounds) give goodput.
+    ``repeats`` runs every tier that many times (each pass in a fresh tier order; the summary
+    gets the mean and 95 % interval over passes); ``warmup_s`` leaves the completions of each
+    pass's first seconds out of the statistics (the start burst).
     """
 
     concurrency: list[Annotated[int, Field(ge=1)]] = Field([1, 4, 8], min_length=1)
     request_rate: list[Annotated[float, Field(gt=0)]] | None = None
+    max_concurrency: int | None = Field(default=None, ge=1)
     arrival: Literal["constant", "poisson", "gamma"] = "poisson"
     burstiness: float = Field(default=1.0, gt=0)
     requests_per_tier: int | None = Field(default=None, ge=1)
     duration_s: float | None = Field(default=None, gt=0)
     ramp_up_s: float = Field(default=0.0, ge=0)
+    workers: int = Field(default=1, ge=1)
     warmup_requests: int = Field(default=2, ge=0)
     input_len_mean: int = Field(default=64, ge=1, le=INT32_MAX)
     input_len_std: float = Field(default=0.0, ge=0)
@@ -184,11 +192,27 @@ class LoadtestSpec(_Strict):
     slo_ttft_ms: float | None = Field(default=None, gt=0)
     slo_tpot_ms: float | None = Field(default=None, gt=0)
     slo_e2e_ms: float | None = Field(default=None, gt=0)
+    repeats: int = Field(default=1, ge=1)
+    warmup_s: float = Field(default=0.0, ge=0)
 
     @model_validator(mode="after")
     def _count_or_duration(self) -> LoadtestSpec:
         if self.requests_per_tier is not None and self.duration_s is not None:
             raise ValueError("give requests_per_tier or duration_s, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _open_loop_cap(self) -> LoadtestSpec:
+        if self.max_concurrency is not None and not self.request_rate:
+            raise ValueError(
+                "max_concurrency caps an open loop: give request_rate too (a closed "
+                "loop's size is concurrency)"
+            )
+        if self.request_rate and "concurrency" in self.model_fields_set:
+            raise ValueError(
+                "concurrency and request_rate are two kinds of tiers; with request_rate "
+                "use max_concurrency to cap the requests in flight"
+            )
         return self
 
     @field_validator("concurrency", "request_rate")

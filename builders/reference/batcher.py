@@ -47,9 +47,13 @@ class Step:
     """One decode step of one request, as streamed to a client.
 
     Attributes:
-        token_ids: tokens emitted by this step (1..K+1; the first step after prefill: 1).
+        token_ids: tokens emitted by this step (1..K+1; the prefill step: 1), cut at
+            ``max_tokens`` and after the end token; throughput and OSL count these.
         draft_proposed: draft tokens proposed this step (0 for baseline and the prefill).
-        draft_accepted: of those, how many were emitted (<= draft_proposed).
+        draft_accepted: of those, how many verification accepted (<= draft_proposed), as
+            the engine counts them: NOT reduced when the step is cut, so
+            ``len(token_ids)`` may be below ``draft_accepted + 1`` on the last step
+            (vLLM counts accepted drafts the same way; acceptance figures use this).
     """
 
     token_ids: tuple[int, ...]
@@ -60,14 +64,14 @@ class Step:
 def clip_step(proposal: Proposal, room: int, eos_id: int | None) -> tuple[Step, bool]:
     """Cut a proposal at ``room`` tokens and after ``eos_id``; True when generation ends.
 
-    Only the emitted draft tokens count as accepted (``min(accepted, len(tokens))``).
+    The tokens are cut; the draft counts are not (``draft_accepted`` stays what verification
+    accepted, see :class:`Step`).
     """
     tokens = proposal.tokens[:room]
     done = len(tokens) >= room
     if eos_id is not None and eos_id in tokens:
         tokens, done = tokens[: tokens.index(eos_id) + 1], True
-    accepted = min(proposal.accepted, len(tokens))
-    return Step(tokens, proposal.proposed, accepted), done
+    return Step(tokens, proposal.proposed, proposal.accepted), done
 
 
 @dataclass

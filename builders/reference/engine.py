@@ -16,9 +16,12 @@ request's tokens do not depend on what else is in the batch (greedy, lossless).
 Counting (TensorRT-LLM's ``total_draft_tokens`` / ``total_accepted_draft_tokens``,
 research/loadtest.md §3): ``draft_proposed`` is K for a draft_target step and the number of
 tree nodes for a Medusa step (0 for baseline and for the prefill step); ``draft_accepted``
-counts the emitted tokens that came from the draft. A step emits ``accepted + 1`` tokens
-unless it is cut at ``max_tokens`` or after the end token; then only the emitted draft tokens
-count as accepted (``draft_accepted = min(accepted, len(token_ids))``).
+is the number of drafts verification accepted. A step emits ``accepted + 1`` tokens unless
+it is cut at ``max_tokens`` or after the end token. A step reports both counts: the drafts
+the engine accepted (``draft_accepted``, NOT reduced at a cut step, as vLLM counts them; the
+acceptance figures use it) and the tokens it emitted (``len(token_ids)``, cut; throughput and
+output length use it). Example: K = 4, 3 drafts accepted, 2 tokens of room left → the step
+emits 2 tokens and reports ``draft_accepted = 3``.
 """
 
 from __future__ import annotations

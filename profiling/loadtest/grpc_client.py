@@ -37,6 +37,9 @@ IDS_OUTPUT = "output_ids"
 DRAFT_OUTPUTS = ("draft_tokens_proposed", "total_draft_tokens")
 ACCEPTED_OUTPUTS = ("draft_tokens_accepted", "total_accepted_draft_tokens")
 PERF_METRICS_INPUT = "return_perf_metrics"
+# When the request reached the model (epoch ns): the reference model sends it on the first
+# response, TRT-LLM's perf metrics on the final one.
+ARRIVAL_OUTPUT = "arrival_time_ns"
 FINAL_PARAM = "triton_final_response"
 EMPTY_FINAL_PARAM = "triton_enable_empty_final_response"
 _DTYPES = {
@@ -300,6 +303,7 @@ class ParsedResponse:
     draft_tokens: int | None
     accepted_draft_tokens: int | None
     cumulative_counts: bool
+    server_arrival_ns: int | None = None  # the server's arrival_time_ns (epoch ns)
 
 
 def _deserialize_bytes(raw: bytes) -> list[bytes]:
@@ -333,7 +337,7 @@ def parse_response(response: service_pb2.ModelInferResponse) -> ParsedResponse:
     generator's event loop for every response, so it makes one pass over the outputs and
     reads scalar counts without numpy (~10 µs a response).
     """
-    ids = text = None
+    ids = text = arrival = None
     counts: dict[str, int | None] = {}
     for output, raw in zip(
         response.outputs, response.raw_output_contents, strict=False
@@ -345,6 +349,8 @@ def parse_response(response: service_pb2.ModelInferResponse) -> ParsedResponse:
             text = b"".join(_deserialize_bytes(raw)).decode(errors="replace")
         elif name in _COUNT_NAMES:
             counts[name] = _count(raw, output.datatype)
+        elif name == ARRIVAL_OUTPUT:
+            arrival = _count(raw, output.datatype)
     draft = accepted = None
     cumulative = False
     for name in DRAFT_OUTPUTS:
@@ -357,4 +363,5 @@ def parse_response(response: service_pb2.ModelInferResponse) -> ParsedResponse:
             break
     final_param = response.parameters.get(FINAL_PARAM)
     final = bool(final_param is not None and final_param.bool_param)
-    return ParsedResponse(ids, text, final, draft, accepted, cumulative)
+    arrival = arrival if arrival and arrival > 0 else None
+    return ParsedResponse(ids, text, final, draft, accepted, cumulative, arrival)

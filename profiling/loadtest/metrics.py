@@ -12,8 +12,10 @@ Definitions (research/loadtest.md §1 and §3; DESIGN.md "Measurement rules"):
   token-carrying responses.
 - tokens per response = (OSL − first-response tokens) / (token responses − 1): tokens per
   decode step, the acceptance length seen by the client.
-- acceptance length = OSL / (OSL − accepted draft tokens) (trtllm-bench: N_out / (decode
-  iterations + 1)); draft acceptance rate = accepted / proposed draft tokens.
+- speculative figures (``acceptance.py``): pooled per tier (acceptance length = 1 + Σ accepted
+  / verify steps, draft acceptance rate = Σ accepted / Σ proposed, per-position rates, the
+  histogram) and, per request then averaged (``*_per_request``), acceptance length = 1 +
+  accepted / that request's verify steps and draft acceptance rate = accepted / proposed.
 - output token throughput (system) = Σ OSL / (max end − min send) (AIPerf duration);
   per user = 1 / TPOT. Goodput = requests meeting every SLO / duration (DistServe,
   arXiv 2401.09670; TPOT counts as 0 when OSL ≤ first-response tokens, as in vLLM).
@@ -33,6 +35,12 @@ from typing import TypeVar
 import numpy as np
 import pandas as pd
 
+from trtbench.profiling.loadtest.acceptance import (
+    acceptance_summary,
+    request_counts,
+    request_verify_steps,
+)
+from trtbench.profiling.loadtest.client_timing import timing_columns
 from trtbench.profiling.loadtest.speedups import COMPLETE, add_speedups
 
 STATS = ("mean", "std", "min", "max", "p50", "p90", "p95", "p99")
@@ -72,16 +80,23 @@ def _ok(requests: pd.DataFrame) -> pd.DataFrame:
     return requests[requests["error"].isna() & requests["first_token_ns"].notna()]
 
 
-def request_metrics(requests: pd.DataFrame) -> pd.DataFrame:
+def request_metrics(
+    requests: pd.DataFrame, responses: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Per-request metrics in display units, one row per successful request.
+
+    ``responses`` (optional) give each request's verify steps from its per-step counts
+    (``acceptance.request_counts``); without them: token responses − 1.
 
     Returns:
         Columns: variant, tier, request_id, time_to_first_token_ms, request_latency_ms,
         time_per_output_token_ms (NaN when OSL ≤ first-response tokens),
         output_token_throughput_per_user_tokens_per_s, tokens_per_response_tokens (NaN with
         one token response), input_sequence_length_tokens, output_sequence_length_tokens,
-        client_queue_time_ms (send − scheduled), acceptance_length_tokens,
-        draft_acceptance_rate_ratio (NaN where the server reports no draft counts).
+        client_queue_time_ms, dispatch_lag_ms, time_to_first_token_with_queue_ms,
+        request_latency_with_queue_ms, client_to_server_delay_ms (client_timing.py), acceptance_length_per_request_tokens,
+        draft_acceptance_rate_per_request_ratio (NaN where the server reports no draft
+        counts or nothing was proposed).
     """
     r = _ok(requests)
 
@@ -96,7 +111,10 @@ def request_metrics(requests: pd.DataFrame) -> pd.DataFrame:
     decode_responses = f("token_responses") - 1
     accepted = f("accepted_draft_tokens")
     drafted = f("draft_tokens")
-    steps = osl - accepted
+    steps = request_verify_steps(r)  # token responses − 1 (acceptance.py)
+    if responses is not None:
+        counted = request_counts(requests, responses).set_index("request_id")
+        steps = r["request_id"].map(counted["verify_steps"]).astype(float)
     return pd.DataFrame(
         {
             "variant": r["variant"],
@@ -110,9 +128,12 @@ def request_metrics(requests: pd.DataFrame) -> pd.DataFrame:
             / decode_responses.where(decode_responses > 0),
             "input_sequence_length_tokens": f("input_tokens"),
             "output_sequence_length_tokens": osl,
-            "client_queue_time_ms": (f("sent_ns") - f("scheduled_ns")) / 1e6,
-            "acceptance_length_tokens": osl / steps.where(steps > 0),
-            "draft_acceptance_rate_ratio": accepted / drafted.where(drafted > 0),
+            **timing_columns(r),
+            "acceptance_length_per_request_tokens": (1 + accepted / steps).where(
+                (steps > 0) & (drafted > 0)
+            ),
+            "draft_acceptance_rate_per_request_ratio": accepted
+            / drafted.where(drafted > 0),
         }
     ).reset_index(drop=True)
 
@@ -201,10 +222,19 @@ METRICS: tuple[Metric, ...] = (
                  "OSL: generated tokens (prompt echo excluded)"),
     _per_request("input_sequence_length", "tokens", "ISL: prompt tokens"),
     _per_request("client_queue_time", "ms",
-                 "sent − scheduled (request-rate mode: how late the client sent)"),
-    _per_request("acceptance_length", "tokens",
-                 "OSL / (OSL − accepted draft tokens), where the server reports draft counts"),
-    _per_request("draft_acceptance_rate", "ratio",
+                 "ready − scheduled: wait for a --max-concurrency slot (0 without a cap)"),
+    _per_request("dispatch_lag", "ms",
+                 "sent − ready: the client's own delay in sending a due request"),
+    _per_request("time_to_first_token_with_queue", "ms",
+                 "first token − scheduled (queue-inclusive TTFT)"),
+    _per_request("request_latency_with_queue", "ms",
+                 "last token − scheduled (queue-inclusive E2E)"),
+    _per_request("client_to_server_delay", "ms",
+                 "server-reported arrival − sent, where the server reports it"),
+    _per_request("acceptance_length_per_request", "tokens",
+                 "1 + accepted drafts / verify steps (token responses − 1) of each request, "
+                 "where the server reports draft counts (pooled: acceptance_length_tokens)"),
+    _per_request("draft_acceptance_rate_per_request", "ratio",
                  "accepted / proposed draft tokens, where the server reports them"),
 )  # fmt: skip
 
@@ -267,7 +297,11 @@ def _tier_scalars(
 ) -> dict[str, float | int]:
     """Counts, duration and throughputs of one tier (all requests of the tier in ``req``)."""
     ok = _ok(req)
-    duration_ns = float(req["end_ns"].max() - req["sent_ns"].min()) if len(req) else 0.0
+    passes = req.groupby(
+        req["repeat"].fillna(0) if "repeat" in req else 0 * req["end_ns"]
+    )
+    # Σ over passes (loadtest.repeats) of max end − min send: other tiers ran in between
+    duration_ns = float((passes["end_ns"].max() - passes["sent_ns"].min()).sum())
     duration_s = duration_ns / 1e9
     rate = (lambda x: x / duration_s) if duration_s > 0 else (lambda x: float("nan"))
     good = int(good_requests(per_request, slos).sum()) if slos else None
@@ -275,6 +309,7 @@ def _tier_scalars(
     return {
         "concurrency": None if first is None else first["concurrency"],
         "request_rate_per_s": None if first is None else first["request_rate_per_s"],
+        "max_concurrency": None if first is None else first.get("max_concurrency"),
         "request_count": int(len(req)),
         "error_count": int(req["error"].notna().sum()),
         "osl_mismatch_count": int(osl_mismatch(req).sum()),
@@ -331,7 +366,7 @@ def summarize(
         Columns in ``trtbench.profiling.loadtest.schemas.SUMMARY_SCHEMA`` order.
     """
     statuses = statuses or {}
-    per_request = request_metrics(requests)
+    per_request = request_metrics(requests, responses)
     gaps = response_gaps(responses, requests)
     rows = []
     for (variant, tier), req in requests.groupby(list(TIER_KEYS), sort=False):
@@ -346,4 +381,9 @@ def summarize(
             row.update({stat_column(metric, s): v for s, v in stats.items()})
         rows.append(row)
     rows += _status_rows(statuses, {(r["variant"], r["tier"]) for r in rows})
-    return add_speedups(pd.DataFrame(rows), baseline)
+    pooled = acceptance_summary(
+        requests, responses
+    )  # speculative figures (acceptance.py)
+    frame = pd.DataFrame(rows)
+    frame = frame.merge(pooled, on=list(TIER_KEYS), how="left") if len(frame) else frame
+    return add_speedups(frame, baseline)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from trtbench.profiling.loadtest.loop_lag import LagStats
 from trtbench.stop_signals import signal_name
 
 TIER_COMPLETE, TIER_PARTIAL, TIER_FAILED, TIER_INTERRUPTED = (
@@ -33,6 +34,8 @@ class TierOutcome:
         failed: of those, failed.
         unfinished: in flight at the stop: never measured, not written.
         reason: why it is not complete (one line; '' when complete).
+        loop_lag: the client's event-loop lag during the tier (p50 / p99 / max ms;
+            :mod:`~trtbench.profiling.loadtest.loop_lag`), None without samples.
     """
 
     tier: str
@@ -41,6 +44,7 @@ class TierOutcome:
     failed: int = 0
     unfinished: int = 0
     reason: str = ""
+    loop_lag: LagStats | None = None
 
     def line(self) -> str:
         """``N requests, F failed[, U unfinished], <status>[ (<reason>)]`` (for the log)."""

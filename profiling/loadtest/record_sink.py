@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from trtbench.records import RequestRecord, ResponseRecord
+from trtbench.records import OutputRecord, RequestRecord, ResponseRecord
 
 DEFAULT_CHUNK_ROWS = 2048
 
@@ -26,17 +26,24 @@ DEFAULT_CHUNK_ROWS = 2048
 class RecordSink(Protocol):
     """Receives the records of each finished request, in completion order."""
 
-    def add(self, request: RequestRecord, responses: Sequence[ResponseRecord]) -> None:
-        """Take one request's records (the caller keeps no reference to them)."""
+    def add(
+        self,
+        request: RequestRecord,
+        responses: Sequence[ResponseRecord],
+        output: OutputRecord | None = None,
+    ) -> None:
+        """Take one request's records (the caller keeps no reference to them); ``output``:
+        what it generated (None: failed, or not recorded)."""
         ...
 
 
 @dataclass(frozen=True)
 class RecordFiles:
-    """The two CSV files one variant's records stream into."""
+    """The CSV files one variant's records stream into (``outputs``: None, not written)."""
 
     requests: Path
     responses: Path
+    outputs: Path | None = None
 
 
 def _cell(value: Any) -> Any:
@@ -88,19 +95,29 @@ class CsvRecordSink:
         self.chunk_rows = max(1, int(chunk_rows))
         self._requests: _CsvAppender | None = None
         self._responses: _CsvAppender | None = None
+        self._outputs: _CsvAppender | None = None
         self.request_rows = 0
         self.response_rows = 0
 
     def __enter__(self) -> CsvRecordSink:
         self._requests = _CsvAppender(self.files.requests, RequestRecord)
         self._responses = _CsvAppender(self.files.responses, ResponseRecord)
+        if self.files.outputs is not None:
+            self._outputs = _CsvAppender(self.files.outputs, OutputRecord)
         return self
 
-    def add(self, request: RequestRecord, responses: Sequence[ResponseRecord]) -> None:
+    def add(
+        self,
+        request: RequestRecord,
+        responses: Sequence[ResponseRecord],
+        output: OutputRecord | None = None,
+    ) -> None:
         assert self._requests is not None and self._responses is not None
         self._requests.add(request)
         for response in responses:
             self._responses.add(response)
+        if output is not None and self._outputs is not None:
+            self._outputs.add(output)
         self.request_rows += 1
         self.response_rows += len(responses)
         if len(self._requests.rows) + len(self._responses.rows) >= self.chunk_rows:
@@ -108,12 +125,12 @@ class CsvRecordSink:
 
     def flush(self) -> None:
         """Write the buffered rows (requests first, so a response never precedes its request)."""
-        for appender in (self._requests, self._responses):
+        for appender in (self._requests, self._responses, self._outputs):
             if appender is not None:
                 appender.flush()
 
     def __exit__(self, *exc: object) -> None:
-        for appender in (self._requests, self._responses):
+        for appender in (self._requests, self._responses, self._outputs):
             if appender is not None:
                 appender.close()
-        self._requests = self._responses = None
+        self._requests = self._responses = self._outputs = None

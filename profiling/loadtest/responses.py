@@ -18,11 +18,13 @@ from trtbench.profiling.loadtest.grpc_client import (
     parse_response,
 )
 from trtbench.profiling.loadtest.metrics import remove_echo, strip_prompt_echo
+from trtbench.profiling.loadtest.outputs import output_record
 from trtbench.profiling.loadtest.prompts import Prompt, TextTokenizer
 from trtbench.profiling.loadtest.schedule import Tier
 from trtbench.records import (
     TOKEN_SOURCE_IDS,
     TOKEN_SOURCE_RETOKENIZED,
+    OutputRecord,
     RequestRecord,
     ResponseRecord,
 )
@@ -30,13 +32,15 @@ from trtbench.records import (
 
 @dataclass(frozen=True)
 class RequestSlot:
-    """Identity of one request inside a tier pass (``repeat``: 0-based pass number)."""
+    """Identity of one request inside a tier pass (``repeat``: 0-based pass number;
+    ``ready_ns``: when its ``max_concurrency`` slot let it go, None: at ``scheduled_ns``)."""
 
     variant: str
     tier: Tier
     index: int
     scheduled_ns: int
     repeat: int = 0
+    ready_ns: int | None = None
 
     @property
     def request_id(self) -> str:
@@ -113,16 +117,40 @@ def exchange_to_records(
     slot: RequestSlot,
     tokenizer: TextTokenizer | None = None,
     echo_possible: bool = False,
+    clock_offset_ns: int | None = None,
 ) -> tuple[RequestRecord, list[ResponseRecord]]:
+    """:func:`exchange_to_all_records` without the output record."""
+    record, responses, _ = exchange_to_all_records(
+        exchange, prompt, slot, tokenizer, echo_possible, clock_offset_ns
+    )
+    return record, responses
+
+
+def exchange_to_all_records(
+    exchange: Exchange,
+    prompt: Prompt,
+    slot: RequestSlot,
+    tokenizer: TextTokenizer | None = None,
+    echo_possible: bool = False,
+    clock_offset_ns: int | None = None,
+) -> tuple[RequestRecord, list[ResponseRecord], OutputRecord | None]:
     """Turn one request's responses into records (pure apart from re-tokenizing).
+
+    The third item is what the request generated, for the lossless gate
+    (:func:`~trtbench.profiling.loadtest.outputs.output_record`; None when it failed).
 
     ``echo_possible``: the model could not be asked to exclude the prompt (it has no
     ``exclude_input_in_output`` input), so an output that starts with the whole prompt
     has it removed. Only responses that carry tokens set first/last-token times, so an
     empty response (mid-stream or the empty final one) never extends E2E. A request
     without tokens and without an error gets the error ``no output tokens``.
+
+    ``clock_offset_ns`` (epoch − ``perf_counter_ns``,
+    :func:`~trtbench.profiling.loadtest.client_timing.wall_minus_perf_ns`) moves a
+    server-reported ``arrival_time_ns`` onto the client's clock (None: not recorded).
     """
     parsed = [parse_response(r) for _, r in exchange.responses]
+    arrival = next((p.server_arrival_ns for p in parsed if p.server_arrival_ns), None)
     counts, echoed, source = (
         _token_counts(parsed, prompt, tokenizer, echo_possible)
         if parsed
@@ -168,5 +196,12 @@ def exchange_to_records(
         error=error,
         repeat=slot.repeat,
         request_index=slot.index,
+        ready_ns=slot.scheduled_ns if slot.ready_ns is None else slot.ready_ns,
+        server_arrival_ns=(
+            None
+            if arrival is None or clock_offset_ns is None
+            else arrival - clock_offset_ns
+        ),  # fmt: skip
+        max_concurrency=tier.max_concurrency,
     )
-    return record, responses
+    return record, responses, output_record(parsed, prompt, record, echo_possible)

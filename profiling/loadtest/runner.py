@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable, Sequence
 
 import grpc
-import numpy as np
 from tritonclient.grpc import service_pb2_grpc
 
 from trtbench.errors import LoadTestError
+from trtbench.profiling.loadtest.client_timing import wall_minus_perf_ns
 from trtbench.profiling.loadtest.grpc_client import (
     ENDPOINTS,
     Exchange,
@@ -38,13 +38,18 @@ from trtbench.profiling.loadtest.health import (
     grpc_ready_check,
     threaded,
 )
+from trtbench.profiling.loadtest.loop_lag import LagHistogram, sample_loop_lag
 from trtbench.profiling.loadtest.outcome import LoadResult, TierOutcome, settle_tier
+from trtbench.profiling.loadtest.partition import WorkerShare
 from trtbench.profiling.loadtest.prompts import Prompt, TextTokenizer
 from trtbench.profiling.loadtest.record_sink import RecordSink
-from trtbench.profiling.loadtest.responses import RequestSlot, exchange_to_records
+from trtbench.profiling.loadtest.repeats import merge_passes, tier_passes
+from trtbench.profiling.loadtest.responses import RequestSlot, exchange_to_all_records
 from trtbench.profiling.loadtest.schedule import Tier, iter_send_offsets_ns
+from trtbench.profiling.loadtest.slots import OpenLoopGate
 from trtbench.profiling.loadtest.target import LoadSettings, LoadTarget, Progress
-from trtbench.records import RequestRecord, ResponseRecord
+from trtbench.profiling.loadtest.tasks import gather_until_stop
+from trtbench.records import OutputRecord, RequestRecord, ResponseRecord
 from trtbench.stop_signals import loop_stop_handlers
 
 log = logging.getLogger(__name__)
@@ -75,6 +80,10 @@ class TierRunner:
         self.watcher: Watcher | None = None
         self.current = TierOutcome("warmup")
         self.echo_possible = "exclude_input_in_output" not in target.interface.inputs
+        self.lag, self.clock_offset_ns = LagHistogram(), wall_minus_perf_ns()
+        self.share = WorkerShare()  # worker k of N client processes (partition.py)
+        self.before_tier: Callable[[Tier], bool] | None = None  # False: stop (workers)
+        self.repeat = 0  # the pass over the tiers now running (loadtest.repeats)
 
     def on_signal(self, signum: int) -> None:
         """A stop signal: stop sending, mark the tier interrupted."""
@@ -94,14 +103,25 @@ class TierRunner:
 
     def records_of(
         self, slot: RequestSlot, exchange: Exchange
-    ) -> tuple[RequestRecord, list[ResponseRecord]]:
-        """The records of one request's exchange."""
-        return exchange_to_records(
-            exchange, self.prompt_of(slot), slot, self.tokenizer, self.echo_possible
+    ) -> tuple[RequestRecord, list[ResponseRecord], OutputRecord | None]:
+        """The records of one request's exchange (the output: None when it failed)."""
+        return exchange_to_all_records(
+            exchange,
+            self.prompt_of(slot),
+            slot,
+            self.tokenizer,
+            self.echo_possible,
+            self.clock_offset_ns,
         )
 
-    async def one(self, slot: RequestSlot, record: bool = True) -> str | None:
-        """Send one request; hand its records to the sink as soon as it ends.
+    async def one(
+        self,
+        slot: RequestSlot,
+        record: bool = True,
+        on_end: Callable[[int], None] | None = None,
+    ) -> str | None:
+        """Send one request; hand its records to the sink as soon as it ends
+        (``on_end(end_ns)`` first: a capped open loop's slot is free from then).
 
         Making the records (parsing each response) runs on the event loop, between
         awaits: :func:`~trtbench.profiling.loadtest.grpc_client.parse_response` is kept
@@ -126,6 +146,8 @@ class TierRunner:
         except asyncio.CancelledError:
             t = time.perf_counter_ns()
             exchange = Exchange(t, t, [], INTERRUPTED)
+        if on_end is not None:
+            on_end(exchange.end_ns)
         if exchange.error == INTERRUPTED:
             self.current.unfinished += record
             return INTERRUPTED
@@ -133,9 +155,9 @@ class TierRunner:
         if error.startswith(UNAVAILABLE) and self.watcher is not None:
             with contextlib.suppress(asyncio.CancelledError):  # it finished: keep it
                 await self.watcher.verify()  # dead? then stop before the next send
-        req, responses = self.records_of(slot, exchange)
+        req, responses, output = self.records_of(slot, exchange)
         if record:
-            self.sink.add(req, responses)
+            self.sink.add(req, responses, output)
             self.current.requests += 1
             self.current.failed += req.error is not None
             if self.progress is not None:
@@ -144,14 +166,17 @@ class TierRunner:
 
     def end_tier(self) -> TierOutcome:
         """Decide the status of the tier that just ended and record it."""
+        self.current.loop_lag = self.lag.pop_stats()
         tier = settle_tier(
             self.current, self.result.stop_signal, self.result.server_failure
         )
         self.result.tiers.append(tier)
         return tier
 
-    def more(self, issued: int, deadline_ns: int | None) -> bool:
-        n = self.settings.requests_per_tier
+    def more(
+        self, issued: int, deadline_ns: int | None, limit: int | None = None
+    ) -> bool:
+        n = self.settings.requests_per_tier if limit is None else limit
         if self.stop.is_set() or (n is not None and issued >= n):
             return False
         return deadline_ns is None or time.perf_counter_ns() < deadline_ns
@@ -160,6 +185,8 @@ class TierRunner:
         issued = 0
         deadline = self._deadline()
         workers = tier.concurrency or 1
+        indexes = self.share.closed_indexes(workers)
+        limit = self.share.closed_requests(self.settings.requests_per_tier, workers)
 
         async def worker(k: int) -> None:
             nonlocal issued
@@ -167,36 +194,42 @@ class TierRunner:
             if delay > 0:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self.stop.wait(), delay)
-            while self.more(issued, deadline):
-                slot = RequestSlot(variant, tier, issued, time.perf_counter_ns())
+            while self.more(issued, deadline, limit):
+                slot = RequestSlot(
+                    variant, tier, next(indexes), time.perf_counter_ns(), self.repeat
+                )
                 issued += 1
                 await self.one(slot)
 
-        await self._gather({asyncio.ensure_future(worker(k)) for k in range(workers)})
+        slots = self.share.slots(workers)
+        await self._gather({asyncio.ensure_future(worker(k)) for k in slots})
 
     async def open_loop(self, variant: str, tier: Tier, rng_seed: int) -> None:
-        rng = np.random.default_rng(rng_seed)
+        rate, share = tier.request_rate_per_s or 1.0, self.share
         offsets = iter_send_offsets_ns(
-            tier.request_rate_per_s or 1.0,
+            share.open_rate(rate),
             self.settings.arrival,
-            rng,  # type: ignore[arg-type]
+            share.open_rng(rng_seed),  # type: ignore[arg-type]
             self.settings.burstiness,
         )
         start, deadline = time.perf_counter_ns(), self._deadline()
+        start += share.open_start_ns(rate, self.settings.arrival)
+        limit = share.open_requests(self.settings.requests_per_tier)
         pending: set[asyncio.Task[str | None]] = set()  # done tasks leave the set
+        gate = OpenLoopGate(tier.max_concurrency)  # sleep to scheduled, then a slot
         for issued, offset in enumerate(offsets):
             scheduled = start + offset
-            if not self.more(issued, deadline) or (deadline and scheduled > deadline):
+            if not self.more(issued, deadline, limit) or (
+                deadline and scheduled > deadline
+            ):
                 break
-            delay = (scheduled - time.perf_counter_ns()) / 1e9
-            if delay > 0:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self.stop.wait(), delay)
-                if self.stop.is_set():
-                    break
-            task = asyncio.create_task(
-                self.one(RequestSlot(variant, tier, issued, scheduled))
-            )
+            ticket = await gate.enter(scheduled, self.stop, deadline)
+            if ticket is None:
+                break
+            index, ready = share.open_index(issued), ticket.ready_ns
+            slot = RequestSlot(variant, tier, index, scheduled, self.repeat, ready)
+            task = asyncio.create_task(self.one(slot, on_end=ticket.release))
+            task.add_done_callback(ticket.task_done)
             pending.add(task)
             task.add_done_callback(self._settled(pending))
         await self._gather(pending)
@@ -214,21 +247,7 @@ class TierRunner:
 
     async def _gather(self, tasks: set[asyncio.Task]) -> None:
         """Wait for ``tasks``; on stop, cancel the rest (each counts itself unfinished)."""
-        stopper = asyncio.ensure_future(self.stop.wait())
-        pending = set(tasks)
-        while pending and not self.stop.is_set():
-            _, pending = await asyncio.wait(
-                pending | {stopper}, return_when=asyncio.FIRST_COMPLETED
-            )
-            pending.discard(stopper)
-        for t in pending:
-            t.cancel()
-        stopper.cancel()
-        everything = list(tasks)
-        await asyncio.gather(*everything, return_exceptions=True)
-        for t in everything:
-            if not t.cancelled() and t.exception() is not None:
-                raise t.exception()  # type: ignore[misc]
+        await gather_until_stop(tasks, self.stop)
 
 
 async def _warmup(runner: TierRunner, variant: str, tiers: Sequence[Tier]) -> None:
@@ -270,18 +289,25 @@ async def _run(
             )
             runner.watcher = Watcher(check, runner.on_dead)
             runner.watcher.start()
+            sampler = asyncio.ensure_future(sample_loop_lag(runner.lag))
             try:
                 await _warmup(runner, variant, tiers)
+                runner.lag.pop_stats()  # the tiers' samples only (loop_lag.py)
                 await _tiers(runner, variant, tiers, seed)
             finally:
+                sampler.cancel()
                 await runner.watcher.stop()
 
 
 async def _tiers(
     runner: TierRunner, variant: str, tiers: Sequence[Tier], seed: int
 ) -> None:
-    for i, tier in enumerate(tiers):
+    for one_pass in tier_passes(tiers, runner.settings.repeats, seed):
+        i, tier, runner.repeat = one_pass.index, one_pass.tier, one_pass.repeat
         if runner.stop.is_set():
+            break
+        line_up = runner.before_tier  # several client processes wait for each other
+        if line_up is not None and not await asyncio.to_thread(line_up, tier):
             break
         runner.current = TierOutcome(tier.label)
         if runner.progress is not None:
@@ -292,14 +318,16 @@ async def _tiers(
             if tier.concurrency is not None:
                 await runner.closed_loop(variant, tier)
             else:
-                await runner.open_loop(variant, tier, seed + i)
+                pass_seed = seed + i + runner.repeat * len(tiers)
+                await runner.open_loop(variant, tier, pass_seed)
         finally:
             if runner.watcher is not None:
                 await runner.watcher.verify()  # never settle a tier on a dead server
             outcome = runner.end_tier()
             if runner.progress is not None:
                 runner.progress.tier_ended()
-        log.info("%s %s: %s", variant, tier.label, outcome.line())
+        done = f" (pass {runner.repeat + 1})" if runner.settings.repeats > 1 else ""
+        log.info("%s %s%s: %s", variant, tier.label, done, outcome.line())
 
 
 def run_load(
@@ -314,22 +342,30 @@ def run_load(
     *,
     sink: RecordSink,
     health: HealthCheck | None = None,
+    share: WorkerShare | None = None,
+    before_tier: Callable[[Tier], bool] | None = None,
 ) -> LoadResult:
     """Warm up, then run every tier against one served model, streaming records to ``sink``.
 
     Args:
         target: url, probed model interface and endpoint kind (``ENDPOINTS`` key).
         prompts: used in order, cycling; the same order for every tier and variant.
-        tiers: load levels, run in order.
+        tiers: load levels, run in order (then, with ``settings.repeats`` > 1, again in
+            fresh orders; the outcome has one entry per tier, its passes merged).
         settings: per-tier size, warmup, timeout, arrival process.
         variant: label written into every record.
         tokenizer: needed when the model returns only text (re-tokenization).
         progress: optional progress sink.
-        seed: seeds the arrival process of tier i with ``seed + i``.
+        seed: seeds the arrival process of tier i in pass r with ``seed + i + r · len(tiers)``
+            and the tier order of pass r > 0 (``settings.repeats``; :mod:`.repeats`).
         sink: receives each request's records as soon as it ends.
         health: a blocking check of the server (process + readiness), polled every
             0.25 s; default: gRPC ``ServerReady`` on the generator's channel. A dead
             server stops the tier (``server_failure``); no later tier runs.
+        share: this process's part of each tier when several client processes share it
+            (:class:`~trtbench.profiling.loadtest.partition.WorkerShare`; default: all).
+        before_tier: a blocking call made (in a thread) before each tier pass, e.g. a
+            barrier of the client processes; False ends the run before that pass.
 
     Returns:
         LoadResult: each tier's outcome; ``stop_signal`` after SIGINT/SIGTERM/SIGHUP (the
@@ -351,6 +387,7 @@ def run_load(
             "pass --tokenizer DIR (the model directory) so the text can be re-tokenized"
         )
     runner = TierRunner(target, prompts, settings, tokenizer, progress, sink)
+    runner.share, runner.before_tier = share or WorkerShare(), before_tier
     # Samplers may run as threads of this process; a 1 ms GIL switch interval (default
     # 5 ms) bounds how long they can hold up the event loop that stamps responses.
     switch = sys.getswitchinterval()
@@ -359,4 +396,5 @@ def run_load(
         asyncio.run(_run(runner, variant, tiers, seed, health))
     finally:
         sys.setswitchinterval(switch)
+    runner.result.tiers = merge_passes(runner.result.tiers)  # one outcome per tier
     return runner.result

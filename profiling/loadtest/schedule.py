@@ -29,10 +29,12 @@ _BLOCK = 1024
 
 @dataclass(frozen=True)
 class Tier:
-    """One load level: closed-loop ``concurrency`` or open-loop ``request_rate_per_s``."""
+    """One load level: closed-loop ``concurrency`` or open-loop ``request_rate_per_s``
+    (``max_concurrency``: at most that many requests of the open loop in flight)."""
 
     concurrency: int | None = None
     request_rate_per_s: float | None = None
+    max_concurrency: int | None = None
 
     @property
     def label(self) -> str:
@@ -43,19 +45,29 @@ class Tier:
 
 
 def plan_tiers(
-    concurrency: Sequence[int] = (), request_rate: Sequence[float] | None = None
+    concurrency: Sequence[int] = (),
+    request_rate: Sequence[float] | None = None,
+    max_concurrency: int | None = None,
 ) -> list[Tier]:
     """Tiers in the order given: request rates when any are given, else concurrencies.
 
+    ``max_concurrency`` caps every request-rate tier (its label stays ``r<rate>``).
+
     Raises:
-        ValueError: no tier, a concurrency < 1, a rate ≤ 0, or two tiers with the same
-            label (``2,2``; rates 2.5 and 2.500001 both label ``r2.5``).
+        ValueError: no tier, a concurrency < 1, a rate ≤ 0, two tiers with the same
+            label (``2,2``; rates 2.5 and 2.500001 both label ``r2.5``), or a
+            ``max_concurrency`` < 1 or without request rates.
     """
+    if max_concurrency is not None and (not request_rate or max_concurrency < 1):
+        raise ValueError(
+            f"max concurrency {max_concurrency} needs request rates and must be ≥ 1 "
+            "(it caps an open loop; a closed loop's size is its concurrency)"
+        )
     if request_rate:
         bad = [r for r in request_rate if not r > 0]
         if bad:
             raise ValueError(f"request rates must be > 0, got {bad}")
-        tiers = [Tier(request_rate_per_s=float(r)) for r in request_rate]
+        tiers = [Tier(None, float(r), max_concurrency) for r in request_rate]
     else:
         bad_c = [c for c in concurrency if c < 1]
         if bad_c or not concurrency:

@@ -16,11 +16,17 @@ import pandas as pd
 
 from trtbench.data_files import read_csv_checked
 from trtbench.export import Column
+from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SUMMARY_COLUMNS
+from trtbench.profiling.loadtest.lossless import LOSSLESS_SUMMARY_COLUMNS
 from trtbench.profiling.loadtest.metrics import (
     METRICS,
     STATS,
     request_metrics,
     stat_column,
+)
+from trtbench.profiling.loadtest.trusted_summary import (
+    IN_WINDOW,
+    REPEAT_SUMMARY_COLUMNS,
 )
 from trtbench.records import RequestRecord, ResponseRecord
 
@@ -32,6 +38,7 @@ _TIER = (
 _LOAD = (
     Column("concurrency", "closed-loop concurrency of the tier (empty in rate mode)", False),
     Column("request_rate_per_s", "target request rate of the tier (empty in concurrency mode)", False),
+    Column("max_concurrency", "cap on requests in flight of the open loop (--max-concurrency; empty: no cap)", False),
 )  # fmt: skip
 
 REQUESTS_SCHEMA: tuple[Column, ...] = (
@@ -40,7 +47,7 @@ REQUESTS_SCHEMA: tuple[Column, ...] = (
     Column("request_id", "unique request id (<variant>-<tier>-<index>)"),
     Column("task_id", "prompt id (dataset task_id or synthetic-<i>)"),
     Column("scheduled_ns", "intended send time"),
-    Column("sent_ns", "time the request was handed to gRPC"),
+    Column("sent_ns", "time the request was handed to gRPC (stamped right before the call)"),
     Column("first_token_ns", "arrival of the first response carrying a token", False),
     Column("last_token_ns", "arrival of the last response carrying a token", False),
     Column("end_ns", "end of the request (final response, error or timeout)"),
@@ -58,10 +65,13 @@ REQUESTS_SCHEMA: tuple[Column, ...] = (
     Column("error", "empty on success, else why the request failed", False),
     Column("repeat", "0-based pass over the tier (loadtest.repeats); empty in files from before the column: 0", False),
     Column("request_index", "0-based request index in its tier pass; the prompt is prompts[index mod count], the same for every variant", False),
+    Column("ready_ns", "when the request could go: max(scheduled_ns, when its --max-concurrency slot became free); empty in older files: scheduled_ns", False),
+    Column("server_arrival_ns", "server-reported arrival (arrival_time_ns) moved onto this clock; empty when not reported", False),
     Column("time_to_first_token_ms", "first_token_ns − sent_ns", False),
     Column("request_latency_ms", "E2E: last_token_ns − sent_ns", False),
     Column("time_per_output_token_ms", "(E2E − TTFT) / (output_tokens − first_response_tokens)", False),
     Column("tokens_per_response_tokens", "(output_tokens − first_response_tokens) / (token_responses − 1)", False),
+    IN_WINDOW,
 )  # fmt: skip
 
 RESPONSES_SCHEMA: tuple[Column, ...] = (
@@ -83,7 +93,7 @@ _SUMMARY_HEAD = (
     Column("request_count", "measured requests (warmup excluded), failed ones included"),
     Column("error_count", "failed requests"),
     Column("osl_mismatch_count", "requests whose output length missed the requested one by > min(5%, 50 tokens)"),
-    Column("duration_s", "max end − min send over the tier's requests"),
+    Column("duration_s", "max end − min send over the tier's requests, summed over its passes"),
     Column("output_token_throughput_tokens_per_s", "Σ output tokens of successful requests / duration"),
     Column("request_throughput_per_s", "successful requests / duration"),
     Column("request_goodput_per_s", "requests meeting every SLO / duration (empty without SLOs)", False),
@@ -105,6 +115,11 @@ SUMMARY_SCHEMA: tuple[Column, ...] = (
     Column("tpot_speedup_ratio", "baseline mean TPOT / this variant's mean TPOT, same tier", False),
     Column("output_token_throughput_speedup_ratio", "this variant's output tok/s / baseline's, same tier", False),
     Column("speedup_note", "why the speedups are empty (a tier or the baseline's tier not complete, no tokens)", False),
+    Column("event_loop_lag_p99_ms", "client event-loop lag (actual − intended wake of a 10 ms sampler) — 99th percentile (≤ 1.9 % high)", False),
+    Column("event_loop_lag_max_ms", "client event-loop lag — maximum", False),
+    *REPEAT_SUMMARY_COLUMNS,
+    *LOSSLESS_SUMMARY_COLUMNS,
+    *ACCEPTANCE_SUMMARY_COLUMNS,
 )  # fmt: skip
 
 _PER_REQUEST = (
@@ -165,6 +180,9 @@ def read_records_csv(path: Path) -> pd.DataFrame:
     names = [f.name for f in dataclasses.fields(record)]
     frame = frame[[n for n in names if n in frame.columns]]
     for name in frame.columns:
-        if name.endswith("_ns") or name.endswith("_tokens") or name == "concurrency":
+        if name.endswith(("_ns", "_tokens")) or name in (
+            "concurrency",
+            "max_concurrency",
+        ):
             frame[name] = frame[name].astype("Int64")
     return frame

@@ -26,7 +26,8 @@ class LoadSettings:
 
     ``ramp_up_s``: in concurrency mode, worker k of N sends its first request
     ``k · ramp_up_s / N`` after the tier starts (0: all at once — the closed-loop start
-    burst, which queues N prefills together).
+    burst, which queues N prefills together). ``repeats``: passes over the tiers, each
+    pass in a fresh order (:func:`trtbench.profiling.loadtest.repeats.tier_passes`).
     """
 
     requests_per_tier: int | None = 32
@@ -36,6 +37,7 @@ class LoadSettings:
     arrival: str = "poisson"
     burstiness: float = 1.0
     ramp_up_s: float = 0.0
+    repeats: int = 1
 
 
 class Progress(Protocol):

@@ -8,8 +8,9 @@ folder) and a variants table (``variant``, ``mode``, ``cuda_graphs``, ``streamin
 
 Definitions:
 
-* tokens per step: the server-reported acceptance length (mean), else the client's tokens per
-  response (mean; one response per decode step when streaming), 1 for a baseline.
+* tokens per step: the server-reported acceptance length (pooled over the tier's verify steps,
+  else its per-request mean), else the client's tokens per response (mean; one response per
+  decode step when streaming), 1 for a baseline.
 * speedup: ``tpot_speedup_ratio`` = baseline mean TPOT / variant mean TPOT at the same tier
   (``speedups.add_speedups``); where a variant has no TPOT (it does not stream: one response,
   TTFT = E2E) the output-throughput ratio is used and ``speedup_basis`` says so.
@@ -29,6 +30,7 @@ import pandas as pd
 
 from trtbench.profiling.loadtest.metrics import METRICS, stat_column
 from trtbench.profiling.loadtest.speedups import add_speedups
+from trtbench.profiling.report.uncertainty import tier_intervals
 
 _METRIC = {m.name: m for m in METRICS}
 TPOT_SPEEDUP = "tpot_speedup_ratio"
@@ -56,15 +58,21 @@ def _numeric(frame: pd.DataFrame, column: str) -> pd.Series:
 
 
 def tokens_per_step(summary: pd.DataFrame) -> pd.Series:
-    """Measured tokens per decode step per row: acceptance length, else tokens/response."""
-    accept = _numeric(summary, summary_column("acceptance_length"))
+    """Measured tokens per decode step per row: the pooled acceptance length, else its
+    per-request mean, else tokens/response."""
+    accept = _numeric(summary, "acceptance_length_tokens")
+    accept = accept.fillna(
+        _numeric(summary, summary_column("acceptance_length_per_request"))
+    )
     return accept.fillna(_numeric(summary, summary_column("tokens_per_response")))
 
 
 def tier_table(
     summary: pd.DataFrame, variants: pd.DataFrame, baseline: str | None
 ) -> pd.DataFrame:
-    """One row per (variant, tier) in :data:`TIER_COLUMNS` (module doc for definitions).
+    """One row per (variant, tier) in :data:`TIER_COLUMNS` (module doc for definitions),
+    plus the interval and thin-percentile columns of
+    :func:`~trtbench.profiling.report.uncertainty.tier_intervals`.
 
     Args:
         summary: summary.csv rows.
@@ -97,6 +105,7 @@ def tier_table(
         .fillna("").astype(str),
         "speedup_note": s["speedup_note"].fillna("").astype(str),
     })  # fmt: skip
+    out = pd.concat([out, tier_intervals(s, out["speedup_basis"])], axis=1)  # repeats
     return out.sort_values(
         ["variant", "concurrency", "request_rate_per_s"]
     ).reset_index(drop=True)
@@ -192,7 +201,8 @@ MATRIX_COLUMNS = (
     "variant", "mode", "cuda_graphs", "streaming", "extra_memory_bytes", "extra_memory_basis",
     "tokens_per_step", "low_concurrency", "speedup_low_ratio", "high_concurrency",
     "speedup_high_ratio", "crossover_concurrency", "crossover_interpolated", "ttft_p50_ms",
-    "ttft_p95_ms", "tpot_mean_ms", "output_tokens_per_s_high",
+    "ttft_p95_ms", "tpot_mean_ms", "output_tokens_per_s_high", "speedup_low_text",
+    "speedup_high_text",
 )  # fmt: skip
 
 
@@ -204,6 +214,7 @@ def _matrix_row(group: pd.DataFrame) -> dict[str, float]:
     return {
         "low_concurrency": low["concurrency"], "high_concurrency": high["concurrency"],
         "speedup_low_ratio": low["speedup_ratio"], "speedup_high_ratio": high["speedup_ratio"],
+        "speedup_low_text": low.get("speedup_text"), "speedup_high_text": high.get("speedup_text"),
         "ttft_p50_ms": low["ttft_p50_ms"], "ttft_p95_ms": low["ttft_p95_ms"],
         "tpot_mean_ms": low["tpot_mean_ms"],
         "output_tokens_per_s_high": high["output_tokens_per_s"],

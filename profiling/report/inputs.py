@@ -4,6 +4,8 @@ takes (the core cannot import them itself)."""
 from __future__ import annotations
 
 from trtbench.export import Schema
+from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA
+from trtbench.profiling.loadtest.outputs import OUTPUTS_SCHEMA
 from trtbench.profiling.loadtest.schemas import SUMMARY_SCHEMA
 from trtbench.profiling.memory.breakdown import MEMORY_BREAKDOWN_SCHEMA
 from trtbench.profiling.traces.schemas import STEP_SCHEMA
@@ -12,4 +14,6 @@ RUN_CSV_SCHEMAS: dict[str, Schema] = {
     "summary": SUMMARY_SCHEMA,
     "memory_breakdown": MEMORY_BREAKDOWN_SCHEMA,
     "steps": STEP_SCHEMA,
+    "acceptance": ACCEPTANCE_SCHEMA,
+    "outputs": OUTPUTS_SCHEMA,
 }

@@ -13,6 +13,11 @@ import numpy as np
 import pandas as pd
 
 from trtbench.profiling.report.comparison import COMPARED_METRICS
+from trtbench.profiling.report.uncertainty import (
+    INTERVAL_LEGEND,
+    overlap_notes,
+    thin_notes,
+)
 from trtbench.units import format_bytes
 
 Format = Callable[[object], str]
@@ -65,9 +70,9 @@ MATRIX_TABLE = (
     ("variant", "variant", fmt_text), ("mode", "mode", fmt_text),
     ("extra_memory_bytes", "extra memory vs baseline", _signed_bytes),
     ("low_concurrency", "low C", fmt_num("g")),
-    ("speedup_low_ratio", "speedup @ low C", fmt_num(".2f", "x")),
+    ("speedup_low_text", "speedup @ low C", fmt_text),
     ("high_concurrency", "high C", fmt_num("g")),
-    ("speedup_high_ratio", "speedup @ high C", fmt_num(".2f", "x")),
+    ("speedup_high_text", "speedup @ high C", fmt_text),
     ("crossover_concurrency", "slower from C", fmt_num("g")),
     ("crossover_interpolated", "crossover ≈ C", fmt_num(".1f")),
     ("tokens_per_step", "tokens/step", _x),
@@ -80,11 +85,12 @@ MATRIX_TABLE = (
 TIER_TABLE = (
     ("variant", "variant", fmt_text), ("tier", "tier", fmt_text),
     ("tier_status", "status", fmt_text),
-    ("ttft_p50_ms", "TTFT p50 ms", fmt_num(".1f")), ("ttft_p95_ms", "TTFT p95 ms", fmt_num(".1f")),
+    ("ttft_p50_ms", "TTFT p50 ms", fmt_num(".1f")), ("ttft_p95_text", "TTFT p95 ms", fmt_text),
+    ("ttft_p99_text", "TTFT p99 ms", fmt_text),
     ("tpot_mean_ms", "TPOT mean ms", _x), ("tpot_p50_ms", "TPOT p50 ms", _x),
     ("e2e_p50_ms", "E2E p50 ms", fmt_num(".1f")),
     ("output_tokens_per_s", "output tok/s", fmt_num(".1f")),
-    ("tokens_per_step", "tokens/step", _x), ("speedup_ratio", "speedup", _x),
+    ("tokens_per_step", "tokens/step", _x), ("speedup_text", "speedup [95 % CI]", fmt_text),
     ("speedup_basis", "basis", fmt_text), ("error_count", "errors", fmt_num("g")),
 )  # fmt: skip
 MEMORY_TABLE = (
@@ -189,6 +195,7 @@ def run_notes(
         notes.append(
             "No traces/**/steps.csv: launch overhead per step was not measured."
         )
+    notes += overlap_notes(tiers) + thin_notes(tiers)  # uncertainty.py
     return list(dict.fromkeys(notes))
 
 
@@ -201,14 +208,16 @@ def render_report(
     notes: Sequence[str],
     plots: Sequence[tuple[str, str]],
     header: Sequence[str] = (),
+    sections: Sequence[str] = (),
 ) -> str:
-    """``report.md`` text. ``plots`` are (caption, path relative to the report)."""
+    """``report.md`` text. ``plots`` are (caption, path relative to the report);
+    ``sections``: more Markdown lines (each with its heading) before the notes."""
     parts = [f"# {title}", "", *header, "", "## Comparison matrix", "",
              markdown_table(matrix, MATRIX_TABLE), "",
              "Speedup = baseline mean TPOT / variant mean TPOT at the same tier. "
              "'slower from C': first measured concurrency where the speedup is below 1; "
              "'crossover ≈ C': where it crosses 1, interpolated in log2(C).", "",
-             "## Per tier", "", markdown_table(tiers, TIER_TABLE)]  # fmt: skip
+             "## Per tier", "", markdown_table(tiers, TIER_TABLE), "", INTERVAL_LEGEND]  # fmt: skip
     if memory is not None and len(memory):
         parts += ["", "## Memory", "", markdown_table(memory, MEMORY_TABLE)]
     if launches is not None and len(launches):
@@ -216,6 +225,7 @@ def render_report(
                   "Launch overhead per step = host time of the kernel- and graph-launch API "
                   "calls that start inside the step (steps.csv `launch_overhead_ns`).", "",
                   markdown_table(launches, LAUNCH_TABLE)]  # fmt: skip
+    parts += ["", *sections] if sections else []
     parts += ["", "## What limited this run", ""]
     parts += [f"- {n}" for n in notes] or ["- nothing noted"]
     parts += ["", "## Plots", ""]

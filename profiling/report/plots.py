@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from trtbench.profiling.report.uncertainty import interval_of  # noqa: E402
 from trtbench.units import UNITS, byte_unit, format_bytes  # noqa: E402
 
 FIGSIZE = (7.5, 4.5)
@@ -70,6 +71,19 @@ def _save(fig: plt.Figure, path: Path) -> Path:
     return path
 
 
+def _interval_bars(
+    ax: plt.Axes, g: pd.DataFrame, xcol: str, col: str, color: str
+) -> None:
+    """Vertical bars over the 95 % interval of ``col`` where the frame has one
+    (``<col>_ci95_low`` / ``_high``, :func:`uncertainty.interval_of`)."""
+    found = interval_of(g, col)
+    if found is not None:
+        rows, low, high = found
+        x = g[xcol].to_numpy(dtype=float)[rows]
+        ax.vlines(x, low, high, color=color, lw=1.5, alpha=0.7)
+        ax.plot(np.r_[x, x], np.r_[low, high], "_", color=color, ms=8, alpha=0.7)
+
+
 def plot_vs_load(
     tiers: pd.DataFrame,
     path: Path,
@@ -78,7 +92,8 @@ def plot_vs_load(
     title: str,
     palette: dict[str, str] | None = None,
 ) -> Path:
-    """One line per (variant, column) against concurrency; ``series`` = (column, style label).
+    """One line per (variant, column) against concurrency; ``series`` = (column, style label),
+    with a bar over each point's 95 % interval where the frame has one (repeated passes).
 
     The first series is drawn solid with markers, the next dashed, then dotted. ``palette``
     fixes the colours (default: :func:`variant_colors` of the variants plotted).
@@ -100,6 +115,7 @@ def plot_vs_load(
                     color=colors[variant],
                     label=name,
                 )
+                _interval_bars(ax, g, xcol, col, colors[variant])
     _setup_x(ax, tiers[xcol].to_numpy(dtype=float), xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -127,6 +143,7 @@ def plot_speedup(tiers: pd.DataFrame, crossover: pd.DataFrame, path: Path) -> Pa
             color=colors[variant],
             label=f"{variant}{basis}",
         )
+        _interval_bars(ax, g, xcol, "speedup_ratio", colors[variant])
     for _, row in crossover.iterrows():
         x = row["crossover_interpolated"]
         if pd.notna(x) and row["variant"] in colors:

@@ -3,8 +3,9 @@
 The scripted model (tests/data/scripted_model) sends 1 token 40 ms after ``execute`` and then
 2 tokens every 10 ms, so a 9-token request has TTFT 40 ms, ICL 10 ms, per-token ITL
 10 / 2 = 5 ms, TPOT (80 − 40) / (9 − 1) = 5 ms and E2E 40 + 4·10 = 80 ms. It reports 4
-proposed and 1 accepted draft token per step after the first: acceptance length
-9 / (9 − 4) = 1.8 and draft acceptance rate 4 / 16 = 0.25. Measured intervals (ITL, ICL,
+proposed and 1 accepted draft token per step after the first (4 verify steps; the first
+response is the prefill): acceptance length 1 + 4 / 4 = 2.0 per request and pooled, draft
+acceptance rate 4 / 16 = 0.25, and position 1 accepted in 4 of 4 steps, positions 2..4 never. Measured intervals (ITL, ICL,
 TPOT) must match the script within 2 ms.
 
 TTFT and E2E also hold what the server itself adds on top of the script (gRPC, scheduling,
@@ -154,8 +155,14 @@ def test_ttft_and_itl_match_the_script_at_concurrency_1_and_16(
         # 8 decode tokens → 8 ITL samples and 4 ICL samples per request.
         assert row["inter_token_latency_count"] == 48 * 8
         assert row["inter_chunk_latency_count"] == 48 * 4
-        assert row["acceptance_length_mean_tokens"] == pytest.approx(1.8)
-        assert row["draft_acceptance_rate_mean_ratio"] == pytest.approx(0.25)
+        assert row["acceptance_length_per_request_mean_tokens"] == pytest.approx(2.0)
+        assert row["draft_acceptance_rate_per_request_mean_ratio"] == pytest.approx(
+            0.25
+        )
+        assert row["acceptance_length_tokens"] == pytest.approx(2.0)
+        assert row["draft_acceptance_rate_ratio"] == pytest.approx(0.25)
+        assert row["verify_steps_count"] == 48 * 4
+        assert row["spec_decode_counts_source"] == "server_per_step"
     requests = pd.read_csv(tmp_path / "loadtest" / "requests.csv")
     assert list(requests.columns) == columns(REQUESTS_SCHEMA)
     assert set(requests["output_token_source"]) == {"output_ids"}

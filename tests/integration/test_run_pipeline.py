@@ -10,6 +10,7 @@ import contextlib
 import io
 import json
 import re
+import shutil
 
 import pandas as pd
 import pytest
@@ -86,8 +87,20 @@ def test_run_writes_a_summary_row_per_variant_and_tier(finished_run, capsys):
     spec_rows = summary[summary["variant"] != "base"]
     assert spec_rows["tpot_speedup_ratio"].notna().all()
     # The speculative variants report draft counts: 0 ≤ rate ≤ 1, acceptance length ≥ 1.
-    assert spec_rows["draft_acceptance_rate_mean_ratio"].between(0, 1).all()
-    assert (spec_rows["acceptance_length_mean_tokens"] >= 1).all()
+    assert spec_rows["draft_acceptance_rate_per_request_mean_ratio"].between(0, 1).all()
+    assert (spec_rows["acceptance_length_per_request_mean_tokens"] >= 1).all()
+    assert spec_rows["draft_acceptance_rate_ratio"].between(0, 1).all()
+    assert (spec_rows["acceptance_length_tokens"] >= 1).all()
+    assert (spec_rows["spec_decode_counts_source"] == "server_per_step").all()
+    assert base["spec_decode_counts_source"].isna().all()  # nothing proposed
+    # acceptance.csv: position rates j = 1..K for every speculative variant and tier.
+    acc = pd.read_csv(out / "loadtest" / "acceptance.csv")
+    pos = acc[acc["kind"] == "position"]
+    assert set(zip(pos["variant"], pos["tier"], strict=True)) == {
+        (v, t) for v in ("dt", "med") for t in ("c1", "c2")
+    }
+    assert pos["value_ratio"].between(0, 1).all()
+    assert (pos.groupby(["variant", "tier"])["draft_position"].min() == 1).all()
     # A generous TTFT SLO: every request is good.
     assert (summary["good_request_fraction_ratio"] == 1.0).all()
 
@@ -164,3 +177,64 @@ def test_every_server_was_stopped(finished_run):
         ]
         assert ports, f"no gRPC port in the {variant} server log"
         assert not port_in_use(ports[0])
+
+
+def test_every_output_is_recorded_and_equals_the_baseline(finished_run):
+    """Greedy draft-target and Medusa over float32 must reproduce the baseline exactly."""
+    out, _, _, err = finished_run
+    outputs = pd.read_csv(
+        out / "loadtest" / "outputs.csv", dtype={"output_token_ids": str}
+    )
+    assert len(outputs) == 3 * 2 * REQUESTS  # variants × tiers × requests, none failed
+    assert set(outputs["output_kind"]) == {"ids"}
+    lengths = outputs["output_token_ids"].str.split().str.len()
+    assert (lengths == OUTPUT_TOKENS).all() and (
+        outputs["output_tokens"] == lengths
+    ).all()
+    # Independent check: the same request index gives the same ids in every variant/tier.
+    assert outputs.groupby("request_index")["output_token_ids"].nunique().eq(1).all()
+    summary = pd.read_csv(out / "loadtest" / "summary.csv").set_index("variant")
+    assert (summary.loc["base", "lossless_status"] == "baseline").all()
+    spec = summary.loc[["dt", "med"]]
+    assert (spec["lossless_status"] == "ok").all()
+    assert (spec["lossless_compared_count"] == REQUESTS).all()
+    assert (spec["lossless_match_ratio"] == 1.0).all()
+    assert "lossless gate" not in err
+    report = (out / "report.md").read_text()
+    assert "## Lossless gate" in report
+    assert "Every compared output equals the baseline's." in report
+
+
+def test_a_corrupted_output_is_reported_as_a_mismatch_at_its_index(
+    finished_run, tmp_path
+):
+    out, _, _, _ = finished_run
+    copy = tmp_path / out.name
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("model_repo", "server"))
+    path = copy / "loadtest" / "outputs.csv"
+    outputs = pd.read_csv(path, dtype={"output_token_ids": str, "output_digest": str})
+    row = outputs.index[(outputs["variant"] == "dt") & (outputs["tier"] == "c2")][1]
+    ids = outputs.at[row, "output_token_ids"].split()
+    ids[5] = str(int(ids[5]) + 1)  # one id changed at output index 5
+    outputs.at[row, "output_token_ids"] = " ".join(ids)
+    # the digest is left as it was: the ids decide
+    outputs.to_csv(path, index=False)
+    code = main_exit_code(["report", str(copy)])
+    assert code == 0
+    report = (copy / "report.md").read_text()
+    section = report[report.index("## Lossless gate") : report.index("## What limited")]
+    assert (
+        f"| dt | c2 | {REQUESTS} | {REQUESTS - 1} | 75.0 | 5 / 5 | **BELOW 100 %** |"
+        in section
+    )
+    assert f"| dt | c1 | {REQUESTS} | {REQUESTS} | 100.0 | - | ok |" in section
+
+
+def main_exit_code(argv: list[str]) -> int:
+    """Run the CLI in-process; its exit status."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0

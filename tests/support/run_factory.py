@@ -35,7 +35,7 @@ def summary_row(variant: str, concurrency: int, **metrics: float) -> dict[str, A
         "ttft_p95": summary_column("time_to_first_token", "p95"),
         "tpot": summary_column("time_per_output_token", "mean"),
         "tpot_p50": summary_column("time_per_output_token", "p50"),
-        "accept": summary_column("acceptance_length", "mean"),
+        "accept": "acceptance_length_tokens",
         "per_response": summary_column("tokens_per_response", "mean"),
         "e2e_p50": summary_column("request_latency", "p50"),
         "tok_s": "output_token_throughput_tokens_per_s",

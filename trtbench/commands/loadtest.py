@@ -55,6 +55,10 @@ def parse_slo(text: str | None) -> dict[str, float]:
     return out
 
 
+OPTION_OF_FIELD = {"--warmup-s": "--exclude-first-s"}
+"""Spec fields whose option has another name."""
+
+
 def spec_from_options(fields: dict) -> LoadtestSpec:
     """Validate CLI values as a LoadtestSpec; an invalid one names its ``--option``."""
     try:
@@ -65,6 +69,7 @@ def spec_from_options(fields: dict) -> LoadtestSpec:
         err = exc.errors()[0]
         loc = [p for p in err["loc"] if isinstance(p, str)]
         option = f"--{loc[0].replace('_', '-')}" if loc else "options"
+        option = OPTION_OF_FIELD.get(option, option)
         if option.startswith("--slo-"):
             option = "--slo"
         msg = err["msg"].removeprefix("Value error, ")
@@ -76,19 +81,41 @@ def spec_from_options(fields: dict) -> LoadtestSpec:
         raise ConfigError(f"{option}: {msg}{got}") from None
 
 
+def check_load_options(
+    concurrency: str | None, request_rate: str | None, max_concurrency: object
+) -> None:
+    """Raise ConfigError for tier options that do not go together (one line each)."""
+    if request_rate is None and max_concurrency is not None:
+        raise ConfigError(
+            "--max-concurrency caps an open loop: give --request-rate too (a closed "
+            "loop's size is --concurrency)"
+        )
+    if request_rate is not None and concurrency is not None:
+        raise ConfigError(
+            "--concurrency cannot go with --request-rate (closed- and open-loop tiers); "
+            "use --max-concurrency C to cap the requests in flight of the open loop"
+        )
+
+
 @click.command("loadtest")
 @click.option("--url", required=True, help="Triton gRPC address HOST:PORT.")
 @click.option("--model", default="ensemble", show_default=True, help="Model to call.")
 @click.option(
     "--concurrency",
-    default="1,4,8",
-    show_default=True,
-    help="Closed-loop tiers: comma-separated concurrencies.",
+    default=None,
+    help="Closed-loop tiers: comma-separated concurrencies.  [default: 1,4,8]",
 )
 @click.option(
     "--request-rate",
     default=None,
     help="Open-loop tiers instead: comma-separated requests/s.",
+)
+@click.option(
+    "--max-concurrency",
+    type=int,
+    default=None,
+    help="With --request-rate: at most this many requests in flight (the rest wait "
+    "for a slot, counted as client queue time).",
 )
 @click.option(
     "--arrival",
@@ -119,6 +146,13 @@ def spec_from_options(fields: dict) -> LoadtestSpec:
     default=0.0,
     show_default=True,
     help="Spread a closed-loop tier's first requests over this many seconds.",
+)
+@click.option(
+    "--workers",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Client processes sharing each tier (one event loop each; records merged).",
 )
 @click.option(
     "--warmup-requests",
@@ -187,6 +221,21 @@ def spec_from_options(fields: dict) -> LoadtestSpec:
     show_default=True,
     help="A request still running after this long fails (a row with the reason).",
 )
+@click.option(
+    "--repeats",
+    type=int,
+    default=None,
+    help="Run every tier N times, each pass in a fresh tier order; the summary adds the "
+    "mean and 95% interval over passes.  [default: 1]",
+)
+@click.option(
+    "--exclude-first-s",
+    "warmup_s",
+    type=float,
+    default=None,
+    help="Leave completions of each tier pass's first S seconds out of the statistics "
+    "(they stay in requests.csv, in_window false).  [default: 0]",
+)
 @click.option("--slo", default=None, help="Goodput SLOs, e.g. ttft_ms=200,tpot_ms=20.")
 @click.option(
     "--endpoint",
@@ -204,6 +253,7 @@ def loadtest(url: str, model: str, concurrency: str, request_rate: str | None,
              variant: str | None, baseline: str | None, out: Path,
              **fields: object) -> None:  # fmt: skip
     """Load-test MODEL at URL tier by tier; write OUT/loadtest/*.csv and print the table."""
+    check_load_options(concurrency, request_rate, fields.get("max_concurrency"))
     spec = spec_from_options(
         {**fields, **parse_slo(slo),
          "concurrency": parse_list(concurrency, int, "--concurrency"),

@@ -21,6 +21,7 @@ from trtbench.commands.logs import terminal_shows
 from trtbench.errors import ServerDiedError
 from trtbench.pipeline.loadtest import LoadtestOutcome
 from trtbench.profiling.loadtest.schedule import Tier
+from trtbench.profiling.report.uncertainty import with_speedup_text
 from trtbench.stop_signals import StopSignal
 
 
@@ -79,9 +80,9 @@ TABLE_COLUMNS = (
     ("tokens_per_response_mean_tokens", "tok/resp", "{:.2f}"),
     ("output_token_throughput_tokens_per_s", "out tok/s", "{:.1f}"),
     ("request_throughput_per_s", "req/s", "{:.2f}"),
-    ("acceptance_length_mean_tokens", "accept len", "{:.2f}"),
-    ("tpot_speedup_ratio", "TPOT speedup", "{:.2f}x"),
-    ("output_token_throughput_speedup_ratio", "tok/s speedup", "{:.2f}x"),
+    ("acceptance_length_tokens", "accept len", "{:.2f}"),
+    ("tpot_speedup_text", "TPOT speedup", "{}"),  # 1.21x [1.10, 1.32] with repeats
+    ("output_token_throughput_speedup_text", "tok/s speedup", "{}"),
 )
 
 
@@ -92,8 +93,8 @@ COMPACT_COLUMNS = (
     ("time_to_first_token_p50_ms", "TTFT ms", "{:.1f}"),
     ("time_per_output_token_mean_ms", "TPOT ms", "{:.2f}"),
     ("output_token_throughput_tokens_per_s", "tok/s", "{:.1f}"),
-    ("acceptance_length_mean_tokens", "acc len", "{:.2f}"),
-    ("tpot_speedup_ratio", "speedup", "{:.2f}x"),
+    ("acceptance_length_tokens", "acc len", "{:.2f}"),
+    ("tpot_speedup_text", "speedup", "{}"),
 )
 
 
@@ -102,6 +103,7 @@ def comparison_table(
 ) -> Table:
     """The summary as a terminal table (one row per variant × tier)."""
     table = Table(title="load test: variants side by side")
+    summary = with_speedup_text(summary)  # speedups with their 95 % interval
     for _, header, _ in columns:
         table.add_column(
             header,

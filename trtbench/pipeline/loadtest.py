@@ -20,14 +20,22 @@ import pandas as pd
 from trtbench.data_files import read_csv_checked
 from trtbench.errors import ConfigError, LoadTestError
 from trtbench.export import write_csv
+from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA, acceptance_table
+from trtbench.profiling.loadtest.client_timing import (
+    add_loop_lag,
+    client_warnings,
+    tier_loop_lags,
+)
 from trtbench.profiling.loadtest.grpc_client import (
     ENDPOINTS,
     RequestOptions,
     probe_model,
 )
 from trtbench.profiling.loadtest.health import HealthCheck
-from trtbench.profiling.loadtest.metrics import TierStatuses, osl_warnings, summarize
+from trtbench.profiling.loadtest.lossless import lossless_warnings, with_lossless
+from trtbench.profiling.loadtest.metrics import TierStatuses, osl_warnings
 from trtbench.profiling.loadtest.outcome import LoadResult
+from trtbench.profiling.loadtest.outputs import OUTPUTS_CSV, merge_outputs
 from trtbench.profiling.loadtest.prompts import (
     Prompt,
     TextTokenizer,
@@ -45,6 +53,8 @@ from trtbench.profiling.loadtest.schemas import (
     requests_table,
 )
 from trtbench.profiling.loadtest.target import LoadSettings, LoadTarget, Progress
+from trtbench.profiling.loadtest.trusted_summary import summarize_trusted
+from trtbench.profiling.loadtest.workers import run_in_parts
 from trtbench.run_dir import RunDir
 from trtbench.spec import LoadtestSpec
 
@@ -107,7 +117,7 @@ def make_prompts(spec: LoadtestSpec, tokenizer: TextTokenizer | None) -> list[Pr
 def tiers_of(spec: LoadtestSpec) -> list[Tier]:
     """The spec's tiers (request rates when given, else concurrencies)."""
     try:
-        return plan_tiers(spec.concurrency, spec.request_rate)
+        return plan_tiers(spec.concurrency, spec.request_rate, spec.max_concurrency)
     except ValueError as exc:
         raise ConfigError(f"loadtest: {exc}") from None
 
@@ -122,6 +132,7 @@ def settings_of(spec: LoadtestSpec) -> LoadSettings:
         arrival=spec.arrival,
         burstiness=spec.burstiness,
         ramp_up_s=spec.ramp_up_s,
+        repeats=spec.repeats,
     )
 
 
@@ -164,7 +175,8 @@ def record_files(run_dir: RunDir, variant: str) -> RecordFiles:
     """
     parts = run_dir.loadtest_dir / "parts"
     stem = re.sub(r"[^A-Za-z0-9._-]", "_", variant)  # a --variant label is free text
-    return RecordFiles(parts / f"{stem}.requests.csv", parts / f"{stem}.responses.csv")
+    return RecordFiles(parts / f"{stem}.requests.csv", parts / f"{stem}.responses.csv",
+                       parts / f"{stem}.outputs.csv")  # fmt: skip
 
 
 def measure(
@@ -180,8 +192,12 @@ def measure(
     """Warm up and run every tier of ``spec`` against one served model, streaming its
     records to :func:`record_files` (old parts of ``variant`` are removed first)."""
     files = record_files(run_dir, variant)
-    for path in (files.requests, files.responses):
+    for path in (files.requests, files.responses, files.outputs):
         path.unlink(missing_ok=True)
+    if spec.workers > 1:  # N client processes, parts merged into ``files``
+        return run_in_parts(files, spec.workers, target, prompts, tiers_of(spec),
+                            settings_of(spec), variant, tokenizer, progress, spec.seed,
+                            health=health)  # fmt: skip
     with CsvRecordSink(files) as sink:
         return run_load(
             target,
@@ -240,12 +256,15 @@ def write_loadtest(
     results: Mapping[str, LoadResult],
     slos: Mapping[str, float] | None = None,
     baseline: str | None = None,
+    warmup_s: float = 0.0,
 ) -> tuple[pd.DataFrame, list[str]]:
     """Merge the streamed records into requests/responses/summary CSVs; rows of other
     variants already there stay. The summary is computed from the files.
 
     Requests in flight at a stop were never written (each tier counts them as
-    ``unfinished``). Every tier gets its ``tier_status`` from ``results``.
+    ``unfinished``). Every tier gets its ``tier_status`` from ``results``. ``warmup_s``:
+    completions in each pass's first seconds are left out of the summary (requests.csv
+    marks them ``in_window`` false; :mod:`trtbench.profiling.loadtest.trusted_summary`).
 
     Returns:
         (summary frame, warnings).
@@ -265,16 +284,26 @@ def write_loadtest(
     if req.empty and not statuses:
         raise LoadTestError("no request finished; nothing to write")
     base = baseline if baseline in set(req.get("variant", ())) else None
-    summary = summarize(req, resp, slos, base, statuses)
+    trusted = summarize_trusted(req, resp, slos, base, statuses, warmup_s)
+    summary = trusted.summary
+    parts = [record_files(run_dir, v).outputs for v in sorted(replace)]
+    outputs = merge_outputs(run_dir.loadtest_dir / OUTPUTS_CSV, parts, replace)
+    summary = with_lossless(summary, outputs, base)
+    summary = add_loop_lag(summary, tier_loop_lags(results), run_dir.summary_csv)
     if len(req):
-        write_csv(requests_table(req), run_dir.requests_csv, REQUESTS_SCHEMA)
+        table = requests_table(req).assign(in_window=trusted.in_window)
+        write_csv(table, run_dir.requests_csv, REQUESTS_SCHEMA)
         write_csv(resp, run_dir.responses_csv, RESPONSES_SCHEMA)
     write_csv(summary, run_dir.summary_csv, SUMMARY_SCHEMA)
+    write_csv(acceptance_table(req, resp), run_dir.acceptance_csv, ACCEPTANCE_SCHEMA)
     for variant in replace:
         files = record_files(run_dir, variant)
         files.requests.unlink(missing_ok=True)
         files.responses.unlink(missing_ok=True)
-    return summary, osl_warnings(req) if len(req) else []
+        files.outputs.unlink(missing_ok=True)
+    warnings = (osl_warnings(req) if len(req) else []) + trusted.warnings
+    warnings += client_warnings(summary, replace)  # client_timing.py
+    return summary, warnings + lossless_warnings(summary)
 
 
 def _concat(frames: list[pd.DataFrame | None]) -> pd.DataFrame:
@@ -322,7 +351,9 @@ def run_loadtest(
     result = measure(target, spec, label, prompts, run_dir, tokenizer, progress)
     known = run_dir.read_run_json().get("baseline")
     baseline = baseline or (known if isinstance(known, str) else None)
-    summary, warnings = write_loadtest(run_dir, {label: result}, spec.slos, baseline)
+    summary, warnings = write_loadtest(
+        run_dir, {label: result}, spec.slos, baseline, spec.warmup_s
+    )
     if baseline is not None:
         run_dir.update_run_json("baseline", baseline)
     run_dir.update_run_json(

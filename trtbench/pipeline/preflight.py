@@ -233,6 +233,45 @@ def check_served_prompts(
     )
 
 
+def check_window(spec: LoadtestSpec, field: str = "--exclude-first-s") -> None:
+    """The steady-state window leaves something to measure: ``warmup_s`` is shorter than a
+    tier pass when passes are timed (``duration_s``). With ``requests_per_tier`` a pass's
+    length is unknown before it runs; a tier left without a completion is marked then.
+
+    Raises:
+        ConfigError: ``warmup_s`` ≥ ``duration_s`` (names ``field`` and the fix).
+    """
+    if spec.duration_s is not None and spec.warmup_s >= spec.duration_s:
+        raise ConfigError(
+            f"{field} {spec.warmup_s:g} leaves nothing of a {spec.duration_s:g} s tier "
+            "(--duration-s / loadtest.duration_s); exclude fewer seconds or run longer tiers"
+        )
+
+
+def check_workers(spec: LoadtestSpec, field: str = "--workers") -> None:
+    """Every client process gets at least one slot of every closed-loop tier, and an
+    open-loop cap is not split across processes (not supported).
+
+    Raises:
+        ConfigError: ``workers`` > the smallest concurrency (names the tier and the fix),
+            or ``workers`` > 1 with ``max_concurrency``.
+    """
+    n = spec.workers
+    if n > 1 and spec.request_rate and spec.max_concurrency is not None:
+        raise ConfigError(
+            f"{field} {n} with --max-concurrency is not supported (each process would "
+            "cap its own requests); use --workers 1 for a capped request-rate tier"
+        )
+    closed = [t for t in tiers_of(spec) if t.concurrency is not None]
+    small = min(closed, key=lambda t: t.concurrency or 0, default=None)
+    if small is not None and n > (small.concurrency or 0):
+        raise ConfigError(
+            f"{field} {n} is larger than the concurrency of tier {small.label}: each "
+            f"client process needs a slot; use {field} {small.concurrency} or less, or "
+            "drop that tier"
+        )
+
+
 def preflight_run(
     spec: BenchSpec, run_dir: RunDir, variants: Sequence[str] = ()
 ) -> list[Prompt]:
@@ -255,6 +294,8 @@ def preflight_run(
     """
     selected = spec.select(tuple(variants))
     tiers_of(spec.loadtest)
+    check_window(spec.loadtest, "loadtest.warmup_s")
+    check_workers(spec.loadtest, "loadtest.workers")
     check_nsys(spec)
     check_run_dir(run_dir)
     check_tritonserver(spec.deploy.tritonserver, "deploy.tritonserver")
@@ -319,4 +360,6 @@ def preflight_loadtest(
     run_dir = RunDir(out)
     check_run_dir(run_dir, "--out", (run_dir.loadtest_dir,))
     tiers_of(spec)
+    check_window(spec)
+    check_workers(spec)
     return make_prompts(spec, open_tokenizer(tokenizer_dir))

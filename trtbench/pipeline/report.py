@@ -15,7 +15,9 @@ import pandas as pd
 
 from trtbench.export import records_to_frame
 from trtbench.plan.fit import fit_run
+from trtbench.profiling.loadtest.outputs import OUTPUTS_CSV, read_outputs_csv
 from trtbench.profiling.report import plots
+from trtbench.profiling.report.acceptance_section import acceptance_lines
 from trtbench.profiling.report.comparison import (
     compare_keyed,
     compare_tiers,
@@ -26,6 +28,7 @@ from trtbench.profiling.report.comparison import (
     tier_table,
 )
 from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
+from trtbench.profiling.report.lossless_section import lossless_lines
 from trtbench.profiling.report.markdown import render_compare, render_report, run_notes
 from trtbench.run_data import RunData, load_run
 from trtbench.run_dir import RunDir
@@ -169,8 +172,12 @@ def write_report(root: Path) -> ReportResult:
     rd = RunDir(run.root)
     drawn = draw_plots(a, rd.plots_dir)
     rel = [(caption, str(path.relative_to(run.root))) for caption, path in drawn]
+    outputs = rd.loadtest_dir / OUTPUTS_CSV
+    lossless = lossless_lines(run.summary, read_outputs_csv(outputs)
+                              if outputs.is_file() else None, run.baseline)  # fmt: skip
     text = render_report(f"trtbench report: {run.name}", a.matrix, a.tiers, a.memory,
-                         a.launches, a.notes, rel, _header(a))  # fmt: skip
+                         a.launches, a.notes, rel, _header(a),
+                         [*lossless, "", *acceptance_lines(run.acceptance, run.summary)])  # fmt: skip
     path = rd.report_md
     path.write_text(text)
     start = text.index("## Comparison matrix")

@@ -365,7 +365,9 @@ def _finish(
     if not any(r.tiers for r in got.results.values()):
         return outcome
     baseline = baseline_of(spec, list(got.results))
-    summary, warnings = write_loadtest(out, got.results, spec.loadtest.slos, baseline)
+    summary, warnings = write_loadtest(
+        out, got.results, spec.loadtest.slos, baseline, spec.loadtest.warmup_s
+    )
     if baseline is not None:  # later `trtbench loadtest --out` runs compare against it
         out.update_run_json("baseline", baseline)
     files, problems = render_report(out)

@@ -83,8 +83,11 @@ def fit_variant(rows: pd.DataFrame, info: VariantInfo) -> VariantFit | None:
     if info.mode not in ("draft_target", "medusa"):
         return None
     e = tokens_per_step(rows)
-    count_col = summary_column("acceptance_length", "n")
-    pooled = _pooled(e, rows.get(count_col))
+    weights = rows.get("verify_steps_count")  # token-weighted; older files: per request
+    steps = pd.to_numeric(weights, errors="coerce") if weights is not None else None
+    if steps is None or not (steps[e.notna()] > 0).all():
+        weights = rows.get(summary_column("acceptance_length_per_request", "n"))
+    pooled = _pooled(e, weights)
     if np.isnan(pooled):
         return None
     gamma = info.draft_len if info.mode == "draft_target" else info.tree_nodes

@@ -69,6 +69,11 @@ def token_tensors(text: str, ids, proposed: int, accepted: int) -> list:
     ]
 
 
+def arrival_tensor(arrival_ns: int) -> pb_utils.Tensor:
+    """``arrival_time_ns`` (INT64 ``[1, 1]``, ns since the epoch) alone."""
+    return scalar_tensor("arrival_time_ns", arrival_ns, np.int64)
+
+
 def perf_tensors(
     arrival_ns: int,
     scheduled_ns: int,

@@ -5,6 +5,9 @@ A decoupled Python-backend model named ``ensemble``. Inputs and outputs follow
 ``exclude_input_in_output``, ``end_id``, ``min_tokens``, ``return_perf_metrics`` …) →
 ``text_output``, ``output_ids``, ``draft_tokens_proposed``, ``draft_tokens_accepted`` and,
 with ``return_perf_metrics``, TRT-LLM's timing and speculative totals on the final response.
+The first response always carries ``arrival_time_ns`` (``time.time_ns()`` when ``execute``
+took the request), so a client can measure its client→server delay without asking for
+perf metrics.
 
 In-flight batching (TRT-LLM's ``inflight_fused_batching``): ``execute`` hands each request to
 the engine's batcher and returns at once; the batcher's loop thread decodes up to
@@ -12,8 +15,10 @@ the engine's batcher and returns at once; the batcher's loop thread decodes up t
 first come first served) and the responses are sent from its deliveries, by a thread of
 their own (the outbox) so that sending does not hold up the next decode step.
 
-Streaming sends one response per engine step (its tokens and draft counts); the step that
-ends generation carries the COMPLETE_FINAL flag (TRT-LLM behaviour); a generation that ends
+Streaming sends one response per engine step (its tokens and draft counts:
+``draft_tokens_accepted`` is what the engine's verification accepted, not reduced when the
+step is cut by ``max_tokens`` or the end token; ``output_ids`` are the emitted tokens); the
+step that ends generation carries the COMPLETE_FINAL flag (TRT-LLM behaviour); a generation that ends
 otherwise (cancelled by the client) closes with a flags-only final response. Without
 streaming, one response carries everything. Errors become an error response with the final
 flag, never a hang. The engine decodes greedily: sampling inputs (temperature, top_k, top_p,
@@ -37,6 +42,7 @@ from pathlib import Path
 import triton_python_backend_utils as pb_utils
 from trtbench_detok import IncrementalDecoder
 from trtbench_model_utils import (
+    arrival_tensor,
     as_bool,
     error_response,
     model_parameters,
@@ -213,6 +219,8 @@ class _Responder:
         )
         if final and self.req.perf:
             tensors += self.totals.perf_tensors()
+        elif self.deliveries == 0:  # the client's client→server delay
+            tensors.append(arrival_tensor(self.req.arrival_ns))
         self.sender.send(
             pb_utils.InferenceResponse(output_tensors=tensors),
             flags=FINAL if final else 0,
@@ -225,8 +233,9 @@ class _Responder:
             ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
         )
         tensors = token_tensors(text, ids, totals.proposed, totals.accepted)
-        if req.perf:
-            tensors += totals.perf_tensors()
+        tensors += (
+            totals.perf_tensors() if req.perf else [arrival_tensor(req.arrival_ns)]
+        )
         self.sender.send(
             pb_utils.InferenceResponse(output_tensors=tensors), flags=FINAL
         )

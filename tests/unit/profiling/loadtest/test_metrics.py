@@ -250,8 +250,8 @@ def test_throughput_goodput_and_speedup():
 
 
 def test_acceptance_from_server_counts():
-    # 10 tokens, 12 draft tokens proposed of which 6 accepted → 4 target steps:
-    # acceptance length 10 / (10 − 6) = 2.5, draft acceptance rate 6 / 12 = 0.5.
+    # 10 tokens in 2 responses, each a verify step (4 and 8 drafts proposed, 3 and 3
+    # accepted): acceptance length 1 + 6 / 2 = 4.0, draft acceptance rate 6 / 12 = 0.5.
     msg_a = response([1, 2, 3, 4])
     msg_b = response([5, 6, 7, 8, 9, 10], final=True)
     for msg, drafted, accepted in ((msg_a, 4, 3), (msg_b, 8, 3)):
@@ -268,9 +268,9 @@ def test_acceptance_from_server_counts():
         msg_b.raw_output_contents.append(np.asarray([value], "<i4").tobytes())
     rec, resp = records([(10.0, msg_a), (20.0, msg_b)])
     assert (rec.draft_tokens, rec.accepted_draft_tokens) == (12, 6)
-    m = request_metrics(records_to_frame([rec])).iloc[0]
-    assert m["acceptance_length_tokens"] == pytest.approx(2.5)
-    assert m["draft_acceptance_rate_ratio"] == pytest.approx(0.5)
+    m = request_metrics(records_to_frame([rec]), records_to_frame(resp)).iloc[0]
+    assert m["acceptance_length_per_request_tokens"] == pytest.approx(4.0)
+    assert m["draft_acceptance_rate_per_request_ratio"] == pytest.approx(0.5)
 
 
 def test_unknown_slo_is_rejected():

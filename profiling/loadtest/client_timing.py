@@ -1,0 +1,175 @@
+"""Where the time before the server goes: slot wait, the client's own lag, the wire.
+
+Per request (all ``perf_counter_ns`` of the client, research/loadtest.md §1.9, §1.12, §2):
+
+- ``client_queue_time`` = ready − scheduled: waiting for a ``--max-concurrency`` slot
+  (vLLM's ``client_queue_time``); 0 without a cap and in a closed loop.
+- ``dispatch_lag`` = sent − ready: the client's own delay between a request being due
+  and handing it to gRPC (loop wake-up, building the request); without a cap sent −
+  scheduled.
+- ``time_to_first_token_with_queue`` = first token − scheduled and
+  ``request_latency_with_queue`` = last token − scheduled: latency from the intended
+  send time, so a client that falls behind (or a full cap) shows up in the latency
+  instead of being left out (coordinated omission; vLLM's queue-inclusive E2EL).
+- ``client_to_server_delay`` = server arrival − sent, where the server reports its arrival
+  time: ``arrival_time_ns`` of the reference model (first response) or of TensorRT-LLM's
+  perf metrics (final response, ``return_perf_metrics``), epoch ns
+  (``time.time_ns()``, CLOCK_REALTIME). It is moved onto the client's timeline with the
+  offset ``time_ns() − perf_counter_ns()`` measured when the client starts, which holds
+  when server and client share a machine (or synced clocks; an NTP step in between shows
+  up as a wrong delay).
+
+Files written before a column existed read back without it: ready = scheduled, no
+server arrival.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from trtbench.data_files import read_csv_checked
+from trtbench.profiling.loadtest.outcome import LoadResult
+
+WARN_MS = 5.0
+WARN_TTFT_FRACTION = 0.05
+LOOP_LAG_COLUMNS = ("event_loop_lag_p99_ms", "event_loop_lag_max_ms")
+
+
+def wall_minus_perf_ns(samples: int = 5) -> int:
+    """``time.time_ns() − time.perf_counter_ns()`` now, from the tightest of ``samples``
+    brackets (perf, wall, perf): add it to a perf_counter reading to get epoch ns."""
+    best: tuple[int, int] | None = None
+    for _ in range(samples):
+        a = time.perf_counter_ns()
+        wall = time.time_ns()
+        b = time.perf_counter_ns()
+        if best is None or b - a < best[0]:
+            best = (b - a, wall - (a + b) // 2)
+    assert best is not None
+    return best[1]
+
+
+def _col(r: pd.DataFrame, name: str) -> pd.Series:
+    if name not in r:
+        return pd.Series(np.nan, index=r.index)
+    return r[name].astype(float)
+
+
+def timing_columns(r: pd.DataFrame) -> dict[str, pd.Series]:
+    """Per-request queue / lag / delay columns (ms) of request records ``r``.
+
+    Returns:
+        ``client_queue_time_ms``, ``dispatch_lag_ms``, ``time_to_first_token_with_queue_ms``,
+        ``request_latency_with_queue_ms`` and ``client_to_server_delay_ms`` (NaN without a
+        server arrival), each indexed like ``r``.
+    """
+    scheduled, sent = _col(r, "scheduled_ns"), _col(r, "sent_ns")
+    ready = _col(r, "ready_ns").fillna(scheduled)
+    return {
+        "client_queue_time_ms": (ready - scheduled) / 1e6,
+        "dispatch_lag_ms": (sent - ready) / 1e6,
+        "time_to_first_token_with_queue_ms": (_col(r, "first_token_ns") - scheduled)
+        / 1e6,
+        "request_latency_with_queue_ms": (_col(r, "last_token_ns") - scheduled) / 1e6,
+        "client_to_server_delay_ms": (_col(r, "server_arrival_ns") - sent) / 1e6,
+    }
+
+
+def _limit_ms(ttft_p50_ms: float) -> float:
+    """The smaller of 5 ms and 5 % of TTFT p50 (5 ms when TTFT is unknown)."""
+    if np.isnan(ttft_p50_ms):
+        return WARN_MS
+    return min(WARN_MS, WARN_TTFT_FRACTION * ttft_p50_ms)
+
+
+def client_warnings(
+    summary: pd.DataFrame, variants: set[str] | None = None
+) -> list[str]:
+    """One line per tier whose client did not keep up.
+
+    Warns when a tier's p99 dispatch lag or p99 client→server delay exceeds 5 ms or 5 % of
+    its TTFT p50, and when its event-loop lag p99 exceeds 5 ms. ``summary``: summary.csv
+    rows (columns it lacks are skipped); ``variants``: only these (None: all).
+    """
+    out: list[str] = []
+    if variants is not None and "variant" in summary:
+        summary = summary[summary["variant"].astype(str).isin(variants)]
+    checks = (
+        ("dispatch_lag_p99_ms", "dispatch lag (sent − ready)"),
+        ("client_to_server_delay_p99_ms", "client→server delay"),
+    )
+    for row in summary.to_dict("records"):
+        where = f"{row['variant']} {row['tier']}"
+        limit = _limit_ms(float(row.get("time_to_first_token_p50_ms", np.nan)))
+        for column, what in checks:
+            value = float(row.get(column, np.nan))
+            if value > limit:
+                out.append(
+                    f"{where}: p99 {what} is {value:.2f} ms, over {limit:.2f} ms (5 ms or "
+                    "5% of TTFT p50): the client did not keep up; lower the load per "
+                    "client process or use more client processes"
+                )
+        lag = float(row.get("event_loop_lag_p99_ms", np.nan))
+        if lag > WARN_MS:
+            out.append(
+                f"{where}: p99 event-loop lag of the client is {lag:.2f} ms (over "
+                f"{WARN_MS:g} ms): its send and receive stamps are late by as much"
+            )
+    return out
+
+
+TierKey = tuple[str, str]
+
+
+def tier_loop_lags(
+    results: Mapping[str, LoadResult],
+) -> dict[TierKey, tuple[float, float]]:
+    """(variant, tier) → (event-loop lag p99 ms, max ms); the largest over a tier's passes."""
+    out: dict[TierKey, tuple[float, float]] = {}
+    for variant, result in results.items():
+        for t in result.tiers:
+            if t.loop_lag is None:
+                continue
+            p99, top = out.get((variant, t.tier), (0.0, 0.0))
+            out[(variant, t.tier)] = (
+                max(p99, t.loop_lag.p99_ms),
+                max(top, t.loop_lag.max_ms),
+            )
+    return out
+
+
+def add_loop_lag(
+    summary: pd.DataFrame,
+    lags: Mapping[TierKey, tuple[float, float]],
+    old_summary: Path | None = None,
+) -> pd.DataFrame:
+    """``summary`` with :data:`LOOP_LAG_COLUMNS` from ``lags`` and, for the tiers not in
+    ``lags``, from the earlier ``old_summary`` file where it has them. Rows without a value
+    stay NaN.
+
+    Raises:
+        DataFileError: ``old_summary`` exists but is damaged.
+    """
+    out = summary.copy()
+    if "variant" not in out:
+        return out
+    values: dict[TierKey, tuple[float, float]] = {}
+    if old_summary is not None and old_summary.is_file():
+        old = read_csv_checked(
+            old_summary,
+            fix="re-run `trtbench loadtest` for its variants, or delete the file",
+            keys=("variant", "tier"),
+        )
+        if set(LOOP_LAG_COLUMNS) <= set(old.columns):
+            rows = old[["variant", "tier", *LOOP_LAG_COLUMNS]].itertuples(index=False)
+            values = {(str(r[0]), str(r[1])): (r[2], r[3]) for r in rows}
+    values.update(lags)
+    keys = list(zip(out["variant"].astype(str), out["tier"].astype(str), strict=True))
+    for i, column in enumerate(LOOP_LAG_COLUMNS):
+        out[column] = [float(values[k][i]) if k in values else np.nan for k in keys]
+    return out

@@ -1,0 +1,155 @@
+"""``trtbench loadtest --workers 2`` against a real tritonserver (the scripted model).
+
+Two client processes share each tier: every request index of the tier is sent exactly
+once (the same prompts as with one process), the summary counts what was sent, and a
+SIGINT to the parent alone (it runs in its own session, so the workers hear of it only
+through the parent) ends the run with exit 130, keeps the finished rows and leaves no
+worker process behind.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import signal
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+
+from tests.support.cli import run_cli
+from tests.support.data import get_test_data_dir
+from tests.support.faults import log_line, start_cli, wait_for
+from trtbench.triton_repo.server import ServerConfig, TritonServer
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = {"first_delay_ms": 2, "step_ms": 2, "tokens_per_step": 1}
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory):
+    root = tmp_path_factory.mktemp("scripted")
+    path = get_test_data_dir("scripted_model") / "repo.py"
+    spec = importlib.util.spec_from_file_location("scripted_repo", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    repo = module.write_scripted_repo(root / "repo", {"scripted": SCRIPT})
+    config = ServerConfig(repo, root / "server.log", models=("scripted",))
+    with TritonServer(config) as server:
+        yield server
+
+
+def args(server: TritonServer, out: Path, variant: str, *more: str) -> list:
+    return ["loadtest", "--url", server.grpc_url, "--model", "scripted",
+            "--variant", variant, "--output-len-mean", "16", "--warmup-requests", "2",
+            "--workers", "2", "--out", out, *more]  # fmt: skip
+
+
+def test_two_workers_send_every_index_once(scripted, tmp_path, capsys):
+    out = tmp_path / "run"
+    code, _, err = run_cli(
+        args(scripted, out, "w2", "--concurrency", "4,2", "--requests-per-tier", "21"),
+        capsys,
+    )
+    assert code == 0, err
+    requests = pd.read_csv(out / "loadtest" / "requests.csv")
+    for tier in ("c4", "c2"):
+        rows = requests[requests["tier"] == tier]
+        assert sorted(rows["request_index"]) == list(range(21))
+        assert rows["error"].isna().all()
+    summary = pd.read_csv(out / "loadtest" / "summary.csv").set_index("tier")
+    assert summary.loc["c4", "request_count"] == 21
+    assert summary.loc["c2", "request_count"] == 21
+    assert set(summary["tier_status"]) == {"complete"}
+    assert list((out / "loadtest" / "parts").glob("*.w*.csv")) == []  # merged away
+    run = json.loads((out / "run.json").read_text())["loadtest"]["w2"]
+    assert run["tiers"]["c4"]["requests"] == 21 and run["tiers_done"] == ["c4", "c2"]
+
+
+def workers_of(pid: int) -> list[psutil.Process]:
+    try:
+        kids = psutil.Process(pid).children()
+    except psutil.NoSuchProcess:
+        return []
+    return [p for p in kids if "multiprocessing" in " ".join(p.cmdline())]
+
+
+def test_sigint_to_the_parent_exits_130_keeping_rows_and_no_worker(scripted, tmp_path):
+    out = tmp_path / "run"
+    more = ("--concurrency", "2,4", "--duration-s", "4")
+    cli = start_cli(args(scripted, out, "int", *more), tmp_path, "loadtest")
+    try:
+        pids = wait_for(lambda: [p.pid for p in workers_of(cli.pid)] if len(
+            workers_of(cli.pid)) == 2 else None, 120, "two worker processes")  # fmt: skip
+        assert len(set(pids)) == 2
+        wait_for(
+            lambda: (
+                cli.proc.poll() is not None
+                or log_line(
+                    out / "trtbench.log", r" int c2: pass 1 on 2 client processes"
+                )
+            ),
+            120,
+            "tier c2 to start",
+        )
+        assert cli.proc.poll() is None, cli.stderr()
+        time.sleep(1.5)
+        cli.proc.send_signal(signal.SIGINT)
+        code = cli.wait(120)
+    finally:
+        cli.kill()
+    assert code == 130, cli.stderr()
+    assert "Traceback" not in cli.stderr()
+    assert not [p for p in pids if psutil.pid_exists(p)
+                and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]  # fmt: skip
+    requests = pd.read_csv(out / "loadtest" / "requests.csv")
+    c2 = requests[requests["tier"] == "c2"]
+    assert len(c2) > 0 and c2["error"].isna().all()
+    assert c2["request_index"].is_unique
+    summary = pd.read_csv(out / "loadtest" / "summary.csv").set_index("tier")
+    assert summary.loc["c2", "tier_status"] == "interrupted"
+    assert summary.loc["c2", "request_count"] == len(c2)
+    assert "c4" not in summary.index or summary.loc["c4", "request_count"] == 0
+    assert json.loads((out / "run.json").read_text())["loadtest"]["int"]["interrupted"]
+
+
+def test_a_death_the_parent_sees_stops_every_worker(scripted, tmp_path):
+    """The parent's health check (a managed server's process poll) says the server died
+    during the tier: both workers stop, the tier is partial, the reason is kept."""
+    import asyncio  # noqa: PLC0415
+
+    from trtbench.profiling.loadtest.grpc_client import probe_model  # noqa: PLC0415
+    from trtbench.profiling.loadtest.health import Health  # noqa: PLC0415
+    from trtbench.profiling.loadtest.prompts import Prompt  # noqa: PLC0415
+    from trtbench.profiling.loadtest.record_sink import RecordFiles  # noqa: PLC0415
+    from trtbench.profiling.loadtest.schedule import Tier  # noqa: PLC0415
+    from trtbench.profiling.loadtest.target import LoadSettings, LoadTarget  # noqa: PLC0415
+    from trtbench.profiling.loadtest.workers import run_workers  # noqa: PLC0415
+
+    interface = asyncio.run(probe_model(scripted.grpc_url, "scripted"))
+    target = LoadTarget(scripted.grpc_url, interface, "stream")
+    files = [RecordFiles(tmp_path / f"w{k}.requests.csv",
+                         tmp_path / f"w{k}.responses.csv") for k in range(2)]  # fmt: skip
+
+    def health() -> Health:  # dead once worker 0 has flushed its first chunk of rows
+        f = files[0].responses
+        gone = f.is_file() and f.stat().st_size > 4096
+        return (
+            Health("tritonserver exited with code -9", fatal=True) if gone else Health()
+        )
+
+    t0 = time.monotonic()
+    result = run_workers(
+        target, [Prompt("p", "hello", 1, 16, "words")], [Tier(concurrency=2)],
+        LoadSettings(requests_per_tier=None, duration_s=30, warmup_requests=0),
+        "dead", files=files, health=health,
+    )  # fmt: skip
+    assert time.monotonic() - t0 < 20  # not the 30 s tier
+    assert result.server_failure == "tritonserver exited with code -9"
+    (tier,) = result.tiers
+    assert tier.status == "partial" and tier.requests > 0
+    rows = sum(len(pd.read_csv(f.requests)) for f in files)
+    assert rows == tier.requests

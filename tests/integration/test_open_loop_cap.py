@@ -1,0 +1,85 @@
+"""A capped open loop against a real tritonserver serving the reference baseline.
+
+``--request-rate 100 --max-concurrency 1`` with constant arrivals asks for a request every
+10 ms while one slot needs far longer per request (24 tokens from the tiny model on CPU),
+so the requests queue for the slot: each waits longer than the one before, while the
+client's own lag (sent − ready) stays small and never more than one request is in flight
+(checked from the records' send and end times). The reference model reports when each
+request reached ``execute`` (``arrival_time_ns``), so the client→server delay is there,
+non-negative and small (same machine).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.support.cli import run_cli
+from trtbench.builders.build import build_variants
+from trtbench.pipeline.deploy import deploy_run, serve
+from trtbench.run_dir import RunDir
+from trtbench.spec import BenchSpec, DeploySpec, ModelsSpec, VariantSpec
+
+pytestmark = pytest.mark.integration
+
+REQUESTS = 8
+
+
+@pytest.fixture(scope="module")
+def run_dir(tiny_models, tmp_path_factory) -> RunDir:
+    spec = BenchSpec(
+        name="cap-it",
+        backend="reference",
+        models=ModelsSpec(**tiny_models),
+        variants=[VariantSpec(name="baseline", mode="baseline")],
+        deploy=DeploySpec(ready_timeout_s=120, reference_device="cpu"),
+    )
+    rd = RunDir(tmp_path_factory.mktemp("cap") / "run")
+    build_variants(spec, (), None, rd)
+    deploy_run(rd, (), spec.deploy)
+    return rd
+
+
+def test_one_slot_queues_requests_and_the_client_keeps_up(run_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    with serve(run_dir, "baseline") as server:
+        code, _, err = run_cli(
+            ["loadtest", "--url", server.grpc_url, "--model", "ensemble",
+             "--request-rate", "100", "--max-concurrency", "1", "--arrival", "constant",
+             "--requests-per-tier", REQUESTS, "--output-len-mean", "24",
+             "--input-len-mean", "16", "--warmup-requests", "1", "--out", out],
+            capsys,
+        )  # fmt: skip
+    assert code == 0, err
+    req = pd.read_csv(out / "loadtest" / "requests.csv").sort_values("scheduled_ns")
+    assert len(req) == REQUESTS and req["error"].isna().all()
+    assert set(req["tier"]) == {"r100"} and set(req["max_concurrency"]) == {1}
+    # intended times kept: exactly 10 ms apart
+    assert req["scheduled_ns"].diff().dropna().tolist() == [10_000_000] * (REQUESTS - 1)
+    # at most one in flight: each request is sent after the one before ended
+    sent, end = req["sent_ns"].to_numpy(), req["end_ns"].to_numpy()
+    assert (sent[1:] >= end[:-1]).all()
+    # the wait for the slot grows request by request
+    queue_ms = ((req["ready_ns"] - req["scheduled_ns"]) / 1e6).to_numpy()
+    assert queue_ms[0] == 0 and (queue_ms[1:] > queue_ms[:-1]).all(), queue_ms
+    # the client's own lag stays small
+    lag_ms = (req["sent_ns"] - req["ready_ns"]) / 1e6
+    assert lag_ms.max() < 10, lag_ms.tolist()
+    # the server's arrival is there and lies shortly after the send
+    delay_ms = (req["server_arrival_ns"] - req["sent_ns"]) / 1e6
+    assert req["server_arrival_ns"].notna().all()
+    assert (delay_ms >= 0).all() and delay_ms.max() < 20, delay_ms.tolist()
+    row = pd.read_csv(out / "loadtest" / "summary.csv").iloc[0]
+    assert row["max_concurrency"] == 1
+    assert row["client_queue_time_max_ms"] == pytest.approx(queue_ms.max(), rel=1e-6)
+    assert row["client_to_server_delay_count"] == REQUESTS
+    # queue-inclusive latency is the plain one plus the wait and the lag
+    assert row["request_latency_with_queue_max_ms"] > row["request_latency_max_ms"]
+    assert row["event_loop_lag_max_ms"] >= 0
+    print(
+        "queue ms", queue_ms.round(1).tolist(), "dispatch lag p99 ms",
+        round(float(row["dispatch_lag_p99_ms"]), 3), "client→server p50/p99 ms",
+        round(float(row["client_to_server_delay_p50_ms"]), 3),
+        round(float(row["client_to_server_delay_p99_ms"]), 3), "loop lag p99/max ms",
+        row["event_loop_lag_p99_ms"], row["event_loop_lag_max_ms"],
+    )  # fmt: skip
