@@ -23,6 +23,7 @@ from trtbench.profiling.traces.schemas import (
 # Ranges the reference engine writes (decode_step#N) and torch.profiler's ProfilerStep#N.
 DEFAULT_STEP_PATTERN = r"^(?:decode_step|ProfilerStep)#\d+$"
 _MAX_LISTED_NAMES = 15
+_TIMES = ("api_start_ns", "api_end_ns", "start_ns", "end_ns")
 
 
 def pair_key(hi: pd.Series, lo: pd.Series) -> np.ndarray:
@@ -244,24 +245,26 @@ def step_table(frame: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     """
     n = len(windows)
     row, step = _assign_rows(frame, windows)
-    sub = frame.iloc[row]
-    api_kind = sub["api_kind"].cat.codes.to_numpy()
+
+    def sub(column: str) -> pd.Series:  # one column of the assigned rows: a brief copy
+        return frame[column].take(row)
+
+    api_kind = sub("api_kind").cat.codes.to_numpy()
     graph = api_kind == API_KINDS.index("graph_launch")
     launch = graph | (api_kind == API_KINDS.index("kernel_launch"))
-    gpu_kind = sub["gpu_kind"].cat.codes.to_numpy()
+    gpu_kind = sub("gpu_kind").cat.codes.to_numpy()
     has_gpu = gpu_kind >= 0
     kernel = gpu_kind == GPU_KINDS.index("kernel")
     call = pd.DataFrame(
         {
             "step": step,
-            "pid": sub["pid"].to_numpy(),
-            "corr": sub["correlation_id"].to_numpy(),
+            "pid": sub("pid").to_numpy(),
+            "corr": sub("correlation_id").to_numpy(),
         }
     )
     first = ~call.duplicated().to_numpy()  # each call once per step
     api_start, api_end, start, end = (
-        sub[c].to_numpy(dtype=np.int64, na_value=0)
-        for c in ("api_start_ns", "api_end_ns", "start_ns", "end_ns")
+        sub(c).to_numpy(dtype=np.int64, na_value=0) for c in _TIMES
     )
 
     def count(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:

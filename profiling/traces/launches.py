@@ -126,6 +126,15 @@ def make_range_frame(columns: dict[str, object]) -> pd.DataFrame:
     )
 
 
+def _call_ranks(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: rows sharing its ``key`` (one per host call), and its 0-based rank among them."""
+    sizes = np.bincount(codes := pd.factorize(key)[0])
+    rank = np.empty(len(key), dtype=np.int64)
+    first = np.repeat(np.cumsum(sizes) - sizes, sizes)  # sorted index of 1st row of key
+    rank[np.argsort(codes, kind="stable")] = np.arange(len(key)) - first
+    return sizes[codes], rank
+
+
 def kernel_launch_trace(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per kernel with its launching call (``nsys stats`` ``cuda_kern_exec_trace``).
 
@@ -149,12 +158,13 @@ def kernel_launch_trace(frame: pd.DataFrame) -> pd.DataFrame:
             frame["api_start_ns"].to_numpy(np.int64, na_value=0)[pos],
         )
     )
-    k = frame.iloc[pos[order]].reset_index(drop=True)
+    rows = pos[order]  # when every row, in order: the frame itself, no copy
+    k = frame if np.array_equal(rows, np.arange(len(frame))) else frame.iloc[rows]
+    k = k.reset_index(drop=True)
     api_start, api_end = k["api_start_ns"], k["api_end_ns"]
     start, end = k["start_ns"], k["end_ns"]
     queued = start >= api_end
-    key = pd.Series(pair_key(k["pid"], k["correlation_id"]))  # one per host call
-    calls = key.groupby(key, sort=False)
+    call_kernels, call_index = _call_ranks(pair_key(k["pid"], k["correlation_id"]))
     out = {
         "api_start_ns": api_start,
         "api_dur_ns": api_end - api_start,
@@ -164,8 +174,8 @@ def kernel_launch_trace(frame: pd.DataFrame) -> pd.DataFrame:
         "kernel_dur_ns": end - start,
         "total_dur_ns": np.maximum(api_end, end) - api_start,
         "launch_delay_ns": (start - api_end).clip(lower=0),
-        "call_kernels": calls.transform("size").astype("Int64"),
-        "call_index": calls.cumcount().astype("Int64"),
+        "call_kernels": pd.array(call_kernels, dtype="Int64"),
+        "call_index": pd.array(call_index, dtype="Int64"),
         "s_kernel_name": k["s_name"],
     }
     return pd.DataFrame(
@@ -336,9 +346,9 @@ def analyze_launches(
         ConfigError: from :func:`resolve_step_windows`.
     """
     started = time.perf_counter()
-    trace = kernel_launch_trace(frame)
     windows, source = resolve_step_windows(frame, ranges, step_pattern, what=what)
-    steps = step_table(frame, windows)
+    steps = step_table(frame, windows)  # before the trace: lower peak memory
+    trace = kernel_launch_trace(frame)
     analysis = LaunchAnalysis(
         kernel_launches=trace,
         launch_summary=kernel_launch_summary(trace),

@@ -5,9 +5,11 @@ Facts used (``research/profiling.md`` §1): the schema version is in ``META_DATA
 drift between versions (resolved here with ``PRAGMA table_info``, never ``SELECT *``);
 ``CUPTI_ACTIVITY_KIND_RUNTIME`` holds runtime and driver calls; GPU work joins its call on
 ``correlationId`` AND process (``globalPid = globalTid & ~0xFFFFFF``), as NVIDIA's
-``cuda_kern_exec_*`` reports do. The join runs inside SQLite against a keyed temporary table
-(the export itself is opened read-only and never modified); only the joined integer columns are
-fetched, in chunks, and string ids are decoded once per distinct id.
+``cuda_kern_exec_*`` reports do. The export is opened read-only and never modified: the needed
+integer columns of the call table and of each GPU table are read as Arrow columns
+(:func:`~trtbench.profiling.traces.nsys_sqlite.read_columns`, threaded rowid ranges), the join
+runs in NumPy (one sort of the call keys, a binary search per GPU row; the first call per key is
+kept), and string ids are decoded once per distinct id.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import sqlite3
 import time
 from pathlib import Path
 
+import adbc_driver_manager
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from trtbench.errors import TraceParseError
 from trtbench.profiling.traces.launches import (
@@ -35,8 +39,8 @@ from trtbench.profiling.traces.nsys_sqlite import (
     categorical_from_ids,
     connect_export,
     decode_strings,
-    fetch_into,
     pack_sql,
+    read_columns,
     unpack,
 )
 from trtbench.profiling.traces.schemas import GPU_KINDS, RANGE_COLUMNS
@@ -52,19 +56,22 @@ _NVTX_RANGE_TYPES = {  # ENUM_NSYS_EVENT_TYPE ids, used when the ENUM table is a
 }
 _MEMCPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
                  8: "DtoD", 9: "HtoH", 10: "PtoP"}  # fmt: skip
-# gpu_kind code, table, name expression (kernel: StringIds id; memcpy: copyKind)
+# gpu_kind code, table, name columns (kernel: StringIds id, first present; memcpy: copyKind)
 _GPU_TABLES = (
     (0, "CUPTI_ACTIVITY_KIND_KERNEL", ("demangledName", "shortName")),
     (1, "CUPTI_ACTIVITY_KIND_MEMCPY", ("copyKind",)),
     (2, "CUPTI_ACTIVITY_KIND_MEMSET", ()),
     (3, "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", ()),
 )
-# Fetched columns of the launch query, in order (kind is filled in numpy, not fetched). Pairs of
-# small integers travel packed in one int64 (hi << 32 | lo) because the sqlite3 module's cost is
-# per cell; grid/block pack x << 32 | y << 16 | z (CUDA limits: x < 2^31, y and z < 2^16).
-_ROW_FIELDS = ("kind", "start", "end", "device_stream", "pid_corr", "name", "graphNodeId",
-               "grid", "block", "api_start", "api_end", "tid_api_name")  # fmt: skip
-_PACKED = {"grid": ("gridX", "gridY", "gridZ"), "block": ("blockX", "blockY", "blockZ")}
+# GPU-row fields read per table (NA where the table lacks the column). Each ADBC column costs
+# about as much as the row itself, so small integers travel packed (NA when any part is NULL):
+# grid/block x << 32 | y << 16 | z (CUDA limits: x < 2^31, y and z < 2^16), device << 32 | stream.
+_GPU_FIELDS = ("start", "end", "device_stream", "globalPid", "correlationId", "name",
+               "graphNodeId", "grid", "block")  # fmt: skip
+_PACKED = {"grid": ("gridX", "gridY", "gridZ"), "block": ("blockX", "blockY", "blockZ"),
+           "device_stream": ("deviceId", "streamId")}  # fmt: skip
+# Fields of the launch-call rows (CUPTI_ACTIVITY_KIND_RUNTIME) taken into the frame.
+_CALL_FIELDS = ("start", "end", "tid", "nameId")
 
 
 def _gpu_names(
@@ -92,6 +99,47 @@ def _gpu_names(
     codes[kind == 2] = lookup["Memset"]
     codes[kind == 3] = lookup["CUDA graph"]
     return pd.Categorical.from_codes(codes, categories=categories)
+
+
+def _pair_keys(
+    hi: tuple[np.ndarray, np.ndarray], lo: tuple[np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """One int64 key per (hi, lo) pair of two row sets, equal exactly when both parts are; -1
+    where either part is NA. ``hi`` is factorized over both sets; ``lo`` (a CUPTI correlation
+    id, uint32) is used as is when in [0, 2^32), else factorized too."""
+    n = len(hi[0])
+    hi_all, lo_all = np.concatenate(hi), np.concatenate(lo)
+    na = (hi_all == NA) | (lo_all == NA)
+    hi_codes = pd.factorize(hi_all)[0].astype(np.int64)
+    if len(lo_all) and (lo_all.min() < 0 or lo_all.max() >= 2**32):
+        lo_codes, uniques = pd.factorize(lo_all)
+        keys = hi_codes * len(uniques) + lo_codes
+    else:
+        keys = (hi_codes << 32) | lo_all
+    keys[na] = -1
+    return keys[:n], keys[n:]
+
+
+def _match_calls(
+    calls: dict[str, np.ndarray], gpu: dict[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Join GPU rows to their call on (correlation id, process), first call row per key (as
+    ``INSERT OR IGNORE`` into a keyed table would keep).
+
+    Returns:
+        ``(call row per GPU row or -1, first call rows whose key no GPU row has)``.
+    """
+    call_key, gpu_key = _pair_keys(
+        (calls["gpid"], gpu["globalPid"]), (calls["corr"], gpu["correlationId"])
+    )
+    keys, first = np.unique(call_key, return_index=True)  # first occurrence of each key
+    if not len(keys):
+        return np.full(len(gpu_key), -1), first
+    pos = np.minimum(np.searchsorted(keys, gpu_key), len(keys) - 1)
+    found = (gpu_key >= 0) & (keys[pos] == gpu_key)
+    matched = np.zeros(len(keys), dtype=bool)
+    matched[pos[found]] = True
+    return np.where(found, first[pos], -1), first[~matched]
 
 
 class NsysReport(LaunchTraceFacade):
@@ -126,7 +174,11 @@ class NsysReport(LaunchTraceFacade):
             self.product_version = schema.meta.get("EXPORT_PRODUCT_VERSION", "unknown")
             self.launches = self._load_launches(conn, schema)
             self.ranges = self._load_ranges(conn, schema)
-        except sqlite3.DatabaseError as exc:
+        except (
+            sqlite3.DatabaseError,
+            adbc_driver_manager.Error,
+            pa.ArrowInvalid,
+        ) as exc:
             raise TraceParseError(
                 f"{self.path} is truncated or corrupt ({exc}); export the report again with "
                 "`nsys export --type sqlite REPORT.nsys-rep`"
@@ -141,165 +193,157 @@ class NsysReport(LaunchTraceFacade):
             time.perf_counter() - started,
         )
 
+    def _read_calls(self, schema: ExportSchema) -> dict[str, np.ndarray]:
+        """Runtime/driver calls with a correlation id and thread (columns corr, gpid, start,
+        end, tid, nameId; gpid = ``globalTid & ~0xFFFFFF``)."""
+        runtime = schema.table("CUPTI_ACTIVITY_KIND_RUNTIME")
+        if not runtime:
+            return {k: np.empty(0, np.int64) for k in ("corr", "gpid", *_CALL_FIELDS)}
+        calls = read_columns(
+            self.path,
+            runtime,
+            {
+                "corr": "correlationId",
+                "gtid": "globalTid",
+                "start": "start",
+                "end": "end",
+                "nameId": "nameId",
+            },  # fmt: skip
+            "correlationId IS NOT NULL AND globalTid IS NOT NULL",
+        )
+        gtid = calls.pop("gtid")
+        calls["gpid"] = gtid & _PID_MASK
+        calls["tid"] = gtid & 0xFFFFFF
+        return calls
+
+    def _read_gpu(
+        self, schema: ExportSchema, table: str, names: tuple[str, ...]
+    ) -> dict[str, np.ndarray]:
+        """One GPU table's :data:`_GPU_FIELDS` (int64, NA for NULL or a missing column)."""
+        cols = schema.columns(table)
+        missing = [c for c in ("start", "end") if c not in cols]
+        if missing:
+            raise TraceParseError(f"{self.path}: table {table} lacks columns {missing}")
+        name = next((n for n in names if n in cols), None)
+        exprs = {f: f if f in cols else None for f in _GPU_FIELDS}
+        exprs["name"] = name
+        for packed, xyz in _PACKED.items():
+            exprs[packed] = pack_sql(*xyz) if set(xyz) <= cols else None
+        if not {"correlationId", "globalPid"} <= cols:  # no join key: no call
+            exprs["correlationId"] = exprs["globalPid"] = None
+        present = {f: e for f, e in exprs.items() if e is not None}
+        out = read_columns(self.path, table, present)
+        rows = len(out["start"])
+        return {f: out[f] if f in out else np.full(rows, NA) for f in _GPU_FIELDS}
+
     def _load_launches(
         self, conn: sqlite3.Connection, schema: ExportSchema
     ) -> pd.DataFrame:
-        """Fill temp tables (calls keyed by correlation and process, GPU keys), then fetch
-        every GPU table left-joined with its call, and the launch calls without GPU rows."""
-        conn.execute(
-            "CREATE TEMP TABLE trtbench_api (corr INTEGER NOT NULL, gpid INTEGER NOT NULL, "
-            "start INTEGER, end INTEGER, tid INTEGER, nameId INTEGER, "
-            "PRIMARY KEY (corr, gpid)) WITHOUT ROWID"
-        )
-        conn.execute(
-            "CREATE TEMP TABLE trtbench_gpu (corr INTEGER NOT NULL, gpid INTEGER NOT NULL, "
-            "PRIMARY KEY (corr, gpid)) WITHOUT ROWID"
-        )
-        runtime = schema.table("CUPTI_ACTIVITY_KIND_RUNTIME")
-        if runtime:
-            conn.execute(
-                "INSERT OR IGNORE INTO temp.trtbench_api SELECT correlationId, "
-                f"globalTid & {_PID_MASK}, start, end, globalTid & 16777215, nameId "
-                f"FROM {runtime} WHERE correlationId IS NOT NULL AND globalTid IS NOT NULL"
-            )
-        sources = [
-            (table, self._gpu_query(conn, schema, table, names))
-            for _, table, names in _GPU_TABLES
-            if schema.has_rows(schema.table(table))
-        ]
-        name_ids = [
-            r[0] for r in conn.execute("SELECT DISTINCT nameId FROM temp.trtbench_api")
-        ]
-        api_names = decode_strings(conn, np.array(name_ids, dtype=np.int64))
+        """Read the calls and every GPU table as columns, join them on (correlation id,
+        process) in NumPy, and append the launch calls without GPU rows."""
+        calls = self._read_calls(schema)
+        parts, kinds = [], []
+        for kind, base, names in _GPU_TABLES:
+            table = schema.table(base)
+            if schema.has_rows(table):
+                parts.append(self._read_gpu(schema, table, names))
+                kinds.append(np.full(len(parts[-1]["start"]), kind, dtype=np.int8))
+        gpu = {
+            f: parts[0][f] if len(parts) == 1 else np.concatenate([p[f] for p in parts])
+            for f in _GPU_FIELDS
+        } if parts else {f: np.empty(0, np.int64) for f in _GPU_FIELDS}  # fmt: skip
+        kind = np.concatenate(kinds) if kinds else np.empty(0, np.int8)
+        del parts
+        call_of, unmatched = _match_calls(calls, gpu)
+        api_names = decode_strings(conn, calls["nameId"])
         launch_ids = [
             i
             for i, n in api_names.items()
             if classify_api(strip_api_version(n)) != "other"
         ]
-        counts = [
-            conn.execute(f"SELECT count(*) FROM {schema.table(table)}").fetchone()[0]
-            for table, _ in sources
-        ]
-        rows = np.empty((sum(counts), len(_ROW_FIELDS)), dtype=np.int64)
-        at = 0
-        for (table, sql), count in zip(sources, counts, strict=True):
-            rows[at : at + count, 0] = next(k for k, t, _ in _GPU_TABLES if t == table)
-            at += fetch_into(conn, sql, rows[at : at + count, 1:])
-        if launch_ids:  # rare and small: appended with one copy
-            idle = conn.execute(self._idle_calls_query(launch_ids)).fetchall()
-            if idle:
-                idle_rows = np.array([(NA, *r) for r in idle], dtype=np.int64)
-                rows = np.concatenate([rows[:at], idle_rows])
-                at = len(rows)
-        if at == 0:
+        idle = unmatched[np.isin(calls["nameId"][unmatched], launch_ids)]
+        idle = idle[np.lexsort((calls["gpid"][idle], calls["corr"][idle]))]
+        if len(kind) + len(idle) == 0:
             raise TraceParseError(
                 f"{self.path} holds no CUDA activity (no kernel, memcpy, memset or graph rows "
                 "and no launch calls); record with `nsys profile --trace=cuda,nvtx` and make "
                 "sure CUDA work runs inside the capture range"
             )
-        rows = rows[:at]
-        kernel_names = decode_strings(
-            conn, rows[rows[:, 0] == 0, _ROW_FIELDS.index("name")]
-        )
-        return self._frame(rows, kernel_names, api_names)
-
-    def _gpu_query(
-        self,
-        conn: sqlite3.Connection,
-        schema: ExportSchema,
-        base: str,
-        names: tuple[str, ...],
-    ) -> str:
-        """SELECT of one GPU table in ``_ROW_FIELDS`` order (without ``kind``); also records
-        the table's (correlation, process) keys in ``temp.trtbench_gpu``."""
-        table = schema.table(base)
-        cols = schema.columns(table)
-        missing = [c for c in ("start", "end") if c not in cols]
-        if missing:
-            raise TraceParseError(f"{self.path}: table {table} lacks columns {missing}")
-
-        def col(name: str) -> str:
-            return f"COALESCE(g.{name}, {NA})" if name in cols else str(NA)
-
-        name = next((f"COALESCE(g.{n}, {NA})" for n in names if n in cols), str(NA))
-        packed = [
-            pack_sql(*(f"g.{c}" for c in xyz)) if set(xyz) <= cols else str(NA)
-            for xyz in _PACKED.values()
-        ]
-        pid_corr = (
-            pack_sql("(g.globalPid >> 24) & 16777215", "g.correlationId")
-            if {"globalPid", "correlationId"} <= cols
-            else str(NA)
-        )
-        device = [f"g.{c}" if c in cols else "NULL" for c in ("deviceId", "streamId")]
-        select = ", ".join(
-            [col("start"), col("end"), pack_sql(*device), pid_corr, name, col("graphNodeId"),
-             *packed, f"COALESCE(a.start, {NA})", f"COALESCE(a.end, {NA})",
-             pack_sql("a.tid", "a.nameId")]
-        )  # fmt: skip
-        if not {"correlationId", "globalPid"} <= cols:
-            return f"SELECT {select} FROM {table} g LEFT JOIN temp.trtbench_api a ON 0"
-        conn.execute(
-            "INSERT OR IGNORE INTO temp.trtbench_gpu SELECT correlationId, globalPid "
-            f"FROM {table} WHERE correlationId IS NOT NULL AND globalPid IS NOT NULL"
-        )
-        return (
-            f"SELECT {select} FROM {table} g LEFT JOIN temp.trtbench_api a "
-            "ON a.corr = g.correlationId AND a.gpid = g.globalPid"
-        )
+        kernel_names = decode_strings(conn, gpu["name"][kind == 0])
+        frame = self._frame(kind, gpu, calls, call_of, idle, kernel_names, api_names)
+        pa.default_memory_pool().release_unused()  # the Arrow results, back to the OS
+        return frame
 
     @staticmethod
-    def _idle_calls_query(launch_ids: list[int]) -> str:
-        """Launch calls with no GPU row (e.g. replays of graphs traced without node rows)."""
-        na3, na4 = ", ".join([str(NA)] * 3), ", ".join([str(NA)] * 4)
-        pid_corr = pack_sql("(a.gpid >> 24) & 16777215", "a.corr")
-        return (
-            f"SELECT {na3}, {pid_corr}, {na4}, a.start, a.end, {pack_sql('a.tid', 'a.nameId')} "
-            f"FROM temp.trtbench_api a WHERE a.nameId IN ({','.join(map(str, launch_ids))}) "
-            "AND NOT EXISTS (SELECT 1 FROM temp.trtbench_gpu g "
-            "WHERE g.corr = a.corr AND g.gpid = a.gpid)"
-        )
+    def _frame(
+        kind: np.ndarray,
+        gpu: dict[str, np.ndarray],
+        calls: dict[str, np.ndarray],
+        call_of: np.ndarray,
+        idle: np.ndarray,
+        kernel_names: dict,
+        api_names: dict,
+    ) -> pd.DataFrame:
+        """Launch frame: the GPU rows with their call's fields (NA without one), then the
+        ``idle`` call rows (launch calls without GPU rows; GPU fields NA)."""
+        n_gpu, n_idle = len(kind), len(idle)
 
-    @staticmethod
-    def _frame(rows: np.ndarray, kernel_names: dict, api_names: dict) -> pd.DataFrame:
-        """Launch frame from the fetched (rows, fields) array (see ``_ROW_FIELDS``)."""
-        f = {name: rows[:, j] for j, name in enumerate(_ROW_FIELDS)}
+        def rows(
+            gpu_part: np.ndarray | None, idle_part: np.ndarray | None
+        ) -> np.ndarray:
+            if not n_idle and gpu_part is not None:
+                return gpu_part  # no copy
+            out = np.full(n_gpu + n_idle, NA)
+            if gpu_part is not None:
+                out[:n_gpu] = gpu_part
+            if idle_part is not None:
+                out[n_gpu:] = idle_part
+            return out
 
         def masked(values: np.ndarray) -> pd.arrays.IntegerArray:
-            values = np.ascontiguousarray(values)
             return pd.arrays.IntegerArray(values, values == NA)
 
-        kind = np.ascontiguousarray(f["kind"])
-        device, stream = unpack(f["device_stream"])
-        pid, corr = unpack(f["pid_corr"])
-        tid, api_name = unpack(f["tid_api_name"])
-        api = {i: strip_api_version(n) for i, n in api_names.items()}
+        no_call = call_of < 0
+
+        def of_call(field: str) -> np.ndarray:
+            values = calls[field]
+            if not len(values):
+                return np.full(n_gpu, NA)
+            taken = values[call_of]  # -1 takes the last row: set to NA next
+            taken[no_call] = NA
+            return taken
+
+        call = {f: rows(of_call(f), calls[f][idle]) for f in _CALL_FIELDS}
+        gpid = rows(gpu["globalPid"], calls["gpid"][idle])
+        pid = (gpid >> 24) & 0xFFFFFF
+        pid[gpid == NA] = NA
+        device, stream = unpack(rows(gpu["device_stream"], None))
         geometry = {}
-        for packed in _PACKED:
-            values = f[packed]
+        for packed in ("grid", "block"):
+            values = rows(gpu[packed], None)
             na = values == NA
             parts = (values >> 32, (values >> 16) & 0xFFFF, values & 0xFFFF)
             for axis, part in zip("xyz", parts, strict=True):
                 geometry[f"{packed}_{axis}"] = pd.arrays.IntegerArray(part, na)
+        kinds = np.concatenate([kind, np.full(n_idle, -1, dtype=np.int8)])
+        api = {i: strip_api_version(n) for i, n in api_names.items()}
         return make_launch_frame(
             {
-                "pid": pid,
-                "tid": tid,
-                "correlation_id": corr,
-                "s_api_name": categorical_from_ids(
-                    api_name.to_numpy(np.int64, na_value=NA), api
+                "pid": masked(pid),
+                "tid": masked(call["tid"]),
+                "correlation_id": masked(
+                    rows(gpu["correlationId"], calls["corr"][idle])
                 ),
-                "api_start_ns": masked(f["api_start"]),
-                "api_end_ns": masked(f["api_end"]),
-                "gpu_kind": pd.Categorical.from_codes(kind, categories=GPU_KINDS),
-                "start_ns": masked(f["start"]),
-                "end_ns": masked(f["end"]),
+                "s_api_name": categorical_from_ids(call["nameId"], api),
+                "api_start_ns": masked(call["start"]),
+                "api_end_ns": masked(call["end"]),
+                "gpu_kind": pd.Categorical.from_codes(kinds, categories=GPU_KINDS),
+                "start_ns": masked(rows(gpu["start"], None)),
+                "end_ns": masked(rows(gpu["end"], None)),
                 "device_id": device,
                 "stream_id": stream,
-                "graph_node_id": masked(f["graphNodeId"]),
-                "s_name": _gpu_names(
-                    kind, np.ascontiguousarray(f["name"]), kernel_names
-                ),
+                "graph_node_id": masked(rows(gpu["graphNodeId"], None)),
+                "s_name": _gpu_names(kinds, rows(gpu["name"], None), kernel_names),
                 **geometry,
             }
         )

@@ -1,25 +1,34 @@
-"""Read-only access to an nsys SQLite export: validation, schema discovery, fast integer fetches.
+"""Read-only access to an nsys SQLite export: validation, schema discovery, columnar fetches.
 
 The export is opened read-only (``mode=ro``); tables and columns are discovered, never assumed
 (``research/profiling.md`` §1: lazily created tables, columns that drift between versions, version
-in ``META_DATA_EXPORT`` or the older ``EXPORT_META_DATA``). Query results are fetched as integers
-into NumPy arrays; the ``sqlite3`` module's cost is per cell, so callers pack small integer pairs
-into one 64-bit value in SQL (:func:`pack_sql`) and split them afterwards (:func:`unpack`).
+in ``META_DATA_EXPORT`` or the older ``EXPORT_META_DATA``). Bulk query results come as Arrow
+columns from the ADBC SQLite driver (:func:`read_columns`: C code appends each cell to an Arrow
+buffer, no Python object per cell), then as NumPy ``int64`` arrays with NULL as :data:`NA`. Small
+integer pairs may travel packed in one 64-bit value (:func:`pack_sql`, split with
+:func:`unpack`), which saves a column. Metadata, string ids and NVTX ranges use ``sqlite3``.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 
+import adbc_driver_manager as adbc
+import adbc_driver_sqlite as adbc_sqlite
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from trtbench.errors import ConfigError, TraceParseError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NA = -1  # SQL COALESCE sentinel for NULL (every real value here is >= 0)
-CHUNK_ROWS = 262_144
+BATCH_ROWS = 8_192  # rows per Arrow batch (also the rows ADBC looks at to infer types)
+RANGE_ROWS = 262_144  # rows per threaded range read
+READ_THREADS = 2  # the SQLite reads scale to 2 threads; more add contention, not speed
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 
 
@@ -107,15 +116,73 @@ class ExportSchema:
         )
 
 
-def fetch_into(conn: sqlite3.Connection, sql: str, out: np.ndarray) -> int:
-    """Run ``sql`` (integer columns only) into ``out`` (rows, n_cols), chunk by chunk; return
-    the number of rows written."""
-    cursor = conn.execute(sql)
-    filled = 0
-    while rows := cursor.fetchmany(CHUNK_ROWS):
-        out[filled : filled + len(rows)] = rows
-        filled += len(rows)
-    return filled
+def _read_range(uri: str, sql: str, out: dict[str, np.ndarray], at: int) -> int:
+    """Run ``sql`` through ADBC, copy its columns into ``out[name][at:]`` (NULL -> NA) and
+    return the number of rows. One database handle per call: safe to run in threads (the
+    Arrow stream is read with the GIL released)."""
+    with (
+        closing(adbc_sqlite.connect(uri)) as db,
+        closing(adbc.AdbcConnection(db)) as conn,
+        closing(adbc.AdbcStatement(conn)) as statement,
+    ):
+        statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
+        statement.set_sql_query(sql)
+        stream, _ = statement.execute_query()
+        table = pa.RecordBatchReader.from_stream(stream).read_all()
+    for name, target in out.items():
+        pos = at
+        for chunk in table.column(name).chunks:
+            if chunk.null_count:
+                chunk = chunk.fill_null(NA)
+            target[pos : pos + len(chunk)] = chunk.cast(pa.int64()).to_numpy()
+            pos += len(chunk)
+    return table.num_rows
+
+
+def read_columns(
+    path: Path, table: str, exprs: dict[str, str], where: str = ""
+) -> dict[str, np.ndarray]:
+    """``SELECT exprs FROM table [WHERE where]`` in table (rowid) order, each result column a
+    contiguous ``int64`` array with NULL as :data:`NA`, keyed like ``exprs``.
+
+    The rowid span is cut into ranges of about :data:`RANGE_ROWS` rows, read by
+    :data:`READ_THREADS` threads through the ADBC SQLite driver, each range copied straight
+    into its slot of the result (rowids of nsys tables are dense; gaps cost one copy).
+
+    Raises:
+        adbc_driver_manager.Error: SQLite failed (corrupt file, missing column);
+        pyarrow.ArrowInvalid: a value is not an integer. Callers map both to
+            ``TraceParseError``.
+    """
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    with closing(sqlite3.connect(uri, uri=True)) as conn:
+        first, last = conn.execute(
+            f"SELECT min(rowid), max(rowid) FROM {table}"
+        ).fetchone()
+    span = 0 if first is None else last - first + 1
+    out = {name: np.empty(span, dtype=np.int64) for name in exprs}
+    select = ", ".join(f"{e} AS {n}" for n, e in exprs.items())
+    cond = f" AND ({where})" if where else ""
+    starts = range(0, span, max(RANGE_ROWS, -(-span // 64)))
+    step = starts.step
+
+    def read(lo: int) -> int:
+        sql = (
+            f"SELECT {select} FROM {table} WHERE rowid BETWEEN {first + lo} AND "
+            f"{first + min(lo + step, span) - 1}{cond}"
+        )
+        return _read_range(uri, sql, out, lo)
+
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        counts = list(pool.map(read, starts))
+    if sum(counts) == span:
+        return out
+    return {  # rowid gaps or rows filtered by ``where``: keep each range's rows
+        name: np.concatenate(
+            [v[lo : lo + n] for lo, n in zip(starts, counts, strict=True)]
+        )
+        for name, v in out.items()
+    }
 
 
 def pack_sql(*parts: str) -> str:
@@ -139,7 +206,7 @@ def unpack(
 
 def decode_strings(conn: sqlite3.Connection, ids: np.ndarray) -> dict[int, str]:
     """``StringIds`` values of the distinct non-negative ``ids`` (queried 500 at a time)."""
-    wanted = [int(i) for i in np.unique(ids) if i >= 0]
+    wanted = [int(i) for i in pd.unique(np.asarray(ids, dtype=np.int64)) if i >= 0]
     out: dict[int, str] = {}
     for lo in range(0, len(wanted), 500):
         part = wanted[lo : lo + 500]
@@ -153,16 +220,16 @@ def decode_strings(conn: sqlite3.Connection, ids: np.ndarray) -> dict[int, str]:
 def categorical_from_ids(
     codes_by_id: np.ndarray, labels: dict[int, str]
 ) -> pd.Categorical:
-    """Categorical of the labels of integer ids (-1 or unknown id -> NA), built from codes."""
-    ids = np.unique(codes_by_id[codes_by_id >= 0])
-    names = [labels.get(int(i)) for i in ids]
+    """Categorical of the labels of integer ids (-1 or unknown id -> NA), categories sorted.
+
+    One hash pass over ``codes_by_id`` (:func:`pandas.factorize`), then a small remap of the
+    distinct ids; ids with the same label share one category.
+    """
+    codes, uniques = pd.factorize(np.asarray(codes_by_id, dtype=np.int64))
+    names = [labels.get(int(i)) if i >= 0 else None for i in uniques]
     categories = sorted({n for n in names if n is not None})
     lookup = {c: j for j, c in enumerate(categories)}
-    id_codes = np.array(
-        [lookup.get(n, -1) if n is not None else -1 for n in names] + [-1]
+    remap = np.array(
+        [lookup[n] if n is not None else -1 for n in names] + [-1], dtype=np.int32
     )
-    pos = np.searchsorted(ids, codes_by_id)
-    pos = np.where(codes_by_id >= 0, pos, len(ids))
-    return pd.Categorical.from_codes(
-        id_codes[pos].astype(np.int32), categories=categories
-    )
+    return pd.Categorical.from_codes(remap[codes], categories=categories)

@@ -25,7 +25,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from trtbench.errors import ConfigError, NotAvailableError, TrtbenchError
-from trtbench.export import write_tables
 from trtbench.pipeline.loadtest import tiers_of
 from trtbench.profiling.loadtest.schedule import Tier
 from trtbench.profiling.traces.nsys import analyze_nsys_report
@@ -39,6 +38,7 @@ from trtbench.profiling.traces.nsys_session import (
     run_nsys_command,
     session_name,
 )
+from trtbench.profiling.traces.table_io import write_trace_tables
 from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec
 
@@ -176,4 +176,4 @@ def analyze_capture(capture: TierCapture) -> tuple[list[Path], list[str]]:
         analysis = analyze_nsys_report(sqlite)
     except TrtbenchError as exc:
         return [], [*notes, f"nsys trace of {label}: {exc}"]
-    return [sqlite, *write_tables(analysis.tables(), sqlite.parent)], notes
+    return [sqlite, *write_trace_tables(analysis.tables(), sqlite.parent)], notes

@@ -212,3 +212,56 @@ def test_cli_steps_from_an_annotation_pattern(tmp_path: Path) -> None:
                  and e["name"] == "cudaLaunchKernel" and start <= e["ts"] < end]  # fmt: skip
         assert step["launch_calls"] == len(calls)
         assert step["launch_overhead_ns"] == sum(e["dur"] for e in calls) * 1000
+
+
+# Epoch-microsecond timestamps with 3 decimals, written as JSON text (json.dump of a Python
+# float would round them first). Doubles near 1.7e15 are 0.25 apart, so float parsing is off.
+EPOCH_TRACE = """{"schemaVersion": 1, "traceEvents": [
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10,
+  "ts": 1733212345678901.234, "dur": 5.125, "args": {"correlation": 1}},
+ {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7,
+  "ts": 1733212345678907.001, "dur": 12.999,
+  "args": {"correlation": 1, "device": 0, "stream": 7}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10,
+  "ts": 1733212345678950.1, "dur": 2, "args": {"correlation": 2}},
+ {"ph": "X", "cat": "kernel", "name": "relu", "pid": 0, "tid": 7,
+  "ts": 1733212345678953.37, "dur": 1.5e0,
+  "args": {"correlation": 2, "device": 0, "stream": 7}}
+]}"""
+
+
+def test_epoch_float_timestamps_are_exact_ns(tmp_path: Path) -> None:
+    path = tmp_path / "epoch.json"
+    path.write_text(EPOCH_TRACE)
+    rows = KinetoTrace(path).get_kernel_launches()
+    # by hand from the literal text: digits with the decimal point moved 3 places
+    assert rows["api_start_ns"].tolist() == [1733212345678901234, 1733212345678950100]
+    assert rows["api_dur_ns"].tolist() == [5125, 2000]
+    assert rows["kernel_start_ns"].tolist() == [
+        1733212345678907001,
+        1733212345678953370,
+    ]
+    assert rows["kernel_dur_ns"].tolist() == [12999, 1500]
+    assert rows["queue_dur_ns"].tolist() == [
+        1733212345678907001 - 1733212345678906359,  # api end = start + 5125
+        1733212345678953370 - 1733212345678952100,
+    ]
+    # the binary-float path this replaces is off on these values
+    assert round(1733212345678901.234 * 1000) != 1733212345678901234
+    assert round(1733212345678907.001 * 1000) != 1733212345678907001
+
+
+@pytest.mark.parametrize(
+    ("text", "ns"),
+    [("0.0005", 0), ("0.0015", 2), ("-1.5", -1500), ("2.25e3", 2250000), ("7E-3", 7)],
+)
+def test_decimal_text_edge_cases(tmp_path: Path, text: str, ns: int) -> None:
+    # sub-ns digits round half to even; exponents go through Decimal
+    base = 1000
+    path = tmp_path / "t.json"
+    path.write_text(
+        '{"traceEvents": [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel",'
+        f' "pid": 1, "tid": 1, "ts": {base}, "dur": {text}, "args": {{"correlation": 1}}}}]}}'
+    )
+    launches = KinetoTrace(path).launches
+    assert (launches["api_end_ns"] - launches["api_start_ns"]).tolist() == [ns]
