@@ -337,6 +337,9 @@ def _status_rows(statuses: TierStatuses, seen: set[tuple[str, str]]) -> list[dic
         rows.append({
             "variant": variant, "tier": tier, "tier_status": status,
             "tier_status_reason": reason, "request_count": 0, "error_count": 0,
+            "osl_mismatch_count": 0, "duration_s": float("nan"),
+            "output_token_throughput_tokens_per_s": float("nan"),
+            "request_throughput_per_s": float("nan"),
             "concurrency": int(load) if tier.startswith("c") and load.isdigit() else None,
             "request_rate_per_s": float(load) if tier.startswith("r") else None,
         })  # fmt: skip

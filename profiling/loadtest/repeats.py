@@ -2,7 +2,8 @@
 and each tier's mean and 95 % confidence interval over its passes (pure).
 
 * Pass order: pass 0 runs the tiers in the given order; pass r > 0 in a permutation drawn
-  with ``numpy.random.default_rng(seed + r)``, so a slow drift of the host (heat, a
+  with ``numpy.random.default_rng(seed + r)`` (rotated by one place when it equals the
+  previous pass's order), so a slow drift of the host (heat, a
   neighbour) does not always land on the same tier. Prompts keep their order in every pass.
 * Outcome of a tier over its passes: the worst status (interrupted > failed > partial >
   complete) with that pass's reason; request counts add up.
@@ -11,10 +12,11 @@ and each tier's mean and 95 % confidence interval over its passes (pure).
   (e.g. NIST/SEMATECH e-Handbook §7.2.2.1). A pass's value is computed with the same code as
   the pooled one (:func:`trtbench.profiling.loadtest.metrics.summarize` on that pass's
   records), so pass r of a variant is compared with pass r of the baseline at the same tier.
-* Speedups are ratios: their mean and interval are taken on ``log(speedup)`` and mapped back
-  (``exp``), i.e. the geometric mean with a t-interval on the log scale. The bounds stay
-  positive and the interval of 1/x is the reciprocal of x's (a plain t-interval on three
-  noisy ratios can reach below 0×).
+* Every repeated quantity is positive (latencies, throughputs, speedup ratios), so its mean
+  and interval are taken on ``log(value)`` and mapped back (``exp``): the geometric mean with
+  a t-interval on the log scale. The bounds stay positive and the interval of 1/x is the
+  reciprocal of x's (a plain t-interval on three noisy passes reached -0.18x for a speedup
+  and -7 ms for a TTFT p50).
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ def tier_passes(tiers: Sequence[Tier], repeats: int, seed: int) -> list[TierPass
     Args:
         tiers: the tiers in the order given.
         repeats: passes (≥ 1).
-        seed: the load test's seed; pass r > 0 permutes with ``default_rng(seed + r)``.
+        seed: the load test's seed; pass r > 0 permutes with ``default_rng(seed + r)``,
+            rotated by one when that would repeat the previous pass's order.
 
     Raises:
         ValueError: ``repeats`` < 1.
@@ -75,9 +78,13 @@ def tier_passes(tiers: Sequence[Tier], repeats: int, seed: int) -> list[TierPass
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     out = [TierPass(0, i, t) for i, t in enumerate(tiers)]
+    previous = np.arange(len(tiers))
     for r in range(1, repeats):
         order = np.random.default_rng(seed + r).permutation(len(tiers))
+        if len(tiers) > 1 and np.array_equal(order, previous):
+            order = np.roll(order, 1)  # never the previous pass's order again
         out += [TierPass(r, int(i), tiers[int(i)]) for i in order]
+        previous = order
     return out
 
 
@@ -126,11 +133,11 @@ def t_interval(values: Sequence[float] | np.ndarray) -> tuple[float, float, floa
 def log_t_interval(
     ratios: Sequence[float] | np.ndarray,
 ) -> tuple[float, float, float, int]:
-    """Geometric mean and 95 % t-interval of positive ``ratios`` (on ``log``, mapped back).
+    """Geometric mean and 95 % t-interval of positive values (on ``log``, mapped back).
 
     Returns:
-        (geometric mean, low, high, n) as :func:`t_interval`; a ratio ≤ 0 or NaN is dropped
-        (a speedup is never ≤ 0; NaN marks a pass without one).
+        (geometric mean, low, high, n) as :func:`t_interval`; a value ≤ 0 or NaN is dropped
+        (a latency, throughput or speedup is never ≤ 0; NaN marks a pass without one).
     """
     v = np.asarray(ratios, dtype=float)
     v = v[~np.isnan(v) & (v > 0)]
@@ -170,8 +177,7 @@ def repeat_stats(summary: pd.DataFrame, per_pass: pd.DataFrame) -> pd.DataFrame:
         values: dict[str, object] = {"repeats_count": n}
         for name in REPEATED:
             col = measured[name] if measured is not None and name in measured else []
-            interval = log_t_interval if name in SPEEDUPS else t_interval
-            mean, low, high, _ = interval(col)
+            mean, low, high, _ = log_t_interval(col)
             values.update(zip(repeat_columns(name), (mean, low, high), strict=True))
         values["repeat_ci_note"] = _note(row, n, values)
         rows.append(values)

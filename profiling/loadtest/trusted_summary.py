@@ -35,7 +35,12 @@ from trtbench.profiling.loadtest.sample_checks import (
     retokenized_warnings,
     token_sources,
 )
-from trtbench.profiling.loadtest.window import emptied_tiers, in_window, window_label
+from trtbench.profiling.loadtest.window import (
+    emptied_tiers,
+    in_window,
+    thin_tiers,
+    window_label,
+)
 
 _REPEATED_TEXT = {
     "time_to_first_token_p50_ms": "TTFT p50 (ms) of each pass",
@@ -44,9 +49,9 @@ _REPEATED_TEXT = {
     "tpot_speedup_ratio": "TPOT speedup of each pass (pass r vs the baseline's pass r; complete tiers)",
     "output_token_throughput_speedup_ratio": "output tok/s speedup of each pass (pass r vs the baseline's pass r; complete tiers)",
 }  # fmt: skip
-_CI = ("mean over the passes (speedups: geometric mean)",
-       "95 % Student-t interval, low end (speedups: on log speedup; empty with one pass)",
-       "95 % Student-t interval, high end (speedups: on log speedup; empty with one pass)")  # fmt: skip
+_CI = ("geometric mean over the passes",
+       "95 % Student-t interval on the log scale, low end (empty with one pass)",
+       "95 % Student-t interval on the log scale, high end (empty with one pass)")  # fmt: skip
 
 REPEAT_SUMMARY_COLUMNS: tuple[Column, ...] = (
     Column("measurement_window", "which completions the statistics use: 'all completions' or 'completions after the first S s of each pass' (loadtest.warmup_s)", False, "str"),
@@ -143,6 +148,12 @@ def summarize_trusted(
         warnings.append(
             f"{key[0]} {key[1]}: {why} (--exclude-first-s / loadtest.warmup_s): no "
             "statistics; exclude less or send more requests per tier"
+        )
+    for variant, tier, k, n in thin_tiers(requests, kept) if len(requests) else []:
+        warnings.append(
+            f"{variant} {tier}: the window (--exclude-first-s / loadtest.warmup_s) keeps "
+            f"{k} of {n} completions: its figures rest on a few late requests; exclude "
+            "less or send more requests per tier"
         )
     summary = summarize(req, resp, slos, baseline, statuses)
     passes = per_pass(req, resp, baseline, statuses, summary)

@@ -51,3 +51,17 @@ def emptied_tiers(requests: pd.DataFrame, kept: pd.Series) -> list[tuple[str, st
     """(variant, tier) pairs that have requests but none in the window."""
     any_kept = kept.groupby([requests["variant"], requests["tier"]], sort=False).any()
     return [(str(v), str(t)) for (v, t), ok in any_kept.items() if not ok]
+
+
+def thin_tiers(
+    requests: pd.DataFrame, kept: pd.Series, share: float = 0.5
+) -> list[tuple[str, str, int, int]]:
+    """(variant, tier, kept, total) where the window keeps some but fewer than ``share`` of
+    the tier's completions: its figures then rest on a few late requests."""
+    keys = [requests["variant"], requests["tier"]]
+    counts = kept.groupby(keys, sort=False).agg(["sum", "size"])
+    return [
+        (str(v), str(t), int(k), int(n))
+        for (v, t), (k, n) in counts.iterrows()
+        if 0 < k < share * n
+    ]

@@ -75,13 +75,18 @@ def _interval_bars(
     ax: plt.Axes, g: pd.DataFrame, xcol: str, col: str, color: str
 ) -> None:
     """Vertical bars over the 95 % interval of ``col`` where the frame has one
-    (``<col>_ci95_low`` / ``_high``, :func:`uncertainty.interval_of`)."""
+    (``<col>_ci95_low`` / ``_high``, :func:`uncertainty.interval_of`), with an ``x`` at the
+    mean over passes the interval is built around (``<col>_repeat_mean``; the line's point
+    is the pooled figure, which can sit elsewhere in the bar)."""
     found = interval_of(g, col)
     if found is not None:
         rows, low, high = found
         x = g[xcol].to_numpy(dtype=float)[rows]
         ax.vlines(x, low, high, color=color, lw=1.5, alpha=0.7)
         ax.plot(np.r_[x, x], np.r_[low, high], "_", color=color, ms=8, alpha=0.7)
+        if f"{col}_repeat_mean" in g:
+            mean = g[f"{col}_repeat_mean"].to_numpy(dtype=float)[rows]
+            ax.plot(x, mean, "x", color=color, ms=5, alpha=0.9)
 
 
 def plot_vs_load(

@@ -23,7 +23,7 @@ from trtbench.profiling.loadtest.sample_checks import MIN_SAMPLES
 
 INTERVAL_LEGEND = (
     "Speedups with repeated passes (loadtest.repeats > 1) are the geometric mean over passes "
-    "with its 95 % interval, `mean [low, high]` (Student t on log speedup; pass r against "
+    "with its 95 % interval, `mean [low, high]` (Student t on the log scale; pass r against "
     "the baseline's pass r); "
     "with one pass, the ratio of the pooled figures. 'thin': a percentile resting on fewer "
     "samples than it needs (p95: 20, p99: 100)."
@@ -95,18 +95,19 @@ def with_speedup_text(summary: pd.DataFrame) -> pd.DataFrame:
 def tier_intervals(summary: pd.DataFrame, basis: pd.Series) -> pd.DataFrame:
     """Interval columns of the report's per-tier table (same index as ``summary``).
 
-    Columns: ``<col>_ci95_low`` / ``<col>_ci95_high`` for TTFT p50, TPOT mean, output tok/s
-    and ``speedup_ratio`` (the TPOT or throughput speedup, as ``basis`` says),
+    Columns: ``<col>_repeat_mean`` (geometric mean over passes) and ``<col>_ci95_low`` /
+    ``<col>_ci95_high`` for TTFT p50, TPOT mean, output tok/s and ``speedup_ratio`` (the TPOT or throughput speedup, as ``basis`` says),
     ``speedup_repeat_mean``, ``repeats_count``, ``ttft_p95_n`` (samples under TTFT p95),
     and the display texts ``speedup_text`` and ``ttft_p95_text``.
     """
     out = pd.DataFrame(index=summary.index)
     for col, name in TIER_INTERVALS.items():
-        _, low, high = repeat_columns(name)
+        mean, low, high = repeat_columns(name)
         out[f"{col}_ci95_low"], out[f"{col}_ci95_high"] = (
             _num(summary, low),
             _num(summary, high),
         )
+        out[f"{col}_repeat_mean"] = _num(summary, mean)
     tpot, tput = (
         _speedup_interval(summary, TPOT_SPEEDUP),
         _speedup_interval(summary, TPUT_SPEEDUP),
@@ -115,6 +116,7 @@ def tier_intervals(summary: pd.DataFrame, basis: pd.Series) -> pd.DataFrame:
     mean, low, high = (pd.Series(np.where(use_tpot, a, b), index=summary.index)
                        for a, b in zip(tpot, tput, strict=True))  # fmt: skip
     out["speedup_repeat_mean"], out["speedup_ratio_ci95_low"] = mean, low
+    out["speedup_ratio_repeat_mean"] = mean
     out["speedup_ratio_ci95_high"] = high
     out["repeats_count"] = _num(summary, "repeats_count")
     out["ttft_p95_n"] = _num(summary, "time_to_first_token_count")

@@ -155,9 +155,10 @@ def print_outcome(outcome: LoadtestOutcome) -> None:
     table, compact = fitting_table(outcome.summary, console)
     console.print(table)
     if compact:
+        report = any(p.name == "report.md" for p in outcome.files)
         click.echo(
             f"(key columns for a {console.width}-column terminal; every column is in "
-            f"{outcome.run_dir.summary_csv} and report.md)"
+            f"{outcome.run_dir.summary_csv}{' and report.md' if report else ''})"
         )
     for warning in outcome.warnings + unfinished_tiers(outcome.summary):
         click.echo(f"warning: {warning}", err=True)

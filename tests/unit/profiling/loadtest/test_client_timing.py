@@ -102,32 +102,39 @@ def test_summary_columns_by_hand():
     assert row["client_to_server_delay_p99_ms"] == pytest.approx(0.6)
 
 
-def test_warnings_name_the_tier_and_the_limit():
+def test_warnings_name_the_tiers_and_the_limit_once_per_variant():
     summary = pd.DataFrame(
         [
-            # TTFT p50 200 ms: limit min(5, 10) = 5 ms → dispatch 6 warns, delay 1 not
+            # TTFT p50 200 ms: dispatch limit min(5, 10) = 5 → 6 warns; arrival limit
+            # max(5, 10) = 10 → 1 does not; loop 6 > 5 warns
             {"variant": "a", "tier": "r1", "time_to_first_token_p50_ms": 200.0,
              "dispatch_lag_p99_ms": 6.0, "client_to_server_delay_p99_ms": 1.0,
              "event_loop_lag_p99_ms": 6.0},
-            # TTFT p50 20 ms: limit min(5, 1) = 1 ms → dispatch 1.5 warns; loop 4.9 not
+            # TTFT p50 20 ms: dispatch limit min(5, 1) = 1 → 1.5 warns; arrival limit
+            # max(5, 1) = 5 → 7 warns; loop 4.9 does not
             {"variant": "a", "tier": "r2", "time_to_first_token_p50_ms": 20.0,
-             "dispatch_lag_p99_ms": 1.5, "client_to_server_delay_p99_ms": np.nan,
+             "dispatch_lag_p99_ms": 1.5, "client_to_server_delay_p99_ms": 7.0,
              "event_loop_lag_p99_ms": 4.9},
+            # not complete: not a measurement, no warning
+            {"variant": "a", "tier": "r3", "tier_status": "interrupted",
+             "time_to_first_token_p50_ms": 20.0, "dispatch_lag_p99_ms": 100.0,
+             "client_to_server_delay_p99_ms": 100.0, "event_loop_lag_p99_ms": 100.0},
             {"variant": "other", "tier": "r1", "time_to_first_token_p50_ms": 20.0,
              "dispatch_lag_p99_ms": 100.0, "client_to_server_delay_p99_ms": 100.0,
              "event_loop_lag_p99_ms": 100.0},
         ]
     )  # fmt: skip
+    summary.loc[summary["tier_status"].isna(), "tier_status"] = "complete"
     lines = client_warnings(summary, {"a"})
     assert len(lines) == 3
-    assert lines[0].startswith(
-        "a r1: p99 dispatch lag (sent − ready) is 6.00 ms, over 5.00"
-    )
-    assert lines[1].startswith("a r1: p99 event-loop lag of the client is 6.00 ms")
+    assert lines[0].startswith("a: p99 dispatch lag (sent − ready) over 5 ms or 5 %")
+    assert "at r1 6.00 ms > 5.00, r2 1.50 ms > 1.00:" in lines[0]
+    assert lines[1].startswith("a: p99 send → model arrival over 5 ms and 5 %")
+    assert "at r2 7.00 ms > 5.00:" in lines[1] and "not client lag" in lines[1]
     assert lines[2].startswith(
-        "a r2: p99 dispatch lag (sent − ready) is 1.50 ms, over 1.00"
+        "a: p99 event-loop lag of the client over 5 ms at r1 6.00"
     )
-    assert all("\n" not in line for line in lines)
+    assert all("r3" not in line and "\n" not in line for line in lines)
 
 
 def test_loop_lag_columns_from_results_and_from_the_old_summary(tmp_path):

@@ -103,6 +103,16 @@ def test_pass_zero_keeps_the_order_later_passes_are_seeded_permutations():
         tier_passes(tiers, 0, seed=0)
 
 
+def test_a_later_pass_never_repeats_the_previous_order():
+    tiers = [Tier(concurrency=c) for c in (1, 2, 4, 8)]
+    # default_rng(1).permutation(4) is [0, 1, 2, 3], pass 0's order: rotated to [3, 0, 1, 2]
+    assert list(np.random.default_rng(1).permutation(4)) == [0, 1, 2, 3]
+    passes = tier_passes(tiers, 3, seed=0)
+    assert [p.index for p in passes if p.repeat == 1] == [3, 0, 1, 2]
+    orders = [[p.index for p in passes if p.repeat == r] for r in range(3)]
+    assert orders[1] != orders[0] and orders[2] != orders[1]
+
+
 def test_a_tier_is_as_bad_as_its_worst_pass_and_counts_add_up():
     outcomes = [
         TierOutcome("c1", "complete", 4, 0),
@@ -153,12 +163,17 @@ def test_speedup_interval_pairs_pass_r_with_the_baselines_pass_r():
     assert spec["tpot_speedup_ratio_repeat_mean"] == pytest.approx(1.775808, abs=1e-5)
     assert spec["tpot_speedup_ratio_ci95_low"] == pytest.approx(1.064714, abs=1e-5)
     assert spec["tpot_speedup_ratio_ci95_high"] == pytest.approx(2.961823, abs=1e-5)
-    # base TPOT mean per pass 10, 12, 14: mean 12, s = 2, half 4.302653 · 2 / sqrt(3) = 4.968275
+    # base TPOT mean per pass 10, 12, 14; logs 2.302585, 2.484907, 2.639057: mean 2.475516,
+    # s = 0.168433, half-width 4.302653 · 0.168433 / sqrt(3) = 0.418410,
+    # interval e^(2.475516 ∓ 0.418410) = [7.823302, 18.064091], geometric mean 11.887844
+    assert base["time_per_output_token_mean_ms_repeat_mean"] == pytest.approx(
+        11.887844, abs=1e-5
+    )
     assert base["time_per_output_token_mean_ms_ci95_low"] == pytest.approx(
-        12 - 4.968275, abs=1e-5
+        7.823302, abs=1e-5
     )
     assert base["time_per_output_token_mean_ms_ci95_high"] == pytest.approx(
-        12 + 4.968275, abs=1e-5
+        18.064091, abs=1e-5
     )
     assert base["repeats_count"] == 3 and spec["repeat_ci_note"] == ""
     # pooled stays: all 6 base requests, TPOT mean (2·10 + 2·12 + 2·14) / 6 = 12
@@ -177,8 +192,9 @@ def test_pooled_throughput_counts_each_pass_not_the_gaps_between_them():
     assert base["output_token_throughput_tokens_per_s"] == pytest.approx(30 / 0.348)
     # pass 0: 10 tokens / 0.1 s = 100 tok/s; pass 1: 10 / 0.116; pass 2: 10 / 0.132
     per_pass = [100.0, 10 / 0.116, 10 / 0.132]
+    # geometric mean over the passes
     assert base["output_token_throughput_tokens_per_s_repeat_mean"] == pytest.approx(
-        np.mean(per_pass)
+        float(np.prod(per_pass)) ** (1 / 3)
     )
 
 
@@ -229,6 +245,31 @@ def test_a_window_that_empties_a_tier_marks_it_and_warns():
     )
     assert rows.loc["c2", "request_count"] == 1
     assert len(trusted.warnings) == 1 and trusted.warnings[0].startswith("base c1: ")
+
+
+def test_a_window_that_empties_every_tier_still_writes_a_summary(tmp_path):
+    from trtbench.export import write_csv
+    from trtbench.profiling.loadtest.schemas import SUMMARY_SCHEMA
+
+    req, resp = frames([request("base", 0, i, i * 10 * MS, 10.0) for i in range(3)])
+    trusted = summarize_trusted(req, resp, warmup_s=60.0)
+    row = trusted.summary.iloc[0]
+    assert row["request_count"] == 0 and math.isnan(row["duration_s"])
+    assert "every completion fell in the first 60 s" in row["tier_status_reason"]
+    out = write_csv(trusted.summary, tmp_path / "summary.csv", SUMMARY_SCHEMA)
+    assert out.read_text().count("\n") == 2  # header + the one tier
+
+
+def test_a_window_that_keeps_few_completions_warns():
+    # 4 requests end 0.1, 0.2, 0.3 and 3 s after the first send; a 1 s window keeps 1 of 4
+    recs = [request("base", 0, i, 0, 10.0) for i in range(4)]
+    req, resp = frames(recs)
+    req["end_ns"] = [int(x * S) for x in (0.1, 0.2, 0.3, 3.0)]
+    warnings = summarize_trusted(req, resp, warmup_s=1.0).warnings
+    assert len(warnings) == 1
+    assert (
+        warnings[0].startswith("base c1: the window") and "keeps 1 of 4" in warnings[0]
+    )
 
 
 # --- thin percentiles and token source ----------------------------------------------------
