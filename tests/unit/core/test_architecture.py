@@ -326,3 +326,10 @@ def test_private_use_detector(tmp_path: Path):
         "from trtbench.cli import _hidden",
         "tm._secret",
     ]
+
+
+def test_test_file_names_are_unique():
+    """pytest imports test files by basename (no __init__.py in tests/): two files of one
+    name in different folders stop the whole collection."""
+    names = [p.name for p in (REPO_ROOT / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
