@@ -220,7 +220,7 @@ def _gpu_figures(step: np.ndarray, start: np.ndarray, end: np.ndarray, n: int) -
     first = pd.array(span["first"], dtype="Int64")
     last = pd.array(span["last"], dtype="Int64")
     busy = _union_length(step, start, end, n).astype(np.int64)
-    idle = pd.Series(last - first).fillna(0).to_numpy(dtype=np.int64) - busy
+    idle = (last - first) - pd.array(busy, dtype="Int64")  # NA: no GPU work in the step
     return {
         "gpu_start_ns": first,
         "gpu_end_ns": last,
@@ -241,7 +241,8 @@ def step_table(frame: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
         sum of the step's launch-call durations; ``launch_delay_*`` use, per launch call with
         GPU work, ``max(0, first GPU start - api end)``; GPU figures cover every GPU activity
         (kernel, memcpy, memset, whole graph) launched by any call of the step:
-        ``gpu_idle_ns = (gpu_end - gpu_start) - union length``.
+        ``gpu_idle_ns = (gpu_end - gpu_start) - union length`` (NA for a step without GPU
+        work: a step that ran nothing on the GPU has no idle time to speak of).
     """
     n = len(windows)
     row, step = _assign_rows(frame, windows)

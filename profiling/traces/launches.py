@@ -292,7 +292,7 @@ def summarize_steps(steps: pd.DataFrame, step_source: str) -> StepSummary:
     def stat(column: str, how: str = "mean") -> float:
         if not len(steps):
             return float("nan")
-        return float(steps[column].astype("Float64").agg(how))
+        return float(steps[column].astype("Float64").astype(float).agg(how))  # NA → NaN
 
     delays = steps["launch_delay_mean_ns"].astype("Float64")
     weights = steps["launch_delay_calls"].astype("Float64")

@@ -155,5 +155,8 @@ STEP_SCHEMA = (
     Column(
         "gpu_busy_ns", "union of the step's GPU activity intervals, all streams (ns)"
     ),
-    Column("gpu_idle_ns", "(gpu end - gpu start) - gpu busy (ns)"),
+    Column(
+        "gpu_idle_ns",
+        "(gpu end - gpu start) - gpu busy (ns); empty when the step ran no GPU work",
+    ),
 )

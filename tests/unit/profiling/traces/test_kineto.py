@@ -265,3 +265,16 @@ def test_decimal_text_edge_cases(tmp_path: Path, text: str, ns: int) -> None:
     )
     launches = KinetoTrace(path).launches
     assert (launches["api_end_ns"] - launches["api_start_ns"]).tolist() == [ns]
+
+
+def test_a_step_without_gpu_work_has_no_gpu_idle_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # triton_example: its one kernel belongs to another process than the only step, so the
+    # step ran nothing on the GPU; idle time is undefined there, not 0
+    path = hta_trace("triton_example")
+    main(["analyze", "kineto", str(path), "--out", str(tmp_path)])
+    steps = pd.read_csv(tmp_path / "steps.csv")
+    assert len(steps) == 1 and steps.loc[0, "gpu_busy_ns"] == 0
+    assert pd.isna(steps.loc[0, "gpu_idle_ns"])
+    assert "GPU idle n/a" in capsys.readouterr().out
