@@ -138,6 +138,14 @@ def test_health_is_none_while_serving_and_names_the_exit_after_sigkill(run_dir):
         # a stopped (not dead) server does not answer: not ready, within the timeout
         os.kill(server.process.pid, signal.SIGSTOP)
         try:
+            # the stop lands asynchronously: a thread of a busy server can still answer
+            stopped = psutil.Process(server.process.pid)
+            deadline = time.monotonic() + 5.0
+            while (
+                stopped.status() != psutil.STATUS_STOPPED
+                and time.monotonic() < deadline
+            ):
+                time.sleep(0.01)
             began = time.monotonic()
             reason = server.health(timeout_s=0.3)
             assert time.monotonic() - began < 1.0
