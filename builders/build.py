@@ -1,8 +1,10 @@
-"""Build every selected variant of a bench spec with one backend, and record it in run.json.
+"""Build every selected variant of a bench spec with its backend, and record it in run.json.
 
 ``build_variants`` is what ``trtbench build`` calls. Each backend is one function
 ``(spec, variant, out, *, dry_run, describe) -> BuildManifest``; :func:`backend_builder`
-picks it. One :class:`~trtbench.builders.manifest.ModelDescriber` serves all variants.
+picks it per variant (``spec.backend_of(variant)``, or ``--backend`` for all). One
+:class:`~trtbench.builders.manifest.ModelDescriber` serves all variants. Every
+``trtllm-pytorch`` variant is planned and checked before anything is written.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from trtbench.builders.manifest import (
     BuildManifest,
@@ -18,8 +21,10 @@ from trtbench.builders.manifest import (
     library_versions,
     utc_now,
 )
+from trtbench.errors import ConfigError
 from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec
+from trtbench.spec import BenchSpec, VariantSpec
+from trtbench.spec_llmapi import LLMAPI_BACKEND, variant_backend_problem
 from trtbench.units import format_bytes
 
 logger = logging.getLogger(__name__)
@@ -29,6 +34,10 @@ Builder = Callable[..., BuildManifest]
 
 def backend_builder(backend: str) -> Builder:
     """The build function of ``backend`` (``reference`` imports torch lazily)."""
+    if backend == LLMAPI_BACKEND:
+        from trtbench.builders.trtllm.llmapi_build import build_llmapi_variant
+
+        return build_llmapi_variant
     if backend == "trtllm":
         from trtbench.builders.trtllm.backend import build_trtllm_variant
 
@@ -50,7 +59,8 @@ def build_variants(
     Args:
         spec: the validated bench spec.
         names: variant names to build, in any order (built in spec order).
-        backend: ``reference`` or ``trtllm`` (default: the spec's).
+        backend: ``reference``, ``trtllm`` or ``trtllm-pytorch`` for every variant
+            (default: each variant's ``backend``, else the spec's).
         out: the run directory (default ``runs/<spec name>`` under the current directory).
         dry_run: validate and return the manifests without writing anything.
 
@@ -63,19 +73,59 @@ def build_variants(
         NotAvailableError: backend trtllm without TensorRT-LLM.
     """
     out = out or RunDir(Path("runs") / spec.name)
-    backend = backend or spec.backend
     variants = spec.select(tuple(names))
-    builder = backend_builder(backend)
+    backends = {v.name: variant_backend(spec, v, backend) for v in variants}
+    if not dry_run:
+        check_llmapi_plans(
+            spec, [v for v in variants if backends[v.name] == LLMAPI_BACKEND]
+        )
     started = utc_now()
     describe = ModelDescriber()
     manifests = [
-        builder(spec, v, out, dry_run=dry_run, describe=describe) for v in variants
+        backend_builder(backends[v.name])(
+            spec, v, out, dry_run=dry_run, describe=describe
+        )
+        for v in variants
     ]
     if not dry_run:
-        _record(spec, backend, out, manifests, started)
+        _record(spec, backend or spec.backend, out, manifests, started)
         for manifest in manifests:
             logger.info("%s", describe_build(manifest))
     return manifests
+
+
+def variant_backend(spec: BenchSpec, variant: VariantSpec, override: str | None) -> str:
+    """The backend ``variant`` is built with: ``override`` (``--backend``), else its own.
+
+    Raises:
+        ConfigError: the variant cannot run on that backend (e.g. medusa on trtllm-pytorch,
+            eagle3 on reference), naming the field and the fix.
+    """
+    chosen = override or spec.backend_of(variant)
+    where = f"variants[{spec.variants.index(variant)}]"
+    if problem := variant_backend_problem(variant, chosen, where):
+        via = f" (--backend {override})" if override else ""
+        raise ConfigError(f"{problem}{via}")
+    return chosen
+
+
+def check_llmapi_plans(spec: BenchSpec, variants: Sequence[VariantSpec]) -> None:
+    """Plan and check every trtllm-pytorch variant (CPU only, nothing written), so bad input
+    fails before the first variant is built.
+
+    Raises:
+        ConfigError: see :func:`~trtbench.builders.trtllm.llmapi_build.plan_llmapi_variant`.
+    """
+    if not variants:
+        return
+    from trtbench.builders.trtllm.llmapi_build import (
+        plan_llmapi_variant,
+        resolve_trtllm_version,
+    )
+
+    _, contract = resolve_trtllm_version(spec)
+    for v in variants:
+        plan_llmapi_variant(spec, v, contract)
 
 
 def _record(
@@ -97,6 +147,7 @@ def _record(
                 "build_seconds": m.build_seconds,
                 "bytes_on_disk": m.bytes_on_disk,
                 "cuda_graphs": m.cuda_graphs.model_dump(),
+                "tensorrt_llm": _trtllm_record(m),
                 "built_at": m.created_at,
             }
             for m in manifests
@@ -116,10 +167,21 @@ def _record(
     )
 
 
+def _trtllm_record(manifest: BuildManifest) -> dict[str, Any] | None:
+    """run.json's TensorRT-LLM facts of one variant: version and path (None: reference)."""
+    block = (manifest.model_extra or {}).get("tensorrt_llm")
+    if not isinstance(block, dict):
+        return None
+    keep = ("version", "path", "version_source", "installed", "module_path", "contract")
+    return {k: block[k] for k in keep if k in block}
+
+
 def describe_build(manifest: BuildManifest, dry_run: bool = False) -> str:
     """One line per variant: name, mode, draft size, bytes, seconds, CUDA graphs."""
-    if manifest.mode == "draft_target":
+    if manifest.mode in ("draft_target", "eagle3", "ngram"):
         draft = f"K={manifest.max_draft_len}"
+    elif manifest.mode == "mtp":
+        draft = f"K={manifest.max_draft_len} (num_nextn_predict_layers)"
     elif manifest.mode == "medusa" and manifest.medusa is not None:
         depth = max(len(c) for c in manifest.medusa.choices)
         draft = (
@@ -139,7 +201,7 @@ def describe_build(manifest: BuildManifest, dry_run: bool = False) -> str:
     if dry_run:
         checked = (
             "plan passed the TensorRT-LLM contract checks"
-            if manifest.backend == "trtllm"
+            if manifest.backend in ("trtllm", LLMAPI_BACKEND)
             else "inputs checked"
         )
         return f"would build {head}, {cg} ({checked}; nothing written)"

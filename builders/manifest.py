@@ -14,6 +14,7 @@ Format (JSON, ``schema_version`` 1)::
      "engines": {"target": "."},                # trtllm: per-role engine dirs, relative
      "medusa": {"num_heads": 3, "num_layers": 1, "choices": [[0], [0, 0]]},
      "cuda_graphs": {"requested": true, "available": false, "reason": "no CUDA device"},
+     "tensorrt_llm": {"version": "1.2.1", "path": "engine", ...},   # trtllm, trtllm-pytorch
      "versions": {"trtbench": "0.1.0", "torch": "2.13.0+cpu", …},
      "host": {"hostname": "…", "platform": "…", "python": "3.11.7", "gpus": []},
      "build_seconds": 0.4, "bytes_on_disk": 1234, "created_at": "2026-11-29T08:00:00+00:00"}
@@ -87,9 +88,11 @@ class BuildManifest(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     schema_version: int = BUILD_JSON_SCHEMA_VERSION
-    backend: Literal["reference", "trtllm"]
+    backend: Literal["reference", "trtllm", "trtllm-pytorch"]
     variant: dict[str, Any]
-    mode: Literal["baseline", "draft_target", "medusa", "eagle"]
+    mode: Literal[
+        "baseline", "draft_target", "medusa", "eagle", "eagle3", "mtp", "ngram"
+    ]
     max_draft_len: int | None = None
     models: dict[str, ModelFiles | None]
     tokenizer_dir: str

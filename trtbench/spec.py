@@ -3,7 +3,7 @@
 Shape (see ``examples/tiny-cpu.yaml``)::
 
     name: tiny-cpu
-    backend: reference            # or trtllm
+    backend: reference            # or trtllm, trtllm-pytorch (spec_llmapi.py); per variant too
     models: {target: DIR, draft: DIR, medusa: DIR}
     variants:
       - {name: baseline, mode: baseline}
@@ -35,10 +35,16 @@ from pydantic import (
 
 from trtbench.errors import ConfigError
 from trtbench.paths import expand_vars
+from trtbench.spec_llmapi import (
+    LLMAPI_PATH_KEYS,
+    Backend,
+    LlmApiVariantFields,
+    Mode,
+    check_llmapi_mode_fields,
+    variant_backend_problem,
+)
 from trtbench.validation_errors import format_validation_error
 
-Mode = Literal["baseline", "draft_target", "medusa"]
-Backend = Literal["reference", "trtllm"]
 DType = Literal["auto", "float32", "float16", "bfloat16"]
 Choices = list[list[Annotated[int, Field(ge=0)]]]
 
@@ -58,8 +64,8 @@ class ModelsSpec(_Strict):
     medusa: Path | None = None
 
 
-class VariantSpec(_Strict):
-    """One engine to build and serve.
+class VariantSpec(LlmApiVariantFields):
+    """One engine to build and serve (LLM-API fields: :class:`LlmApiVariantFields`).
 
     ``max_draft_len``: draft tokens per step K for draft_target (default 4); for medusa the
     number of tree nodes the engine accepts (default: the tree's node count).
@@ -71,6 +77,7 @@ class VariantSpec(_Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     mode: Mode
+    backend: Backend | None = None
     max_draft_len: int | None = Field(default=None, ge=1, le=1024)
     medusa_choices: str | Choices | None = None
     cuda_graphs: bool = False
@@ -95,6 +102,7 @@ class VariantSpec(_Strict):
             raise ValueError("max_draft_len is only for draft_target and medusa")
         if self.max_seq_len <= self.max_input_len:
             raise ValueError("max_seq_len must be larger than max_input_len")
+        check_llmapi_mode_fields(self)
         return self
 
     @property
@@ -136,6 +144,9 @@ class DeploySpec(_Strict):
     reference_device: str = Field(default="auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
     mpirun: str = "mpirun"
     bind_address: str = "127.0.0.1"
+    # Who runs Triton's llmapi model for trtllm-pytorch variants; its model.py dir (tensorrt_llm).
+    llmapi_runtime: Literal["tensorrt_llm", "reference"] = "tensorrt_llm"
+    llmapi_model_dir: Path | None = None
 
     @field_validator("bind_address")
     @classmethod
@@ -255,6 +266,7 @@ class BenchSpec(_Strict):
 
     name: str = Field(default="bench", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     backend: Backend = "reference"
+    trtllm_version: str | None = Field(default=None, pattern=r"^\d+\.\d+\.\d+\S*$")
     models: ModelsSpec
     variants: list[VariantSpec] = Field(min_length=1)
     deploy: DeploySpec = Field(default_factory=DeploySpec)
@@ -273,7 +285,12 @@ class BenchSpec(_Strict):
 
     @model_validator(mode="after")
     def _check_models(self) -> BenchSpec:
-        modes = {v.mode for v in self.variants}
+        for i, v in enumerate(self.variants):
+            if problem := variant_backend_problem(
+                v, self.backend_of(v), f"variants[{i}]"
+            ):
+                raise ValueError(problem)
+        modes = {v.mode for v in self.variants if v.speculative_model is None}
         if "draft_target" in modes and self.models.draft is None:
             raise ValueError(
                 "a draft_target variant needs models.draft (a draft model dir)"
@@ -283,6 +300,10 @@ class BenchSpec(_Strict):
                 "a medusa variant needs models.medusa (a Medusa heads dir)"
             )
         return self
+
+    def backend_of(self, variant: VariantSpec) -> str:
+        """The backend of ``variant``: its own ``backend``, else the spec's."""
+        return variant.backend or self.backend
 
     def variant(self, name: str) -> VariantSpec:
         """Return the variant called ``name``.
@@ -326,7 +347,7 @@ def _resolve_paths(
     return data
 
 
-PATH_KEYS = {"models", "tritonserver", "dataset"}
+PATH_KEYS = {"models", "tritonserver", "dataset", *LLMAPI_PATH_KEYS}
 
 
 def parse_spec(

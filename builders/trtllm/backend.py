@@ -17,6 +17,8 @@ relative to ``engines/<variant>`` (``{"target": "."}``; draft_target
 available (a runtime knob of the C++ executor: always available) / reason; and a ``trtllm``
 block (version, speculative mode per role, draft acceptance, logits, KV reuse, per-engine
 build time, peak GPU memory and config.json summary).
+``tensorrt_llm`` = ``{version, path: "engine", contract, installed}`` (the same block the
+LLM-API path writes with ``path: "llm-api"``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from trtbench.builders.manifest import (
     write_manifest,
 )
 from trtbench.builders.trtllm.contract import (
+    CONTRACT_FILE,
     Contract,
     check_build_argv,
     load_contract,
@@ -198,6 +201,12 @@ def make_manifest(
         bytes_on_disk=0 if dry_run else dir_bytes(root),
         created_at=utc_now(),
         trtllm=_trtllm_block(plan, version, results),
+        tensorrt_llm={
+            "version": version,
+            "path": "engine",
+            "contract": CONTRACT_FILE,
+            "installed": None if dry_run else version,
+        },
     )
 
 

@@ -173,26 +173,41 @@ def check_call(call: Call, contract: Contract, where: str = "") -> None:
             check_call(value, contract, f"{here}.{key} -> ")
 
 
+def version_key(version: str) -> tuple[int, int, int, int, int] | None:
+    """``(major, minor, patch, stage, n)`` of a PEP 440 release (stage: a 0, b 1, rc 2,
+    final 3); local and post parts are ignored. None when ``version`` is not one.
+
+    ``1.3.0rc20`` → ``(1, 3, 0, 2, 20)``; ``1.2.1.post1`` → ``(1, 2, 1, 3, 0)``.
+    """
+    match = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:(a|b|rc)(\d+))?", version)
+    if not match:
+        return None
+    stage = {"a": 0, "b": 1, "rc": 2, None: 3}[match[4]]
+    return (int(match[1]), int(match[2]), int(match[3] or 0), stage, int(match[5] or 0))
+
+
 def check_trtllm_version(version: str, contract: Contract) -> None:
-    """Refuse a TensorRT-LLM outside ``[supported.min, supported.below)`` (1.0 ≤ v < 1.3).
+    """Refuse a TensorRT-LLM without the engine path: before ``supported.min`` (1.0) or after
+    ``supported.last`` (1.3.0rc20, the last release with ``trtllm-build``; research §1).
 
     Raises:
-        NotAvailableError: older (no ``_tensorrt_engine``) or newer (engine path removed).
+        NotAvailableError (exit 2): older (no ``_tensorrt_engine``) or newer (engine path
+            removed); the message names the last version with it and the NGC image.
     """
-    match = re.match(r"^(\d+)\.(\d+)", version)
-    if not match:
+    have = version_key(version)
+    if have is None:
         raise NotAvailableError(
             f"cannot read the TensorRT-LLM version {version!r}; use {contract.image}"
         )
-    have = (int(match[1]), int(match[2]))
-    low = tuple(int(x) for x in contract.raw["supported"]["min"].split("."))
-    high = tuple(int(x) for x in contract.raw["supported"]["below"].split("."))
-    if have >= high:
+    supported = contract.raw["supported"]
+    if have > (version_key(supported["last"]) or have):
         raise NotAvailableError(
-            f"TensorRT-LLM {version} has no TensorRT engine path (removed after 1.2.x); "
-            f"build inside {contract.image} (TensorRT-LLM {contract.version})"
+            f"TensorRT-LLM {version} has no TensorRT engine path (removed after "
+            f"{supported['last']}, the last release with it); build inside "
+            f"{contract.image} (TensorRT-LLM {contract.version}) or use backend: "
+            "trtllm-pytorch"
         )
-    if have < low:
+    if have < (version_key(supported["min"]) or have):
         raise NotAvailableError(
             f"TensorRT-LLM {version} predates tensorrt_llm._tensorrt_engine (1.0+); "
             f"build inside {contract.image} (TensorRT-LLM {contract.version})"

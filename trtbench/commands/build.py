@@ -23,9 +23,9 @@ from trtbench.spec import load_spec
 @variants_option("build", "every variant in the spec")
 @click.option(
     "--backend",
-    type=click.Choice(["reference", "trtllm"]),
+    type=click.Choice(["reference", "trtllm", "trtllm-pytorch"]),
     default=None,
-    help="Engine backend. Default: the spec's `backend`.",
+    help="Backend for every variant. Default: each variant's `backend`, else the spec's.",
 )
 @run_dir_option()
 @click.option(

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from trtbench.builders.build import check_llmapi_plans, variant_backend
 from trtbench.errors import ConfigError, ServerStartError
 from trtbench.json_files import read_json_object
 from trtbench.pipeline.loadtest import make_prompts, open_tokenizer, tiers_of
@@ -29,6 +30,7 @@ from trtbench.profiling.loadtest.prompts import (
 )
 from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec, DeploySpec, LoadtestSpec, VariantSpec
+from trtbench.spec_llmapi import LLMAPI_BACKEND, runtime_problem
 from trtbench.triton_repo.binary import find_tritonserver
 from trtbench.triton_repo.interface import RepoMetadata
 from trtbench.triton_repo.ports import choose_ports
@@ -139,12 +141,33 @@ def check_mpirun(spec: BenchSpec, variants: Sequence[VariantSpec]) -> None:
     Raises:
         ConfigError: tp_size × pp_size > 1 and the launcher is not on $PATH.
     """
-    wide = [v.name for v in variants if v.tp_size * v.pp_size > 1]
-    if spec.backend == "trtllm" and wide and shutil.which(spec.deploy.mpirun) is None:
+    wide = [
+        v.name
+        for v in variants
+        if v.tp_size * v.pp_size > 1
+        and spec.backend_of(v) in ("trtllm", LLMAPI_BACKEND)
+    ]
+    if wide and shutil.which(spec.deploy.mpirun) is None:
         raise ConfigError(
             f"deploy.mpirun {spec.deploy.mpirun!r} was not found and variant {wide[0]} "
             "needs it (tp_size × pp_size > 1); install Open MPI or set deploy.mpirun"
         )
+
+
+def check_llmapi_variants(spec: BenchSpec, variants: Sequence[VariantSpec]) -> None:
+    """Every variant fits its backend, and every trtllm-pytorch variant's LLM-API plan passes
+    the contract of the targeted TensorRT-LLM and can be served by ``deploy.llmapi_runtime``.
+
+    Raises:
+        ConfigError: a mode or field the backend lacks, a plan the contract refuses, or a
+            mode the reference engine cannot serve yet with ``llmapi_runtime: reference``.
+    """
+    llmapi = [v for v in variants if variant_backend(spec, v, None) == LLMAPI_BACKEND]
+    for v in llmapi:
+        where = f"variants[{spec.variants.index(v)}]"
+        if problem := runtime_problem(v.mode, spec.deploy.llmapi_runtime, where):
+            raise ConfigError(problem)
+    check_llmapi_plans(spec, llmapi)
 
 
 def target_tokenizer(spec: BenchSpec) -> TextTokenizer:
@@ -300,6 +323,7 @@ def preflight_run(
     check_run_dir(run_dir)
     check_tritonserver(spec.deploy.tritonserver, "deploy.tritonserver")
     check_mpirun(spec, selected)
+    check_llmapi_variants(spec, selected)
     check_ports(spec.deploy)
     return check_spec_prompts(spec, selected, target_tokenizer(spec))
 

@@ -211,7 +211,10 @@ def test_fp8_capability(capability, ok):
             check_fp8_capability(capability)
 
 
-@pytest.mark.parametrize("version", ["1.2.1", "1.2.0", "1.1.0", "1.0.0", "1.2.1.post1"])
+@pytest.mark.parametrize(
+    "version",
+    ["1.2.1", "1.2.0", "1.1.0", "1.0.0", "1.2.1.post1", "1.3.0rc1", "1.3.0rc20"],
+)
 def test_supported_versions(contract, version):
     check_trtllm_version(version, contract)
 
@@ -219,9 +222,10 @@ def test_supported_versions(contract, version):
 @pytest.mark.parametrize(
     ("version", "needle"),
     [
-        ("1.3.0rc20", "removed after 1.2.x"),
-        ("1.4.0rc1", "removed after 1.2.x"),
-        ("2.0.0", "removed after 1.2.x"),
+        ("1.3.0rc21", "removed after 1.3.0rc20, the last release with it"),
+        ("1.3.0", "removed after 1.3.0rc20, the last release with it"),
+        ("1.4.0rc4", "removed after 1.3.0rc20, the last release with it"),
+        ("2.0.0", "removed after 1.3.0rc20, the last release with it"),
         ("0.21.0", "predates tensorrt_llm._tensorrt_engine"),
         ("dev", "cannot read the TensorRT-LLM version"),
     ],

@@ -1,0 +1,178 @@
+"""A reference engine from TensorRT-LLM ``LLM(...)`` arguments (an llmapi ``model.yaml``).
+
+The reference runtime of Triton's ``llmapi`` model reads the same ``model.yaml`` TensorRT-LLM's
+own ``model.py`` would (every key but ``triton_config`` is an ``LLM`` argument) and maps what
+the reference engine can honour: ``model`` (target dir), ``tokenizer``, ``speculative_config``
+(``decoding_type`` DraftTarget → ``draft_target`` with ``speculative_model`` as the draft and
+``max_draft_len`` as K; absent or null → ``baseline``), ``max_batch_size``, ``max_seq_len``,
+``max_input_len``, ``cuda_graph_config`` (a mapping → CUDA graphs requested, null → off) and
+``dtype``. Other keys (``kv_cache_config``, ``disable_overlap_scheduler``, parallel sizes …)
+tune TensorRT-LLM's runtime and have no reference counterpart; they are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from transformers import AutoConfig, AutoTokenizer
+
+from trtbench.builders.reference.engine import ReferenceEngine
+from trtbench.builders.reference.loading import (
+    load_causal_lm,
+    make_engine,
+    resolve_device,
+    resolve_dtype,
+)
+from trtbench.errors import ConfigError
+
+# decoding_type → the reference mode serving it (None: the reference engine lacks it yet).
+DECODING_MODES: dict[str, str | None] = {
+    "DraftTarget": "draft_target",
+    "Eagle3": None,
+    "Eagle": None,
+    "MTP": None,
+    "NGram": None,
+}
+# The trtbench mode name of decoding types the reference engine lacks (for the message).
+_MISSING_MODE = {"Eagle3": "eagle3", "Eagle": "eagle3", "MTP": "mtp", "NGram": "ngram"}
+DEFAULT_MAX_BATCH_SIZE = 8  # as loading.engine_from_manifest
+DEFAULT_MAX_INPUT_LEN = 1024  # TensorRT-LLM BaseLlmArgs.max_input_len default
+DEFAULT_DRAFT_LEN = 4
+
+
+@dataclass(frozen=True)
+class ReferencePlan:
+    """What the reference engine will run for one set of LLM arguments (paths as given)."""
+
+    mode: str
+    target: Path
+    tokenizer: Path
+    draft: Path | None
+    draft_len: int
+    max_batch_size: int
+    max_seq_len: int | None
+    max_input_len: int
+    cuda_graphs: bool
+    dtype: str
+
+
+def reference_mode(llm_args: Mapping[str, Any]) -> str:
+    """The reference mode for ``llm_args['speculative_config']``.
+
+    Returns:
+        ``baseline`` (no speculative_config) or ``draft_target`` (DraftTarget).
+
+    Raises:
+        ConfigError: a decoding_type the reference engine cannot serve (Eagle3, MTP, NGram:
+            names the missing reference mode) or one it does not know.
+    """
+    spec = llm_args.get("speculative_config")
+    if spec is None:
+        return "baseline"
+    if not isinstance(spec, Mapping):
+        raise ConfigError(
+            f"speculative_config must be a mapping with decoding_type, got {spec!r}"
+        )
+    kind = str(spec.get("decoding_type", ""))
+    mode = DECODING_MODES.get(kind)
+    if mode is not None:
+        return mode
+    if kind in _MISSING_MODE:
+        raise ConfigError(
+            f"the reference engine cannot serve decoding_type {kind} yet: it has no "
+            f"{_MISSING_MODE[kind]} mode (issue 14); serve this variant with "
+            "deploy.llmapi_runtime: tensorrt_llm on a GPU with TensorRT-LLM"
+        )
+    known = ", ".join(k for k, v in DECODING_MODES.items() if v)
+    raise ConfigError(
+        f"speculative_config.decoding_type {kind!r} is unknown to the reference engine; "
+        f"it serves: {known} (or no speculative_config for baseline)"
+    )
+
+
+def plan_from_llm_args(llm_args: Mapping[str, Any]) -> ReferencePlan:
+    """Map LLM arguments onto the reference engine (pure: reads no file).
+
+    Raises:
+        ConfigError: no ``model``, an unservable ``speculative_config`` (see
+            :func:`reference_mode`), DraftTarget without ``speculative_model``, an unknown
+            ``dtype``, or a non-positive limit.
+    """
+    if not llm_args.get("model"):
+        raise ConfigError("the LLM arguments name no model (model: <target dir>)")
+    mode = reference_mode(llm_args)
+    spec = llm_args.get("speculative_config") or {}
+    draft = None
+    if mode == "draft_target":
+        if not spec.get("speculative_model"):
+            raise ConfigError(
+                "speculative_config (DraftTarget) has no speculative_model: set it to the "
+                "draft model directory"
+            )
+        draft = Path(str(spec["speculative_model"]))
+    dtype = str(llm_args.get("dtype") or "auto")
+    if dtype not in ("auto", "float32", "float16", "bfloat16"):
+        raise ConfigError(
+            f"dtype {dtype!r} is not one the reference engine runs; use auto, float32, "
+            "float16 or bfloat16"
+        )
+    limits = {
+        "max_batch_size": llm_args.get("max_batch_size") or DEFAULT_MAX_BATCH_SIZE,
+        "max_input_len": llm_args.get("max_input_len") or DEFAULT_MAX_INPUT_LEN,
+        "max_draft_len": spec.get("max_draft_len") or DEFAULT_DRAFT_LEN,
+    }
+    bad = {k: v for k, v in limits.items() if int(v) < 1}
+    if bad:
+        raise ConfigError(f"{', '.join(bad)} must be >= 1, got {bad}")
+    model = Path(str(llm_args["model"]))
+    return ReferencePlan(
+        mode=mode,
+        target=model,
+        tokenizer=Path(str(llm_args.get("tokenizer") or model)),
+        draft=draft,
+        draft_len=int(limits["max_draft_len"]) if draft else 0,
+        max_batch_size=int(limits["max_batch_size"]),
+        max_seq_len=int(llm_args["max_seq_len"])
+        if llm_args.get("max_seq_len")
+        else None,
+        max_input_len=int(limits["max_input_len"]),
+        # TensorRT-LLM's default (key absent) is a CudaGraphConfig, i.e. on; null is off.
+        cuda_graphs=llm_args.get("cuda_graph_config", {}) is not None,
+        dtype=dtype,
+    )
+
+
+def engine_from_llm_args(
+    llm_args: Mapping[str, Any], device: str = "auto"
+) -> ReferenceEngine:
+    """Load the models the LLM arguments name and assemble the reference engine.
+
+    ``max_seq_len`` absent: the target's ``max_position_embeddings``. ``max_input_len`` is
+    capped at ``max_seq_len - 1``. CUDA graphs are captured only on a CUDA device.
+
+    Raises:
+        ConfigError: see :func:`plan_from_llm_args`.
+        BuildError: a model directory cannot be loaded or its weights do not match.
+        NotAvailableError: ``device`` asks for CUDA and there is none.
+    """
+    plan = plan_from_llm_args(llm_args)
+    dev = resolve_device(device)
+    dtype = resolve_dtype(plan.dtype, dev, plan.target)
+    max_seq_len = plan.max_seq_len or int(
+        AutoConfig.from_pretrained(plan.target).max_position_embeddings
+    )
+    draft = load_causal_lm(plan.draft, dtype, dev) if plan.draft else None
+    return make_engine(
+        plan.mode,
+        load_causal_lm(plan.target, dtype, dev),
+        AutoTokenizer.from_pretrained(plan.tokenizer),
+        max_seq_len=max_seq_len,
+        max_input_len=min(plan.max_input_len, max_seq_len - 1),
+        draft=draft,
+        draft_len=plan.draft_len or DEFAULT_DRAFT_LEN,
+        cuda_graphs=plan.cuda_graphs,
+        max_batch_size=plan.max_batch_size,
+    )
