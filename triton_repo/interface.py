@@ -224,6 +224,9 @@ class RepoMetadata(BaseModel):
             ``{"num_draft_tokens": 4}`` for the BLS.
         text_stream_exact: streamed ``text_output`` pieces concatenate to the exact text
             (False where each chunk is detokenized on its own and may split a character).
+        text_output: what a streamed ``text_output`` holds: ``delta`` (the text new in
+            this response; concatenate) or ``cumulative`` (all text so far, TensorRT-LLM's
+            llmapi model: the last response holds the whole text).
         max_draft_len: draft tokens per step (draft_target K, medusa tree nodes), or None.
         medusa_choices: the Medusa tree served, or None.
         max_batch_size, max_input_len, max_seq_len: engine limits.
@@ -240,7 +243,7 @@ class RepoMetadata(BaseModel):
 
     schema_version: int = METADATA_SCHEMA_VERSION
     variant: str
-    backend: Literal["reference", "trtllm"]
+    backend: Literal["reference", "trtllm", "trtllm-pytorch"]
     mode: str
     model_name: str
     models: list[str]
@@ -256,6 +259,7 @@ class RepoMetadata(BaseModel):
     perf_metrics_outputs: list[str] = Field(default_factory=list)
     extra_inputs: dict[str, int | float | bool | str] = Field(default_factory=dict)
     text_stream_exact: bool = True
+    text_output: Literal["delta", "cumulative"] = "delta"
     max_draft_len: int | None = None
     medusa_choices: list[list[int]] | None = None
     max_batch_size: int

@@ -6,6 +6,8 @@ caller writes it (``write.py``). Layouts (research/triton_backend.md §1–3):
 - ``reference``: one decoupled Python-backend model ``ensemble`` running the PyTorch
   reference engine, with the TensorRT-LLM ensemble's tensor names (``interface.py``); here.
 - ``trtllm``: the inflight-batcher layout, in :mod:`trtbench.triton_repo.render_trtllm`.
+- ``trtllm-pytorch``: TensorRT-LLM's ``llmapi`` layout (one Python model ``tensorrt_llm``
+  reading ``model.yaml``), in :mod:`trtbench.triton_repo.render_llmapi`.
 
 Every repository also gets ``trtbench.json`` (:class:`~.interface.RepoMetadata`).
 """
@@ -20,6 +22,7 @@ from trtbench.triton_repo import interface as io
 from trtbench.triton_repo.interface import RepoMetadata
 from trtbench.triton_repo.manifest_fields import base_metadata, variant_int
 from trtbench.triton_repo.pbtxt import python_model_files, render_python_model
+from trtbench.triton_repo.render_llmapi import render_llmapi
 from trtbench.triton_repo.render_trtllm import render_trtllm
 
 if TYPE_CHECKING:  # plain data handed over by the caller (build.json)
@@ -94,4 +97,6 @@ def render_repository(
     """
     if manifest.backend == "reference":
         return render_reference(manifest, engine_dir, deploy)
+    if manifest.backend == "trtllm-pytorch":
+        return render_llmapi(manifest, engine_dir, deploy)
     return render_trtllm(manifest, engine_dir, deploy)

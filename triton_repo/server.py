@@ -218,7 +218,12 @@ class TritonServer:
         Raises:
             ServerStartError: see the class; also equal given ports, or a bind address
                 that is not an IP literal.
+            RuntimeError: this server is already running (a second launch would orphan it).
         """
+        if self.process is not None and self.process.poll() is None:
+            raise RuntimeError(
+                f"tritonserver pid {self.process.pid} is already running"
+            )
         cfg = self.config
         if not is_loopback(cfg.bind_address):
             log.warning(

@@ -23,6 +23,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from trtbench.builders.manifest import read_manifest
+from trtbench.builders.trtllm.llmapi_contract import check_llm_api_yaml
 from trtbench.errors import ConfigError, DeployError
 from trtbench.run_dir import RunDir
 from trtbench.spec import DeploySpec
@@ -144,10 +145,17 @@ def render_variant(
     Raises:
         BuildError: the engine dir is missing or not built (no/invalid build.json).
         DeployError: the manifest cannot be deployed (missing engine role, Medusa tree).
+        ConfigError: an LLM-API variant's ``llm_api.yaml`` (which a user may edit after the
+            build) fails the contract of the TensorRT-LLM version it was built for.
     """
     rd = as_run_dir(run_dir)
     engine_dir = rd.engine_dir(variant)
     manifest = read_manifest(engine_dir)
+    if manifest.backend == "trtllm-pytorch":
+        built_for = (manifest.model_extra or {}).get("tensorrt_llm") or {}
+        plan = engine_dir / "llm_api.yaml"
+        if plan.is_file() and built_for.get("version"):
+            check_llm_api_yaml(plan, str(built_for["version"]))
     return render_repository(manifest, engine_dir, deploy)
 
 

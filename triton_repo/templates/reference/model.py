@@ -33,15 +33,15 @@ runs on CPU, default 1: on 2 shared cores 2 threads were measured to collapse th
 from __future__ import annotations
 
 import json
-import queue
 import sys
-import threading
 import time
 from pathlib import Path
 
 import triton_python_backend_utils as pb_utils
 from trtbench_detok import IncrementalDecoder
 from trtbench_model_utils import (
+    DeliveryResponder,
+    Outbox,
     arrival_tensor,
     as_bool,
     error_response,
@@ -123,70 +123,15 @@ class _Totals:
         )
 
 
-class _Outbox:
-    """Sends responses on its own thread, in delivery order.
-
-    Each ``sender.send`` (and ``is_cancelled``) is an IPC round trip to the Triton process
-    (~0.2 ms each on 2 busy cores); done on the batcher's thread they would add up per row
-    between decode steps. Here the batcher queues the delivery and goes on to its next step.
-    """
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(
-            target=self._run, name="trtbench-responses", daemon=True
-        )
-        self._thread.start()
-
-    def put(self, responder, step, final: bool, error) -> None:
-        self._queue.put((responder, step, final, error))
-
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            responder, *delivery = item
-            try:
-                responder.respond(*delivery)
-            except Exception as exc:  # noqa: BLE001 - the thread must serve the others
-                pb_utils.Logger.log_error(f"sending a response failed: {exc!r}")
-
-    def close(self, timeout_s: float = 30.0) -> None:
-        """Send what is queued, then stop."""
-        self._queue.put(None)
-        self._thread.join(timeout_s)
-
-
-class _Responder:
+class _Responder(DeliveryResponder):
     """One request's responses, built from the batcher's deliveries (sent by the outbox)."""
 
-    def __init__(self, req: _Request, sender, tokenizer, outbox: _Outbox) -> None:
+    def __init__(self, req: _Request, sender, tokenizer, outbox: Outbox) -> None:
+        super().__init__(sender, outbox)
         self.req = req
-        self.sender = sender
         self.tokenizer = tokenizer
-        self.outbox = outbox
         self.totals = _Totals(req.arrival_ns)
         self.detok = IncrementalDecoder(tokenizer) if req.stream else None
-        self.handle = None
-        self.ready = threading.Event()  # set once ``handle`` is assigned
-        self.closed = False
-        self.deliveries = 0
-
-    def __call__(self, step, final: bool, error) -> None:
-        """``deliver(step, final, error)`` of ``ReferenceEngine.submit`` (batcher thread)."""
-        self.outbox.put(self, step, final, error)
-
-    def respond(self, step, final: bool, error) -> None:
-        """Send the response(s) for one delivery (outbox thread)."""
-        self.ready.wait()
-        if self.closed:
-            return
-        try:
-            self._respond(step, final, error)
-        except Exception as exc:  # noqa: BLE001 - every failure goes to the client
-            self.closed = True
-            self.handle.cancel()
-            self.sender.send(
-                error_response(f"{type(exc).__name__}: {exc}"), flags=FINAL
-            )
 
     def _respond(self, step, final: bool, error) -> None:
         if error is not None:
@@ -257,7 +202,7 @@ class TritonPythonModel:
         if self.engine.device.type == "cpu":
             torch.set_num_threads(int(params.get("cpu_threads") or 1))
         sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
-        self.outbox = _Outbox()
+        self.outbox = Outbox()
         self.tokenizer = self.engine.tokenizer
         self.add_special_tokens = as_bool(params.get("add_special_tokens", "true"))
         pb_utils.Logger.log_info(
