@@ -57,6 +57,11 @@ class RequestRecord:
             ``arrival_time_ns``), on this clock (see
             ``trtbench.profiling.loadtest.client_timing``); None when not reported.
         max_concurrency: the open loop's cap on requests in flight (None: no cap).
+        server_scheduled_ns: when the server first scheduled the request (TensorRT-LLM's
+            ``first_scheduled_time_ns``), on this clock like ``server_arrival_ns``; None
+            when not reported.
+        server_first_token_ns: when the server generated the first token (its
+            ``first_token_time_ns``), on this clock; None when not reported.
     """
 
     variant: str
@@ -87,6 +92,8 @@ class RequestRecord:
     ready_ns: int | None = None
     server_arrival_ns: int | None = None
     max_concurrency: int | None = None
+    server_scheduled_ns: int | None = None
+    server_first_token_ns: int | None = None
 
 
 @dataclass(frozen=True)

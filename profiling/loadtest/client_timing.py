@@ -17,7 +17,14 @@ Per request (all ``perf_counter_ns`` of the client, research/loadtest.md §1.9, 
   (``time.time_ns()``, CLOCK_REALTIME). It is moved onto the client's timeline with the
   offset ``time_ns() − perf_counter_ns()`` measured when the client starts, which holds
   when server and client share a machine (or synced clocks; an NTP step in between shows
-  up as a wrong delay).
+  up as a wrong delay). TensorRT-LLM reports steady-clock ns instead, which on Linux is
+  already the client's clock (:func:`server_ns_to_client` tells the two apart).
+- ``server_queue_time`` = server first scheduled − server arrival and
+  ``server_prefill_time`` = server first token − first scheduled, from TensorRT-LLM's
+  perf metrics (``first_scheduled_time_ns``, ``first_token_time_ns``): both are
+  differences of server readings, so no clock offset enters them. With
+  ``client_to_server_delay`` they split TTFT into client → server + server queue + prefill
+  + the first response's way back (the rest).
 
 Files written before a column existed read back without it: ready = scheduled, no
 server arrival.
@@ -54,6 +61,32 @@ def wall_minus_perf_ns(samples: int = 5) -> int:
     return best[1]
 
 
+def server_ns_to_client(
+    server_ns: int | None, clock_offset_ns: int | None, sent_ns: int
+) -> int | None:
+    """A server-reported time (ns) on the client's ``perf_counter_ns`` clock.
+
+    Servers report in one of two clocks: epoch ns (``time.time_ns()``: trtbench's reference
+    and BLS models) or steady-clock ns (TensorRT-LLM's ``RequestPerfMetrics::TimePoint`` is
+    ``std::chrono::steady_clock``, ``cpp/include/tensorrt_llm/executor/types.h``; the
+    llmapi model sends ``pd.Timedelta(...).value`` of it). On Linux the steady clock is
+    CLOCK_MONOTONIC, the clock of Python's ``perf_counter_ns`` too, shared by every process
+    on the machine. The two readings differ by decades, so the one nearer the request's
+    ``sent_ns`` is the right one: ``server_ns − clock_offset_ns`` (epoch) or ``server_ns``
+    itself (monotonic).
+
+    Args:
+        server_ns: the server's value (None or ≤ 0: not reported).
+        clock_offset_ns: ``time_ns() − perf_counter_ns()`` of the client
+            (:func:`wall_minus_perf_ns`); None: not recorded, the result is None.
+        sent_ns: when the request was sent (``perf_counter_ns``).
+    """
+    if server_ns is None or server_ns <= 0 or clock_offset_ns is None:
+        return None
+    epoch = server_ns - clock_offset_ns
+    return epoch if abs(epoch - sent_ns) <= abs(server_ns - sent_ns) else server_ns
+
+
 def _col(r: pd.DataFrame, name: str) -> pd.Series:
     if name not in r:
         return pd.Series(np.nan, index=r.index)
@@ -65,18 +98,27 @@ def timing_columns(r: pd.DataFrame) -> dict[str, pd.Series]:
 
     Returns:
         ``client_queue_time_ms``, ``dispatch_lag_ms``, ``time_to_first_token_with_queue_ms``,
-        ``request_latency_with_queue_ms`` and ``client_to_server_delay_ms`` (NaN without a
-        server arrival), each indexed like ``r``.
+        ``request_latency_with_queue_ms``, ``client_to_server_delay_ms`` (NaN without a
+        server arrival), ``server_queue_time_ms`` (server first scheduled − arrival) and
+        ``server_prefill_time_ms`` (server first token − first scheduled; NaN where the
+        server reports no such times), each indexed like ``r``.
     """
     scheduled, sent = _col(r, "scheduled_ns"), _col(r, "sent_ns")
     ready = _col(r, "ready_ns").fillna(scheduled)
+    arrival, scheduled_server = (
+        _col(r, "server_arrival_ns"),
+        _col(r, "server_scheduled_ns"),
+    )
     return {
         "client_queue_time_ms": (ready - scheduled) / 1e6,
         "dispatch_lag_ms": (sent - ready) / 1e6,
         "time_to_first_token_with_queue_ms": (_col(r, "first_token_ns") - scheduled)
         / 1e6,
         "request_latency_with_queue_ms": (_col(r, "last_token_ns") - scheduled) / 1e6,
-        "client_to_server_delay_ms": (_col(r, "server_arrival_ns") - sent) / 1e6,
+        "client_to_server_delay_ms": (arrival - sent) / 1e6,
+        "server_queue_time_ms": (scheduled_server - arrival) / 1e6,
+        "server_prefill_time_ms": (_col(r, "server_first_token_ns") - scheduled_server)
+        / 1e6,
     }
 
 

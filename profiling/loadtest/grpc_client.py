@@ -10,6 +10,10 @@ so per-request deadlines and cancellation need no bookkeeping.
 (vLLM's ``ASYNC_REQUEST_FUNCS`` shape): ``stream`` (decoupled model, ``stream=true``),
 ``nostream`` (decoupled model asked for one response, e.g. TRT-LLM BLS draft-target) and
 ``unary`` (non-decoupled model, ``ModelInfer``).
+
+Two request interfaces: TensorRT-LLM's ensemble / BLS tensors (``text_input`` +
+``max_tokens``) and Triton's ``llmapi`` model (``text_input`` + ``sampling_param_max_tokens``,
+``llmapi_tensors.py``).
 """
 
 from __future__ import annotations
@@ -25,31 +29,28 @@ import numpy as np
 from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 
 from trtbench.errors import LoadTestError
+from trtbench.profiling.loadtest.llmapi_tensors import (
+    EXCLUDE_INPUT,
+    MAX_TOKENS_INPUT,
+    STREAMING_INPUT,
+    is_llmapi,
+    llmapi_values,
+)
+from trtbench.profiling.loadtest.response_parse import (  # noqa: F401 (re-exported)
+    ACCEPTED_OUTPUTS,
+    DRAFT_OUTPUTS,
+    DTYPES,
+    FINAL_PARAM,
+    IDS_OUTPUT,
+    TEXT_OUTPUT,
+    ParsedResponse,
+    parse_response,
+)
 
 REQUIRED_INPUTS = {"text_input": "BYTES", "max_tokens": "INT32"}
 MIN_TOKENS_INPUTS = ("min_tokens", "min_length")
-TEXT_OUTPUT = "text_output"
-IDS_OUTPUT = "output_ids"
-# Speculative-decoding counts a server may return. ``draft_tokens_proposed`` /
-# ``draft_tokens_accepted`` count the steps behind one response (trtbench's reference and
-# BLS models, triton_repo/interface.py); ``total_*`` are running totals per request
-# (TRT-LLM perf metrics, with ``return_perf_metrics=true``).
-DRAFT_OUTPUTS = ("draft_tokens_proposed", "total_draft_tokens")
-ACCEPTED_OUTPUTS = ("draft_tokens_accepted", "total_accepted_draft_tokens")
 PERF_METRICS_INPUT = "return_perf_metrics"
-# When the request reached the model (epoch ns): the reference model sends it on the first
-# response, TRT-LLM's perf metrics on the final one.
-ARRIVAL_OUTPUT = "arrival_time_ns"
-FINAL_PARAM = "triton_final_response"
 EMPTY_FINAL_PARAM = "triton_enable_empty_final_response"
-_DTYPES = {
-    "BYTES": None,
-    "INT32": "<i4",
-    "INT64": "<i8",
-    "BOOL": "?",
-    "FP32": "<f4",
-    "UINT64": "<u8",
-}
 
 
 @dataclass(frozen=True)
@@ -72,11 +73,24 @@ class ModelInterface:
     def returns_ids(self) -> bool:
         return IDS_OUTPUT in self.outputs
 
+    @property
+    def llmapi(self) -> bool:
+        """Triton's ``llmapi`` model: it has ``sampling_param_max_tokens``."""
+        return is_llmapi(self.inputs)
+
+    @property
+    def echo_possible(self) -> bool:
+        """The prompt may come back in the output: no input asks the model to leave it out
+        (``exclude_input_in_output``, llmapi ``sampling_param_exclude_input_from_output``)."""
+        return not {"exclude_input_in_output", EXCLUDE_INPUT} & set(self.inputs)
+
     def default_endpoint(self) -> str:
-        """``stream`` for decoupled models with a ``stream`` input, else the fitting kind."""
+        """``stream`` for decoupled models with a ``stream`` (or llmapi ``streaming``)
+        input, else the fitting kind."""
         if not self.decoupled:
             return "unary"
-        return "stream" if "stream" in self.inputs else "nostream"
+        streams = "stream" in self.inputs or STREAMING_INPUT in self.inputs
+        return "stream" if streams else "nostream"
 
 
 def _request_shape(dims: list[int], max_batch_size: int) -> tuple[int, ...]:
@@ -105,21 +119,37 @@ def interface_from_config(config: model_config_pb2.ModelConfig) -> ModelInterfac
     )
 
 
+_USE = (
+    "trtbench sends text_input BYTES with max_tokens INT32 (TensorRT-LLM ensemble / BLS) "
+    "or with sampling_param_max_tokens INT32 (Triton's llmapi model) — point --model at "
+    "one of those"
+)
+
+
 def check_interface(interface: ModelInterface, url: str) -> None:
-    """Raise LoadTestError naming the first required input the model lacks or mistypes."""
-    for name, dtype in REQUIRED_INPUTS.items():
+    """Raise LoadTestError naming the first required input the model lacks or mistypes.
+
+    Required: ``text_input`` BYTES and a max-tokens input, ``max_tokens`` INT32 (ensemble /
+    BLS) or ``sampling_param_max_tokens`` INT32 (llmapi); the messages name both interfaces.
+    """
+    required = dict(REQUIRED_INPUTS)
+    if interface.llmapi:
+        required = {"text_input": "BYTES", MAX_TOKENS_INPUT: "INT32"}
+    for name, dtype in required.items():
         got = interface.inputs.get(name)
         if got is None:
             have = ", ".join(sorted(interface.inputs)) or "none"
+            missing = (
+                name if name == "text_input" else f"max_tokens or {MAX_TOKENS_INPUT}"
+            )
             raise LoadTestError(
-                f"model {interface.name!r} at {url} has no input tensor {name!r} (it has: "
-                f"{have}); trtbench sends text_input BYTES and max_tokens INT32 — point "
-                "--model at an ensemble / BLS-style LLM model"
+                f"model {interface.name!r} at {url} has no input tensor {missing!r} (it "
+                f"has: {have}); {_USE}"
             )
         if got[0] != dtype:
             raise LoadTestError(
                 f"model {interface.name!r} input {name!r} is {got[0]}, expected {dtype}; "
-                "point --model at an ensemble / BLS-style LLM model"
+                f"{_USE}"
             )
     if TEXT_OUTPUT not in interface.outputs and IDS_OUTPUT not in interface.outputs:
         raise LoadTestError(
@@ -171,7 +201,7 @@ def _serialize(dtype: str, values: list) -> bytes:
     if dtype == "BYTES":
         parts = [v if isinstance(v, bytes) else str(v).encode() for v in values]
         return b"".join(struct.pack("<I", len(p)) + p for p in parts)
-    return np.asarray(values, dtype=_DTYPES[dtype]).tobytes()
+    return np.asarray(values, dtype=DTYPES[dtype]).tobytes()
 
 
 @dataclass(frozen=True)
@@ -194,10 +224,20 @@ def build_request(
     """A ModelInferRequest for one prompt; optional inputs only where the model has them.
 
     Always sends ``exclude_input_in_output=true``; ``min_tokens`` (or ``min_length``) =
-    ``max_tokens`` when ``options.fixed_output_len``; ``return_perf_metrics=true`` when the
-    model has no per-response draft counts; asks for the empty final response.
+    ``max_tokens`` when ``options.fixed_output_len``; ``return_perf_metrics=true`` (the
+    server's timings split TTFT); asks for the empty final response.
+
+    An llmapi model (``interface.llmapi``) gets ``llmapi_tensors.llmapi_values`` instead:
+    ``text_input``, ``streaming``, ``sampling_param_max_tokens`` and
+    ``sampling_param_exclude_input_from_output`` / ``sampling_param_return_perf_metrics``
+    = true. It has no ``min_tokens`` or ``end_id`` input, so ``options.fixed_output_len``
+    and ``options.end_id`` cannot apply there: the output length is measured, not forced.
     """
-    values: dict[str, object] = {
+    if interface.llmapi:
+        values: dict[str, object] = llmapi_values(text, max_tokens, options.stream)
+        values.update(options.extra)
+        return _request(interface, request_id, values)
+    values = {
         "text_input": text,
         "max_tokens": max_tokens,
         "exclude_input_in_output": True,
@@ -207,11 +247,20 @@ def build_request(
         name = next((n for n in MIN_TOKENS_INPUTS if n in interface.inputs), None)
         if name:
             values[name] = max_tokens
-    if DRAFT_OUTPUTS[0] not in interface.outputs:
-        values[PERF_METRICS_INPUT] = True  # TRT-LLM: draft totals on the final response
+    # TRT-LLM's perf metrics: server times (and draft totals, ignored where a model also
+    # sends per-response counts: responses.py) on the final response
+    values[PERF_METRICS_INPUT] = True
     if options.end_id is not None:
         values["end_id"] = options.end_id
     values.update(options.extra)
+    return _request(interface, request_id, values)
+
+
+def _request(
+    interface: ModelInterface, request_id: str, values: dict[str, object]
+) -> service_pb2.ModelInferRequest:
+    """The request with every value the model has an input for; asks for the empty final
+    response."""
     request = service_pb2.ModelInferRequest(model_name=interface.name, id=request_id)
     for name, value in values.items():
         if name not in interface.inputs:
@@ -291,77 +340,3 @@ ENDPOINTS: dict[str, EndpointFn] = {
     "nostream": stream_request,
     "unary": unary_request,
 }
-
-
-@dataclass(frozen=True)
-class ParsedResponse:
-    """The parts of one response the metrics need."""
-
-    ids: np.ndarray | None
-    text: str | None
-    final: bool
-    draft_tokens: int | None
-    accepted_draft_tokens: int | None
-    cumulative_counts: bool
-    server_arrival_ns: int | None = None  # the server's arrival_time_ns (epoch ns)
-
-
-def _deserialize_bytes(raw: bytes) -> list[bytes]:
-    out, pos = [], 0
-    while pos + 4 <= len(raw):
-        (size,) = struct.unpack_from("<I", raw, pos)
-        out.append(raw[pos + 4 : pos + 4 + size])
-        pos += 4 + size
-    return out
-
-
-_SCALAR = {"INT32": "<i", "INT64": "<q", "UINT64": "<Q"}
-_COUNT_NAMES = frozenset(DRAFT_OUTPUTS + ACCEPTED_OUTPUTS)
-
-
-def _count(raw: bytes, dtype: str) -> int | None:
-    """The sum of an integer count tensor (one element in practice: no numpy for that)."""
-    fmt = _SCALAR.get(dtype)
-    if fmt is not None and len(raw) == struct.calcsize(fmt):
-        return int(struct.unpack(fmt, raw)[0])
-    if dtype not in _DTYPES or dtype == "BYTES":
-        return None
-    values = np.frombuffer(raw, dtype=_DTYPES[dtype])
-    return int(values.sum()) if values.size else None
-
-
-def parse_response(response: service_pb2.ModelInferResponse) -> ParsedResponse:
-    """Token ids, text, final flag and speculative counts of one response (pure).
-
-    An empty final response has no outputs: ids and text are None. It runs on the load
-    generator's event loop for every response, so it makes one pass over the outputs and
-    reads scalar counts without numpy (~10 µs a response).
-    """
-    ids = text = arrival = None
-    counts: dict[str, int | None] = {}
-    for output, raw in zip(
-        response.outputs, response.raw_output_contents, strict=False
-    ):
-        name = output.name
-        if name == IDS_OUTPUT:
-            ids = np.frombuffer(raw, dtype=_DTYPES[output.datatype])
-        elif name == TEXT_OUTPUT:
-            text = b"".join(_deserialize_bytes(raw)).decode(errors="replace")
-        elif name in _COUNT_NAMES:
-            counts[name] = _count(raw, output.datatype)
-        elif name == ARRIVAL_OUTPUT:
-            arrival = _count(raw, output.datatype)
-    draft = accepted = None
-    cumulative = False
-    for name in DRAFT_OUTPUTS:
-        if name in counts:
-            draft, cumulative = counts[name], name.startswith("total_")
-            break
-    for name in ACCEPTED_OUTPUTS:
-        if name in counts:
-            accepted = counts[name]
-            break
-    final_param = response.parameters.get(FINAL_PARAM)
-    final = bool(final_param is not None and final_param.bool_param)
-    arrival = arrival if arrival and arrival > 0 else None
-    return ParsedResponse(ids, text, final, draft, accepted, cumulative, arrival)

@@ -94,7 +94,8 @@ def request_metrics(
         output_token_throughput_per_user_tokens_per_s, tokens_per_response_tokens (NaN with
         one token response), input_sequence_length_tokens, output_sequence_length_tokens,
         client_queue_time_ms, dispatch_lag_ms, time_to_first_token_with_queue_ms,
-        request_latency_with_queue_ms, client_to_server_delay_ms (client_timing.py), acceptance_length_per_request_tokens,
+        request_latency_with_queue_ms, client_to_server_delay_ms, server_queue_time_ms,
+        server_prefill_time_ms (client_timing.py), acceptance_length_per_request_tokens,
         draft_acceptance_rate_per_request_ratio (NaN where the server reports no draft
         counts or nothing was proposed).
     """
@@ -231,6 +232,10 @@ METRICS: tuple[Metric, ...] = (
                  "last token − scheduled (queue-inclusive E2E)"),
     _per_request("client_to_server_delay", "ms",
                  "server-reported arrival − sent, where the server reports it"),
+    _per_request("server_queue_time", "ms", "server first scheduled − server arrival "
+                 "(TensorRT-LLM perf metrics), where the server reports them"),
+    _per_request("server_prefill_time", "ms", "server first token − server first "
+                 "scheduled (TensorRT-LLM perf metrics), where the server reports them"),
     _per_request("acceptance_length_per_request", "tokens",
                  "1 + accepted drafts / verify steps (token responses − 1) of each request, "
                  "where the server reports draft counts (pooled: acceptance_length_tokens)"),
@@ -268,7 +273,8 @@ def osl_warnings(requests: pd.DataFrame) -> list[str]:
             out.append(
                 f"{variant} {tier}: {bad} of {len(idx)} requests returned an output length "
                 "that misses the requested one by more than min(5%, 50 tokens); ask for "
-                "fixed lengths (min tokens = max tokens) or check the server's end token"
+                "fixed lengths (min tokens = max tokens) where the model takes them (the "
+                "llmapi model does not) or check the server's end token"
             )
     return out
 

@@ -4,22 +4,27 @@ Tokens come from ``output_ids`` when the server returns them (source ``output_id
 otherwise the text of all responses is re-tokenized once with the model's tokenizer and
 each token is attributed to the response that completes it (source ``retokenized``). A
 prompt echoed at the start of the output is removed and counted in ``echoed_tokens``.
+Triton's llmapi model sends the text so far on every streamed response (``cumulative_text``):
+it is turned into the new text of each response first (``llmapi_tensors.text_deltas``).
+Speculative counts come per response or as running totals (turned into per-response deltas,
+whether the totals come on every response or on the final one only). Server times
+(``arrival_time_ns``, ``first_scheduled_time_ns``, ``first_token_time_ns``) are moved onto
+the client's clock (``client_timing.server_ns_to_client``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trtbench.errors import LoadTestError
-from trtbench.profiling.loadtest.grpc_client import (
-    Exchange,
-    ParsedResponse,
-    parse_response,
-)
+from trtbench.profiling.loadtest.client_timing import server_ns_to_client
+from trtbench.profiling.loadtest.grpc_client import Exchange
+from trtbench.profiling.loadtest.llmapi_tensors import text_deltas
 from trtbench.profiling.loadtest.metrics import remove_echo, strip_prompt_echo
 from trtbench.profiling.loadtest.outputs import output_record
 from trtbench.profiling.loadtest.prompts import Prompt, TextTokenizer
+from trtbench.profiling.loadtest.response_parse import ParsedResponse, parse_response
 from trtbench.profiling.loadtest.schedule import Tier
 from trtbench.records import (
     TOKEN_SOURCE_IDS,
@@ -111,6 +116,9 @@ def _spec_counts(parsed: Sequence[ParsedResponse]) -> list[tuple[int | None, ...
     return out
 
 
+_SERVER_TIMES = ("server_arrival_ns", "server_scheduled_ns", "server_first_token_ns")
+
+
 def exchange_to_records(
     exchange: Exchange,
     prompt: Prompt,
@@ -118,10 +126,17 @@ def exchange_to_records(
     tokenizer: TextTokenizer | None = None,
     echo_possible: bool = False,
     clock_offset_ns: int | None = None,
+    cumulative_text: bool = False,
 ) -> tuple[RequestRecord, list[ResponseRecord]]:
     """:func:`exchange_to_all_records` without the output record."""
     record, responses, _ = exchange_to_all_records(
-        exchange, prompt, slot, tokenizer, echo_possible, clock_offset_ns
+        exchange,
+        prompt,
+        slot,
+        tokenizer,
+        echo_possible,
+        clock_offset_ns,
+        cumulative_text,
     )
     return record, responses
 
@@ -133,6 +148,7 @@ def exchange_to_all_records(
     tokenizer: TextTokenizer | None = None,
     echo_possible: bool = False,
     clock_offset_ns: int | None = None,
+    cumulative_text: bool = False,
 ) -> tuple[RequestRecord, list[ResponseRecord], OutputRecord | None]:
     """Turn one request's responses into records (pure apart from re-tokenizing).
 
@@ -147,10 +163,26 @@ def exchange_to_all_records(
 
     ``clock_offset_ns`` (epoch − ``perf_counter_ns``,
     :func:`~trtbench.profiling.loadtest.client_timing.wall_minus_perf_ns`) moves a
-    server-reported ``arrival_time_ns`` onto the client's clock (None: not recorded).
+    server-reported ``arrival_time_ns``, ``first_scheduled_time_ns`` and
+    ``first_token_time_ns`` (the first response that has each) onto the client's clock
+    (:func:`~trtbench.profiling.loadtest.client_timing.server_ns_to_client`; None: not
+    recorded).
+
+    ``cumulative_text``: each response's ``text_output`` is all the text so far (Triton's
+    llmapi model); only its new part counts for that response.
     """
     parsed = [parse_response(r) for _, r in exchange.responses]
-    arrival = next((p.server_arrival_ns for p in parsed if p.server_arrival_ns), None)
+    if cumulative_text:
+        new = text_deltas([p.text for p in parsed])
+        parsed = [replace(p, text=t) for p, t in zip(parsed, new, strict=True)]
+    arrival, scheduled, first = (
+        server_ns_to_client(
+            next((getattr(p, name) for p in parsed if getattr(p, name)), None),
+            clock_offset_ns,
+            exchange.sent_ns,
+        )
+        for name in _SERVER_TIMES
+    )
     counts, echoed, source = (
         _token_counts(parsed, prompt, tokenizer, echo_possible)
         if parsed
@@ -197,11 +229,9 @@ def exchange_to_all_records(
         repeat=slot.repeat,
         request_index=slot.index,
         ready_ns=slot.scheduled_ns if slot.ready_ns is None else slot.ready_ns,
-        server_arrival_ns=(
-            None
-            if arrival is None or clock_offset_ns is None
-            else arrival - clock_offset_ns
-        ),  # fmt: skip
+        server_arrival_ns=arrival,
         max_concurrency=tier.max_concurrency,
+        server_scheduled_ns=scheduled,
+        server_first_token_ns=first,
     )
     return record, responses, output_record(parsed, prompt, record, echo_possible)

@@ -79,7 +79,7 @@ class TierRunner:
         self.stub: service_pb2_grpc.GRPCInferenceServiceStub | None = None
         self.watcher: Watcher | None = None
         self.current = TierOutcome("warmup")
-        self.echo_possible = "exclude_input_in_output" not in target.interface.inputs
+        self.echo_possible = target.interface.echo_possible
         self.lag, self.clock_offset_ns = LagHistogram(), wall_minus_perf_ns()
         self.share = WorkerShare()  # worker k of N client processes (partition.py)
         self.before_tier: Callable[[Tier], bool] | None = None  # False: stop (workers)
@@ -104,14 +104,11 @@ class TierRunner:
     def records_of(
         self, slot: RequestSlot, exchange: Exchange
     ) -> tuple[RequestRecord, list[ResponseRecord], OutputRecord | None]:
-        """The records of one request's exchange (the output: None when it failed)."""
+        """The records of one request's exchange (the output: None when it failed;
+        llmapi models send the text so far on each response)."""
+        how = (self.echo_possible, self.clock_offset_ns, self.target.interface.llmapi)
         return exchange_to_all_records(
-            exchange,
-            self.prompt_of(slot),
-            slot,
-            self.tokenizer,
-            self.echo_possible,
-            self.clock_offset_ns,
+            exchange, self.prompt_of(slot), slot, self.tokenizer, *how
         )
 
     async def one(

@@ -67,6 +67,8 @@ REQUESTS_SCHEMA: tuple[Column, ...] = (
     Column("request_index", "0-based request index in its tier pass; the prompt is prompts[index mod count], the same for every variant", False),
     Column("ready_ns", "when the request could go: max(scheduled_ns, when its --max-concurrency slot became free); empty in older files: scheduled_ns", False),
     Column("server_arrival_ns", "server-reported arrival (arrival_time_ns) moved onto this clock; empty when not reported", False),
+    Column("server_scheduled_ns", "server-reported first scheduling (first_scheduled_time_ns) moved onto this clock; empty when not reported", False),
+    Column("server_first_token_ns", "server-reported first token (first_token_time_ns) moved onto this clock; empty when not reported", False),
     Column("time_to_first_token_ms", "first_token_ns − sent_ns", False),
     Column("request_latency_ms", "E2E: last_token_ns − sent_ns", False),
     Column("time_per_output_token_ms", "(E2E − TTFT) / (output_tokens − first_response_tokens)", False),
