@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# GPU smoke run of the TensorRT-LLM path on an NGC GPU box: build baseline, draft-target and
-# Medusa engines from the small real models, inspect them, serve each with Triton, run one
-# load-test tier against it, and take a short Nsight Systems trace of the baseline server.
+# GPU smoke run of both TensorRT-LLM paths on an NGC GPU box. Engine path: build baseline,
+# draft-target and Medusa engines from the small real models, inspect them. LLM-API path
+# (PyTorch backend): write llm_api.yaml for baseline, DraftTarget and NGram (the tiny models have
+# no EAGLE-3 or MTP checkpoints). Serve each with Triton (the LLM-API ones through TensorRT-LLM's
+# llmapi model, when LLMAPI_MODEL_DIR or one of two guessed image paths holds it), run one load-test tier
+# against it, and take a short Nsight Systems trace of the baseline server.
 #
 #   docker run --rm --gpus all --ipc=host -v "$PWD:/work" -w /work \
 #       nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3 bash scripts/gpu_smoke.sh [RUN_DIR]
 #   (or, in the trtbench image: docker run --rm --gpus all trtbench:trtllm bash scripts/gpu_smoke.sh)
 #
 # Environment: SMOKE_PORT (default 18000: HTTP, +1 gRPC, +2 metrics), SMOKE_REQUESTS (16),
-# SMOKE_CONCURRENCY (2), TRTBENCH_CACHE (tiny models cache). Exit status != 0 on the first failure.
+# SMOKE_CONCURRENCY (2), TRTBENCH_CACHE (tiny models cache), LLMAPI_MODEL_DIR (TensorRT-LLM's
+# triton_backend/all_models/llmapi/tensorrt_llm; without it the LLM-API variants are built only).
+# Exit status != 0 on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=${1:-runs/gpu-smoke}
@@ -16,6 +21,12 @@ PORT=${SMOKE_PORT:-18000}
 REQUESTS=${SMOKE_REQUESTS:-16}
 CONCURRENCY=${SMOKE_CONCURRENCY:-2}
 VARIANTS=(baseline draft-k4 medusa)
+LLMAPI_VARIANTS=(llmapi-baseline llmapi-draft-k4 llmapi-ngram)
+if [ -z "${LLMAPI_MODEL_DIR:-}" ]; then
+    for d in /app/all_models/llmapi/tensorrt_llm /opt/tritonserver/tensorrtllm_backend/all_models/llmapi/tensorrt_llm; do
+        [ -f "$d/1/model.py" ] && LLMAPI_MODEL_DIR=$d && break
+    done
+fi
 say() { printf '[gpu-smoke] %s\n' "$*"; }
 
 say "GPU: $(nvidia-smi --query-gpu=name,compute_cap,memory.total --format=csv,noheader | head -1)"
@@ -42,16 +53,28 @@ variants:
   - {name: baseline, mode: baseline, dtype: float16, max_batch_size: 4, max_input_len: 256, max_seq_len: 512, cuda_graphs: true}
   - {name: draft-k4, mode: draft_target, max_draft_len: 4, dtype: float16, max_batch_size: 4, max_input_len: 256, max_seq_len: 512}
   - {name: medusa, mode: medusa, medusa_choices: [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]], dtype: float16, max_batch_size: 4, max_input_len: 256, max_seq_len: 512, cuda_graphs: true}
-deploy: {ready_timeout_s: 600}
+  - {name: llmapi-baseline, backend: trtllm-pytorch, mode: baseline, dtype: float16, max_batch_size: 4, max_input_len: 256, max_seq_len: 512, cuda_graphs: true, cuda_graph_padding: true}
+  - {name: llmapi-draft-k4, backend: trtllm-pytorch, mode: draft_target, max_draft_len: 4, dtype: float16, max_batch_size: 4, max_input_len: 256, max_seq_len: 512, cuda_graphs: true}
+  - {name: llmapi-ngram, backend: trtllm-pytorch, mode: ngram, max_draft_len: 4, max_matching_ngram_size: 2, dtype: float16, max_batch_size: 4, max_input_len: 256, max_seq_len: 512}
+deploy: {ready_timeout_s: 600${LLMAPI_MODEL_DIR:+, llmapi_model_dir: $LLMAPI_MODEL_DIR}}
 EOF
 
 say "plan (dry run) -> $RUN/plan.txt"
-trtbench build "$SPEC" --backend trtllm --out "$RUN" --dry-run > "$RUN/plan.txt"
+trtbench build "$SPEC" --out "$RUN" --dry-run > "$RUN/plan.txt"
 say "build"
-trtbench build "$SPEC" --backend trtllm --out "$RUN"
+trtbench build "$SPEC" --out "$RUN"
 for v in "${VARIANTS[@]}"; do
     trtbench inspect "$RUN/engines/$v"
 done
+for v in "${LLMAPI_VARIANTS[@]}"; do
+    say "LLM-API plan $v: $RUN/engines/$v/llm_api.yaml"
+    cat "$RUN/engines/$v/llm_api.yaml"
+done
+if [ -n "${LLMAPI_MODEL_DIR:-}" ]; then
+    VARIANTS+=("${LLMAPI_VARIANTS[@]}")
+else
+    say "no llmapi model.py found (set LLMAPI_MODEL_DIR): LLM-API variants built, not served"
+fi
 
 wait_ready() {
     local pid=$1 deadline=$((SECONDS + 600))

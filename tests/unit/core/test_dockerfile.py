@@ -47,12 +47,18 @@ def install_lines() -> list[list[str]]:
     return commands
 
 
-def test_base_image_is_the_contract_image():
-    froms = [args for word, args in instructions() if word == "FROM"]
-    assert froms == [load_contract().image]
+def test_base_image_is_a_build_argument_defaulting_to_the_contract_image():
+    args = [a for w, a in instructions() if w == "ARG"]
+    froms = [a for w, a in instructions() if w == "FROM"]
+    assert froms == ["${BASE_IMAGE}"]
+    # the ARG before FROM sets the default; the one after makes it visible to LABEL
+    assert args == [f"BASE_IMAGE={load_contract().image}", "BASE_IMAGE"]
     assert (
         load_contract().image == "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
     )
+    text = (REPO_ROOT / "Dockerfile").read_text()
+    # the other documented family, with a tag shown in TensorRT-LLM's own docs
+    assert "--build-arg BASE_IMAGE=nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc5" in text
 
 
 def test_default_command_is_trtbench_help():
