@@ -75,6 +75,9 @@ def build_variants(
     out = out or RunDir(Path("runs") / spec.name)
     variants = spec.select(tuple(names))
     backends = {v.name: variant_backend(spec, v, backend) for v in variants}
+    check_engine_path_version(
+        spec, [v for v in variants if backends[v.name] == "trtllm"]
+    )
     if not dry_run:
         check_llmapi_plans(
             spec, [v for v in variants if backends[v.name] == LLMAPI_BACKEND]
@@ -126,6 +129,28 @@ def check_llmapi_plans(spec: BenchSpec, variants: Sequence[VariantSpec]) -> None
     _, contract = resolve_trtllm_version(spec)
     for v in variants:
         plan_llmapi_variant(spec, v, contract)
+
+
+def check_engine_path_version(spec: BenchSpec, variants: Sequence[VariantSpec]) -> None:
+    """A spec whose ``trtllm_version`` has no TensorRT engine path (after 1.3.0rc20) cannot
+    build engine-path variants: one container cannot hold both.
+
+    Raises:
+        ConfigError: names the first such variant, the last version with the path and the fix.
+    """
+    if not variants or spec.trtllm_version is None:
+        return
+    from trtbench.builders.trtllm.contract import load_contract, version_key
+
+    last = str(load_contract().raw["supported"]["last"])
+    have, limit = version_key(spec.trtllm_version), version_key(last)
+    if have is not None and limit is not None and have > limit:
+        index = spec.variants.index(variants[0])
+        raise ConfigError(
+            f"variants[{index}].backend: trtllm (the TensorRT engine path) is gone from "
+            f"TensorRT-LLM {spec.trtllm_version} (trtllm_version; the last with it is {last}); "
+            f"use trtllm_version: 1.2.1 for a spec with both paths, or backend: trtllm-pytorch"
+        )
 
 
 def _record(
@@ -205,7 +230,15 @@ def describe_build(manifest: BuildManifest, dry_run: bool = False) -> str:
             else "inputs checked"
         )
         return f"would build {head}, {cg} ({checked}; nothing written)"
+    unchecked = ((manifest.model_extra or {}).get("tensorrt_llm") or {}).get(
+        "unchecked"
+    )
+    tail = (
+        f"; passed unchecked (not in the contract): {', '.join(unchecked)}"
+        if unchecked
+        else ""
+    )
     return (
         f"built {head}, {format_bytes(manifest.bytes_on_disk)} on disk, "
-        f"{manifest.build_seconds:.2f} s, {cg}"
+        f"{manifest.build_seconds:.2f} s, {cg}{tail}"
     )

@@ -227,6 +227,8 @@ class RepoMetadata(BaseModel):
         text_output: what a streamed ``text_output`` holds: ``delta`` (the text new in
             this response; concatenate) or ``cumulative`` (all text so far, TensorRT-LLM's
             llmapi model: the last response holds the whole text).
+        runtime: who runs an llmapi model: ``tensorrt_llm`` (TensorRT-LLM's model.py) or
+            ``reference`` (trtbench's reference engine behind the same tensors); None otherwise.
         max_draft_len: draft tokens per step (draft_target K, medusa tree nodes), or None.
         medusa_choices: the Medusa tree served, or None.
         max_batch_size, max_input_len, max_seq_len: engine limits.
@@ -260,6 +262,7 @@ class RepoMetadata(BaseModel):
     extra_inputs: dict[str, int | float | bool | str] = Field(default_factory=dict)
     text_stream_exact: bool = True
     text_output: Literal["delta", "cumulative"] = "delta"
+    runtime: str | None = None
     max_draft_len: int | None = None
     medusa_choices: list[list[int]] | None = None
     max_batch_size: int

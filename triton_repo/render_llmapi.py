@@ -175,6 +175,7 @@ def render_llmapi(
         perf_metrics_outputs=lio.perf_output_names(runtime),
         extra_inputs=dict(lio.REQUEST_EXTRAS),
         text_output="cumulative",
+        runtime=runtime,
         batching={
             "strategy": "inflight" if reference else "llm_api",
             "max_batch_size": int(doc.get("max_batch_size") or 0)

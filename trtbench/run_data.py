@@ -52,7 +52,8 @@ class VariantInfo:
         name: variant name (as in the CSVs).
         mode: baseline | draft_target | medusa (None when nothing says).
         mode_source: build.json | metadata (trtbench.json / run.json) | name (guessed).
-        backend: reference | trtllm (None when unknown).
+        backend: reference | trtllm | trtllm-pytorch (None when unknown).
+        runtime: who served an LLM-API variant (``tensorrt_llm`` | ``reference``), else None.
         draft_len: γ of a draft_target variant (``max_draft_len``).
         tree_nodes: Medusa tree nodes (tokens verified per step minus the root).
         medusa_choices: the Medusa tree served (root paths), when known.
@@ -69,6 +70,7 @@ class VariantInfo:
     mode: str | None = None
     mode_source: str = ""
     backend: str | None = None
+    runtime: str | None = None
     draft_len: int | None = None
     tree_nodes: int | None = None
     medusa_choices: tuple[tuple[int, ...], ...] | None = None
@@ -135,7 +137,7 @@ BUILD_FIELDS: dict[str | tuple[str, ...], type | tuple[type, ...]] = {
 """Fields of ``build.json`` read here, with their JSON types (builders/manifest.py)."""
 REPO_FIELDS: dict[str | tuple[str, ...], type | tuple[type, ...]] = {
     "mode": str, "backend": str, "max_draft_len": int, "medusa_choices": list,
-    "cuda_graphs": dict, "streaming": bool,
+    "cuda_graphs": dict, "streaming": bool, "runtime": str,
 }  # fmt: skip
 """Fields of ``trtbench.json`` read here (triton_repo/interface.py ``RepoMetadata``)."""
 
@@ -242,6 +244,7 @@ def variant_info(
     return VariantInfo(
         name=name, mode=mode, mode_source=source if mode else "",
         backend=build.get("backend") or repo.get("backend") or built.get("backend"),
+        runtime=repo.get("runtime"),
         draft_len=int(draft_len) if mode == "draft_target" and draft_len else None,
         tree_nodes=len(choices) if mode == "medusa" and choices else None,
         medusa_choices=tuple(tuple(int(k) for k in c) for c in choices)

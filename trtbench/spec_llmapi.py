@@ -257,6 +257,6 @@ def runtime_problem(mode: str, runtime: str, where: str) -> str | None:
         return None
     return (
         f"{where}.mode: the reference engine cannot serve decoding_type "
-        f"{REFERENCE_LACKS[mode]} yet (issue 14); use deploy.llmapi_runtime: tensorrt_llm "
+        f"{REFERENCE_LACKS[mode]} (it has baseline and draft-target); use deploy.llmapi_runtime: tensorrt_llm "
         "on a GPU, or mode baseline / draft_target"
     )

@@ -83,7 +83,7 @@ def reference_mode(llm_args: Mapping[str, Any]) -> str:
     if kind in _MISSING_MODE:
         raise ConfigError(
             f"the reference engine cannot serve decoding_type {kind} yet: it has no "
-            f"{_MISSING_MODE[kind]} mode (issue 14); serve this variant with "
+            f"{_MISSING_MODE[kind]} mode; serve this variant with "
             "deploy.llmapi_runtime: tensorrt_llm on a GPU with TensorRT-LLM"
         )
     known = ", ".join(k for k, v in DECODING_MODES.items() if v)

@@ -33,7 +33,6 @@ from trtbench.builders.manifest import (
     CudaGraphs,
     ModelFiles,
     describe_model_dir,
-    dir_bytes,
     host_info,
     library_versions,
     utc_now,
@@ -45,6 +44,7 @@ from trtbench.builders.trtllm.llmapi_contract import (
     load_llmapi_contract,
     newest_llmapi_version,
 )
+from trtbench.builders.trtllm.llmapi_files import unchecked_keys
 from trtbench.builders.trtllm.llmapi_plan import (
     command_lines,
     extra_options,
@@ -221,8 +221,38 @@ def dry_run_text(
             render_llm_call(args, contract),
             f"# {options} holds these arguments without model; serve or benchmark with:",
             *lines,
+            *_caveats(args, contract, spec.loadtest.dataset is None),
         ]
     )
+
+
+def _caveats(
+    args: dict[str, Any], contract: LlmApiContract, no_dataset: bool
+) -> list[str]:
+    """Comment lines for what the printed plan rests on without having been read at the tag:
+    an options flag or a config class name the contract marks unconfirmed, unchecked keys."""
+    out = [
+        f"# {tool} {entry['options_flag']}: not confirmed for {contract.version} "
+        f"({entry.get('note', 'see the contract')})"
+        for tool, entry in contract.raw.get("cli", {}).items()
+        if not entry.get("confirmed", False)
+    ]
+    graph_spec = contract.raw["llm_args"].get("cuda_graph_config", {})
+    graph_cls = str(graph_spec.get("type", "")).removeprefix("object:")
+    note = contract.raw["classes"].get(graph_cls, {}).get("note")
+    if args.get("cuda_graph_config") is not None and note:
+        out.append(f"# {graph_cls}: {note}")
+    if unchecked := unchecked_keys(args, contract):
+        out.append(
+            f"# not in trtbench's {contract.version} contract, passed unchecked: "
+            + ", ".join(unchecked)
+        )
+    if no_dataset:
+        out.append(
+            "# <dataset.jsonl>: a trtllm-bench dataset (trtllm-bench prepare-dataset), or "
+            "give loadtest.dataset"
+        )
+    return out
 
 
 def write_options(path: Path, args: dict[str, Any], version: str, flag: str) -> None:
@@ -288,7 +318,7 @@ def build_llmapi_variant(
         versions=library_versions(),
         host=host_info(),
         build_seconds=(time.perf_counter_ns() - started) / 1e9,
-        bytes_on_disk=0 if dry_run else dir_bytes(engine_dir),
+        bytes_on_disk=0 if dry_run else (engine_dir / OPTIONS_NAME).stat().st_size,
         created_at=utc_now(),
         tensorrt_llm={
             "version": version.version,
@@ -298,6 +328,7 @@ def build_llmapi_variant(
             "installed": version.installed,
             "module_path": version.module_path,
             "options_file": OPTIONS_NAME,
+            "unchecked": unchecked_keys(args, contract),
             "llm_args": args,
         },
     )

@@ -1,9 +1,10 @@
 """TensorRT-LLM's LLM-API (PyTorch backend) contract per version, and checks of LLM(...) arguments.
 
-The contract is data: ``builders/trtllm/data/llmapi_<version>.json`` (``1.2.1`` → ``llmapi_1_2_1.json``)
-lists the top-level ``LLM(...)`` arguments trtbench writes (``llm_args``), their config classes
-(``classes``), the ``decoding_type`` → class map and the ``trtllm-serve`` / ``trtllm-bench`` option
-taking the YAML. Facts come from ``tensorrt_llm/llmapi/llm_args.py`` and the release's API reference
+The contract is data: ``builders/trtllm/data/llmapi_<version>.json`` (``llmapi_1_2_1.json``)
+lists the ``LLM(...)`` arguments trtbench writes (``llm_args``; another key passes unchecked, see
+:func:`is_partial`), their config classes (``classes``), the ``decoding_type`` → class map and
+the ``trtllm-serve`` / ``trtllm-bench`` option taking the YAML. Value checks (types, bounds,
+rules): :mod:`~trtbench.builders.trtllm.llmapi_values`. Facts come from ``tensorrt_llm/llmapi/llm_args.py`` and the release's API reference
 (nvidia.github.io/TensorRT-LLM/<version>/llm-api/reference/<Class>.html); each entry names its
 ``source`` (``sources``: repo, path, tag, commit / index id / url, ``tag_verified``). A field entry:
 ``{type, default, nullable?, ge/gt/le?, item_gt?, choices?, rules?, source, line, confirmed,
@@ -17,17 +18,17 @@ Every failure is a :class:`~trtbench.errors.ConfigError`: one line naming the fi
 from __future__ import annotations
 
 import json
-import operator
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
-import yaml
-
+from trtbench.builders.trtllm.llmapi_values import (
+    SIMPLE_TYPES,
+    check_bounds,
+    check_rules,
+)
 from trtbench.errors import ConfigError
 
 LLMAPI_VERSIONS: tuple[str, ...] = ("1.2.1", "1.4.0rc4")  # oldest → newest
@@ -175,76 +176,6 @@ def version_having(cls_or_llm: str, field: str) -> list[str]:
     return found
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_ints(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and all(_is_int(x) for x in value)
-
-
-_SIMPLE = {
-    "int": _is_int,
-    "float": lambda v: _is_int(v) or isinstance(v, float),
-    "bool": lambda v: isinstance(v, bool),
-    "str": lambda v: isinstance(v, str),
-    "path": lambda v: isinstance(v, (str, os.PathLike)),
-    "list[int]": _is_ints,
-    "list[list[int]]": lambda v: isinstance(v, (list, tuple)) and all(map(_is_ints, v)),
-    "dict[int,int]": lambda v: isinstance(v, Mapping) and _is_ints([*v, *v.values()]),
-    "mapping": lambda v: isinstance(v, Mapping),
-}
-
-
-_BOUNDS = {
-    "ge": (">=", operator.ge),
-    "gt": (">", operator.gt),
-    "le": ("<=", operator.le),
-}
-
-
-def _check_bounds(where: str, value: Any, spec: Mapping[str, Any]) -> None:
-    if isinstance(value, (list, tuple)):  # list[int]: item_gt bounds each entry
-        items, pairs = value, [("gt", spec["item_gt"])] if "item_gt" in spec else []
-    else:
-        items, pairs = [value], [(k, spec[k]) for k in _BOUNDS if k in spec]
-    for key, bound in pairs:
-        word, ok = _BOUNDS[key]
-        if not all(ok(x, bound) for x in items):
-            raise ConfigError(f"{where}={value!r}: must be {word} {bound}")
-
-
-# draft_len_schedule rules (the field validator in llm_args.py): (failed?, what is needed)
-_RULES = {
-    "keys_ge_1": (lambda s, top: any(k < 1 for k in s), "batch-size keys >= 1"),
-    "values_ge_0": (
-        lambda s, top: any(v < 0 for v in s.values()),
-        "draft lengths >= 0",
-    ),
-    "values_le_max_draft_len": (
-        lambda s, top: _is_int(top) and any(v > top for v in s.values()),
-        "draft lengths <= max_draft_len",
-    ),
-    "has_key_1_eq_max_draft_len": (
-        lambda s, top: 1 not in s or (_is_int(top) and s[1] != top),
-        "batch size 1 mapped to max_draft_len (add {1: max_draft_len})",
-    ),
-}
-
-
-def _check_rules(
-    where: str, value: Mapping, rules: Sequence[str], sibling: Mapping
-) -> None:
-    top = sibling.get("max_draft_len")
-    for rule in rules:
-        failed, needed = _RULES[rule]
-        if failed(value, top):
-            raise ConfigError(
-                f"{where}={dict(value)} (max_draft_len {top}): this TensorRT-LLM version "
-                f"needs {needed}; fix the schedule"
-            )
-
-
 def _check_value(
     where: str,
     value: Any,
@@ -272,18 +203,48 @@ def _check_value(
         else:
             _check_object(where, value, kind.split(":", 1)[1], contract, path)
         return
-    if kind not in _SIMPLE:
+    if kind not in SIMPLE_TYPES:
         raise ConfigError(
             f"contract type {kind!r} of {where} is unknown; fix {contract.file_name}"
         )
-    if not _SIMPLE[kind](value):
+    if not SIMPLE_TYPES[kind](value):
         raise ConfigError(
             f"{where}={value!r}: expected {kind} (TensorRT-LLM {contract.version}); fix the type"
         )
     if kind in ("int", "float", "list[int]"):
-        _check_bounds(where, value, spec)
+        check_bounds(where, value, spec)
     if spec.get("rules"):
-        _check_rules(where, value, spec["rules"], sibling)
+        check_rules(where, value, spec["rules"], sibling)
+
+
+def _owner(field: str, contract: LlmApiContract) -> str | None:
+    """The LLM argument (``speculative_config`` …) whose class has ``field``, or None."""
+    for key, spec in contract.raw["llm_args"].items():
+        kind = str(spec.get("type", ""))
+        if not kind.startswith("object:"):
+            continue
+        one = {kind.split(":", 1)[1]}
+        classes = (
+            set(contract.raw["decoding_types"].values())
+            if spec.get("dispatch")
+            else one
+        )
+        if any(
+            c in contract.raw["classes"] and field in contract.class_fields(c)
+            for c in classes
+        ):
+            return key
+    return None
+
+
+def is_partial(cls: str, contract: LlmApiContract) -> bool:
+    """Whether the contract lists only part of ``cls``'s fields: ``LLM`` itself (only what
+    trtbench writes) and every class not marked ``complete`` (decoding configs are complete:
+    their reference pages list all fields). A key such a table lacks passes unchecked."""
+    if cls == "LLM":
+        return not contract.raw.get("llm_args_complete", False)
+    entry = contract.raw["classes"].get(cls, {})
+    return not entry.get("complete", cls.endswith("DecodingConfig"))
 
 
 def _check_fields(
@@ -303,6 +264,13 @@ def _check_fields(
                     f"{here} is not in TensorRT-LLM {contract.version} (it is in "
                     f"{', '.join(others)}); remove it or set trtllm_version"
                 )
+            if cls == "LLM" and (owner := _owner(key, contract)):
+                raise ConfigError(
+                    f"{here} is not a field of LLM in TensorRT-LLM {contract.version}: it "
+                    f"belongs in {owner}; move it there"
+                )
+            if is_partial(cls, contract):
+                continue  # not listed, not refused: unchecked_keys() names it
             raise ConfigError(
                 f"{here} is not a field of {cls} in TensorRT-LLM {contract.version} "
                 f"(known: {', '.join(sorted(fields))}); remove it"
@@ -356,6 +324,8 @@ def check_llm_args(args: Mapping[str, Any], contract: LlmApiContract) -> None:
     ``{decoding_type: ..., ...}``, ``cuda_graph_config`` mapping or None, ``kv_cache_config``…) or
     its ``extra_llm_api_options`` YAML form (no ``model``) against ``contract``.
 
+    A key missing from a partial table (:func:`is_partial`) passes unchecked.
+
     Raises:
         ConfigError: unknown key (naming the contract version that has it, if any), wrong
             type/range/enum, missing required field, unknown ``decoding_type``, or a decoding
@@ -364,36 +334,3 @@ def check_llm_args(args: Mapping[str, Any], contract: LlmApiContract) -> None:
     if not isinstance(args, Mapping):
         raise ConfigError(f"LLM arguments must be a mapping, got {type(args).__name__}")
     _check_fields("", args, contract.raw["llm_args"], "LLM", contract, ())
-
-
-def check_llm_api_yaml(path: Path, version: str | LlmApiContract) -> dict[str, Any]:
-    """Read a hand-written ``llm_api.yaml`` (``extra_llm_api_options`` form), check it with
-    :func:`check_llm_args` against ``version``'s contract and return the mapping (safe_load).
-
-    Raises:
-        ConfigError: unreadable, not YAML, not a mapping, or failing the contract (one line).
-    """
-    contract = version
-    if not isinstance(contract, LlmApiContract):
-        contract = load_llmapi_contract(contract)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read {path}: {exc.strerror or exc}; check the llm_api.yaml path"
-        ) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        first = " ".join(str(exc).split())
-        raise ConfigError(f"{path} is not valid YAML ({first}); fix the file") from None
-    data = {} if data is None else data
-    if not isinstance(data, Mapping):
-        raise ConfigError(
-            f"{path} must hold a mapping of LLM arguments, got {type(data).__name__}"
-        )
-    try:
-        check_llm_args(data, contract)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    return dict(data)

@@ -24,11 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from trtbench.builders.trtllm.llmapi_contract import (
-    LlmApiContract,
-    check_llm_api_yaml,
-    check_llm_args,
-)
+from trtbench.builders.trtllm.llmapi_contract import LlmApiContract, check_llm_args
+from trtbench.builders.trtllm.llmapi_files import check_llm_api_yaml
 from trtbench.errors import ConfigError
 from trtbench.spec import BenchSpec, VariantSpec
 
@@ -168,7 +165,12 @@ def llm_args_for(
     if variant.extra_llm_api_options is not None:
         args = _merge_file(args, variant, contract, where)
     args = merge_options(args, variant.llm_api_options)
-    check_llm_args(args, contract)
+    try:
+        check_llm_args(args, contract)
+    except (
+        ConfigError
+    ) as exc:  # name the variant: the key may come from any of its fields
+        raise ConfigError(f"{where} (LLM arguments): {exc}") from None
     return args
 
 

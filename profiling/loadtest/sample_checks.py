@@ -77,8 +77,8 @@ def retokenized_warnings(sources: pd.DataFrame) -> list[str]:
     return [
         f"{r.variant} {r.tier}: {r.retokenized_count} requests had their output tokens "
         "counted by re-tokenizing text (no output_ids): OSL, TPOT and tok/s are "
-        "approximate, since re-encoding is not counting what was generated (15 generated "
-        "single-space tokens re-encode as 1 with a byte-level BPE)"
+        "approximate, since re-encoding is not counting what was generated (for example, "
+        "15 generated single-space tokens re-encode as 1 with a byte-level BPE)"
         for r in sources.itertuples()
         if r.retokenized_count > 0
     ]

@@ -97,7 +97,13 @@ def lossless_lines(
     )
     lines += [INTRO, "", markdown_table(frame, TABLE), ""]
     bad = frame[frame["lossless_status"] == STATUS_MISMATCH]
-    if bad.empty:
+    compared = frame["lossless_compared_count"].fillna(0).sum()
+    if bad.empty and compared == 0:
+        lines.append(
+            "No output could be compared with the baseline's (see the note column): "
+            "losslessness is not shown by this run."
+        )
+    elif bad.empty:
         lines.append("Every compared output equals the baseline's.")
     else:
         where = ", ".join(f"`{r.variant}` {r.tier}" for r in bad.itertuples())

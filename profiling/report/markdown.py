@@ -162,6 +162,17 @@ def run_notes(
             f"{', '.join(cpu)} ran on the reference backend without a GPU: absolute times "
             "are CPU times and CUDA graphs cannot be used; compare ratios, not milliseconds."
         )
+    stand_in = [
+        f"`{v['variant']}`" for _, v in variants.iterrows()
+        if v.get("backend") == "trtllm-pytorch" and v.get("runtime") == "reference"
+    ]  # fmt: skip
+    if stand_in:
+        notes.append(
+            f"{', '.join(stand_in)}: TensorRT-LLM LLM-API plans served by trtbench's reference "
+            "engine behind Triton's llmapi model (deploy.llmapi_runtime: reference), not by "
+            "TensorRT-LLM: the interface and the plans are TensorRT-LLM's, the figures the "
+            "reference engine's."
+        )
     noisy = tiers[tiers["tpot_mean_ms"] > 2 * tiers["tpot_p50_ms"]]
     if len(noisy):
         where = ", ".join(f"`{r['variant']}` {r['tier']}" for _, r in noisy.iterrows())

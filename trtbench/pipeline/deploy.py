@@ -23,10 +23,11 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from trtbench.builders.manifest import read_manifest
-from trtbench.builders.trtllm.llmapi_contract import check_llm_api_yaml
+from trtbench.builders.trtllm.llmapi_files import check_llm_api_yaml
 from trtbench.errors import ConfigError, DeployError
 from trtbench.run_dir import RunDir
 from trtbench.spec import DeploySpec
+from trtbench.spec_llmapi import runtime_problem
 from trtbench.triton_repo.interface import (
     METADATA_NAME,
     RepoMetadata,
@@ -152,6 +153,9 @@ def render_variant(
     engine_dir = rd.engine_dir(variant)
     manifest = read_manifest(engine_dir)
     if manifest.backend == "trtllm-pytorch":
+        problem = runtime_problem(manifest.mode, deploy.llmapi_runtime, variant)
+        if problem:
+            raise ConfigError(problem)
         built_for = (manifest.model_extra or {}).get("tensorrt_llm") or {}
         plan = engine_dir / "llm_api.yaml"
         if plan.is_file() and built_for.get("version"):

@@ -53,7 +53,8 @@ def test_reference_runtime_lacks_these_modes(dirs, variant, decoding_type):
         check_llmapi_variants(spec, spec.variants)
     assert str(info.value) == (
         f"variants[1].mode: the reference engine cannot serve decoding_type "
-        f"{decoding_type} yet (issue 14); use deploy.llmapi_runtime: tensorrt_llm on a "
+        f"{decoding_type} (it has baseline and draft-target); use deploy.llmapi_runtime: "
+        "tensorrt_llm on a "
         "GPU, or mode baseline / draft_target"
     )
     check_llmapi_variants(spec, spec.variants[:1])  # the baseline alone is fine

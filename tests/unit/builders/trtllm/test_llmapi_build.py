@@ -310,8 +310,8 @@ def test_a_knob_the_chosen_version_lacks_names_the_version_that_has_it(
         tmp_path, capsys, one_variant(models, variant, trtllm_version="1.2.1")
     )
     assert line.endswith(
-        "speculative_config.use_rejection_sampling is not in TensorRT-LLM 1.2.1 (it is "
-        "in 1.4.0rc4); remove it or set trtllm_version"
+        "variants[1] (LLM arguments): speculative_config.use_rejection_sampling is not in "
+        "TensorRT-LLM 1.2.1 (it is in 1.4.0rc4); remove it or set trtllm_version"
     )
 
 

@@ -15,12 +15,12 @@ import pytest
 
 from trtbench.builders.trtllm.llmapi_contract import (
     LLMAPI_VERSIONS,
-    check_llm_api_yaml,
     check_llm_args,
     load_llmapi_contract,
     newest_llmapi_version,
     version_having,
 )
+from trtbench.builders.trtllm.llmapi_files import check_llm_api_yaml, unchecked_keys
 from trtbench.errors import ConfigError
 
 
@@ -83,6 +83,68 @@ def test_every_field_cites_a_known_source_and_a_line_or_says_why_not(version):
         assert (
             src.get("commit") or src.get("index_id") or src.get("url") or src["path"]
         ), sid
+
+
+def _is_stored_copy(src: dict) -> bool:
+    return bool(src.get("path")) and bool(src.get("index_id") or src.get("commit"))
+
+
+@pytest.mark.parametrize("version", LLMAPI_VERSIONS)
+def test_fields_from_a_stored_copy_have_its_line_or_say_why_not(version):
+    raw = _raw(version)
+    cited = {spec["source"] for _, spec in _field_entries(raw)}
+    stored = {sid for sid in cited if _is_stored_copy(raw["sources"][sid])}
+    assert stored, version
+    for sid in stored:
+        src = raw["sources"][sid]
+        # a stored copy is not known to be the tag: its lines are the copy's
+        assert src["tag_verified"] is False, sid
+        assert "not the tag" in src["line_basis"], sid
+    for where, spec in _field_entries(raw):
+        if spec["source"] not in stored:
+            continue
+        assert spec["confirmed"] is False, where
+        line = spec["line"]
+        if isinstance(line, int) and not isinstance(line, bool):
+            assert line >= 1, where
+        else:
+            assert line is None and "not declared" in spec["note"], where
+
+
+@pytest.mark.parametrize("version", LLMAPI_VERSIONS)
+def test_fields_from_a_release_page_say_the_page_has_no_line_numbers(version):
+    raw = _raw(version)
+    for where, spec in _field_entries(raw):
+        src = raw["sources"][spec["source"]]
+        if src.get("url") and "nvidia.github.io/TensorRT-LLM/1." in src["url"]:
+            assert spec["line"] is None, where
+            assert "no line numbers" in spec["note"], where
+            assert "generated from" in spec["note"] or "built from" in spec["note"], (
+                where
+            )
+
+
+# (version, entry, path, index id, commit, line): read by hand in the stored copy of llm_args.py
+# (index 7019226376, which the index ties to no commit), so a careless edit of the JSON is caught.
+HAND_CHECKED_LINES = [
+    ("1.2.1", "NGramDecodingConfig.max_matching_ngram_size", 1124),
+    ("1.2.1", "CudaGraphConfig.batch_sizes", 103),
+    ("1.2.1", "LLM.cuda_graph_config", 2863),  # TorchLlmArgs.cuda_graph_config
+    ("1.4.0rc4", "MedusaDecodingConfig.num_medusa_heads", 834),
+]
+
+
+@pytest.mark.parametrize(("version", "where", "line"), HAND_CHECKED_LINES)
+def test_hand_checked_lines_of_the_stored_copy(version, where, line):
+    raw = _raw(version)
+    spec = dict(_field_entries(raw))[where]
+    src = raw["sources"][spec["source"]]
+    assert (src["path"], src["index_id"], src["commit"], spec["line"]) == (
+        "tensorrt_llm/llmapi/llm_args.py",
+        "7019226376",
+        None,
+        line,
+    )
 
 
 def test_every_decoding_type_names_a_described_class_with_that_literal():
@@ -322,14 +384,20 @@ def test_null_only_where_allowed(rc4):
         check_llm_args({"kv_cache_config": None}, rc4)
 
 
-def test_unknown_top_level_key_fails(rc4):
+def test_a_nested_key_at_the_top_level_fails_naming_its_place(rc4):
     with pytest.raises(ConfigError) as err:
         check_llm_args({**COMMON, "max_draft_len": 4}, rc4)
-    msg = str(err.value)
-    assert msg.startswith(
-        "max_draft_len is not a field of LLM in TensorRT-LLM 1.4.0rc4"
+    assert str(err.value) == (
+        "max_draft_len is not a field of LLM in TensorRT-LLM 1.4.0rc4: it belongs in "
+        "speculative_config; move it there"
     )
-    assert "speculative_config" in msg
+
+
+def test_other_top_level_keys_pass_unchecked_and_are_named(rc4):
+    # the contract lists the LLM arguments trtbench writes, not all of TorchLlmArgs
+    args = {**COMMON, "enable_attention_dp": True}
+    check_llm_args(args, rc4)
+    assert unchecked_keys(args, rc4) == ["enable_attention_dp"]
 
 
 # ---------------------------------------------------------------- llm_api.yaml files

@@ -68,3 +68,21 @@ def test_without_outputs_or_baseline_the_section_says_why():
     assert lossless_lines(summary, None, "baseline")[-1] == (
         "No outputs were recorded in this run (`loadtest/outputs.csv`)."
     )
+
+
+def test_nothing_comparable_is_not_called_lossless(tmp_path):
+    """A baseline counted in ids and a variant returning text only (Triton's llmapi model)
+    cannot be compared: the section must not say every compared output is equal."""
+    root = _run(tmp_path / "run", IDS)
+    outputs = RunDir(root).loadtest_dir / "outputs.csv"
+    frame = pd.read_csv(outputs)
+    text_rows = frame["variant"] == "dt"
+    frame.loc[text_rows, "output_kind"] = "text"
+    frame.loc[text_rows, "output_token_ids"] = None
+    write_csv(frame, outputs, OUTPUTS_SCHEMA)
+    text = write_report(root).report_path.read_text()
+    section = text[text.index("## Lossless gate") : text.index("## What limited")]
+    assert "Every compared output equals the baseline's." not in section
+    assert "No output could be compared with the baseline's" in section
+    (row,) = [ln for ln in section.splitlines() if ln.startswith("| dt | c1 ")]
+    assert row.startswith("| dt | c1 | 0 | 0 |")
