@@ -291,7 +291,13 @@ def read_csv_checked(
         raise DataFileError(
             f"{path} lacks the required column(s) {', '.join(missing)}; {fix}"
         )
-    frame = pd.read_csv(io.StringIO(text), dtype=dict(dtype) if dtype else None)
+    # round_trip: a float written by export.write_csv (repr) reads back bit-identical; the
+    # default parser can be 1 ulp off, and a re-written summary row would then differ
+    frame = pd.read_csv(
+        io.StringIO(text),
+        dtype=dict(dtype) if dtype else None,
+        float_precision="round_trip",
+    )
     if len(frame) != len(starts):  # csv and pandas disagree: never drop a row silently
         raise DataFileError(
             f"{path}: {len(starts)} records but {len(frame)} rows parsed; {fix}"

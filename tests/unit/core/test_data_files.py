@@ -200,3 +200,14 @@ def test_json_fields_are_type_checked(tmp_path):
         DataFileError, match=r"variants\.a\.b is 1 \(int\), expected dict"
     ):
         check_json_fields(doc, path, {("variants", "a.b"): dict}, fix=FIX)
+
+
+def test_floats_read_back_bit_identical(tmp_path):
+    """pandas' default float parser reads "14.996848355023735" as ...737 (1 ulp off): a
+    summary row re-written by a later command would then differ from the one it kept."""
+    value = 14.996848355023735  # written as repr by write_csv
+    path = tmp_path / "f.csv"
+    path.write_text(f"variant,value\nv,{value!r}\n")
+    frame = read_csv_checked(path, fix="-")
+    assert frame["value"].iloc[0] == value
+    assert repr(frame["value"].iloc[0]) == "14.996848355023735"
