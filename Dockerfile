@@ -29,6 +29,7 @@ COPY trtbench ./trtbench
 COPY builders ./builders
 COPY profiling ./profiling
 COPY triton_repo ./triton_repo
+COPY vllm_server ./vllm_server
 COPY scripts ./scripts
 COPY examples ./examples
 

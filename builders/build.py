@@ -74,6 +74,13 @@ def build_variants(
     """
     out = out or RunDir(Path("runs") / spec.name)
     variants = spec.select(tuple(names))
+    if served_by_vllm := [v for v in variants if v.server == "vllm"]:
+        index = spec.variants.index(served_by_vllm[0])
+        raise ConfigError(
+            f"variants[{index}].server: vllm is not wired into `trtbench build` / `run` / "
+            "`deploy` yet; start vLLM yourself and measure it with `trtbench loadtest --api "
+            "openai-completions --url http://127.0.0.1:PORT/v1 --model NAME`"
+        )
     backends = {v.name: variant_backend(spec, v, backend) for v in variants}
     check_engine_path_version(
         spec, [v for v in variants if backends[v.name] == "trtllm"]

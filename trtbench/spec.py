@@ -43,6 +43,11 @@ from trtbench.spec_llmapi import (
     check_llmapi_mode_fields,
     variant_backend_problem,
 )
+from trtbench.spec_serving import (
+    SERVING_PATH_KEYS,
+    ServingVariantFields,
+    VllmDeployFields,
+)
 from trtbench.validation_errors import format_validation_error
 
 DType = Literal["auto", "float32", "float16", "bfloat16"]
@@ -64,7 +69,7 @@ class ModelsSpec(_Strict):
     medusa: Path | None = None
 
 
-class VariantSpec(LlmApiVariantFields):
+class VariantSpec(LlmApiVariantFields, ServingVariantFields):
     """One engine to build and serve (LLM-API fields: :class:`LlmApiVariantFields`).
 
     ``max_draft_len``: draft tokens per step K for draft_target (default 4); for medusa the
@@ -120,7 +125,7 @@ class VariantSpec(LlmApiVariantFields):
         )
 
 
-class DeploySpec(_Strict):
+class DeploySpec(VllmDeployFields, _Strict):
     """How each variant is served by Triton.
 
     ``instance_count``: instances of each Python-backend model (the reference model,
@@ -286,8 +291,9 @@ class BenchSpec(_Strict):
     @model_validator(mode="after")
     def _check_models(self) -> BenchSpec:
         for i, v in enumerate(self.variants):
-            if problem := variant_backend_problem(
-                v, self.backend_of(v), f"variants[{i}]"
+            where = f"variants[{i}]"  # a vLLM-served variant has no trtbench backend
+            if v.server == "triton" and (
+                problem := variant_backend_problem(v, self.backend_of(v), where)
             ):
                 raise ValueError(problem)
         modes = {v.mode for v in self.variants if v.speculative_model is None}
@@ -347,7 +353,7 @@ def _resolve_paths(
     return data
 
 
-PATH_KEYS = {"models", "tritonserver", "dataset", *LLMAPI_PATH_KEYS}
+PATH_KEYS = {"models", "tritonserver", "dataset", *LLMAPI_PATH_KEYS, *SERVING_PATH_KEYS}
 
 
 def parse_spec(

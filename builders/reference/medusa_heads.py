@@ -4,7 +4,8 @@ Format (``research/trtllm_build.md`` §2; FasterDecoding/Medusa ``medusa/model/m
 
     <dir>/config.json                 {"medusa_num_heads": N, "medusa_num_layers": L,
                                        "base_model_name_or_path": "...", "hidden_size": H,
-                                       "vocab_size": V, "version": "2"}
+                                       "vocab_size": V, "version": "2",
+                                       "model_type": "medusa", "medusa_fc_bias": true}
     <dir>/medusa_lm_head.safetensors  (or the legacy medusa_lm_head.pt)
         {h}.{l}.linear.weight  [H, H]   {h}.{l}.linear.bias  [H]   for l in 0..L-1
         {h}.{L}.weight         [V, H]   (the head's LM projection, no bias)
@@ -30,6 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from trtbench.builders.reference.medusa_config import VLLM_KEYS
 from trtbench.errors import BuildError, ModelMismatchError
 from trtbench.json_files import read_json_object
 
@@ -127,6 +129,7 @@ def save_medusa_heads(
         "hidden_size": heads.hidden_size,
         "vocab_size": heads.vocab_size,
         "version": FORMAT_VERSION,
+        **VLLM_KEYS,  # vLLM loads the same directory (medusa_config.py)
     }
     (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
     return directory

@@ -47,6 +47,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from trtbench.builders.reference.medusa_config import add_vllm_keys
 from trtbench.builders.reference.tiny_recipe import RECIPE_VERSION, Recipe, recipe_key
 from trtbench.errors import BuildError
 from trtbench.run_dir import write_json_atomic
@@ -187,7 +188,7 @@ def ensure_tiny_models(
     root, recipe = Path(root), recipe if recipe is not None else Recipe()
     key = recipe_key(recipe)
     if not force and is_complete(root, key):
-        return model_paths(root)
+        return add_vllm_keys(model_paths(root))
     try:
         with exclusive_lock(root):
             if force or not is_complete(root, key):

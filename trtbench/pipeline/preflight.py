@@ -34,6 +34,7 @@ from trtbench.spec_llmapi import LLMAPI_BACKEND, runtime_problem
 from trtbench.triton_repo.binary import find_tritonserver
 from trtbench.triton_repo.interface import RepoMetadata
 from trtbench.triton_repo.ports import choose_ports
+from trtbench.vllm_server.args import check_vllm_variants
 
 PROBE_PREFIX = ".trtbench-write-check-"
 
@@ -311,7 +312,8 @@ def preflight_run(
     Raises:
         ConfigError: unknown variant, unwritable run directory, a bad
             ``deploy.tritonserver`` or ``deploy.mpirun``, bad tiers or
-            ``profile.nsys_tier``, a bad dataset line, a prompt over a variant's limits.
+            ``profile.nsys_tier``, a bad dataset line, a prompt over a variant's limits,
+            a ``server: vllm`` variant vLLM cannot serve or no vLLM interpreter for it.
         ServerStartError: no tritonserver found, a fixed port taken.
         NotAvailableError: ``profile.nsys`` without nsys.
     """
@@ -324,6 +326,7 @@ def preflight_run(
     check_tritonserver(spec.deploy.tritonserver, "deploy.tritonserver")
     check_mpirun(spec, selected)
     check_llmapi_variants(spec, selected)
+    check_vllm_variants(spec.deploy.vllm_python, selected, spec.models)
     check_ports(spec.deploy)
     return check_spec_prompts(spec, selected, target_tokenizer(spec))
 

@@ -219,7 +219,8 @@ def test_no_import_cycles():
 
 def python_files() -> list[Path]:
     roots = [
-        REPO_ROOT / d for d in ("trtbench", "builders", "profiling", "triton_repo")
+        REPO_ROOT / d
+        for d in ("trtbench", "builders", "profiling", "triton_repo", "vllm_server")
     ]
     roots += [REPO_ROOT / "scripts", REPO_ROOT / "tests"]
     return sorted(

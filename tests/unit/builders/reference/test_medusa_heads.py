@@ -49,6 +49,9 @@ def test_saved_keys_shapes_and_config_are_fasterdecoding(tmp_path):
         "hidden_size": HIDDEN,
         "vocab_size": VOCAB,
         "version": "2",
+        # vLLM 0.32's MedusaConfig / Medusa: the type, and biases in the residual blocks
+        "model_type": "medusa",
+        "medusa_fc_bias": True,
     }
 
 

