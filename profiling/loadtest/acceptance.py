@@ -35,7 +35,9 @@ when only request totals are known (TensorRT-LLM's perf metrics on the final res
 response that is not streamed): the pooled figures use verify steps = token responses − 1
 (one response: OSL − 1 − accepted, trtllm-bench's decode iterations), and the per-position
 rates and the histogram are not available (no rows); empty when the server reports no counts
-or nothing was proposed (a baseline).
+or nothing was proposed (a baseline). Over an OpenAI API, where responses carry no counts, the
+server's Prometheus counters over the tier fill the pooled figures and the position rows instead
+(``server_prometheus``; :mod:`~trtbench.profiling.loadtest.server_counts`).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ ACCEPTANCE_SUMMARY_COLUMNS: tuple[Column, ...] = (
     Column("verify_steps_count", "verify steps (steps that proposed > 0 drafts) of successful requests", False),
     Column("proposed_draft_tokens_count", "Σ proposed draft tokens (Medusa: tree nodes per step)", False),
     Column("accepted_draft_tokens_count", "Σ drafts accepted by verification (not reduced at a step cut by max_tokens / the end token)", False),
-    Column("spec_decode_counts_source", "server_per_step (per-response counts) | server_request_totals (request totals only: no per-position rates) | empty (no draft counts, or a baseline)", False),
+    Column("spec_decode_counts_source", "server_per_step (per-response counts) | server_request_totals (request totals only: no per-position rates) | server_prometheus (the server's Prometheus counters over the tier, OpenAI APIs: no histogram) | empty (no draft counts, or a baseline)", False),
 )  # fmt: skip
 
 ACCEPTANCE_SCHEMA: tuple[Column, ...] = (
@@ -69,7 +71,7 @@ ACCEPTANCE_SCHEMA: tuple[Column, ...] = (
     Column("steps_count", "position: verify steps that proposed ≥ j drafts; histogram: all verify steps", kind="int"),
     Column("hits_count", "position: of those, steps that accepted ≥ j drafts; histogram: steps that accepted exactly j", kind="int"),
     Column("value_ratio", "hits / steps: the acceptance rate at position j, or the share of steps that accepted exactly j"),
-    Column("source", "where the counts come from (server_per_step)"),
+    Column("source", "where the counts come from: server_per_step, or server_prometheus (position rows only; steps = the tier's drafts, vLLM's denominator)"),
 )  # fmt: skip
 
 

@@ -43,6 +43,7 @@ from trtbench.profiling.loadtest.response_parse import (  # noqa: F401 (re-expor
     FINAL_PARAM,
     IDS_OUTPUT,
     TEXT_OUTPUT,
+    Exchange,
     ParsedResponse,
     parse_response,
 )
@@ -270,16 +271,6 @@ def _request(
         request.raw_input_contents.append(_serialize(dtype, [value]))
     request.parameters[EMPTY_FINAL_PARAM].bool_param = True
     return request
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """What came back for one request: (receive ns, response) pairs, in order."""
-
-    sent_ns: int
-    end_ns: int
-    responses: list[tuple[int, service_pb2.ModelInferResponse]]
-    error: str | None = None
 
 
 def _rpc_error(exc: grpc.aio.AioRpcError, timeout_s: float) -> str:

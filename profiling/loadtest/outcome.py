@@ -6,9 +6,11 @@ A tier is a measurement only when it is ``complete``; the summary carries the st
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from trtbench.profiling.loadtest.loop_lag import LagStats
+from trtbench.profiling.loadtest.spec_counters import SpecCounters
 from trtbench.stop_signals import signal_name
 
 TIER_COMPLETE, TIER_PARTIAL, TIER_FAILED, TIER_INTERRUPTED = (
@@ -36,6 +38,9 @@ class TierOutcome:
         reason: why it is not complete (one line; '' when complete).
         loop_lag: the client's event-loop lag during the tier (p50 / p99 / max ms;
             :mod:`~trtbench.profiling.loadtest.loop_lag`), None without samples.
+        spec_counts: per pass, the server's speculative counters' delta over the pass
+            (:mod:`~trtbench.profiling.loadtest.server_counts`); None for a pass that lost a
+            scrape; empty when the server exports none.
     """
 
     tier: str
@@ -45,6 +50,7 @@ class TierOutcome:
     unfinished: int = 0
     reason: str = ""
     loop_lag: LagStats | None = None
+    spec_counts: tuple[SpecCounters | None, ...] = ()
 
     def line(self) -> str:
         """``N requests, F failed[, U unfinished], <status>[ (<reason>)]`` (for the log)."""
@@ -103,3 +109,30 @@ def settle_tier(
     if not ok:
         return replace(tier, status=TIER_FAILED, reason="every request failed")
     return replace(tier, status=TIER_COMPLETE, reason="")
+
+
+def result_json(result: LoadResult) -> dict[str, object]:
+    """What run.json keeps of a load result: tiers done and each tier's outcome."""
+    return {
+        "tiers_done": result.tiers_done,
+        "tiers": {t.tier: {"status": t.status, "reason": t.reason,
+                           "requests": t.requests, "failed": t.failed,
+                           "unfinished": t.unfinished,
+                           **({"server_spec_counts": [None if c is None else c.as_json()
+                                                      for c in t.spec_counts]}
+                              if t.spec_counts else {})} for t in result.tiers},
+        "interrupted": result.interrupted,
+        "server_failure": result.server_failure,
+    }  # fmt: skip
+
+
+def failure_lines(results: Mapping[str, LoadResult]) -> list[str]:
+    """One line per variant whose server died: ``variant <v>, tier <t>: <reason>``."""
+    lines = []
+    for variant, result in results.items():
+        if result.server_failure is None:
+            continue
+        bad = [t for t in result.tiers if t.status in ("partial", "failed")]
+        where = f", tier {bad[-1].tier}" if bad else " (before the first tier)"
+        lines.append(f"variant {variant}{where}: {result.server_failure}")
+    return lines

@@ -92,7 +92,8 @@ def merge_passes(outcomes: Sequence[TierOutcome]) -> list[TierOutcome]:
     """One outcome per tier label (first-seen order) from the outcomes of its passes.
 
     The status is the worst pass's (:data:`SEVERITY`) with that pass's reason; requests,
-    failed and unfinished add up; the event-loop lag is the worst pass's.
+    failed and unfinished add up; the event-loop lag is the worst pass's; the server's
+    speculative counts of the passes are kept side by side (``spec_counts``).
     """
     merged: dict[str, TierOutcome] = {}
     for o in outcomes:
@@ -107,6 +108,7 @@ def merge_passes(outcomes: Sequence[TierOutcome]) -> list[TierOutcome]:
             failed=old.failed + o.failed,
             unfinished=old.unfinished + o.unfinished,
             loop_lag=worst_lag(old.loop_lag, o.loop_lag),
+            spec_counts=old.spec_counts + o.spec_counts,
         )
     return list(merged.values())
 

@@ -1,8 +1,9 @@
 """One Triton response → the parts the load-test metrics need (pure, on the hot path).
 
 The output names trtbench reads (TensorRT-LLM's names where they exist), the datatypes it
-decodes, and :func:`parse_response`, which runs on the load generator's event loop for every
-response. The request side is ``grpc_client.py``.
+decodes, :func:`parse_response`, which runs on the load generator's event loop for every
+response, and :class:`Exchange`, one request's responses (Triton's or OpenAI's, already parsed).
+The request side is ``grpc_client.py`` / ``openai_client.py``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ ARRIVAL_OUTPUT = "arrival_time_ns"
 SCHEDULED_OUTPUT = "first_scheduled_time_ns"
 FIRST_TOKEN_OUTPUT = "first_token_time_ns"
 FINAL_PARAM = "triton_final_response"
+UNAVAILABLE = "UNAVAILABLE"
+"""Prefix of a request error meaning the server went away (gRPC's status name; the OpenAI
+client uses it for a refused or dropped connection): the runner checks the server before
+it sends again."""
 DTYPES = {
     "BYTES": None,
     "INT32": "<i4",
@@ -52,6 +57,22 @@ class ParsedResponse:
     server_arrival_ns: int | None = None
     server_scheduled_ns: int | None = None
     server_first_token_ns: int | None = None
+    # the whole request's output tokens as the server counts them (OpenAI ``usage``)
+    usage_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """What came back for one request: (receive ns, response) pairs, in order.
+
+    A response is a Triton ``ModelInferResponse`` (parsed later, off the receive path) or
+    an already parsed :class:`ParsedResponse` (OpenAI SSE chunks, ``openai_client.py``).
+    """
+
+    sent_ns: int
+    end_ns: int
+    responses: list[tuple[int, service_pb2.ModelInferResponse | ParsedResponse]]
+    error: str | None = None
 
 
 def _deserialize_bytes(raw: bytes) -> list[bytes]:
@@ -90,13 +111,18 @@ def _count(raw: bytes, dtype: str) -> int | None:
     return int(values.sum()) if values.size else None
 
 
-def parse_response(response: service_pb2.ModelInferResponse) -> ParsedResponse:
+def parse_response(
+    response: service_pb2.ModelInferResponse | ParsedResponse,
+) -> ParsedResponse:
     """Token ids, text, final flag and speculative counts of one response (pure).
 
     An empty final response has no outputs: ids and text are None. It runs on the load
     generator's event loop for every response, so it makes one pass over the outputs and
-    reads scalar counts without numpy (~10 µs a response).
+    reads scalar counts without numpy (~10 µs a response). An already parsed response
+    (OpenAI) comes back as it is.
     """
+    if isinstance(response, ParsedResponse):
+        return response
     ids = text = None
     counts: dict[str, int | None] = {}
     times: dict[str, int | None] = {}

@@ -1,8 +1,10 @@
 """From one request's gRPC responses to its records: token counts, echo, speculative counts.
 
-Tokens come from ``output_ids`` when the server returns them (source ``output_ids``);
-otherwise the text of all responses is re-tokenized once with the model's tokenizer and
-each token is attributed to the response that completes it (source ``retokenized``). A
+Tokens come from ``output_ids`` (or OpenAI ``token_ids``) when the server returns them (source
+``output_ids``); otherwise the text of all responses is re-tokenized once with the model's
+tokenizer and each token is attributed to the response that completes it (source
+``retokenized``; where the server streams ``usage``, its total wins: :func:`fit_total`).
+Responses come as Triton messages or already parsed (OpenAI SSE chunks, ``openai_client.py``). A
 prompt echoed at the start of the output is removed and counted in ``echoed_tokens``.
 Triton's llmapi model sends the text so far on every streamed response (``cumulative_text``):
 it is turned into the new text of each response first (``llmapi_tensors.text_deltas``).
@@ -81,7 +83,34 @@ def _token_counts(
     echo_chars = strip_prompt_echo("".join(chunks), prompt.text) if echo else 0
     chunks = _drop_prefix(chunks, echo_chars)
     echoed = prompt.input_tokens if echo_chars else 0
-    return tokenizer.tokens_per_chunk(chunks), echoed, TOKEN_SOURCE_RETOKENIZED
+    counts = tokenizer.tokens_per_chunk(chunks)
+    usage = [p.usage_tokens for p in parsed if p.usage_tokens is not None]
+    if usage:  # the server's total wins; re-tokenizing only splits it over the chunks
+        counts = fit_total(counts, usage[-1])
+    return counts, echoed, TOKEN_SOURCE_RETOKENIZED
+
+
+def fit_total(counts: list[int], total: int) -> list[int]:
+    """Per-chunk counts changed to sum to ``total`` (the server's ``usage``): the difference
+    goes to the last chunk with tokens, a shortfall is taken from the last chunks first.
+    Unchanged when no chunk has a token (no receive time to give them).
+
+    Example: ``fit_total([0, 2, 1, 0], 5) == [0, 2, 3, 0]``;
+    ``fit_total([0, 2, 1, 0], 2) == [0, 2, 0, 0]``.
+    """
+    out = list(counts)
+    with_tokens = [i for i, n in enumerate(out) if n > 0]
+    if not with_tokens:
+        return out
+    diff = total - sum(out)
+    if diff >= 0:
+        out[with_tokens[-1]] += diff
+        return out
+    for i in reversed(range(len(out))):
+        take = min(out[i], -diff)
+        out[i] -= take
+        diff += take
+    return out
 
 
 def _drop_prefix(chunks: list[str], chars: int) -> list[str]:

@@ -1,11 +1,13 @@
-"""The load-test runner: tiers of requests over gRPC streaming, recorded per request/response.
+"""The load-test runner: tiers of streamed requests (Triton gRPC or OpenAI HTTP: the transport,
+:mod:`trtbench.profiling.loadtest.transport`), recorded per request/response.
 
 Per tier: a request count or a duration; closed loop (concurrency) or open loop (request
 rate, send times from :mod:`trtbench.profiling.loadtest.schedule`). Warmup requests go first against
 the server and are not recorded. Every request ends as a :class:`RequestRecord` — a
 timeout or server error is a row with ``error`` set — handed to a record sink as soon as
 the request ends (:mod:`trtbench.profiling.loadtest.record_sink`), so nothing grows per
-request.
+request. Right before and after each tier pass the transport reads the server's speculative
+counters (OpenAI: ``/metrics``); their difference goes into the pass's outcome (server_counts.py).
 
 A watcher (:mod:`trtbench.profiling.loadtest.health`) stops the tier when the server dies;
 SIGINT, SIGTERM and SIGHUP stop sending. Either way the requests in flight are counted as
@@ -22,45 +24,34 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-import grpc
-from tritonclient.grpc import service_pb2_grpc
-
 from trtbench.errors import LoadTestError
 from trtbench.profiling.loadtest.client_timing import wall_minus_perf_ns
-from trtbench.profiling.loadtest.grpc_client import (
-    ENDPOINTS,
-    Exchange,
-    build_request,
-)
-from trtbench.profiling.loadtest.health import (
-    HealthCheck,
-    Watcher,
-    grpc_ready_check,
-    threaded,
-)
+from trtbench.profiling.loadtest.health import HealthCheck, Watcher, threaded
 from trtbench.profiling.loadtest.loop_lag import LagHistogram, sample_loop_lag
 from trtbench.profiling.loadtest.outcome import LoadResult, TierOutcome, settle_tier
 from trtbench.profiling.loadtest.partition import WorkerShare
 from trtbench.profiling.loadtest.prompts import Prompt, TextTokenizer
 from trtbench.profiling.loadtest.record_sink import RecordSink
 from trtbench.profiling.loadtest.repeats import merge_passes, tier_passes
+from trtbench.profiling.loadtest.response_parse import Exchange
 from trtbench.profiling.loadtest.responses import RequestSlot, exchange_to_all_records
 from trtbench.profiling.loadtest.schedule import Tier, iter_send_offsets_ns
+from trtbench.profiling.loadtest.server_counts import pass_delta
 from trtbench.profiling.loadtest.slots import OpenLoopGate
 from trtbench.profiling.loadtest.target import LoadSettings, LoadTarget, Progress
 from trtbench.profiling.loadtest.tasks import gather_until_stop
+from trtbench.profiling.loadtest.transport import UNAVAILABLE, Transport, make_transport
 from trtbench.records import OutputRecord, RequestRecord, ResponseRecord
 from trtbench.stop_signals import loop_stop_handlers
 
 log = logging.getLogger(__name__)
 
 INTERRUPTED = "in flight at the stop"
-UNAVAILABLE = "UNAVAILABLE"  # gRPC status name of a request to a server that went away
 GIL_SWITCH_S = 0.001
 
 
 class TierRunner:
-    """One event loop's worth of state: the channel, the stop flag, the tier's counts."""
+    """One event loop's worth of state: the transport, the stop flag, the tier's counts."""
 
     def __init__(
         self,
@@ -73,13 +64,12 @@ class TierRunner:
     ):
         self.target, self.prompts, self.settings = target, prompts, settings
         self.tokenizer, self.progress, self.sink = tokenizer, progress, sink
-        self.send = ENDPOINTS[target.endpoint]
+        self.transport: Transport | None = None  # opened by _run (transport.py)
         self.stop = asyncio.Event()
         self.result = LoadResult()
-        self.stub: service_pb2_grpc.GRPCInferenceServiceStub | None = None
         self.watcher: Watcher | None = None
         self.current = TierOutcome("warmup")
-        self.echo_possible = target.interface.echo_possible
+        self.echo_possible = target.echo_possible
         self.lag, self.clock_offset_ns = LagHistogram(), wall_minus_perf_ns()
         self.share = WorkerShare()  # worker k of N client processes (partition.py)
         self.before_tier: Callable[[Tier], bool] | None = None  # False: stop (workers)
@@ -127,18 +117,11 @@ class TierRunner:
         Returns:
             The request's error (None: it succeeded).
         """
-        prompt = self.prompt_of(slot)
-        request = build_request(
-            self.target.interface,
-            prompt.text,
-            prompt.output_tokens,
-            slot.request_id,
-            self.target.options,
-        )
-        assert self.stub is not None
+        prompt, transport = self.prompt_of(slot), self.transport
+        assert transport is not None
         try:
-            exchange = await self.send(
-                self.stub, request, self.settings.request_timeout_s
+            exchange = await transport.send(
+                prompt, slot.request_id, self.settings.request_timeout_s
             )
         except asyncio.CancelledError:
             t = time.perf_counter_ns()
@@ -277,13 +260,10 @@ async def _run(
 ) -> None:
     loop = asyncio.get_running_loop()
     with loop_stop_handlers(loop, runner.on_signal):
-        async with grpc.aio.insecure_channel(runner.target.url) as channel:
-            runner.stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-            check = (
-                threaded(health)
-                if health is not None
-                else grpc_ready_check(runner.stub, runner.target.url)
-            )
+        transport = runner.transport = make_transport(runner.target, tiers)
+        await transport.open()
+        try:
+            check = threaded(health) if health is not None else transport.ready_check()
             runner.watcher = Watcher(check, runner.on_dead)
             runner.watcher.start()
             sampler = asyncio.ensure_future(sample_loop_lag(runner.lag))
@@ -294,6 +274,8 @@ async def _run(
             finally:
                 sampler.cancel()
                 await runner.watcher.stop()
+        finally:
+            await transport.close()
 
 
 async def _tiers(
@@ -306,6 +288,7 @@ async def _tiers(
         line_up = runner.before_tier  # several client processes wait for each other
         if line_up is not None and not await asyncio.to_thread(line_up, tier):
             break
+        before = await runner.transport.spec_counters()  # type: ignore[union-attr]
         runner.current = TierOutcome(tier.label)
         if runner.progress is not None:
             runner.progress.tier_started(
@@ -320,6 +303,8 @@ async def _tiers(
         finally:
             if runner.watcher is not None:
                 await runner.watcher.verify()  # never settle a tier on a dead server
+            after = await runner.transport.spec_counters()  # type: ignore[union-attr]
+            runner.current.spec_counts = pass_delta(before, after)  # server_counts.py
             outcome = runner.end_tier()
             if runner.progress is not None:
                 runner.progress.tier_ended()
@@ -345,7 +330,7 @@ def run_load(
     """Warm up, then run every tier against one served model, streaming records to ``sink``.
 
     Args:
-        target: url, probed model interface and endpoint kind (``ENDPOINTS`` key).
+        target: url, probed model interface, endpoint kind and API (transport.py).
         prompts: used in order, cycling; the same order for every tier and variant.
         tiers: load levels, run in order (then, with ``settings.repeats`` > 1, again in
             fresh orders; the outcome has one entry per tier, its passes merged).
@@ -357,7 +342,7 @@ def run_load(
             and the tier order of pass r > 0 (``settings.repeats``; :mod:`.repeats`).
         sink: receives each request's records as soon as it ends.
         health: a blocking check of the server (process + readiness), polled every
-            0.25 s; default: gRPC ``ServerReady`` on the generator's channel. A dead
+            0.25 s; default: the transport's (gRPC ``ServerReady``, OpenAI ``GET /health``). A dead
             server stops the tier (``server_failure``); no later tier runs.
         share: this process's part of each tier when several client processes share it
             (:class:`~trtbench.profiling.loadtest.partition.WorkerShare`; default: all).
@@ -374,14 +359,11 @@ def run_load(
     """
     if not prompts:
         raise LoadTestError("no prompts to send; give a dataset or synthetic lengths")
-    if target.endpoint not in ENDPOINTS:
-        raise LoadTestError(
-            f"unknown endpoint kind {target.endpoint!r}; use {', '.join(ENDPOINTS)}"
-        )
+    make_transport(target, tiers)  # an unknown endpoint kind fails here
     if not target.interface.returns_ids and tokenizer is None:
         raise LoadTestError(
-            f"model {target.interface.name!r} returns text_output without output_ids; "
-            "pass --tokenizer DIR (the model directory) so the text can be re-tokenized"
+            f"model {target.interface.name!r} returns text without token ids; pass "
+            "--tokenizer DIR (the model directory) so the text can be re-tokenized"
         )
     runner = TierRunner(target, prompts, settings, tokenizer, progress, sink)
     runner.share, runner.before_tier = share or WorkerShare(), before_tier

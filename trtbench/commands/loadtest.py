@@ -1,4 +1,5 @@
-"""``trtbench loadtest``: gRPC streaming load tiers against any Triton LLM model."""
+"""``trtbench loadtest``: streaming load tiers against any Triton LLM model (gRPC) or any
+OpenAI-compatible server (HTTP + SSE)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,12 @@ from trtbench.pipeline.preflight import preflight_loadtest
 from trtbench.profiling.loadtest.grpc_client import ENDPOINTS
 from trtbench.profiling.loadtest.metrics import SLO_KEYS
 from trtbench.profiling.loadtest.schedule import ARRIVALS
+from trtbench.profiling.loadtest.target import (
+    API_GRPC,
+    APIS,
+    check_url,
+    check_workers_api,
+)
 from trtbench.run_dir import RunDir
 from trtbench.spec import LoadtestSpec
 
@@ -98,7 +105,19 @@ def check_load_options(
 
 
 @click.command("loadtest")
-@click.option("--url", required=True, help="Triton gRPC address HOST:PORT.")
+@click.option(
+    "--url",
+    required=True,
+    help="Triton gRPC HOST:PORT (port 8001), or an OpenAI base URL http://HOST:PORT/v1.",
+)
+@click.option(
+    "--api",
+    type=click.Choice(APIS),
+    default=API_GRPC,
+    show_default=True,
+    help="Triton gRPC streaming, or an OpenAI-compatible server's completions / chat "
+    "completions API (vLLM, SGLang, trtllm-serve) streamed over SSE.",
+)
 @click.option("--model", default="ensemble", show_default=True, help="Model to call.")
 @click.option(
     "--concurrency",
@@ -248,12 +267,18 @@ def check_load_options(
 )
 @click.option("--baseline", default=None, help="Variant the speedups compare against.")
 @run_dir_option(default=RUNS_ROOT / "loadtest")
-def loadtest(url: str, model: str, concurrency: str, request_rate: str | None,
+def loadtest(url: str, api: str, model: str, concurrency: str, request_rate: str | None,
              slo: str | None, tokenizer: Path | None, endpoint: str | None,
              variant: str | None, baseline: str | None, out: Path,
              **fields: object) -> None:  # fmt: skip
     """Load-test MODEL at URL tier by tier; write OUT/loadtest/*.csv and print the table."""
+    check_url(api, url)
+    if endpoint is not None and api != API_GRPC:
+        raise ConfigError(
+            f"--endpoint goes with --api {API_GRPC} only (got --api {api})"
+        )
     check_load_options(concurrency, request_rate, fields.get("max_concurrency"))
+    check_workers_api(api, int(fields.get("workers") or 1))  # type: ignore[call-overload]
     spec = spec_from_options(
         {**fields, **parse_slo(slo),
          "concurrency": parse_list(concurrency, int, "--concurrency"),
@@ -264,5 +289,6 @@ def loadtest(url: str, model: str, concurrency: str, request_rate: str | None,
     outcome = run_loadtest(
         url, model, spec, out, variant=variant, tokenizer_dir=tokenizer,
         endpoint=endpoint, baseline=baseline, progress=TierProgress(), prompts=prompts,
+        api=api,
     )  # fmt: skip
     print_outcome(outcome)

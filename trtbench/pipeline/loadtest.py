@@ -34,7 +34,12 @@ from trtbench.profiling.loadtest.grpc_client import (
 from trtbench.profiling.loadtest.health import HealthCheck
 from trtbench.profiling.loadtest.lossless import lossless_warnings, with_lossless
 from trtbench.profiling.loadtest.metrics import TierStatuses, osl_warnings
-from trtbench.profiling.loadtest.outcome import LoadResult
+from trtbench.profiling.loadtest.openai_client import connect_openai
+from trtbench.profiling.loadtest.outcome import (  # noqa: F401 (result_json, failure_lines: re-exported)
+    LoadResult,
+    failure_lines,
+    result_json,
+)
 from trtbench.profiling.loadtest.outputs import OUTPUTS_CSV, merge_outputs
 from trtbench.profiling.loadtest.prompts import (
     Prompt,
@@ -52,7 +57,14 @@ from trtbench.profiling.loadtest.schemas import (
     read_records_csv,
     requests_table,
 )
-from trtbench.profiling.loadtest.target import LoadSettings, LoadTarget, Progress
+from trtbench.profiling.loadtest.server_counts import add_server_counts
+from trtbench.profiling.loadtest.target import (
+    API_GRPC,
+    LoadSettings,
+    LoadTarget,
+    Progress,
+    check_workers_api,
+)
 from trtbench.profiling.loadtest.trusted_summary import summarize_trusted
 from trtbench.profiling.loadtest.workers import run_in_parts
 from trtbench.run_dir import RunDir
@@ -143,13 +155,20 @@ def connect(
     endpoint: str | None = None,
     fixed_output_len: bool = True,
     extra_inputs: Mapping[str, object] | None = None,
+    api: str = API_GRPC,
+    has_tokenizer: bool = False,
 ) -> LoadTarget:
-    """Probe ``model`` at ``url`` and choose the endpoint kind (default from its config).
+    """Probe ``model`` at ``url`` and choose the endpoint kind (default from its config);
+    an OpenAI ``api``: :func:`~trtbench.profiling.loadtest.openai_client.connect_openai`.
 
     Raises:
         LoadTestError: unreachable, unknown model, mismatched inputs, unknown endpoint.
-        ConfigError: an extra input the model does not have.
+        ConfigError: an extra input the model does not have; an OpenAI server that returns
+            no token ids and no tokenizer.
     """
+    if api != API_GRPC:
+        return connect_openai(url, model, api, fixed_output_len=fixed_output_len,
+                              extra=dict(extra_inputs or {}), has_tokenizer=has_tokenizer)  # fmt: skip
     interface = asyncio.run(probe_model(url, model))
     kind = endpoint or interface.default_endpoint()
     if kind not in ENDPOINTS:
@@ -191,6 +210,7 @@ def measure(
 ) -> LoadResult:
     """Warm up and run every tier of ``spec`` against one served model, streaming its
     records to :func:`record_files` (old parts of ``variant`` are removed first)."""
+    check_workers_api(target.api, spec.workers)
     files = record_files(run_dir, variant)
     for path in (files.requests, files.responses, files.outputs):
         path.unlink(missing_ok=True)
@@ -290,12 +310,14 @@ def write_loadtest(
     outputs = merge_outputs(run_dir.loadtest_dir / OUTPUTS_CSV, parts, replace)
     summary = with_lossless(summary, outputs, base)
     summary = add_loop_lag(summary, tier_loop_lags(results), run_dir.summary_csv)
+    summary, acceptance = add_server_counts(summary, acceptance_table(req, resp), results,
+                                            run_dir.summary_csv, run_dir.acceptance_csv)  # fmt: skip
     if len(req):
         table = requests_table(req).assign(in_window=trusted.in_window)
         write_csv(table, run_dir.requests_csv, REQUESTS_SCHEMA)
         write_csv(resp, run_dir.responses_csv, RESPONSES_SCHEMA)
     write_csv(summary, run_dir.summary_csv, SUMMARY_SCHEMA)
-    write_csv(acceptance_table(req, resp), run_dir.acceptance_csv, ACCEPTANCE_SCHEMA)
+    write_csv(acceptance, run_dir.acceptance_csv, ACCEPTANCE_SCHEMA)
     for variant in replace:
         files = record_files(run_dir, variant)
         files.requests.unlink(missing_ok=True)
@@ -325,11 +347,13 @@ def run_loadtest(
     baseline: str | None = None,
     progress: Progress | None = None,
     prompts: Sequence[Prompt] | None = None,
+    api: str = API_GRPC,
 ) -> LoadtestOutcome:
     """``trtbench loadtest``: measure one served model, write ``out/loadtest/*.csv``.
 
     ``prompts``: the ones :func:`~trtbench.pipeline.preflight.preflight_loadtest` made
-    and checked (default: made from ``spec`` here).
+    and checked (default: made from ``spec`` here). ``api``: ``triton-grpc`` (``url`` =
+    HOST:PORT) or ``openai-chat`` / ``openai-completions`` (``url`` = http://HOST:PORT/v1).
 
     Rows already in the CSVs for other variants are kept, so several runs with different
     ``--variant`` labels (and ``--baseline``) build one comparison; without ``baseline``
@@ -344,7 +368,7 @@ def run_loadtest(
     tokenizer = open_tokenizer(tokenizer_dir)
     if prompts is None:
         prompts = make_prompts(spec, tokenizer)
-    target = connect(url, model, endpoint=endpoint,
+    target = connect(url, model, endpoint=endpoint, api=api, has_tokenizer=tokenizer is not None,
                      fixed_output_len=spec.fixed_output_len)  # fmt: skip
     label = variant or model
     run_dir = RunDir(out)
@@ -358,7 +382,7 @@ def run_loadtest(
         run_dir.update_run_json("baseline", baseline)
     run_dir.update_run_json(
         "loadtest",
-        {label: {"url": url, "model": model, "endpoint": target.endpoint,
+        {label: {"url": url, "model": model, "endpoint": target.endpoint, "api": api,
                  **result_json(result)}},
     )  # fmt: skip
     for w in warnings:  # the terminal prints them from the outcome; the log keeps them
@@ -371,27 +395,3 @@ def run_loadtest(
         stop_signal=result.stop_signal,
         failures=failure_lines({label: result}),
     )
-
-
-def result_json(result: LoadResult) -> dict[str, object]:
-    """What run.json keeps of a load result: tiers done and each tier's outcome."""
-    return {
-        "tiers_done": result.tiers_done,
-        "tiers": {t.tier: {"status": t.status, "reason": t.reason,
-                           "requests": t.requests, "failed": t.failed,
-                           "unfinished": t.unfinished} for t in result.tiers},
-        "interrupted": result.interrupted,
-        "server_failure": result.server_failure,
-    }  # fmt: skip
-
-
-def failure_lines(results: Mapping[str, LoadResult]) -> list[str]:
-    """One line per variant whose server died: ``variant <v>, tier <t>: <reason>``."""
-    lines = []
-    for variant, result in results.items():
-        if result.server_failure is None:
-            continue
-        bad = [t for t in result.tiers if t.status in ("partial", "failed")]
-        where = f", tier {bad[-1].tier}" if bad else " (before the first tier)"
-        lines.append(f"variant {variant}{where}: {result.server_failure}")
-    return lines

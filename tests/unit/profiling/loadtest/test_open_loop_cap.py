@@ -53,7 +53,7 @@ class StubServer:
         self.in_flight = 0
         self.most = 0
 
-    async def send(self, stub, request, timeout_s) -> Exchange:
+    async def send(self, prompt, request_id, timeout_s) -> Exchange:
         sent = time.perf_counter_ns()
         self.in_flight += 1
         self.most = max(self.most, self.in_flight)
@@ -80,8 +80,7 @@ def run_open_loop(rate: float, cap: int | None, n: int) -> tuple[list, StubServe
         None,
         sink,
     )
-    runner.stub = object()  # type: ignore[assignment]
-    runner.send = server.send  # type: ignore[assignment]
+    runner.transport = server  # type: ignore[assignment]
     asyncio.run(runner.open_loop("v", Tier(None, rate, cap), 0))
     return sorted(sink.requests, key=lambda r: r.scheduled_ns), server
 

@@ -1,0 +1,115 @@
+"""``trtbench loadtest --api openai-completions`` against a real ``vllm serve`` (CPU, float32)
+of the tiny target: two tiers of 4 requests, token ids from the server, lengths forced with
+``ignore_eos``; the per-request token counts checked against the server's own ``usage``."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pandas as pd
+import pytest
+
+from tests.support.cli import run_cli
+from tests.support.vllm_serve import vllm_server
+from trtbench.profiling.loadtest.openai_client import OpenAITransport, connect_openai
+from trtbench.profiling.loadtest.prompts import Prompt
+from trtbench.profiling.loadtest.responses import RequestSlot, exchange_to_all_records
+from trtbench.profiling.loadtest.schedule import Tier
+from trtbench.profiling.loadtest.target import API_COMPLETIONS
+from trtbench.triton_repo.ports import free_port
+
+pytestmark = pytest.mark.integration
+
+OUTPUT_TOKENS = 8
+
+
+@pytest.fixture(scope="module")
+def vllm_url(tiny_models, tmp_path_factory):
+    """``http://127.0.0.1:PORT/v1`` of a vLLM server of the tiny target, in its own process
+    group (stopped with the whole group at the end)."""
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    with vllm_server(tiny_models["target"], log) as url:
+        yield url
+
+
+def test_loadtest_completions_two_tiers(vllm_url, tiny_models, tmp_path, capsys):
+    model = str(tiny_models["target"])
+    out = tmp_path / "run"
+    code, stdout, stderr = run_cli(
+        ["loadtest", "--api", "openai-completions", "--url", vllm_url, "--model", model,
+         "--concurrency", "1,2", "--requests-per-tier", "4", "--warmup-requests", "1",
+         "--input-len-mean", "16", "--output-len-mean", str(OUTPUT_TOKENS),
+         "--tokenizer", model, "--variant", "vllm", "--out", str(out)],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, stdout + stderr
+    summary = pd.read_csv(out / "loadtest" / "summary.csv")
+    assert list(summary["tier"]) == ["c1", "c2"]
+    assert set(summary["tier_status"]) == {"complete"}
+    req = pd.read_csv(out / "loadtest" / "requests.csv")
+    assert len(req) == 8 and req["error"].isna().all()
+    assert (req["output_tokens"] == OUTPUT_TOKENS).all()  # ignore_eos forces the length
+    assert (req["requested_output_tokens"] == OUTPUT_TOKENS).all()
+    assert set(req["output_token_source"]) == {"output_ids"}
+    assert (req["time_to_first_token_ms"] <= req["request_latency_ms"]).all()
+    assert (req["first_token_ns"] >= req["sent_ns"]).all()
+    assert list(summary["request_count"]) == [4, 4]
+    assert list(summary["error_count"]) == [0, 0]
+    cols = [
+        "time_to_first_token_mean_ms",
+        "request_latency_mean_ms",
+        "time_per_output_token_mean_ms",
+    ]
+    assert summary[cols].notna().all().all()
+    assert (
+        summary["time_to_first_token_mean_ms"] <= summary["request_latency_mean_ms"]
+    ).all()
+    resp = pd.read_csv(out / "loadtest" / "responses.csv")
+    assert resp.groupby("request_id")["tokens"].sum().eq(OUTPUT_TOKENS).all()
+
+
+def test_counts_equal_the_servers_usage(vllm_url, tiny_models):
+    """Per request: the tokens counted from the streamed ids equal the server's usage."""
+    model = str(tiny_models["target"])
+    target = connect_openai(vllm_url, model, API_COMPLETIONS, fixed_output_len=False)
+    assert target.interface.returns_ids and target.health_url.endswith("/health")
+    prompts = [Prompt(f"p{i}", text, 4, n, "words")
+               for i, (text, n) in enumerate([("The cat", 5), ("Hello world", 12),
+                                              ("def f(x):", 3)])]  # fmt: skip
+
+    async def go():
+        transport = OpenAITransport(target, 2)
+        await transport.open()
+        try:
+            return [
+                await transport.send(p, f"r{i}", 60.0) for i, p in enumerate(prompts)
+            ]
+        finally:
+            await transport.close()
+
+    for prompt, exchange in zip(prompts, asyncio.run(go()), strict=True):
+        assert exchange.error is None
+        usage = [
+            r.usage_tokens for _, r in exchange.responses if r.usage_tokens is not None
+        ]
+        slot = RequestSlot("v", Tier(concurrency=1), 0, exchange.sent_ns)
+        record, _, _ = exchange_to_all_records(exchange, prompt, slot)
+        assert usage == [record.output_tokens]
+        assert 0 < record.output_tokens <= prompt.output_tokens
+
+
+def test_bad_urls_exit_2_in_one_line(vllm_url, tiny_models, tmp_path, capsys):
+    model = str(tiny_models["target"])
+    host_port = vllm_url.removeprefix("http://").removesuffix("/v1")
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    for args, says in (
+        (["--api", "openai-completions", "--url", host_port], "http://HOST:8000/v1"),
+        (["--url", vllm_url], "gRPC port (8001"),
+        (["--api", "openai-completions", "--url", dead], dead),
+    ):
+        code, stdout, stderr = run_cli(
+            ["loadtest", *args, "--model", model, "--requests-per-tier", "1",
+             "--out", str(tmp_path / "bad")], capsys)  # fmt: skip
+        assert code == 2, stdout + stderr
+        line = [s for s in stderr.splitlines() if s.strip()]
+        assert len(line) == 1 and says in line[0], stderr
