@@ -74,13 +74,6 @@ def build_variants(
     """
     out = out or RunDir(Path("runs") / spec.name)
     variants = spec.select(tuple(names))
-    if served_by_vllm := [v for v in variants if v.server == "vllm"]:
-        index = spec.variants.index(served_by_vllm[0])
-        raise ConfigError(
-            f"variants[{index}].server: vllm is not wired into `trtbench build` / `run` / "
-            "`deploy` yet; start vLLM yourself and measure it with `trtbench loadtest --api "
-            "openai-completions --url http://127.0.0.1:PORT/v1 --model NAME`"
-        )
     backends = {v.name: variant_backend(spec, v, backend) for v in variants}
     check_engine_path_version(
         spec, [v for v in variants if backends[v.name] == "trtllm"]
@@ -107,12 +100,22 @@ def build_variants(
 def variant_backend(spec: BenchSpec, variant: VariantSpec, override: str | None) -> str:
     """The backend ``variant`` is built with: ``override`` (``--backend``), else its own.
 
+    A ``server: vllm`` variant is built with ``reference`` (its checks of the Hugging Face
+    directories are what vLLM loads).
+
     Raises:
         ConfigError: the variant cannot run on that backend (e.g. medusa on trtllm-pytorch,
-            eagle3 on reference), naming the field and the fix.
+            eagle3 on reference, server: vllm on trtllm), naming the field and the fix.
     """
     chosen = override or spec.backend_of(variant)
     where = f"variants[{spec.variants.index(variant)}]"
+    if variant.server == "vllm" and chosen != "reference":
+        via = f" (--backend {override})" if override else ""
+        raise ConfigError(
+            f"{where}.server: vllm serves the Hugging Face directories of models.*, which "
+            f"the reference build checks; backend {chosen}{via} builds for Triton: set "
+            f"{where}.backend: reference or drop server: vllm"
+        )
     if problem := variant_backend_problem(variant, chosen, where):
         via = f" (--backend {override})" if override else ""
         raise ConfigError(f"{problem}{via}")

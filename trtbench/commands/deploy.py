@@ -13,17 +13,34 @@ from trtbench.commands.options import run_dir_argument, variants_option
 from trtbench.pipeline.deploy import (
     deploy_run,
     resolve_deploy_spec,
+    select_variants,
     serve_variants,
 )
 from trtbench.pipeline.preflight import preflight_deploy
+from trtbench.pipeline.vllm_deploy import describe_vllm, recorded_spec, split_by_server
 from trtbench.run_dir import RunDir
 from trtbench.run_lock import run_dir_lock
 from trtbench.stop_signals import StopSignal
+from trtbench.triton_repo.server import TritonServer
+from trtbench.vllm_server.server import VllmServer
 
 
 def _describe(name: str, repo: Path, model: str, streaming: bool) -> str:
     stream = "streaming" if streaming else "one response per request"
     return f"{name}: {repo} (call {model}, {stream})"
+
+
+def _serving_line(name: str, server: TritonServer | VllmServer) -> str:
+    if isinstance(server, VllmServer):
+        return (
+            f"{name}: vLLM {server.base_url} (OpenAI)  metrics {server.metrics_url}  "
+            f"model {server.model_name}  (log {server.config.log_path})"
+        )
+    return (
+        f"{name}: grpc {server.grpc_url}  http {server.http_url}  metrics "
+        f"{server.metrics_url}  model {','.join(server.config.models) or '?'}  "
+        f"(log {server.config.log_path})"
+    )
 
 
 def _serve_until_interrupted(run_dir: Path, variants: tuple[str, ...], deploy) -> None:
@@ -33,11 +50,7 @@ def _serve_until_interrupted(run_dir: Path, variants: tuple[str, ...], deploy) -
     try:
         with serve_variants(run_dir, variants, deploy, render=False) as servers:
             for name, server in servers:
-                click.echo(
-                    f"{name}: grpc {server.grpc_url}  http {server.http_url}  "
-                    f"metrics {server.metrics_url}  model "
-                    f"{','.join(server.config.models) or '?'}  (log {server.config.log_path})"
-                )
+                click.echo(_serving_line(name, server))
             click.echo("serving; press Ctrl-C to stop", err=True)
             while True:
                 time.sleep(3600)
@@ -57,7 +70,8 @@ def _serve_until_interrupted(run_dir: Path, variants: tuple[str, ...], deploy) -
 @click.option(
     "--serve",
     is_flag=True,
-    help="Also start a tritonserver per variant and serve until Ctrl-C.",
+    help="Also start a server per variant (tritonserver; vLLM for server: vllm) and serve "
+    "until Ctrl-C.",
 )
 @click.option(
     "--tritonserver",
@@ -128,4 +142,10 @@ def deploy(
     for item in deploy_run(run_dir, variants, spec, write=not check):
         meta = item.metadata
         click.echo(_describe(item.variant, item.repo, meta.model_name, meta.streaming))
+    rd = RunDir(run_dir)
+    vllm = split_by_server(rd, select_variants(rd, variants))[1]
+    if vllm:
+        bench = recorded_spec(rd, spec)
+        for name in vllm:
+            click.echo(describe_vllm(rd, name, bench))
     click.echo("all repositories valid" + (" (nothing written)" if check else ""))

@@ -25,6 +25,11 @@ from pydantic import ValidationError
 from trtbench.builders.manifest import read_manifest
 from trtbench.builders.trtllm.llmapi_files import check_llm_api_yaml
 from trtbench.errors import ConfigError, DeployError
+from trtbench.pipeline.vllm_deploy import (
+    recorded_spec,
+    split_by_server,
+    vllm_server_for,
+)
 from trtbench.run_dir import RunDir
 from trtbench.spec import DeploySpec
 from trtbench.spec_llmapi import runtime_problem
@@ -41,6 +46,7 @@ from trtbench.triton_repo.validate import (
     validate_repository,
 )
 from trtbench.triton_repo.write import write_repository
+from trtbench.vllm_server.server import VllmServer
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +158,11 @@ def render_variant(
     rd = as_run_dir(run_dir)
     engine_dir = rd.engine_dir(variant)
     manifest = read_manifest(engine_dir)
+    if manifest.variant.get("server") == "vllm":
+        raise DeployError(
+            f"variant {variant} is served by vLLM (server: vllm) and has no Triton "
+            "repository; `trtbench deploy --serve` or `trtbench run` start its vLLM server"
+        )
     if manifest.backend == "trtllm-pytorch":
         problem = runtime_problem(manifest.mode, deploy.llmapi_runtime, variant)
         if problem:
@@ -219,7 +230,9 @@ def deploy_run(
     *,
     write: bool = True,
 ) -> list[DeployedVariant]:
-    """Deploy the variants of a run (``write=False``: only check them, write nothing).
+    """Deploy the Triton-served variants of a run (``write=False``: only check them, write
+    nothing); ``server: vllm`` variants have no repository and are left out (see
+    :func:`trtbench.pipeline.vllm_deploy.describe_vllm`).
 
     Args:
         run_dir: the run directory.
@@ -233,7 +246,7 @@ def deploy_run(
     rd = as_run_dir(run_dir)
     deploy = deploy if deploy is not None else load_deploy_spec(rd)
     out = []
-    for name in select_variants(rd, variants):
+    for name in split_by_server(rd, select_variants(rd, variants))[0]:
         if write:
             repo = deploy_variant(rd, name, deploy)
             out.append(DeployedVariant(name, repo, read_repo_metadata(repo)))
@@ -308,13 +321,16 @@ def serve_variants(
     variants: Sequence[str] = (),
     deploy: DeploySpec | None = None,
     render: bool = True,
-) -> Iterator[list[tuple[str, TritonServer]]]:
-    """Deploy the variants and serve each from its own tritonserver until the block exits.
+) -> Iterator[list[tuple[str, TritonServer | VllmServer]]]:
+    """Deploy the variants and serve each from its own server until the block exits: a
+    tritonserver, or for ``server: vllm`` a vLLM server (the spec recorded in run.json,
+    with ``deploy``).
 
     ``render=False`` serves the repositories already written (``trtbench deploy`` ran).
 
     Raises:
-        ConfigError: several variants with fixed ports (they would collide).
+        ConfigError: several variants with fixed ports (they would collide); a vLLM
+            variant without a usable ``deploy.vllm_python``.
         BuildError, DeployError, ServerStartError: see :func:`deploy_variant`, :func:`serve`.
     """
     rd = as_run_dir(run_dir)
@@ -326,9 +342,16 @@ def serve_variants(
             f"fixed ports ({', '.join(map(str, fixed))}) cannot serve {len(names)} variants "
             "at once; pass one --variant or leave the ports out to pick free ones"
         )
+    vllm = split_by_server(rd, names)[1]
+    spec = recorded_spec(rd, deploy) if vllm else None
     with contextlib.ExitStack() as stack:
-        servers = [
-            (name, stack.enter_context(serve(rd, name, deploy, render=render)))
-            for name in names
-        ]
+        servers: list[tuple[str, TritonServer | VllmServer]] = []
+        for name in names:
+            if name in vllm and spec is not None:
+                server = vllm_server_for(rd, name, spec, deploy.http_port)
+                servers.append((name, stack.enter_context(server)))
+            else:
+                servers.append(
+                    (name, stack.enter_context(serve(rd, name, deploy, render=render)))
+                )
         yield servers

@@ -34,8 +34,10 @@ def test_unknown_server_is_refused():
 
 
 def test_a_vllm_variant_skips_the_trtbench_backend_checks():
-    """ngram runs only on TensorRT-LLM's LLM-API path in trtbench, but vLLM serves it."""
-    text = "models: {target: t}\nvariants: [{name: n, mode: ngram%s}]\n"
+    """ngram does not run on trtbench's TensorRT engine path, but vLLM serves it."""
+    text = (
+        "backend: trtllm\nmodels: {target: t}\nvariants: [{name: n, mode: ngram%s}]\n"
+    )
     with pytest.raises(ConfigError, match="backend: trtllm-pytorch"):
         parse_spec(text % "")
     assert parse_spec(text % ", server: vllm").variants[0].mode == "ngram"
@@ -65,20 +67,24 @@ def test_an_interpreter_without_vllm_says_so():
         resolve_vllm_python(Path(sys.executable))  # the main venv: no vllm in it
 
 
-def test_build_and_run_refuse_vllm_variants_until_they_are_wired(tmp_path, capsys):
-    """`server: vllm` parses, but build / run cannot serve it yet: exit 2, one line."""
+def test_a_vllm_variant_built_for_triton_is_refused_before_anything_is_built(
+    tmp_path, capsys
+):
+    """`server: vllm` serves the checked Hugging Face dirs: a variant whose backend is an
+    engine path (trtllm) is exit 2, one line naming the field, and nothing is built."""
     from tests.support.cli import run_cli
     from tests.support.hf_dirs import make_models
 
     dirs = make_models(tmp_path / "m")
     spec = tmp_path / "spec.yaml"
     spec.write_text(
-        "name: v\n"
+        "name: v\nbackend: trtllm\n"
         f"models: {{target: {dirs['target']}}}\n"
-        "variants:\n  - {name: b, mode: baseline}\n  - {name: vb, mode: baseline, server: vllm}\n"
+        "variants:\n  - {name: vb, mode: baseline, server: vllm}\n"
     )
     code, _, err = run_cli(["build", spec, "--out", tmp_path / "run"], capsys)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1, err
-    assert "variants[1].server: vllm is not wired into `trtbench build`" in lines[0]
+    assert "variants[0].server: vllm" in lines[0]
+    assert "variants[0].backend: reference" in lines[0]
     assert not (tmp_path / "run" / "engines").exists()

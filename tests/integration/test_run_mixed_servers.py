@@ -1,0 +1,140 @@
+"""One spec, two serving stacks: ``trtbench run`` serves a reference variant with a real
+tritonserver and a draft-target variant (K=4) with a real vLLM CPU server (``.venv-vllm``),
+measures both with the same tiers and writes them side by side in one summary and report.
+
+What could be wrong and is checked: the vLLM variant's command line (``trtbench deploy
+--check``), its token counts (fixed output length, from vLLM's token ids), its speculative
+figures (from vLLM's Prometheus counters: the source is named, the acceptance length is
+1 + accepted / drafts and within [1, 1 + K]), both variants in summary.csv and report.md,
+the vLLM server's log in ``server/``, no vLLM process left once the run has ended, and the
+lossless gate across stacks: vLLM's greedy draft-target output equals the reference engine's
+baseline output on every prompt (both float32).
+Skipped, with the reason, without a vLLM interpreter (``bash scripts/bootstrap_vllm.sh``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import psutil
+import pytest
+import yaml
+
+from tests.support.cli import run_cli
+from trtbench.errors import ConfigError
+from trtbench.spec_serving import resolve_vllm_python
+
+pytestmark = pytest.mark.integration
+
+K = 4
+OUTPUT_TOKENS = 12
+REQUESTS = 4
+TIERS = ["c1", "c2"]
+
+
+@pytest.fixture(scope="module")
+def mixed_run(tiny_models, tmp_path_factory):
+    """``trtbench build`` then ``run`` of the spec; (run dir, build/run outputs)."""
+    try:
+        python = resolve_vllm_python(None)
+    except ConfigError as exc:
+        pytest.skip(str(exc))
+    root = tmp_path_factory.mktemp("mixed")
+    limits = {"dtype": "float32", "max_batch_size": 2, "max_input_len": 64,
+              "max_seq_len": 128}  # fmt: skip
+    spec = {
+        "name": "mixed",
+        "backend": "reference",
+        "models": {k: str(v) for k, v in tiny_models.items()},
+        "variants": [
+            {"name": "base", "mode": "baseline", **limits},
+            {
+                "name": "vllm-dt",
+                "mode": "draft_target",
+                "max_draft_len": K,
+                "server": "vllm",
+                **limits,
+            },
+        ],  # fmt: skip
+        "deploy": {
+            "ready_timeout_s": 400,
+            "vllm_python": str(python),
+            "vllm_kv_cache_gib": 0.25,
+        },  # fmt: skip
+        "loadtest": {
+            "concurrency": [1, 2],
+            "requests_per_tier": REQUESTS,
+            "warmup_requests": 1,
+            "input_len_mean": 16,
+            "output_len_mean": OUTPUT_TOKENS,
+        },
+        "profile": {"memory_interval_ms": 100, "metrics_interval_ms": 500},
+    }
+    spec_path = root / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(spec))
+    out = root / "run"
+    return spec_path, out
+
+
+def _vllm_processes(run_dir) -> list[psutil.Process]:
+    """Processes whose command line names this run's vLLM log or served model."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "vllm" in cmd and "--served-model-name vllm-dt" in cmd:
+            found.append(p)
+    return found
+
+
+def test_deploy_check_prints_the_vllm_command_line(mixed_run, capsys):
+    spec_path, out = mixed_run
+    code, stdout, stderr = run_cli(["build", spec_path, "--out", out], capsys)
+    assert code == 0, stdout + stderr
+    code, stdout, stderr = run_cli(["deploy", out, "--check"], capsys)
+    assert code == 0, stdout + stderr
+    [line] = [x for x in stdout.splitlines() if x.startswith("vllm-dt:")]
+    assert "served by vLLM" in line and "--port PORT" in line
+    assert "--host 127.0.0.1" in line and "--served-model-name vllm-dt" in line
+    config = json.loads(line.split("--speculative-config ")[1].split()[0].strip("'"))
+    assert config["method"] == "draft_model"
+    assert config["num_speculative_tokens"] == K
+    assert not (out / "model_repo" / "vllm-dt").exists()  # no Triton repository
+
+
+def test_run_measures_both_stacks_side_by_side(mixed_run, capsys):
+    spec_path, out = mixed_run
+    code, stdout, stderr = run_cli(["run", spec_path, "--out", out], capsys)
+    assert code == 0, stdout + stderr
+    assert "vllm-dt: serving vllm-dt with vLLM at http://127.0.0.1:" in stdout + stderr
+    assert not _vllm_processes(out), "a vLLM process outlived the run"
+
+    summary = pd.read_csv(out / "loadtest" / "summary.csv")
+    got = {(r.variant, r.tier) for r in summary.itertuples()}
+    assert got == {(v, t) for v in ("base", "vllm-dt") for t in TIERS}
+    req = pd.read_csv(out / "loadtest" / "requests.csv")
+    vreq = req[req["variant"] == "vllm-dt"]
+    assert len(vreq) == REQUESTS * len(TIERS)
+    assert (vreq["output_tokens"] == OUTPUT_TOKENS).all()
+
+    v = summary[summary["variant"] == "vllm-dt"]
+    assert set(v["spec_decode_counts_source"]) == {"server_prometheus"}
+    drafts = v["verify_steps_count"]
+    accepted = v["accepted_draft_tokens_count"]
+    assert (drafts > 0).all()
+    assert (v["proposed_draft_tokens_count"] <= K * drafts).all()
+    length = 1 + accepted / drafts  # vLLM's mean acceptance length, by definition
+    assert list(v["acceptance_length_tokens"]) == pytest.approx(list(length), rel=1e-12)
+    assert ((length >= 1) & (length <= 1 + K)).all()
+    # Across stacks: vLLM's greedy draft-target tokens equal the reference baseline's
+    # (float32 on both sides; the lossless gate compares them prompt by prompt).
+    assert list(v["lossless_compared_count"]) == [REQUESTS] * len(TIERS)
+    assert list(v["lossless_match_count"]) == [REQUESTS] * len(TIERS)
+    assert set(v["lossless_status"]) == {"ok"}
+
+    assert (out / "server" / "vllm-dt.log").stat().st_size > 0
+    assert (out / "server" / "base.log").stat().st_size > 0
+    report = (out / "report.md").read_text()
+    assert "vllm-dt" in report and "base" in report
+    run = json.loads((out / "run.json").read_text())
+    assert set(run["run"]["variants"]) == {"base", "vllm-dt"}

@@ -1,0 +1,130 @@
+"""Deploy ``server: vllm`` variants: no Triton repository, a vLLM server per variant.
+
+A ``server: vllm`` variant is built like a reference variant (``engines/<variant>/build.json``
+records the checked Hugging Face directories); deploying it means mapping it onto ``vllm
+serve`` (:func:`trtbench.vllm_server.args.serve_argv`) from the interpreter
+``deploy.vllm_python`` and, to serve, starting :class:`~trtbench.vllm_server.server.VllmServer`
+(127.0.0.1, log in ``RUN_DIR/server/<variant>.log``, stopped with its process group). The
+spec it is served from is the one ``trtbench build`` recorded in ``run.json``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
+
+from trtbench.builders.manifest import read_manifest
+from trtbench.errors import ConfigError
+from trtbench.run_dir import RunDir
+from trtbench.spec import BenchSpec, DeploySpec, VariantSpec
+from trtbench.vllm_server.args import serve_argv
+from trtbench.vllm_server.server import VllmServer, VllmServerConfig
+
+PORT_PLACEHOLDER = 0  # shown as PORT in a described command line
+
+
+def served_by_vllm(run_dir: RunDir, variant: str) -> bool:
+    """Whether the built ``variant`` is a ``server: vllm`` one (its build.json says so).
+
+    Raises:
+        BuildError: the variant is not built (no or invalid build.json).
+    """
+    manifest = read_manifest(run_dir.engine_dir(variant))
+    return manifest.variant.get("server") == "vllm"
+
+
+def split_by_server(
+    run_dir: RunDir, names: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """``names`` as (Triton-served, vLLM-served), each in the given order.
+
+    Raises:
+        BuildError: a variant is not built.
+    """
+    vllm = [n for n in names if served_by_vllm(run_dir, n)]
+    return [n for n in names if n not in vllm], vllm
+
+
+def recorded_spec(run_dir: RunDir, deploy: DeploySpec | None = None) -> BenchSpec:
+    """The bench spec ``trtbench build`` recorded in ``run.json`` (``deploy`` replaces its
+    deploy section, e.g. with command-line overrides).
+
+    Raises:
+        ConfigError: run.json holds no spec, or it no longer validates (names the field).
+    """
+    data = run_dir.read_run_json().get("build", {}).get("spec")
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{run_dir.run_json} records no build spec; run `trtbench build SPEC --out "
+            f"{run_dir.root}` first"
+        )
+    data = {**data, "variants": [_as_written(v) for v in data.get("variants") or []]}
+    if deploy is not None:
+        data = {**data, "deploy": deploy.model_dump(mode="json")}
+    try:
+        return BenchSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(
+            f"{run_dir.run_json}: build.spec.{field}: {err['msg']}; build again"
+        ) from None
+
+
+def _as_written(variant: object) -> object:
+    """A recorded variant without the fields left at their defaults, as a user writes it
+    (some fields may only be given for some modes, even as null)."""
+    if not isinstance(variant, dict):
+        return variant
+    fields = VariantSpec.model_fields
+    return {
+        k: v
+        for k, v in variant.items()
+        if k not in fields
+        or fields[k].is_required()
+        or v != _json(fields[k].get_default(call_default_factory=True))
+    }
+
+
+def _json(value: object) -> object:
+    return TypeAdapter(object).dump_python(value, mode="json")
+
+
+def vllm_server_for(
+    run_dir: RunDir, variant: str, spec: BenchSpec, port: int | None = None
+) -> VllmServer:
+    """A (not yet started) vLLM server for ``variant`` of ``spec``.
+
+    Raises:
+        ConfigError: unknown variant, no usable ``deploy.vllm_python``.
+    """
+    config = VllmServerConfig.from_spec(spec, spec.variant(variant), run_dir, port)
+    return VllmServer(config)
+
+
+def vllm_tokenizer_dir(run_dir: RunDir, variant: str) -> Path:
+    """The tokenizer directory the build recorded for ``variant`` (the target's).
+
+    Raises:
+        BuildError: the variant is not built.
+    """
+    return Path(read_manifest(run_dir.engine_dir(variant)).tokenizer_dir)
+
+
+def describe_vllm(run_dir: RunDir, variant: str, spec: BenchSpec) -> str:
+    """One line: the variant and the ``vllm serve`` command that serves it (port: PORT,
+    picked free at start).
+
+    Raises:
+        ConfigError: the variant cannot be mapped, or no usable vLLM interpreter.
+    """
+    server = vllm_server_for(run_dir, variant, spec)
+    cfg = server.config
+    argv = serve_argv(
+        cfg.python, cfg.variant, cfg.models, PORT_PLACEHOLDER, cfg.settings
+    )
+    line = shlex.join(argv).replace(f"--port {PORT_PLACEHOLDER}", "--port PORT")
+    return f"{variant}: served by vLLM, model {variant} (log {cfg.log_path}): {line}"
