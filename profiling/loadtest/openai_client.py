@@ -36,6 +36,7 @@ import numpy as np
 from trtbench.errors import ConfigError, LoadTestError
 from trtbench.profiling.loadtest.grpc_client import ModelInterface, RequestOptions
 from trtbench.profiling.loadtest.health import Health
+from trtbench.profiling.loadtest.openai_spec import attach_step_counts, spec_stats_of
 from trtbench.profiling.loadtest.prompts import Prompt
 from trtbench.profiling.loadtest.response_parse import (
     IDS_OUTPUT,
@@ -139,8 +140,11 @@ def sse_to_parsed(
 
     The last response before ``[DONE]`` is marked final. A chunk ``{"error": ...}`` ends the
     stream with that error; no ``[DONE]`` leaves the done stamp None (the caller says why).
+    Per-request speculative counts the server sent (vLLM's ``metrics.speculative_decoding``)
+    are attached to the responses (:func:`~trtbench.profiling.loadtest.openai_spec.attach_step_counts`).
     """
     out: list[tuple[int, ParsedResponse]] = []
+    stats: dict[str, Any] | None = None
     for t, line in stamped_lines:
         try:
             event = parse_event(line)
@@ -149,11 +153,13 @@ def sse_to_parsed(
         if event is None:
             continue
         if event == DONE:
+            out = attach_step_counts(out, stats)
             if out:
                 out[-1] = (out[-1][0], replace(out[-1][1], final=True))
             return out, t, None
         if "error" in event:  # type: ignore[operator]
             return out, None, f"server error: {_one_line(json.dumps(event['error']))}"
+        stats = spec_stats_of(event) or stats  # type: ignore[arg-type]
         out.append((t, chunk_to_parsed(event, endpoint)))  # type: ignore[arg-type]
     return out, None, None
 

@@ -323,7 +323,8 @@ def preflight_run(
     check_workers(spec.loadtest, "loadtest.workers")
     check_nsys(spec)
     check_run_dir(run_dir)
-    check_tritonserver(spec.deploy.tritonserver, "deploy.tritonserver")
+    if any(v.server == "triton" for v in selected):  # vLLM-only runs need no tritonserver
+        check_tritonserver(spec.deploy.tritonserver, "deploy.tritonserver")
     check_mpirun(spec, selected)
     check_llmapi_variants(spec, selected)
     check_vllm_variants(spec.deploy.vllm_python, selected, spec.models)

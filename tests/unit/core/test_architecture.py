@@ -275,7 +275,9 @@ def test_tests_import_helpers_from_tests_support_only():
     """A test module never imports another test module (or a bare helper by its file name):
     that works only when pytest happened to put the other folder on sys.path first."""
     wrong = []
-    for path in (REPO_ROOT / "tests").rglob("*.py"):
+    files = list((REPO_ROOT / "tests").rglob("*.py"))
+    local = {p.stem for p in files}
+    for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
             names = (
                 [node.module or ""]
@@ -284,7 +286,6 @@ def test_tests_import_helpers_from_tests_support_only():
                 if isinstance(node, ast.Import)
                 else []
             )
-            local = {p.stem for p in (REPO_ROOT / "tests").rglob("*.py")}
             wrong += [
                 f"{path}:{node.lineno} {n}" for n in names if n.split(".")[0] in local
             ]
