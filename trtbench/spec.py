@@ -48,6 +48,7 @@ from trtbench.spec_serving import (
     ServingVariantFields,
     VllmDeployFields,
 )
+from trtbench.spec_speculation import NgramVariantFields
 from trtbench.validation_errors import format_validation_error
 
 DType = Literal["auto", "float32", "float16", "bfloat16"]
@@ -69,11 +70,12 @@ class ModelsSpec(_Strict):
     medusa: Path | None = None
 
 
-class VariantSpec(LlmApiVariantFields, ServingVariantFields):
-    """One engine to build and serve (LLM-API fields: :class:`LlmApiVariantFields`).
+class VariantSpec(LlmApiVariantFields, ServingVariantFields, NgramVariantFields):
+    """One engine to build and serve (LLM-API fields: :class:`LlmApiVariantFields`; n-gram
+    window and ``speculation``: :mod:`trtbench.spec_speculation`).
 
-    ``max_draft_len``: draft tokens per step K for draft_target (default 4); for medusa the
-    number of tree nodes the engine accepts (default: the tree's node count).
+    ``max_draft_len``: draft tokens per step K for draft_target and ngram (default 4); for
+    medusa the number of tree nodes the engine accepts (default: the tree's node count).
     ``medusa_choices``: a named tree (``mc_sim_7b_63``…) or a list of root paths.
     ``draft_acceptance`` (draft_target): ``tokens`` accepts draft tokens by token equality;
     ``logits`` compares draft and target logits, so TensorRT-LLM builds both engines with
@@ -104,7 +106,7 @@ class VariantSpec(LlmApiVariantFields, ServingVariantFields):
         if self.mode != "medusa" and self.medusa_choices is not None:
             raise ValueError(f"medusa_choices is only for mode medusa, not {self.mode}")
         if self.mode == "baseline" and self.max_draft_len is not None:
-            raise ValueError("max_draft_len is only for draft_target and medusa")
+            raise ValueError("max_draft_len is only for the speculative modes")
         if self.max_seq_len <= self.max_input_len:
             raise ValueError("max_seq_len must be larger than max_input_len")
         check_llmapi_mode_fields(self)
@@ -112,7 +114,7 @@ class VariantSpec(LlmApiVariantFields, ServingVariantFields):
 
     @property
     def draft_len(self) -> int:
-        """K for draft_target (``max_draft_len`` or 4)."""
+        """K for draft_target and ngram (``max_draft_len`` or 4)."""
         return self.max_draft_len or DEFAULT_DRAFT_LEN
 
     @property

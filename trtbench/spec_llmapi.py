@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trtbench.spec_speculation import check_speculation_fields
+
 Mode = Literal["baseline", "draft_target", "medusa", "eagle3", "mtp", "ngram"]
 Backend = Literal["reference", "trtllm", "trtllm-pytorch"]
 
@@ -128,6 +130,8 @@ class _Variant(Protocol):
     cuda_graph_batch_sizes: list[int] | None
     speculation: SpeculationSpec | None
     llm_api_options: dict[str, Any]
+    prompt_lookup_min: int | None
+    prompt_lookup_max: int | None
 
 
 def _only_for(field: str, modes: tuple[str, ...], mode: str) -> str:
@@ -176,7 +180,7 @@ def check_llmapi_mode_fields(v: _Variant) -> None:
                 "remove it"
             )
     _check_cuda_graph_fields(v)
-    _check_schedule(v)
+    check_speculation_fields(v)
 
 
 def _check_cuda_graph_fields(v: _Variant) -> None:
@@ -192,20 +196,6 @@ def _check_cuda_graph_fields(v: _Variant) -> None:
             f"cuda_graph_batch_sizes: {too_big[0]} is above max_batch_size "
             f"{v.max_batch_size}; drop it or raise max_batch_size"
         )
-
-
-def _check_schedule(v: _Variant) -> None:
-    schedule = v.speculation.draft_len_schedule if v.speculation else None
-    if not schedule:
-        return
-    longest = v.num_nextn_predict_layers if v.mode == "mtp" else v.draft_len
-    for batch, length in schedule.items():
-        if longest is not None and length > longest:
-            raise ValueError(
-                f"speculation.draft_len_schedule: {batch}: {length} is above the draft "
-                f"length {longest}; lower it or raise "
-                f"{'num_nextn_predict_layers' if v.mode == 'mtp' else 'max_draft_len'}"
-            )
 
 
 def variant_backend_problem(v: _Variant, backend: str, where: str) -> str | None:
@@ -231,13 +221,25 @@ def variant_backend_problem(v: _Variant, backend: str, where: str) -> str | None
                 f"{where}.quantization: {v.quantization} is an engine-path option; on backend "
                 "trtllm-pytorch point models.target at a quantized checkpoint instead"
             )
+        if v.prompt_lookup_min not in (None, 1) or v.prompt_lookup_max is not None:
+            return (
+                f"{where}: prompt_lookup_min / prompt_lookup_max are vLLM's names; "
+                "TensorRT-LLM's NGram matches from max_matching_ngram_size down to 1: set "
+                "max_matching_ngram_size instead"
+            )
         return None
-    if v.mode in LLMAPI_ONLY_MODES:
+    reference = backend == "reference"
+    if v.mode in LLMAPI_ONLY_MODES and not (
+        reference and v.mode not in REFERENCE_LACKS
+    ):
+        on = " or the reference backend" if v.mode not in REFERENCE_LACKS else ""
         return (
-            f"{where}.mode: {v.mode} runs only on TensorRT-LLM's LLM-API path; set "
+            f"{where}.mode: {v.mode} runs only on TensorRT-LLM's LLM-API path{on}; set "
             "backend: trtllm-pytorch on the variant or the spec"
         )
     for field in LLMAPI_FIELDS:
+        if reference and field in REFERENCE_FIELDS:
+            continue
         if field in v.model_fields_set:
             return (
                 f"{where}.{field} applies only to backend: trtllm-pytorch, not {backend}; "
@@ -247,7 +249,9 @@ def variant_backend_problem(v: _Variant, backend: str, where: str) -> str | None
 
 
 # LLM-API modes the reference engine cannot run yet (issue 14), with their decoding_type.
-REFERENCE_LACKS = {"eagle3": "Eagle3", "mtp": "MTP", "ngram": "NGram"}
+REFERENCE_LACKS = {"eagle3": "Eagle3", "mtp": "MTP"}
+# LLM-API fields the reference backend honours too (ngram's size, adaptive speculation).
+REFERENCE_FIELDS = ("max_matching_ngram_size", "speculation")
 
 
 def runtime_problem(mode: str, runtime: str, where: str) -> str | None:
@@ -257,6 +261,6 @@ def runtime_problem(mode: str, runtime: str, where: str) -> str | None:
         return None
     return (
         f"{where}.mode: the reference engine cannot serve decoding_type "
-        f"{REFERENCE_LACKS[mode]} (it has baseline and draft-target); use deploy.llmapi_runtime: tensorrt_llm "
-        "on a GPU, or mode baseline / draft_target"
+        f"{REFERENCE_LACKS[mode]} (it has baseline, draft-target and ngram); use "
+        "deploy.llmapi_runtime: tensorrt_llm on a GPU, or mode baseline / draft_target / ngram"
     )

@@ -11,7 +11,7 @@ baseline      (none)
 draft_target  ``{"method": "draft_model", "model": DRAFT, "num_speculative_tokens": K}``
 medusa        ``{"method": "medusa", "model": HEADS, "num_speculative_tokens": D}``
 ngram         ``{"method": "ngram", "num_speculative_tokens": K,
-              "prompt_lookup_max": N, "prompt_lookup_min": 1}``
+              "prompt_lookup_max": MAX, "prompt_lookup_min": MIN}``
 ============  ==================================================================
 
 vLLM's Medusa proposer drafts one chain, the top-1 token of each of its first D heads
@@ -20,7 +20,10 @@ only with a chain tree ``[[0], [0, 0], …]`` (D = its depth) or with no tree (D
 ``max_draft_len``, else every head in the heads' config.json). trtbench's ngram mode (TensorRT-
 LLM's ``NGramDecodingConfig``) matches the longest prompt suffix of up to
 ``max_matching_ngram_size`` tokens (default 2) down to 1, which is vLLM's
-``prompt_lookup_max`` / ``prompt_lookup_min``. ``cuda_graphs: false`` (the default) is vLLM's
+``prompt_lookup_max`` / ``prompt_lookup_min``; the variant may give those two directly
+(``trtbench.spec_speculation.ngram_window``). ``speculation`` (adaptive speculation) is
+refused: vLLM 0.32 has no batch-size-dependent speculation (``disable_by_batch_size`` went
+with its v0 engine). ``cuda_graphs: false`` (the default) is vLLM's
 ``--enforce-eager`` (no CUDA graphs, no torch.compile); ``dtype: auto`` serves float32, the
 reference engine's dtype on CPU.
 """
@@ -36,11 +39,9 @@ from trtbench.errors import ConfigError
 from trtbench.json_files import read_json_object
 from trtbench.spec import ModelsSpec, VariantSpec
 from trtbench.spec_serving import VLLM_METHODS, resolve_vllm_python
+from trtbench.spec_speculation import ngram_window
 
 SERVER_MODULE = "vllm.entrypoints.launchers.api_server.entry"
-DEFAULT_NGRAM = (
-    2  # TensorRT-LLM's max_matching_ngram_size default (trtbench's ngram mode)
-)
 GIB = 2**30
 
 
@@ -123,7 +124,7 @@ def speculative_config(
 
     Raises:
         ConfigError: a mode vLLM cannot serve (eagle3, mtp), a Medusa tree that is not a
-            chain, or a missing draft / heads directory.
+            chain, a missing draft / heads directory, or ``speculation``.
     """
     if variant.mode not in VLLM_METHODS:
         later = " (eagle3: once trtbench's reference engine has EAGLE-3 checkpoints)"
@@ -136,6 +137,12 @@ def speculative_config(
     method = VLLM_METHODS[variant.mode]
     if method is None:
         return None
+    if variant.speculation is not None:
+        raise _refuse(
+            variant,
+            "speculation (max_concurrency, draft_len_schedule) has no vLLM 0.32 "
+            "counterpart; remove it or serve this variant with Triton",
+        )
     if variant.mode == "draft_target":
         draft = variant.speculative_model or models.draft
         if draft is None:
@@ -154,11 +161,16 @@ def speculative_config(
             "model": str(models.medusa),
             "num_speculative_tokens": depth,
         }
+    low, high = ngram_window(
+        variant.prompt_lookup_min,
+        variant.prompt_lookup_max,
+        variant.max_matching_ngram_size,
+    )
     return {
         "method": method,
         "num_speculative_tokens": variant.draft_len,
-        "prompt_lookup_max": variant.max_matching_ngram_size or DEFAULT_NGRAM,
-        "prompt_lookup_min": 1,
+        "prompt_lookup_max": high,
+        "prompt_lookup_min": low,
     }
 
 

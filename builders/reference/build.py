@@ -36,6 +36,7 @@ from trtbench.errors import ConfigError, ModelMismatchError
 from trtbench.json_files import read_json_object
 from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec, VariantSpec
+from trtbench.spec_speculation import ngram_window
 
 logger = logging.getLogger(__name__)
 
@@ -239,6 +240,22 @@ def _reference_notes(variant: VariantSpec) -> dict[str, str]:
             f"{variant.draft_acceptance}: under greedy decoding both rules accept a draft "
             "token iff it is the target's argmax, so the engine compares tokens"
         )
+    if variant.mode == "ngram":
+        low, high = ngram_window(
+            variant.prompt_lookup_min,
+            variant.prompt_lookup_max,
+            variant.max_matching_ngram_size,
+        )
+        notes["ngram"] = (
+            f"prompt lookup: suffixes of {high} down to {low} tokens searched in the "
+            f"request's own prompt + output, the earliest occurrence drafts up to "
+            f"{variant.draft_len} tokens (vLLM's rule); no match drafts nothing"
+        )
+    if variant.speculation is not None:
+        notes["speculation"] = (
+            "adaptive: the draft length of a step follows the active batch size "
+            f"({variant.speculation.model_dump(exclude_none=True)})"
+        )
     return notes
 
 
@@ -293,6 +310,8 @@ def build_reference_variant(
             models.medusa, "models.medusa", "Medusa heads"
         )
         medusa, draft_len = check_medusa(target, roles["medusa"], variant, index)
+    elif variant.mode == "ngram":
+        draft_len = variant.draft_len
     files = {r: describe(p) if p else None for r, p in roles.items()}
     manifest = BuildManifest(
         backend="reference",

@@ -7,7 +7,9 @@ row alone and returns its first token; ``step()`` runs one decode step for all r
 — ONE batched target forward — and returns one :class:`Proposal` ``(tokens, proposed,
 accepted)`` per row, where ``tokens`` are ``accepted`` draft tokens followed by one token of
 the target's own (the bonus token), so ``len(tokens) == accepted + 1``. The caller (the
-batcher) truncates at limits.
+batcher) truncates at limits. A speculative decoder's ``policy`` (``adaptive.py``) sets how
+many drafts a step makes from the number of active rows; 0 makes it a plain decode step.
+The n-gram (prompt lookup) decoder lives in ``ngram.py``.
 
 Losslessness: every emitted token is the target's greedy choice given the tokens before it —
 a draft token is kept only when it equals the target's argmax at its parent position — so the
@@ -30,6 +32,7 @@ import torch
 from torch import nn
 
 from trtbench.builders.medusa_tree import MedusaTree
+from trtbench.builders.reference.adaptive import DraftLenPolicy
 from trtbench.builders.reference.runner import ModelRunner
 
 
@@ -133,9 +136,16 @@ class BaselineDecoder:
 
     def step(self) -> list[Proposal]:
         """Feed each row's last token in one forward; emit the next token of each."""
-        logits, _ = self.target.forward([r.seq[-1:] for r in self.rows])
+        return self._plain()[0]
+
+    def _plain(self) -> tuple[list[Proposal], torch.Tensor]:
+        """A plain decode step (no drafts) of every row: its proposals and the target's
+        hidden states ``[b, 1, hidden]`` (speculative decoders use it when they do not
+        draft this step)."""
+        logits, hidden = self.target.forward([r.seq[-1:] for r in self.rows])
         picks = self._pick(logits, [0])
-        return [self._emit(r, p, 0, 0) for r, p in zip(self.rows, picks, strict=True)]
+        rows = zip(self.rows, picks, strict=True)
+        return [self._emit(r, p, 0, 0) for r, p in rows], hidden
 
     def _pick(self, logits: torch.Tensor, offsets: Sequence[int]) -> list[list[int]]:
         """Greedy tokens of ``logits [b, q, vocab]``; column j of row r is that row's output
@@ -161,33 +171,46 @@ class DraftTargetDecoder(BaselineDecoder):
     Args:
         target: the target model runner.
         draft: the draft model runner (same vocabulary, same slots).
-        k: draft tokens per step (``max_draft_len``).
+        k: draft tokens per step at most (``max_draft_len``).
+        policy: draft tokens per step by batch size (``adaptive.py``; default: always
+            ``k``). A step that drafts 0 is a plain decode step; the draft's cache catches
+            up with the skipped tokens at the next drafting step.
     """
 
-    def __init__(self, target: ModelRunner, draft: ModelRunner, k: int) -> None:
+    def __init__(
+        self,
+        target: ModelRunner,
+        draft: ModelRunner,
+        k: int,
+        policy: DraftLenPolicy | None = None,
+    ) -> None:
         super().__init__(target)
         self.draft = draft
         self.k = k
+        self.policy = policy or DraftLenPolicy(k)
         self.proposed_per_step = k
 
     def runners(self) -> tuple[ModelRunner, ...]:
         return (self.target, self.draft)
 
     def step_lengths(self) -> dict[str, tuple[int, ...]]:
-        return {"target": (self.k + 1,), "draft": (1, 2)}
+        verify = {n + 1 for n in self.policy.lengths()}
+        if self.policy.adaptive:
+            verify.add(1)
+        return {"target": tuple(sorted(verify)), "draft": (1, 2)}
 
     def _after_prefill(self, slot: int, row: Row, last_hidden: torch.Tensor) -> None:
         self.draft.prefill(slot, row.seq[:-1])
 
-    def _propose(self) -> list[list[int]]:
-        """Catch each row's draft up with its sequence (1 or 2 tokens; one forward for all
-        rows, shorter rows padded), then draft K tokens per row."""
+    def _propose(self, k: int) -> list[list[int]]:
+        """Catch each row's draft up with its sequence (1 or 2 tokens, more after plain
+        steps; one forward for all rows, shorter rows padded), then draft k tokens per row."""
         catch = [r.seq[self.draft.lengths[i] :] for i, r in enumerate(self.rows)]
         logits, _ = self.draft.forward(catch)
         last = torch.tensor([len(c) - 1 for c in catch], device=logits.device)
         logits = logits[torch.arange(len(catch), device=logits.device), last]
         drafts = self._pick(logits[:, None], [0])
-        for i in range(1, self.k):
+        for i in range(1, k):
             logits, _ = self.draft.forward([d[-1:] for d in drafts])
             for d, p in zip(drafts, self._pick(logits, [i]), strict=True):
                 d.extend(p)
@@ -201,21 +224,24 @@ class DraftTargetDecoder(BaselineDecoder):
         is cropped to ``L + 1 + accepted``; the draft, which holds ``last, d1..d_{K-1}``, to
         at most that (after a full accept it lacks ``dK`` and catches up on the next step).
         """
+        k = self.policy.draft_len(len(self.rows))
+        if k == 0:
+            return self._plain()[0]
         starts = self.target.lengths[: len(self.rows)]
-        drafts = self._propose()
+        drafts = self._propose(k)
         logits, _ = self.target.forward(
             [[r.seq[-1], *d] for r, d in zip(self.rows, drafts, strict=True)]
         )
-        preds = self._pick(logits, range(self.k + 1))
+        preds = self._pick(logits, range(k + 1))
         out = []
         for i, (row, d, p) in enumerate(zip(self.rows, drafts, preds, strict=True)):
             accepted = 0
-            while accepted < self.k and d[accepted] == p[accepted]:
+            while accepted < k and d[accepted] == p[accepted]:
                 accepted += 1
             keep = starts[i] + 1 + accepted
             self.target.crop(i, keep)
             self.draft.crop(i, keep)
-            out.append(self._emit(row, [*d[:accepted], p[accepted]], self.k, accepted))
+            out.append(self._emit(row, [*d[:accepted], p[accepted]], k, accepted))
         return out
 
 
@@ -229,12 +255,21 @@ class MedusaDecoder(BaselineDecoder):
             ``[..., vocab]`` logits for depth d + 1
             (:class:`trtbench.builders.reference.medusa_heads.MedusaHeads`).
         tree: the tree (``build_tree``); its depth must not exceed the number of heads.
+        max_concurrency: verify no tree in a step while more rows than this are active
+            (a plain decode step; the heads still propose from its hidden states).
     """
 
-    def __init__(self, target: ModelRunner, heads: nn.Module, tree: MedusaTree) -> None:
+    def __init__(
+        self,
+        target: ModelRunner,
+        heads: nn.Module,
+        tree: MedusaTree,
+        max_concurrency: int | None = None,
+    ) -> None:
         super().__init__(target)
         self.heads = heads
         self.tree = tree
+        self.policy = DraftLenPolicy(tree.num_nodes, max_concurrency)
         self.proposed_per_step = tree.num_nodes
         device = target.device
         self._mask = torch.from_numpy(tree.attention_mask.copy())
@@ -248,7 +283,8 @@ class MedusaDecoder(BaselineDecoder):
                 self._children[parent].append(node)
 
     def step_lengths(self) -> dict[str, tuple[int, ...]]:
-        return {"target": (self.tree.num_nodes + 1,)}
+        plain = (1,) if self.policy.adaptive else ()
+        return {"target": (*plain, self.tree.num_nodes + 1)}
 
     @torch.inference_mode()
     def _propose_from(self, hidden: torch.Tensor) -> list[list[int]]:
@@ -279,6 +315,13 @@ class MedusaDecoder(BaselineDecoder):
         next candidates come from the hidden state of its last accepted node, whose target
         logits also gave the bonus token.
         """
+        if self.policy.draft_len(len(self.rows)) == 0:
+            out, hidden = self._plain()
+            for row, candidates in zip(
+                self.rows, self._propose_from(hidden[:, 0]), strict=True
+            ):
+                row.candidates = candidates
+            return out
         starts = self.target.lengths[: len(self.rows)]
         nodes = [[r.seq[-1], *r.candidates] for r in self.rows]
         logits, hidden = self.target.forward(

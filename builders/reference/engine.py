@@ -1,4 +1,6 @@
-"""The PyTorch reference engine: greedy generation in baseline, draft_target or medusa mode.
+"""The PyTorch reference engine: greedy generation in baseline, draft_target, medusa or ngram
+mode, with optional adaptive speculation (``adaptive.py``: the draft length of a step follows
+the active batch size).
 
 An engine directory holds only ``build.json`` (written by ``trtbench build``); it points at
 the Hugging Face target / draft dirs and the Medusa heads dir.
@@ -14,8 +16,9 @@ calls (or :meth:`~ReferenceEngine.submit` from a server) therefore share decode 
 request's tokens do not depend on what else is in the batch (greedy, lossless).
 
 Counting (TensorRT-LLM's ``total_draft_tokens`` / ``total_accepted_draft_tokens``,
-research/loadtest.md §3): ``draft_proposed`` is K for a draft_target step and the number of
-tree nodes for a Medusa step (0 for baseline and for the prefill step); ``draft_accepted``
+research/loadtest.md §3): ``draft_proposed`` is K for a draft_target step, the number of
+tree nodes for a Medusa step and the drafts the lookup found (0..K) for an ngram step (0 for
+baseline, for the prefill step and for a step that adaptive speculation left undrafted); ``draft_accepted``
 is the number of drafts verification accepted. A step emits ``accepted + 1`` tokens unless
 it is cut at ``max_tokens`` or after the end token. A step reports both counts: the drafts
 the engine accepted (``draft_accepted``, NOT reduced at a cut step, as vLLM counts them; the
@@ -49,7 +52,7 @@ class ReferenceEngine:
     """A loaded reference engine (models on their device, caches allocated).
 
     Args:
-        mode: ``baseline``, ``draft_target`` or ``medusa``.
+        mode: ``baseline``, ``draft_target``, ``medusa`` or ``ngram``.
         decoder: the batched decoding strategy over its model runners (``decoding.py``);
             its slots are the engine's ``max_batch_size``.
         tokenizer: the target's tokenizer (``PreTrainedTokenizerFast``).
@@ -87,7 +90,7 @@ class ReferenceEngine:
 
     @property
     def draft_len(self) -> int:
-        """Draft tokens proposed per step: K, the tree's node count, or 0."""
+        """Draft tokens proposed per step at most: K, the tree's node count, or 0."""
         return self.decoder.proposed_per_step
 
     def info(self) -> dict[str, object]:

@@ -4,7 +4,12 @@ The reference runtime of Triton's ``llmapi`` model reads the same ``model.yaml``
 own ``model.py`` would (every key but ``triton_config`` is an ``LLM`` argument) and maps what
 the reference engine can honour: ``model`` (target dir), ``tokenizer``, ``speculative_config``
 (``decoding_type`` DraftTarget → ``draft_target`` with ``speculative_model`` as the draft and
-``max_draft_len`` as K; absent or null → ``baseline``), ``max_batch_size``, ``max_seq_len``,
+``max_draft_len`` as K; NGram → ``ngram`` with ``max_draft_len`` as K,
+``max_matching_ngram_size`` as the largest suffix size (down to 1, as TensorRT-LLM) and
+``is_use_oldest``; ``is_keep_all`` / ``is_public_pool`` have no counterpart: every request
+looks up its own tokens, see ``ngram.py``; ``max_concurrency`` / ``draft_len_schedule`` of
+either → adaptive speculation, ``adaptive.py``; absent or null → ``baseline``),
+``max_batch_size``, ``max_seq_len``,
 ``max_input_len``, ``cuda_graph_config`` (a mapping → CUDA graphs requested, null → off) and
 ``dtype``. Other keys (``kv_cache_config``, ``disable_overlap_scheduler``, parallel sizes …)
 tune TensorRT-LLM's runtime and have no reference counterpart; they are ignored.
@@ -19,6 +24,7 @@ from typing import Any
 
 from transformers import AutoConfig, AutoTokenizer
 
+from trtbench.builders.reference.adaptive import DraftLenPolicy
 from trtbench.builders.reference.engine import ReferenceEngine
 from trtbench.builders.reference.loading import (
     load_causal_lm,
@@ -26,7 +32,9 @@ from trtbench.builders.reference.loading import (
     resolve_device,
     resolve_dtype,
 )
+from trtbench.builders.reference.ngram import NgramSettings
 from trtbench.errors import ConfigError
+from trtbench.spec_speculation import DEFAULT_NGRAM_MAX
 
 # decoding_type → the reference mode serving it (None: the reference engine lacks it yet).
 DECODING_MODES: dict[str, str | None] = {
@@ -34,10 +42,10 @@ DECODING_MODES: dict[str, str | None] = {
     "Eagle3": None,
     "Eagle": None,
     "MTP": None,
-    "NGram": None,
+    "NGram": "ngram",
 }
 # The trtbench mode name of decoding types the reference engine lacks (for the message).
-_MISSING_MODE = {"Eagle3": "eagle3", "Eagle": "eagle3", "MTP": "mtp", "NGram": "ngram"}
+_MISSING_MODE = {"Eagle3": "eagle3", "Eagle": "eagle3", "MTP": "mtp"}
 DEFAULT_MAX_BATCH_SIZE = 8  # as loading.engine_from_manifest
 DEFAULT_MAX_INPUT_LEN = 1024  # TensorRT-LLM BaseLlmArgs.max_input_len default
 DEFAULT_DRAFT_LEN = 4
@@ -57,13 +65,17 @@ class ReferencePlan:
     max_input_len: int
     cuda_graphs: bool
     dtype: str
+    ngram: NgramSettings | None = None
+    max_concurrency: int | None = None
+    draft_len_schedule: dict[int, int] | None = None
 
 
 def reference_mode(llm_args: Mapping[str, Any]) -> str:
     """The reference mode for ``llm_args['speculative_config']``.
 
     Returns:
-        ``baseline`` (no speculative_config) or ``draft_target`` (DraftTarget).
+        ``baseline`` (no speculative_config), ``draft_target`` (DraftTarget) or ``ngram``
+        (NGram).
 
     Raises:
         ConfigError: a decoding_type the reference engine cannot serve (Eagle3, MTP, NGram:
@@ -99,7 +111,8 @@ def plan_from_llm_args(llm_args: Mapping[str, Any]) -> ReferencePlan:
     Raises:
         ConfigError: no ``model``, an unservable ``speculative_config`` (see
             :func:`reference_mode`), DraftTarget without ``speculative_model``, an unknown
-            ``dtype``, or a non-positive limit.
+            ``dtype``, a non-positive limit, or a ``draft_len_schedule`` that does not fit
+            ``max_draft_len``.
     """
     if not llm_args.get("model"):
         raise ConfigError("the LLM arguments name no model (model: <target dir>)")
@@ -128,12 +141,13 @@ def plan_from_llm_args(llm_args: Mapping[str, Any]) -> ReferencePlan:
     if bad:
         raise ConfigError(f"{', '.join(bad)} must be >= 1, got {bad}")
     model = Path(str(llm_args["model"]))
+    k = int(limits["max_draft_len"]) if mode != "baseline" else 0
     return ReferencePlan(
         mode=mode,
         target=model,
         tokenizer=Path(str(llm_args.get("tokenizer") or model)),
         draft=draft,
-        draft_len=int(limits["max_draft_len"]) if draft else 0,
+        draft_len=k,
         max_batch_size=int(limits["max_batch_size"]),
         max_seq_len=int(llm_args["max_seq_len"])
         if llm_args.get("max_seq_len")
@@ -142,7 +156,28 @@ def plan_from_llm_args(llm_args: Mapping[str, Any]) -> ReferencePlan:
         # TensorRT-LLM's default (key absent) is a CudaGraphConfig, i.e. on; null is off.
         cuda_graphs=llm_args.get("cuda_graph_config", {}) is not None,
         dtype=dtype,
+        **_speculation(mode, spec, k),
     )
+
+
+def _speculation(mode: str, spec: Mapping[str, Any], k: int) -> dict[str, Any]:
+    """The ngram window and adaptive-speculation fields of a ReferencePlan."""
+    out: dict[str, Any] = {"max_concurrency": spec.get("max_concurrency")}
+    schedule = spec.get("draft_len_schedule")
+    if schedule:
+        out["draft_len_schedule"] = {int(b): int(n) for b, n in schedule.items()}
+        try:
+            DraftLenPolicy.build(k, None, out["draft_len_schedule"])
+        except ValueError as exc:
+            raise ConfigError(f"speculative_config.{exc}") from None
+    if mode == "ngram":
+        size = int(spec.get("max_matching_ngram_size") or DEFAULT_NGRAM_MAX)
+        if size < 1:
+            raise ConfigError(
+                f"speculative_config.max_matching_ngram_size is {size}; use 1 or more"
+            )
+        out["ngram"] = NgramSettings(1, size, bool(spec.get("is_use_oldest", True)))
+    return out
 
 
 def engine_from_llm_args(
@@ -175,4 +210,7 @@ def engine_from_llm_args(
         draft_len=plan.draft_len or DEFAULT_DRAFT_LEN,
         cuda_graphs=plan.cuda_graphs,
         max_batch_size=plan.max_batch_size,
+        ngram=plan.ngram,
+        max_concurrency=plan.max_concurrency,
+        draft_len_schedule=plan.draft_len_schedule,
     )

@@ -19,14 +19,17 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from trtbench.builders.manifest import BuildManifest, CudaGraphs, read_manifest
 from trtbench.builders.medusa_tree import build_tree
+from trtbench.builders.reference.adaptive import DraftLenPolicy
 from trtbench.builders.reference.decoding import (
     BaselineDecoder,
     DraftTargetDecoder,
     MedusaDecoder,
 )
 from trtbench.builders.reference.engine import ReferenceEngine
+from trtbench.builders.reference.ngram import NgramDecoder, NgramSettings
 from trtbench.builders.reference.runner import ModelRunner
 from trtbench.errors import BuildError, NotAvailableError
+from trtbench.spec_speculation import ngram_window
 
 logger = logging.getLogger(__name__)
 
@@ -209,39 +212,57 @@ def make_engine(
     choices: list[list[int]] | None = None,
     cuda_graphs: bool = False,
     max_batch_size: int = 1,
+    ngram: NgramSettings | None = None,
+    max_concurrency: int | None = None,
+    draft_len_schedule: Mapping[int, int] | None = None,
 ) -> ReferenceEngine:
     """Assemble an engine from loaded models (all on one device and dtype).
 
     Args:
-        mode: ``baseline``, ``draft_target`` (needs ``draft``) or ``medusa`` (needs
-            ``heads`` and ``choices``, a prefix-closed tree no deeper than the heads).
+        mode: ``baseline``, ``draft_target`` (needs ``draft``), ``medusa`` (needs
+            ``heads`` and ``choices``, a prefix-closed tree no deeper than the heads) or
+            ``ngram`` (prompt lookup, no extra model; ``ngram``: its window, default 1..2).
         target, tokenizer: the target model and its tokenizer.
         max_seq_len, max_input_len: per-request limits (tokens).
-        draft_len: K for draft_target.
+        draft_len: K for draft_target and ngram.
         cuda_graphs: capture the decode step with CUDA graphs (CUDA devices only).
         max_batch_size: sequences decoded together (batch slots of every KV cache).
+        max_concurrency, draft_len_schedule: adaptive speculation (``adaptive.py``);
+            medusa takes ``max_concurrency`` only.
 
     Raises:
-        BuildError: a model the mode needs is missing, or the mode is unknown.
+        BuildError: a model the mode needs is missing, the mode is unknown, or a
+            schedule does not fit ``draft_len``.
     """
 
     def runner(model: PreTrainedModel, widest: int) -> ModelRunner:
         return ModelRunner(model, max_seq_len + widest, slots=max_batch_size)
 
+    try:
+        policy = DraftLenPolicy.build(draft_len, max_concurrency, draft_len_schedule)
+    except ValueError as exc:
+        raise BuildError(f"{exc}; rebuild the engine with a fitting schedule") from None
     if mode == "baseline":
         decoder: BaselineDecoder = BaselineDecoder(runner(target, 1))
     elif mode == "draft_target" and draft is not None:
         widest = draft_len + 1
         decoder = DraftTargetDecoder(
-            runner(target, widest), runner(draft, widest), draft_len
+            runner(target, widest), runner(draft, widest), draft_len, policy
         )
-    elif mode == "medusa" and heads is not None and choices:
+    elif mode == "ngram":
+        decoder = NgramDecoder(
+            runner(target, draft_len + 1), draft_len, ngram or NgramSettings(), policy
+        )
+    elif mode == "medusa" and heads is not None and choices and not draft_len_schedule:
         tree = build_tree(choices)
-        decoder = MedusaDecoder(runner(target, tree.num_nodes + 1), heads, tree)
+        decoder = MedusaDecoder(
+            runner(target, tree.num_nodes + 1), heads, tree, max_concurrency
+        )
     else:
         raise BuildError(
             f"mode {mode!r} cannot be assembled from the models given (draft_target needs "
-            "a draft model, medusa needs heads and a tree); rebuild the engine"
+            "a draft model, medusa needs heads and a tree and takes no draft_len_schedule)"
+            "; rebuild the engine"
         )
     return ReferenceEngine(
         mode,
@@ -300,6 +321,12 @@ def engine_from_manifest(
         draft = load_causal_lm(Path(manifest.models["draft"].path), dtype, dev)
     if manifest.mode == "medusa":
         heads = load_medusa_heads(Path(manifest.models["medusa"].path), dtype, dev)
+    speculation = variant.get("speculation") or {}
+    low, high = ngram_window(
+        variant.get("prompt_lookup_min"),
+        variant.get("prompt_lookup_max"),
+        variant.get("max_matching_ngram_size"),
+    )
     return make_engine(
         manifest.mode,
         load_causal_lm(target_dir, dtype, dev),
@@ -312,6 +339,9 @@ def engine_from_manifest(
         choices=manifest.medusa.choices if manifest.medusa else None,
         cuda_graphs=bool(variant.get("cuda_graphs", False)),
         max_batch_size=int(variant.get("max_batch_size") or 8),
+        ngram=NgramSettings(low, high),
+        max_concurrency=speculation.get("max_concurrency"),
+        draft_len_schedule=speculation.get("draft_len_schedule"),
     )
 
 

@@ -4,8 +4,8 @@
 Reads ``model.yaml`` beside this file like TensorRT-LLM's model does: ``triton_config``
 (``max_batch_size``, ``decoupled``) goes to Triton through ``auto_complete_config``; every
 other key is an ``LLM(...)`` argument, mapped onto the reference engine by
-``trtbench.builders.reference.llm_args`` (DraftTarget → draft_target, none → baseline;
-Eagle3 / MTP / NGram fail to load, naming the missing reference mode).
+``trtbench.builders.reference.llm_args`` (DraftTarget → draft_target, NGram → ngram, none
+→ baseline; Eagle3 / MTP fail to load, naming the missing reference mode).
 
 Tensors (``trtbench.triton_repo.llmapi_interface``; no batch dimension): reads
 ``text_input``, ``streaming``, ``sampling_param_max_tokens`` (default 32, SamplingParams'),
@@ -23,9 +23,7 @@ Config parameters: ``device`` (``auto``), ``cpu_threads`` (torch threads on CPU,
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import time
 
 import numpy as np
@@ -33,18 +31,17 @@ import triton_python_backend_utils as pb_utils
 import yaml
 from trtbench_detok import IncrementalDecoder
 from trtbench_model_utils import (
+    CANCEL_CHECK_EVERY,
     DeliveryResponder,
+    EngineModel,
     Outbox,
     error_response,
-    model_parameters,
     scalar_input,
 )
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 CONFIG_FILE = "model.yaml"
 DEFAULT_MAX_TOKENS = 32  # TensorRT-LLM SamplingParams.max_tokens default
-CANCEL_CHECK_EVERY = 4  # as the reference ensemble model
-GIL_SWITCH_S = 0.001  # as the reference ensemble model
 
 
 def read_model_yaml(model_dir: str) -> dict:
@@ -152,8 +149,9 @@ class _Responder(DeliveryResponder):
         return pb_utils.InferenceResponse(output_tensors=tensors)
 
 
-class TritonPythonModel:
-    """The reference engine behind the llmapi ``tensorrt_llm`` interface."""
+class TritonPythonModel(EngineModel):
+    """The reference engine behind the llmapi ``tensorrt_llm`` interface (set-up and
+    ``finalize``: ``EngineModel``)."""
 
     @classmethod
     def auto_complete_config(cls, auto_complete_model_config):
@@ -165,24 +163,15 @@ class TritonPythonModel:
         return auto_complete_model_config
 
     def initialize(self, args):
-        import torch
-
         from trtbench.builders.reference.llm_args import engine_from_llm_args
 
-        config = json.loads(args["model_config"])
-        params = model_parameters(config)
         model_dir = os.path.join(args["model_repository"], args["model_version"])
         doc = read_model_yaml(model_dir)
         llm_args = {k: v for k, v in doc.items() if k != "triton_config"}
-        self.engine = None
-        self.engine = engine_from_llm_args(
-            llm_args, device=params.get("device", "auto")
+        self.start_engine(
+            args,
+            lambda p: engine_from_llm_args(llm_args, device=p.get("device", "auto")),
         )
-        if self.engine.device.type == "cpu":
-            torch.set_num_threads(int(params.get("cpu_threads") or 1))
-        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
-        self.tokenizer = self.engine.tokenizer
-        self.outbox = Outbox()
         pb_utils.Logger.log_info(
             f"trtbench llmapi reference engine {self.engine.mode} on "
             f"{self.engine.device}: draft_len {self.engine.draft_len}, max_batch_size "
@@ -210,9 +199,3 @@ class TritonPythonModel:
             except Exception as exc:  # noqa: BLE001 - every failure goes to the client
                 sender.send(error_response(f"{type(exc).__name__}: {exc}"), flags=FINAL)
         return None
-
-    def finalize(self):
-        if self.engine is not None:
-            self.engine.close()
-            self.outbox.close()
-        self.engine = None

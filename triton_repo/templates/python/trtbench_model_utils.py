@@ -7,11 +7,22 @@ input arrives as shape ``[1, 1]``.
 
 from __future__ import annotations
 
+import json
 import queue
+import sys
 import threading
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+
+# GIL switch interval of a reference-engine stub process: the batcher's thread, the outbox
+# thread and the stub's own threads share the GIL, and at the default 5 ms a decode step of
+# the tiny models (~1 ms of many small torch ops, each releasing the GIL) was measured ~1.6x
+# slower.
+GIL_SWITCH_S = 0.001
+# A client that went away is noticed within this many steps of its request (each check
+# is an IPC round trip to the Triton process).
+CANCEL_CHECK_EVERY = 4
 
 
 def model_parameters(model_config: dict) -> dict[str, str]:
@@ -197,3 +208,41 @@ class DeliveryResponder:
 
     def _respond(self, step, final: bool, error) -> None:
         raise NotImplementedError
+
+
+class EngineModel:
+    """Base of the reference-engine models (``reference/model.py``,
+    ``llmapi_reference/model.py``): the set-up their ``initialize`` shares and their
+    ``finalize``. Imports torch only when called (other models copy this file too)."""
+
+    engine = None
+    outbox = None
+    tokenizer = None
+
+    def start_engine(self, args, load) -> dict:
+        """Load the engine and get the process ready to serve it.
+
+        ``load(params)`` returns the engine from the model's config parameters (a dict of
+        strings). Then: torch intra-op threads = ``cpu_threads`` (default 1) when the engine
+        runs on CPU, the GIL switch interval at most :data:`GIL_SWITCH_S`, ``self.tokenizer``
+        and a started :class:`Outbox`.
+
+        Returns:
+            The config parameters.
+        """
+        params = model_parameters(json.loads(args["model_config"]))
+        self.engine = load(params)
+        if self.engine.device.type == "cpu":
+            import torch
+
+            torch.set_num_threads(int(params.get("cpu_threads") or 1))
+        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
+        self.tokenizer = self.engine.tokenizer
+        self.outbox = Outbox()
+        return params
+
+    def finalize(self):
+        if self.engine is not None:
+            self.engine.close()  # requests still running end with an error response
+            self.outbox.close()  # ... which is sent before the outbox stops
+        self.engine = None

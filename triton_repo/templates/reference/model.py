@@ -32,20 +32,19 @@ runs on CPU, default 1: on 2 shared cores 2 threads were measured to collapse th
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from pathlib import Path
 
 import triton_python_backend_utils as pb_utils
 from trtbench_detok import IncrementalDecoder
 from trtbench_model_utils import (
+    CANCEL_CHECK_EVERY,
     DeliveryResponder,
+    EngineModel,
     Outbox,
     arrival_tensor,
     as_bool,
     error_response,
-    model_parameters,
     perf_tensors,
     request_batch_size,
     scalar_input,
@@ -53,13 +52,6 @@ from trtbench_model_utils import (
 )
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-# A client that went away is noticed within this many steps of its request (each check
-# is an IPC round trip to the Triton process).
-CANCEL_CHECK_EVERY = 4
-# GIL switch interval of this stub process: the batcher's thread, the outbox thread and the
-# stub's own threads share the GIL, and at the default 5 ms a decode step of the tiny
-# models (~1 ms of many small torch ops, each releasing the GIL) was measured ~1.6x slower.
-GIL_SWITCH_S = 0.001
 
 
 class _Request:
@@ -186,24 +178,21 @@ class _Responder(DeliveryResponder):
         )
 
 
-class TritonPythonModel:
+class TritonPythonModel(EngineModel):
     """Serves one reference engine with in-flight batching; each model instance loads its
-    own copy."""
+    own copy (set-up and ``finalize``: ``EngineModel``)."""
 
     def initialize(self, args):
         import torch
 
         from trtbench.builders.reference.loading import load_engine
 
-        params = model_parameters(json.loads(args["model_config"]))
-        self.engine = load_engine(
-            Path(params["engine_dir"]), device=params.get("device", "auto")
+        params = self.start_engine(
+            args,
+            lambda p: load_engine(
+                Path(p["engine_dir"]), device=p.get("device", "auto")
+            ),
         )
-        if self.engine.device.type == "cpu":
-            torch.set_num_threads(int(params.get("cpu_threads") or 1))
-        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
-        self.outbox = Outbox()
-        self.tokenizer = self.engine.tokenizer
         self.add_special_tokens = as_bool(params.get("add_special_tokens", "true"))
         pb_utils.Logger.log_info(
             f"trtbench reference engine {self.engine.mode} on {self.engine.device}: "
@@ -228,9 +217,3 @@ class TritonPythonModel:
             except Exception as exc:  # noqa: BLE001 - every failure goes to the client
                 sender.send(error_response(f"{type(exc).__name__}: {exc}"), flags=FINAL)
         return None
-
-    def finalize(self):
-        if self.engine is not None:
-            self.engine.close()  # requests still running end with an error response
-            self.outbox.close()  # ... which is sent before the outbox stops
-        self.engine = None

@@ -339,10 +339,10 @@ def test_unknown_version_and_backend_override(models, tmp_path, capsys):
         "trtbench: error: trtllm_version: TensorRT-LLM 1.3.0rc29 has no LLM-API contract in "
         "trtbench; set trtllm_version to one of 1.2.1, 1.4.0rc4"
     )
-    doc = one_variant(models, {"name": "n", "mode": "ngram"})
+    doc = one_variant(models, {"name": "n", "mode": "mtp"})
     line = cli_error(tmp_path, capsys, doc, "--backend", "reference")
     assert line.endswith(
-        "variants[1].mode: ngram runs only on TensorRT-LLM's LLM-API path; set backend: "
+        "variants[1].mode: mtp runs only on TensorRT-LLM's LLM-API path; set backend: "
         "trtllm-pytorch on the variant or the spec (--backend reference)"
     )
 

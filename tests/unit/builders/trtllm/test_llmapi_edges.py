@@ -100,7 +100,7 @@ def test_deploy_check_refuses_what_the_reference_runtime_cannot_serve(
 ):
     doc = spec(
         models,
-        {"name": "ng", "mode": "ngram", "max_draft_len": 3},
+        {"name": "ng", "mode": "eagle3", "speculative_model": str(models["target"])},
         deploy={"llmapi_runtime": "reference"},
     )
     run = tmp_path / "r"
@@ -109,4 +109,4 @@ def test_deploy_check_refuses_what_the_reference_runtime_cannot_serve(
     code, _, err = run_cli(["deploy", run, "--check"], capsys)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1, err
-    assert "ng.mode: the reference engine cannot serve decoding_type NGram" in lines[0]
+    assert "ng.mode: the reference engine cannot serve decoding_type Eagle3" in lines[0]
