@@ -1,4 +1,6 @@
-"""``trtbench compare RUN_A RUN_B``: the same metrics side by side, with B / A ratios."""
+"""``trtbench compare RUN_A RUN_B``: the same metrics side by side, with B / A ratios.
+
+Either run may be an AIPerf artifact directory (``[NAME=]DIR``; ``trtbench/pipeline/peers.py``)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,10 @@ from trtbench.pipeline.report import compare_runs
 def compare(run_a: Path, run_b: Path, out: Path | None) -> None:
     """Compare RUN_A and RUN_B per variant and tier, with B / A ratios.
 
-    For example CUDA graphs off (A) against on (B).
+    For example CUDA graphs off (A) against on (B). Either may be an AIPerf artifact
+    directory (or a folder of them, one per concurrency), labelled by its folder name or by
+    NAME in NAME=DIR: name it after a variant of the other run to pair their rows
+    (docs/peers.md).
 
     Prints TTFT, TPOT, E2E, output tok/s, tokens per step and speedup of both runs with
     their ratios, then memory and launch overhead per step when both runs have them.

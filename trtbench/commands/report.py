@@ -14,7 +14,15 @@ from trtbench.run_dir import RunDir
 
 @click.command("report")
 @run_dir_argument()
-def report(run_dir: Path) -> None:
+@click.option(
+    "--peer",
+    "peers",
+    multiple=True,
+    metavar="[NAME=]DIR",
+    help="An AIPerf artifact directory (or a folder of them) shown beside the run's "
+    "variants, labelled NAME or by its folder name (repeatable; docs/peers.md).",
+)
+def report(run_dir: Path, peers: tuple[str, ...]) -> None:
     """Render RUN_DIR/report.md and RUN_DIR/plots/*.png from the CSVs alone.
 
     The comparison matrix (extra memory, speedup at low and high concurrency, tokens per
@@ -22,7 +30,7 @@ def report(run_dir: Path) -> None:
     """
     if Path(run_dir).is_dir():  # it writes report.md and plots: one writer at a time
         claim_run_dir(RunDir(Path(run_dir)))
-    result = write_report(run_dir)
+    result = write_report(run_dir, peers)
     click.echo(result.matrix_markdown)
     click.echo(f"\nwrote {result.report_path}")
     for path in result.plot_paths:

@@ -8,12 +8,14 @@ functions of ``trtbench.profiling.report.comparison``, draws ``plots/*.png``
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from trtbench.export import records_to_frame
+from trtbench.pipeline.peers import load_any, load_peer, with_peers
 from trtbench.plan.fit import fit_run
 from trtbench.profiling.loadtest.outputs import OUTPUTS_CSV, read_outputs_csv
 from trtbench.profiling.report import plots
@@ -161,14 +163,21 @@ class ReportResult:
     notes: list[str]
 
 
-def write_report(root: Path) -> ReportResult:
+def write_report(root: Path, peers: Sequence[str | Path] = ()) -> ReportResult:
     """Render ``report.md`` and ``plots/*.png`` into the run directory from its CSVs.
 
+    Args:
+        root: the run directory.
+        peers: AIPerf runs (``[NAME=]DIR``, ``pipeline/peers.py``) shown beside its variants.
+
     Raises:
-        ConfigError: the run directory or its summary.csv is missing.
+        ConfigError: the run directory or its summary.csv is missing, or a peer is not a
+            readable AIPerf artifact directory.
     """
-    run = load_run(root, RUN_CSV_SCHEMAS)
+    loaded = [load_peer(p) for p in peers]
+    run = with_peers(load_run(root, RUN_CSV_SCHEMAS), loaded)
     a = analyze_run(run)
+    a.notes.extend(note for peer in loaded for note in peer.notes)
     rd = RunDir(run.root)
     drawn = draw_plots(a, rd.plots_dir)
     rel = [(caption, str(path.relative_to(run.root))) for caption, path in drawn]
@@ -204,14 +213,21 @@ class CompareResult:
     path: Path | None
 
 
-def compare_runs(run_a: Path, run_b: Path, out: Path | None = None) -> CompareResult:
-    """Compare two run directories tier by tier, by memory and by launch overhead.
+def compare_runs(
+    run_a: str | Path, run_b: str | Path, out: Path | None = None
+) -> CompareResult:
+    """Compare two runs tier by tier, by memory and by launch overhead. Either may be an
+    AIPerf run (``[NAME=]DIR``, ``pipeline/peers.py``); rows pair up by (variant, tier).
 
     Raises:
-        ConfigError: either run directory or its summary.csv is missing.
+        ConfigError: either run directory or its summary.csv is missing, or an AIPerf
+            directory is malformed.
     """
-    a = analyze_run(load_run(run_a, RUN_CSV_SCHEMAS))
-    b = analyze_run(load_run(run_b, RUN_CSV_SCHEMAS))
+    loaded_a, loaded_b = (
+        load_any(run_a, RUN_CSV_SCHEMAS),
+        load_any(run_b, RUN_CSV_SCHEMAS),
+    )
+    a, b = analyze_run(loaded_a.run), analyze_run(loaded_b.run)
     tiers = compare_tiers(a.tiers, b.tiers)
     memory = None
     if a.memory is not None and b.memory is not None:
@@ -221,6 +237,9 @@ def compare_runs(run_a: Path, run_b: Path, out: Path | None = None) -> CompareRe
         metrics = ("launch_overhead_mean_ms", "launch_calls_per_step")
         launches = compare_keyed(a.launches, b.launches, "trace", metrics)
     text = render_compare(a.run.name, b.run.name, tiers, memory, launches)
+    peer_notes = [*loaded_a.notes, *loaded_b.notes]
+    if peer_notes:
+        text += "\n" + "\n".join(f"- {note}" for note in peer_notes) + "\n"
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
