@@ -46,7 +46,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="cuda", help="cpu, cuda or cuda:N")
     parser.add_argument("--out", type=Path, default=Path("runs/gpu-proof"))
     parser.add_argument("--models", type=Path, default=None, help="carried tiny models")
-    parser.add_argument("--modes", default="baseline,draft_target,medusa")
+    parser.add_argument("--modes", default="baseline,draft_target,ngram,medusa")
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--batch-sizes", default="1,8,32,64")
     parser.add_argument("--max-tokens", type=int, default=96)

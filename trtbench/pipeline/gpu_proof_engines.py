@@ -32,11 +32,12 @@ DTYPES = {
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,
 }
-# Most tokens one decode step of a mode can emit: baseline 1; draft_target K accepted + 1;
-# medusa the tree's depth accepted + 1.
+# Most tokens one decode step of a mode can emit: baseline 1; draft_target and ngram (prompt
+# lookup, no extra model) K accepted + 1; medusa the tree's depth accepted + 1.
 MAX_TOKENS_PER_STEP = {
     "baseline": 1,
     "draft_target": DRAFT_LEN + 1,
+    "ngram": DRAFT_LEN + 1,
     "medusa": max(len(c) for c in MEDUSA_TREE) + 1,
 }
 MODES = tuple(MAX_TOKENS_PER_STEP)
@@ -91,6 +92,8 @@ class ProofModels:
         extra: dict[str, object] = {}
         if mode == "draft_target":
             extra = {"draft": self.draft, "draft_len": DRAFT_LEN}
+        elif mode == "ngram":
+            extra = {"draft_len": DRAFT_LEN}
         elif mode == "medusa":
             extra = {"heads": self.heads, "choices": MEDUSA_TREE}
         return make_engine(

@@ -42,8 +42,8 @@ MAX_TOKENS = 10
 TRACE_STEPS = 5
 BATCHES = (1, 4)
 PROMPT_LEN = 32
-MODES = ("baseline", "draft_target", "medusa")
-MAX_PER_STEP = {"baseline": 1, "draft_target": 5, "medusa": 4}
+MODES = ("baseline", "draft_target", "ngram", "medusa")
+MAX_PER_STEP = {"baseline": 1, "draft_target": 5, "ngram": 5, "medusa": 4}
 SUMMARY_KEYS = {
     "gpu_proof_version", "settings", "environment", "elapsed_s", "cuda_only",
     "lossless", "errors", "speedups", "launch", "files",
