@@ -44,6 +44,9 @@ GRAPHS_ON, GRAPHS_OFF, GRAPHS_UNAVAILABLE, UNKNOWN = (
 )
 
 
+DRAFTING_MODES = ("draft_target", "ngram")  # modes whose K is max_draft_len
+
+
 @dataclass(frozen=True)
 class VariantInfo:
     """What the build and the deployment say about one variant.
@@ -53,8 +56,9 @@ class VariantInfo:
         mode: baseline | draft_target | medusa (None when nothing says).
         mode_source: build.json | metadata (trtbench.json / run.json) | name (guessed).
         backend: reference | trtllm | trtllm-pytorch (None when unknown).
+        server: the serving stack: triton | vllm (None when unknown).
         runtime: who served an LLM-API variant (``tensorrt_llm`` | ``reference``), else None.
-        draft_len: γ of a draft_target variant (``max_draft_len``).
+        draft_len: γ of a draft_target or ngram variant (``max_draft_len``).
         tree_nodes: Medusa tree nodes (tokens verified per step minus the root).
         medusa_choices: the Medusa tree served (root paths), when known.
         medusa_heads: number of Medusa heads, when known.
@@ -70,6 +74,7 @@ class VariantInfo:
     mode: str | None = None
     mode_source: str = ""
     backend: str | None = None
+    server: str | None = None
     runtime: str | None = None
     draft_len: int | None = None
     tree_nodes: int | None = None
@@ -244,8 +249,9 @@ def variant_info(
     return VariantInfo(
         name=name, mode=mode, mode_source=source if mode else "",
         backend=build.get("backend") or repo.get("backend") or built.get("backend"),
+        server=(build.get("variant") or {}).get("server"),
         runtime=repo.get("runtime"),
-        draft_len=int(draft_len) if mode == "draft_target" and draft_len else None,
+        draft_len=int(draft_len) if mode in DRAFTING_MODES and draft_len else None,
         tree_nodes=len(choices) if mode == "medusa" and choices else None,
         medusa_choices=tuple(tuple(int(k) for k in c) for c in choices)
         if mode == "medusa" and choices else None,

@@ -155,8 +155,17 @@ def run_notes(
         )
     cpu = [
         f"`{v['variant']}`" for _, v in variants.iterrows()
-        if v.get("backend") == "reference" and _no_gpu(v)
+        if v.get("backend") == "reference" and v.get("server") != "vllm" and _no_gpu(v)
     ]  # fmt: skip
+    vllm_cpu = [
+        f"`{v['variant']}`" for _, v in variants.iterrows()
+        if v.get("server") == "vllm" and _no_gpu(v)
+    ]  # fmt: skip
+    if vllm_cpu:
+        notes.append(
+            f"{', '.join(vllm_cpu)} were served by vLLM on a machine without a GPU (its CPU "
+            "build): absolute times are CPU times; compare ratios, not milliseconds."
+        )
     if cpu:
         notes.append(
             f"{', '.join(cpu)} ran on the reference backend without a GPU: absolute times "
@@ -191,7 +200,7 @@ def run_notes(
         f"`{r['variant']}` {r['tier']}: {int(r['error_count'])} failed requests."
         for _, r in bad.iterrows()
     ]
-    spec = tiers[tiers["mode"].isin(["draft_target", "medusa"])]
+    spec = tiers[tiers["mode"].notna() & (tiers["mode"] != "baseline")]
     if len(spec) and spec["tokens_per_step"].isna().all():
         notes.append(
             "No tokens-per-step figure: the server reported no draft counts and no variant streamed."

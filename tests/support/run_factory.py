@@ -68,14 +68,15 @@ def write_build(
     choices: list[list[int]] | None = None,
     graphs: tuple[bool, bool, str] = (False, False, "no CUDA device"),
     host: dict[str, Any] | None = None,
+    server: str = "triton",
 ) -> Path:
     """Write ``engines/<variant>/build.json`` through the real manifest model."""
     manifest = BuildManifest(
         backend="reference",
-        variant={"name": variant, "mode": mode},
+        variant={"name": variant, "mode": mode, "server": server},
         mode=mode,
         max_draft_len=draft_len
-        if mode == "draft_target"
+        if mode in ("draft_target", "ngram")
         else (len(choices or []) or None),
         models={"target": None},
         tokenizer_dir="/nonexistent/tokenizer",

@@ -227,6 +227,34 @@ def test_modes_and_streaming_without_manifests(tmp_path):
     assert any("`dtm-k4` does not stream" in n for n in notes)
 
 
+def test_vllm_served_variants_are_named_as_such_on_a_cpu_host(tmp_path):
+    """A server: vllm variant is built with the reference checks but served by vLLM: the
+    CPU note names vLLM for it, not the reference backend; an ngram variant keeps its K."""
+    root = tmp_path / "run"
+    rows = [
+        summary_row(v, 1, tpot=5.0, tpot_p50=5.0, tok_s=100.0)
+        for v in ("baseline", "vdt", "ng")
+    ]
+    write_summary(root, rows)
+    write_build(root, "baseline", "baseline", host={"gpus": []})
+    write_build(
+        root, "vdt", "draft_target", draft_len=4, host={"gpus": []}, server="vllm"
+    )
+    write_build(root, "ng", "ngram", draft_len=3, host={"gpus": []})
+    run = load_run(root)
+    assert run.variants["vdt"].server == "vllm"
+    assert run.variants["baseline"].server == "triton"
+    assert run.variants["ng"].draft_len == 3
+    notes = analyze_run(run).notes
+    assert any(
+        "`baseline`, `ng` ran on the reference backend without a GPU" in n
+        for n in notes
+    )
+    assert any(
+        "`vdt` were served by vLLM on a machine without a GPU" in n for n in notes
+    )
+
+
 def test_noisy_tier_and_cpu_host_are_noted(tmp_path):
     # baseline c1: TPOT mean 10 ms but median 4 ms (> 2x): noted as noisy.
     # build.json host.gpus = []: the reference backend ran without a GPU.
