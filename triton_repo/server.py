@@ -13,27 +13,23 @@ wider address logs a warning. Clients dial :func:`~trtbench.triton_repo.ports.di
 (``grpc_url`` …), never ``localhost``. The log is appended to, one header line per start;
 reasons for a failure come only from what was written since the latest start.
 
-The process runs in its own session; :meth:`TritonServer.stop` signals the whole process group
-(SIGTERM, then SIGKILL after a grace period), so no child (Python stubs, MPI ranks) outlives a
-run. Errors are one line and carry the log lines that say why.
+The process handling is :class:`~trtbench.managed_process.ManagedProcess`: the process runs in
+its own session; :meth:`TritonServer.stop` signals the whole process group (SIGTERM, then
+SIGKILL after a grace period), so no child (Python stubs, MPI ranks) outlives a run. Errors
+are one line and carry the log lines that say why.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
-import signal
-import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtbench.errors import ServerStartError
+from trtbench.managed_process import ManagedProcess, ProcessWording, http_get
 from trtbench.triton_repo.binary import (
     TritonBinary,
     find_tritonserver,
@@ -49,13 +45,20 @@ from trtbench.triton_repo.ports import (
     dial_host,
     is_loopback,
 )
-from trtbench.triton_repo.server_log import log_errors, read_since, start_header
+from trtbench.triton_repo.server_log import HEADER, log_reason
 
 log = logging.getLogger(__name__)
 
-START_ATTEMPTS = 3
-_DYING_S = 0.1  # how long health() waits for a process that stopped answering to exit
-_PORT_TAKEN = ("already in use", "Address already in use")
+WORDING = ProcessWording(
+    label="tritonserver",
+    header=HEADER,
+    not_serving="is not ready",
+    port_taken=("already in use", "Address already in use"),
+    ports="its ports",
+    retry_with="new ports",
+    slow="models load slowly",
+    poll_s=0.25,
+)
 
 
 @dataclass(frozen=True)
@@ -97,47 +100,7 @@ class ServerConfig:
     wrapper_argv: tuple[str, ...] = ()
 
 
-# No proxy: the server is on this host (or an address given literally), never behind one.
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def _not_ok(url: str, timeout_s: float) -> str | None:
-    """None when ``url`` answers 200 within ``timeout_s``, else why not (never raises)."""
-    try:
-        with _DIRECT.open(url, timeout=timeout_s) as resp:
-            return None if resp.status == 200 else f"HTTP {resp.status} from {url}"
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        return f"HTTP {exc.code} from {url}"
-    except Exception as exc:  # URLError, timeouts, resets: every failure is an answer
-        reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
-        return f"no HTTP answer from {url} within {timeout_s:g} s: {reason}"
-
-
-def _http_ok(url: str) -> bool:
-    return _not_ok(url, 2.0) is None
-
-
-def _exit_text(code: int | None) -> str:
-    if code is None or code >= 0:
-        return f"exited with code {code}"
-    try:
-        return f"exited with code {code} (signal {signal.Signals(-code).name})"
-    except ValueError:
-        return f"exited with code {code} (signal {-code})"
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
-class _PortTaken(Exception):
-    """A picked port was taken before tritonserver bound it (retry with new ports)."""
-
-
-class TritonServer:
+class TritonServer(ManagedProcess):
     """Context manager around one tritonserver process (or one mpirun of ranks).
 
     Example::
@@ -145,20 +108,24 @@ class TritonServer:
         with TritonServer(ServerConfig(repo, log, models=("ensemble",))) as server:
             client = grpcclient.InferenceServerClient(server.grpc_url)
 
+    Ready means ``/v2/health/ready`` and ``/v2/models/M/ready`` of every ``config.models``
+    answer 200; :meth:`health` asks ``/v2/health/ready`` (``tritonserver is not ready (HTTP
+    503 from URL)``, ``tritonserver exited with code -9 (signal SIGKILL): <log errors since
+    its latest start> (log: PATH)``).
+
     Raises (on enter):
         ServerStartError: binary or mpirun missing, port in use, process exit or timeout
             before ready; one line with the log lines that say why and the log's path.
     """
 
+    wording = WORDING
+
     def __init__(self, config: ServerConfig, environ: Mapping[str, str] | None = None):
+        super().__init__(config.log_path, config.ready_timeout_s)
         self.config = config
         self._environ = dict(os.environ if environ is None else environ)
-        self.process: subprocess.Popen[bytes] | None = None
         self.ports: Ports | None = None
-        self.argv: list[str] = []
         self.binary: TritonBinary | None = None
-        # Byte offset in the log where the latest start's output begins.
-        self._log_offset = 0
 
     @property
     def dial_host(self) -> str:
@@ -232,128 +199,9 @@ class TritonServer:
                 cfg.bind_address,
             )
         self.binary = find_tritonserver(cfg.tritonserver, self._environ)
-        cfg.log_path.parent.mkdir(parents=True, exist_ok=True)
         fixed = None not in (cfg.grpc_port, cfg.http_port, cfg.metrics_port)
-        for attempt in range(1, START_ATTEMPTS + 1):
-            self.ports = choose_ports(
-                cfg.grpc_port, cfg.http_port, cfg.metrics_port, host=cfg.bind_address
-            )
-            self.argv = self.build_argv(self.binary, self.ports)
-            log.info("starting %s", " ".join(self.argv))
-            self._launch(attempt)
-            try:
-                self._wait_ready()
-                return self
-            except _PortTaken:
-                self.stop()
-                if fixed or attempt == START_ATTEMPTS:
-                    raise self._failure("could not bind its ports") from None
-                log.info("a picked port was taken; retrying with new ports")
-            except BaseException:
-                self.stop()
-                raise
+        self._start_attempts(fixed, ", ".join(["server", *cfg.models]))
         return self
-
-    def _launch(self, attempt: int) -> None:
-        """Append a header to the log, remember where this start's output begins, start."""
-        with open(self.config.log_path, "ab") as log_file:
-            log_file.write(start_header(attempt, self.argv).encode())
-            log_file.flush()
-            self._log_offset = log_file.tell()
-            self.process = subprocess.Popen(  # noqa: S603 - argv built above
-                self.argv,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                env=server_env(self.binary, self._environ),
-                start_new_session=True,
-                # Not the user's folder: Python models get the working directory on their
-                # import path, and a ./trtbench checkout there would shadow the package.
-                cwd=self.config.log_path.parent,
-            )
-        log.info("tritonserver pid %d, log %s", self.process.pid, self.config.log_path)
-
-    def _log_since_start(self) -> str:
-        return read_since(self.config.log_path, self._log_offset)
-
-    def log_reason(self) -> str:
-        """The error lines the server logged since its latest start, joined with ``; ``
-        (``no error lines in the log since its start`` when there are none). Never raises."""
-        try:
-            reasons = log_errors(self._log_since_start())
-        except Exception as exc:  # a reason must never fail the caller
-            return f"log unreadable: {exc}"
-        return (
-            "; ".join(reasons)
-            if reasons
-            else "no error lines in the log since its start"
-        )
-
-    def health(self, timeout_s: float = 0.5) -> str | None:
-        """Whether the server still serves: None when its process runs and
-        ``/v2/health/ready`` answers 200 within ``timeout_s`` seconds, else one line saying why.
-
-        ``tritonserver exited with code -9 (signal SIGKILL): <log errors since its latest
-        start> (log: PATH)`` or ``tritonserver is not ready (HTTP 503 from URL)``. Cheap (one
-        ``waitpid`` and one local HTTP request; the log is read only once it has exited) and
-        safe to call from another thread while the server runs. Never raises. A killed
-        server may read "not ready" for a moment before it reads "exited".
-
-        Args:
-            timeout_s: seconds to wait for the readiness answer; a server that does not
-                answer costs up to ``timeout_s`` + 0.1 s (a last wait for its exit).
-        """
-        try:
-            proc, ports = self.process, self.ports
-            if proc is None or ports is None:
-                return "tritonserver has not been started"
-            if proc.poll() is None:
-                url = f"http://{self.dial_host}:{ports.http}/v2/health/ready"
-                not_ok = _not_ok(url, timeout_s)
-                if not_ok is None:
-                    return None
-                # A killed server refuses connections a moment before it can be reaped.
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=min(_DYING_S, timeout_s))
-                if proc.returncode is None:  # running: it answers badly, or not at all
-                    return f"tritonserver is not ready ({not_ok})"
-            return (
-                f"tritonserver {_exit_text(proc.returncode)}: {self.log_reason()} "
-                f"(log: {self.config.log_path})"
-            )
-        except Exception as exc:  # never raise into a load generator's watchdog
-            return f"tritonserver health check failed: {type(exc).__name__}: {exc}"
-
-    def _failure(self, what: str) -> ServerStartError:
-        cfg = self.config
-        return ServerStartError(
-            f"tritonserver {what}: {self.log_reason()} (log: {cfg.log_path})"
-        )
-
-    def _not_ready(self, urls: dict[str, str]) -> list[str]:
-        return [name for name, url in urls.items() if not _http_ok(url)]
-
-    def _wait_ready(self) -> None:
-        cfg = self.config
-        deadline = time.monotonic() + cfg.ready_timeout_s
-        urls = {"server": f"{self.http_url}/v2/health/ready"}
-        urls |= {m: f"{self.http_url}/v2/models/{m}/ready" for m in cfg.models}
-        waiting = list(urls)
-        while time.monotonic() < deadline:
-            proc = self.process
-            if proc is None or proc.poll() is not None:
-                code = None if proc is None else proc.returncode
-                text = self._log_since_start()
-                if any(p in text for p in _PORT_TAKEN):
-                    raise _PortTaken
-                raise self._failure(f"{_exit_text(code)} before it was ready")
-            waiting = self._not_ready(urls)
-            if not waiting:
-                return
-            time.sleep(0.25)
-        raise self._failure(
-            f"was not ready after {cfg.ready_timeout_s:g} s (waiting for "
-            f"{', '.join(waiting)}; raise deploy.ready_timeout_s if models load slowly)"
-        )
 
     def stop(self, grace_s: float = 15.0) -> int | None:
         """SIGTERM the server, SIGKILL its process group after ``grace_s``; return the exit code.
@@ -361,33 +209,42 @@ class TritonServer:
         Only the leader (tritonserver, or the mpirun / nsys wrapper in front of it) gets
         SIGTERM: tritonserver unloads its models and stops the Python backend stubs itself.
         Signalling the stubs at the same moment leaves Triton waiting for models whose stub
-        is already gone ("Found 1 live models") until the grace period runs out.
+        is already gone ("Found 1 live models") until the grace period runs out. Children
+        (Python backend stubs, MPI ranks) share the group: none survives.
         """
-        proc = self.process
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                log.warning(
-                    "tritonserver did not exit %.0f s after SIGTERM; killed it (log %s)",
-                    grace_s,
-                    self.config.log_path,
-                )
-                _kill_group(proc)
-            except BaseException:  # a second Ctrl-C while waiting: kill, then re-raise
-                _kill_group(proc)
-                raise
-        # Children (Python backend stubs, MPI ranks) share the group; make sure none survive.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        return proc.returncode
+        return self._stop_group(grace_s)
 
-    def __enter__(self) -> TritonServer:
-        return self.start()
+    # --- the hooks of ManagedProcess ------------------------------------------------------
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def _next_argv(self) -> list[str]:
+        cfg = self.config
+        self.ports = choose_ports(
+            cfg.grpc_port, cfg.http_port, cfg.metrics_port, host=cfg.bind_address
+        )
+        assert self.binary is not None  # found by start()
+        return self.build_argv(self.binary, self.ports)
+
+    def _launch_env(self) -> dict[str, str]:
+        assert self.binary is not None  # found by start()
+        return server_env(self.binary, self._environ)
+
+    def _ready_urls(self) -> dict[str, str]:
+        """``{"server": …/v2/health/ready, MODEL: …/v2/models/MODEL/ready, …}``
+        (RuntimeError before the server is started)."""
+        urls = {"server": f"{self.http_url}/v2/health/ready"}
+        return urls | {
+            m: f"{self.http_url}/v2/models/{m}/ready" for m in self.config.models
+        }
+
+    def _waiting_for(self) -> str | None:
+        urls = self._ready_urls()
+        waiting = [name for name, url in urls.items() if http_get(url, 2.0)[0]]
+        return ", ".join(waiting) or None
+
+    def _health_url(self) -> str | None:
+        """``/v2/health/ready`` (None before a start)."""
+        return None if self.ports is None else self._ready_urls()["server"]
+
+    def _reason_in(self, text: str) -> str:
+        """The error lines logged since the latest start, joined with ``; ``."""
+        return log_reason(text)

@@ -3,18 +3,22 @@ the latest start, its tail, and the lines that say why the server failed.
 
 The log is appended to, never truncated: every start adds a header line, so the output of an
 earlier attempt (or an earlier ``deploy --serve``) stays readable below the previous header.
+Writing and reading it is :mod:`trtbench.managed_process` (``read_since`` is named here too).
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
-from trtbench import __version__
+from trtbench import __version__, managed_process
+from trtbench.managed_process import NO_ERROR_LINES, read_since
 
+__all__ = ["HEADER", "log_errors", "log_reason", "read_since", "start_header", "tail"]
+
+HEADER = f"trtbench {__version__}: tritonserver"  # the log header's label
 LOG_TAIL_LINES = 20
 _ERROR_LINE = re.compile(r"^E\d{4} [\d:.]+\s+\d+\s+\S+\]\s*(.*)$")
 _NOISE = ("CudaDriverHelper has not been initialized",)
@@ -40,27 +44,13 @@ def start_header(
         argv: the command line started (shell-quoted in the header).
         when: the start time (default: now, UTC).
     """
-    when = when or datetime.now(timezone.utc)
-    stamp = when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return (
-        f"==== trtbench {__version__}: tritonserver start {stamp} (attempt {attempt}): "
-        f"{shlex.join(argv)} ====\n"
-    )
+    return managed_process.start_header(HEADER, attempt, argv, when)
 
 
-def read_since(path: Path, offset: int) -> str:
-    """The text of ``path`` from byte ``offset`` on ('' when absent).
-
-    Reads the whole file again when it is now shorter than ``offset`` (truncated by hand).
-    Never raises for a missing or unreadable file.
-    """
-    try:
-        with open(path, "rb") as file:
-            file.seek(0, 2)
-            file.seek(offset if offset <= file.tell() else 0)
-            return file.read().decode(errors="replace")
-    except OSError:
-        return ""
+def log_reason(text: str) -> str:
+    """The :func:`log_errors` of ``text`` joined with ``; `` (``no error lines in the log
+    since its start`` when there are none; pure)."""
+    return "; ".join(log_errors(text)) or NO_ERROR_LINES
 
 
 def log_errors(text: str, limit: int = 3) -> list[str]:

@@ -7,39 +7,32 @@ one signal to the group. It binds 127.0.0.1 on a given (checked free) or picked 
 stdout and stderr are appended to ``RUN_DIR/server/<variant>.log``, one header line per start.
 Ready means ``GET /health`` answers 200 and ``GET /v1/models`` lists the variant's name; a
 process that exits first, or a timeout, is a one-line :class:`ServerStartError` carrying the
-log's last error.
+log's last error. The process handling is :class:`~trtbench.managed_process.ManagedProcess`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import os
 import re
-import shlex
-import signal
-import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 from trtbench.errors import ServerStartError
+from trtbench.managed_process import (
+    NO_ERROR_LINES,
+    ManagedProcess,
+    ProcessWording,
+    http_get,
+)
 from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec, ModelsSpec, VariantSpec
 from trtbench.spec_serving import resolve_vllm_python
-from trtbench.triton_repo.ports import free_port, port_in_use
-from trtbench.triton_repo.server_log import read_since
+from trtbench.tcp_ports import free_port, port_in_use
 from trtbench.vllm_server.args import VllmSettings, serve_argv
 
-log = logging.getLogger(__name__)
-
 HOST = "127.0.0.1"
-START_ATTEMPTS = 3
 # vLLM's own log prefix: "(EngineCore pid=12) ERROR 12-02 07:36:45 [file.py:953] message".
 _PREFIX = re.compile(
     r"^(\(\S+ pid=\d+\)\s+)?(ERROR|WARNING|INFO|DEBUG)?\s*[\d-]+ [\d:]+ \[[^\]]+\]\s*"
@@ -52,6 +45,16 @@ QUIET_ENV = {
     "VLLM_DO_NOT_TRACK": "1",
     "PYTHONUNBUFFERED": "1",
 }
+WORDING = ProcessWording(
+    label="vLLM server",
+    header="trtbench: vllm",
+    not_serving="is not healthy",
+    port_taken=("Address already in use",),
+    ports="its port",
+    retry_with="another",
+    slow="the model loads or compiles slowly",
+    poll_s=0.5,
+)
 
 
 @dataclass(frozen=True)
@@ -103,25 +106,6 @@ class VllmServerConfig:
         )
 
 
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def _get(url: str, timeout_s: float) -> tuple[str | None, bytes]:
-    """(None, body) when ``url`` answers 200, else (why not, b""); never raises."""
-    try:
-        with _DIRECT.open(url, timeout=timeout_s) as resp:
-            body = resp.read()
-            return (
-                None if resp.status == 200 else f"HTTP {resp.status} from {url}"
-            ), body
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        return f"HTTP {exc.code} from {url}", b""
-    except Exception as exc:  # refused, reset, timeout: every failure is an answer
-        reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
-        return f"no HTTP answer from {url} within {timeout_s:g} s: {reason}", b""
-
-
 def last_error(text: str) -> str:
     """The line of a vLLM log that best says why it failed (pure).
 
@@ -140,18 +124,10 @@ def last_error(text: str) -> str:
             errors.append(message)
     specific = [m for m in exceptions if not any(g in m for g in _GENERIC)]
     found = specific or exceptions or errors
-    return found[-1][:300] if found else "no error lines in the log since its start"
+    return found[-1][:300] if found else NO_ERROR_LINES
 
 
-def _exit_text(code: int | None) -> str:
-    if code is None or code >= 0:
-        return f"exited with code {code}"
-    with contextlib.suppress(ValueError):
-        return f"exited with code {code} (signal {signal.Signals(-code).name})"
-    return f"exited with code {code} (signal {-code})"
-
-
-class VllmServer:
+class VllmServer(ManagedProcess):
     """Context manager around one vLLM server process (and its process group).
 
     Example::
@@ -165,15 +141,15 @@ class VllmServer:
         ConfigError: the variant cannot be mapped (see ``args.py``).
     """
 
+    wording = WORDING
+
     def __init__(
         self, config: VllmServerConfig, environ: Mapping[str, str] | None = None
     ):
+        super().__init__(config.log_path, config.ready_timeout_s)
         self.config = config
         self._environ = {**(os.environ if environ is None else environ), **QUIET_ENV}
-        self.process: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
-        self.argv: list[str] = []
-        self._log_offset = 0
         self._started = False
 
     @property
@@ -211,111 +187,13 @@ class VllmServer:
             )
         self._started = True
         cfg = self.config
-        cfg.log_path.parent.mkdir(parents=True, exist_ok=True)
         if cfg.port is not None and port_in_use(cfg.port, HOST):
             raise ServerStartError(
                 f"vLLM port {cfg.port} is already in use on {HOST}; stop what listens there "
                 "or leave the port out to pick a free one"
             )
-        for attempt in range(1, START_ATTEMPTS + 1):
-            self.port = cfg.port or free_port(HOST)
-            self.argv = serve_argv(
-                cfg.python, cfg.variant, cfg.models, self.port, cfg.settings
-            )
-            self._launch(attempt)
-            try:
-                self._wait_ready()
-                return self
-            except _PortTaken:
-                self.stop()
-                if cfg.port is not None or attempt == START_ATTEMPTS:
-                    raise self._failure("could not bind its port") from None
-                log.info("a picked port was taken; retrying with another")
-            except BaseException:
-                self.stop()
-                raise
+        self._start_attempts(cfg.port is not None, "/health")
         return self
-
-    def _launch(self, attempt: int) -> None:
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        header = f"==== trtbench: vllm start {stamp} (attempt {attempt}): {shlex.join(self.argv)} ====\n"
-        with open(self.config.log_path, "ab") as log_file:
-            log_file.write(header.encode())
-            log_file.flush()
-            self._log_offset = log_file.tell()
-            self.process = subprocess.Popen(  # noqa: S603 - argv built by serve_argv
-                self.argv,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                env=self._environ,
-                start_new_session=True,
-                cwd=self.config.log_path.parent,
-            )
-        log.info(
-            "vLLM pid %d on port %d, log %s",
-            self.process.pid,
-            self.port,
-            self.config.log_path,
-        )
-
-    def log_reason(self) -> str:
-        """The log's last error since the latest start (see :func:`last_error`); never raises."""
-        try:
-            return last_error(read_since(self.config.log_path, self._log_offset))
-        except Exception as exc:  # a reason must never fail the caller
-            return f"log unreadable: {exc}"
-
-    def _failure(self, what: str) -> ServerStartError:
-        return ServerStartError(
-            f"vLLM server for variant {self.model_name} {what}: {self.log_reason()} "
-            f"(log: {self.config.log_path})"
-        )
-
-    def _wait_ready(self) -> None:
-        cfg = self.config
-        deadline = time.monotonic() + cfg.ready_timeout_s
-        waiting = "/health"
-        while time.monotonic() < deadline:
-            proc = self.process
-            if proc is None or proc.poll() is not None:
-                text = read_since(cfg.log_path, self._log_offset)
-                if "Address already in use" in text:
-                    raise _PortTaken
-                code = None if proc is None else proc.returncode
-                raise self._failure(f"{_exit_text(code)} before it was ready")
-            if _get(f"{self._root()}/health", 2.0)[0] is None:
-                waiting = "/v1/models"
-                not_ok, body = _get(f"{self.base_url}/models", 2.0)
-                if not_ok is None and self.model_name in _model_ids(body):
-                    return
-            time.sleep(0.5)
-        raise self._failure(
-            f"was not ready after {cfg.ready_timeout_s:g} s (waiting for {waiting}; raise "
-            "deploy.ready_timeout_s if the model loads or compiles slowly)"
-        )
-
-    def health(self, timeout_s: float = 0.5) -> str | None:
-        """None when the process runs and ``/health`` answers 200 within ``timeout_s``, else
-        one line saying why (``vLLM server exited with code -9 (signal SIGKILL): <last error>
-        (log: PATH)``). Never raises; safe from another thread."""
-        try:
-            proc = self.process
-            if proc is None or self.port is None:
-                return "vLLM server has not been started"
-            if proc.poll() is None:
-                not_ok = _get(f"{self._root()}/health", timeout_s)[0]
-                if not_ok is None:
-                    return None
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=min(0.1, timeout_s))
-                if proc.returncode is None:
-                    return f"vLLM server is not healthy ({not_ok})"
-            return (
-                f"vLLM server {_exit_text(proc.returncode)}: {self.log_reason()} "
-                f"(log: {self.config.log_path})"
-            )
-        except Exception as exc:  # never raise into a load generator's watchdog
-            return f"vLLM health check failed: {type(exc).__name__}: {exc}"
 
     def stop(self, grace_s: float = 20.0) -> int | None:
         """SIGTERM the server, SIGKILL its whole process group after ``grace_s`` (and always
@@ -324,35 +202,37 @@ class VllmServer:
         The API server shuts its engine core down on SIGTERM itself; signalling the group at
         once would leave it waiting on children already gone.
         """
-        proc = self.process
-        if proc is None:
+        return self._stop_group(grace_s)
+
+    # --- the hooks of ManagedProcess ------------------------------------------------------
+
+    def _next_argv(self) -> list[str]:
+        cfg = self.config
+        self.port = cfg.port or free_port(HOST)
+        return serve_argv(cfg.python, cfg.variant, cfg.models, self.port, cfg.settings)
+
+    def _launch_env(self) -> dict[str, str]:
+        return self._environ
+
+    def _waiting_for(self) -> str | None:
+        """``/health`` until it answers 200, then ``/v1/models`` until it lists the model."""
+        if http_get(f"{self._root()}/health", 2.0)[0] is not None:
+            return "/health"
+        not_ok, body = http_get(f"{self.base_url}/models", 2.0)
+        if not_ok is None and self.model_name in _model_ids(body):
             return None
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                log.warning(
-                    "vLLM did not exit %.0f s after SIGTERM; killed it", grace_s
-                )
-            finally:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        return proc.returncode
+        return "/v1/models"
 
-    def __enter__(self) -> VllmServer:
-        return self.start()
+    def _health_url(self) -> str | None:
+        """``/health`` (None before a start)."""
+        return None if self.port is None else f"{self._root()}/health"
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def _reason_in(self, text: str) -> str:
+        """:func:`last_error` of the log since the latest start."""
+        return last_error(text)
 
-
-class _PortTaken(Exception):
-    """A picked port was taken before vLLM bound it (retry with another)."""
+    def _failure_subject(self) -> str:
+        return f"vLLM server for variant {self.model_name}"
 
 
 def _model_ids(body: bytes) -> list[str]:

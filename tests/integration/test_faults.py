@@ -56,7 +56,6 @@ Unwritable output
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import re
 import shutil
@@ -72,7 +71,6 @@ import pytest
 import yaml
 
 from tests.support.cli import run_cli as run_in_process
-from tests.support.data import get_test_data_dir
 from tests.support.faults import (
     Cli,
     can_listen,
@@ -88,11 +86,10 @@ from tests.support.faults import (
     stamp_time,
     start_cli,
     still_running,
-    wait_for,
     wait_gone,
 )
+from tests.support.scripted_triton import loadtest_args, scripted_server
 from trtbench.triton_repo.ports import port_in_use
-from trtbench.triton_repo.server import ServerConfig, TritonServer
 
 pytestmark = pytest.mark.integration
 
@@ -177,15 +174,11 @@ def run_into_tier_c2(spec: Path, run: Path) -> Cli:
     """Start ``trtbench run``; return once base's tier c1 ended and c2 ran ``IN_TIER_S``."""
     cli = start_cli(["run", spec, "--out", run], run.parent, "run")
     try:
-        wait_for(
-            lambda: (
-                cli.proc.poll() is not None
-                or log_line(run / "trtbench.log", r" base c1: \d+ requests")
-            ),
+        cli.running_until(
+            lambda: log_line(run / "trtbench.log", r" base c1: \d+ requests"),
             START_TIMEOUT_S,
             "base tier c1 to end",
         )
-        assert cli.proc.poll() is None, cli.stderr()
         assert "complete" in log_line(run / "trtbench.log", r" base c1: ")
     except BaseException:
         cli.kill()
@@ -355,30 +348,14 @@ def test_sigterm_run_stops_server_and_stub(terminated):
     assert terminated.leftovers == []
 
 
-SCRIPT = {"first_delay_ms": 2, "step_ms": 2, "tokens_per_step": 1}
-"""Scripted model timing: one token every 2 ms, so a tier makes many records quickly."""
-
-
 @pytest.fixture(scope="module")
 def scripted(tmp_path_factory):
     """A tritonserver serving the scripted model (no torch) for the load-test-only cases."""
     root = tmp_path_factory.mktemp("scripted")
-    path = get_test_data_dir("scripted_model") / "repo.py"
-    spec = importlib.util.spec_from_file_location("scripted_repo", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    repo = module.write_scripted_repo(root / "repo", {"scripted": SCRIPT})
-    config = ServerConfig(repo, root / "server.log", models=("scripted",))
-    with TritonServer(config) as server:
+    with scripted_server(root) as server:
         yield server
     left = wait_gone(root)
     assert not left, left
-
-
-def loadtest_args(server: TritonServer, out: Path, variant: str, *tiers: str) -> list:
-    return ["loadtest", "--url", server.grpc_url, "--model", "scripted",
-            "--variant", variant, "--output-len-mean", "32", "--warmup-requests", "0",
-            "--out", out, *tiers]  # fmt: skip
 
 
 def test_sighup_loadtest_exits_129_keeping_finished_tier(scripted, tmp_path):
@@ -391,22 +368,15 @@ def test_sighup_loadtest_exits_129_keeping_finished_tier(scripted, tmp_path):
         "loadtest",
     )
     try:
-        wait_for(
-            lambda: (
-                cli.proc.poll() is not None
-                or log_line(out / "trtbench.log", r" hup c1: \d+ requests")
-            ),
+        cli.running_until(
+            lambda: log_line(out / "trtbench.log", r" hup c1: \d+ requests"),
             120,
             "tier c1 to end",
         )
-        assert cli.proc.poll() is None, cli.stderr()
         time.sleep(IN_TIER_S)
-        cli.proc.send_signal(signal.SIGHUP)
-        code = cli.wait(120)
+        cli.stop_with(signal.SIGHUP, 129)
     finally:
         cli.kill()
-    assert code == 129, cli.stderr()
-    assert "Traceback" not in cli.stderr()
     rows = raw_summary(out)
     assert rows[("hup", "c1")]["tier_status"] == "complete"
     assert rows[("hup", "c4")]["tier_status"] == "interrupted"
@@ -429,28 +399,21 @@ def test_sigint_deploy_serve_frees_processes_and_ports_and_appends_the_log(
     before = log.read_text()
     cli = start_cli(["deploy", run, "--variant", "base", "--serve"], tmp_path, "serve")
     try:
-        line = wait_for(
-            lambda: (
-                cli.proc.poll() is not None
-                or next(
-                    (ln for ln in cli.stdout().splitlines() if " grpc " in ln), None
-                )
+        line = cli.running_until(
+            lambda: next(
+                (ln for ln in cli.stdout().splitlines() if " grpc " in ln), None
             ),
             START_TIMEOUT_S,
             "the endpoint line of deploy --serve",
         )
-        assert cli.proc.poll() is None, cli.stderr()
         ports = [int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", line)]
         assert len(ports) == 3, line
         assert all(port_in_use(p) for p in ports), line
         serving = server_processes(run, "base")
         assert_server_and_stub_were_there([describe(p) for p in serving])
-        cli.proc.send_signal(signal.SIGINT)
-        code = cli.wait(120)
+        cli.stop_with(signal.SIGINT, 130)
     finally:
         cli.kill()
-    assert code == 130, cli.stderr()
-    assert "Traceback" not in cli.stderr()
     assert wait_gone(run) + still_running(serving) == []
     # the ports are free again: a new server can listen on each (the HTTP port may keep
     # TIME_WAIT connections of the readiness checks for a minute: they do not stop it),

@@ -9,7 +9,6 @@ worker process behind.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import signal
 import time
@@ -20,32 +19,23 @@ import psutil
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.data import get_test_data_dir
 from tests.support.faults import log_line, start_cli, wait_for
-from trtbench.triton_repo.server import ServerConfig, TritonServer
+from tests.support.scripted_triton import loadtest_args, scripted_server
+from trtbench.triton_repo.server import TritonServer
 
 pytestmark = pytest.mark.integration
-
-SCRIPT = {"first_delay_ms": 2, "step_ms": 2, "tokens_per_step": 1}
 
 
 @pytest.fixture(scope="module")
 def scripted(tmp_path_factory):
-    root = tmp_path_factory.mktemp("scripted")
-    path = get_test_data_dir("scripted_model") / "repo.py"
-    spec = importlib.util.spec_from_file_location("scripted_repo", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    repo = module.write_scripted_repo(root / "repo", {"scripted": SCRIPT})
-    config = ServerConfig(repo, root / "server.log", models=("scripted",))
-    with TritonServer(config) as server:
+    with scripted_server(tmp_path_factory.mktemp("scripted")) as server:
         yield server
 
 
 def args(server: TritonServer, out: Path, variant: str, *more: str) -> list:
-    return ["loadtest", "--url", server.grpc_url, "--model", "scripted",
-            "--variant", variant, "--output-len-mean", "16", "--warmup-requests", "2",
-            "--workers", "2", "--out", out, *more]  # fmt: skip
+    return loadtest_args(
+        server, out, variant, "--workers", "2", *more, output_len=16, warmup=2
+    )
 
 
 def test_two_workers_send_every_index_once(scripted, tmp_path, capsys):
@@ -98,24 +88,17 @@ def test_sigint_to_the_parent_exits_130_keeping_rows_and_no_worker(scripted, tmp
         pids = wait_for(lambda: [p.pid for p in workers_of(cli.pid)] if len(
             workers_of(cli.pid)) == 2 else None, 120, "two worker processes")  # fmt: skip
         assert len(set(pids)) == 2
-        wait_for(
-            lambda: (
-                cli.proc.poll() is not None
-                or log_line(
-                    out / "trtbench.log", r" int c2: pass 1 on 2 client processes"
-                )
+        cli.running_until(
+            lambda: log_line(
+                out / "trtbench.log", r" int c2: pass 1 on 2 client processes"
             ),
             120,
             "tier c2 to start",
         )
-        assert cli.proc.poll() is None, cli.stderr()
         time.sleep(1.5)
-        cli.proc.send_signal(signal.SIGINT)
-        code = cli.wait(120)
+        cli.stop_with(signal.SIGINT, 130)
     finally:
         cli.kill()
-    assert code == 130, cli.stderr()
-    assert "Traceback" not in cli.stderr()
     assert not alive_after(pids, 5.0)
     requests = pd.read_csv(out / "loadtest" / "requests.csv")
     c2 = requests[requests["tier"] == "c2"]

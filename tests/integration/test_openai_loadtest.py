@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.vllm_serve import vllm_server
+from tests.support.vllm_serve import openai_loadtest, vllm_server
 from trtbench.profiling.loadtest.openai_client import OpenAITransport, connect_openai
 from trtbench.profiling.loadtest.prompts import Prompt
 from trtbench.profiling.loadtest.responses import RequestSlot, exchange_to_all_records
@@ -33,16 +33,16 @@ def vllm_url(tiny_models, tmp_path_factory):
 
 
 def test_loadtest_completions_two_tiers(vllm_url, tiny_models, tmp_path, capsys):
-    model = str(tiny_models["target"])
     out = tmp_path / "run"
-    code, stdout, stderr = run_cli(
-        ["loadtest", "--api", "openai-completions", "--url", vllm_url, "--model", model,
-         "--concurrency", "1,2", "--requests-per-tier", "4", "--warmup-requests", "1",
-         "--input-len-mean", "16", "--output-len-mean", str(OUTPUT_TOKENS),
-         "--tokenizer", model, "--variant", "vllm", "--out", str(out)],
+    openai_loadtest(
         capsys,
-    )  # fmt: skip
-    assert code == 0, stdout + stderr
+        vllm_url,
+        tiny_models["target"],
+        out,
+        variant="vllm",
+        concurrency="1,2",
+        output_tokens=OUTPUT_TOKENS,
+    )
     summary = pd.read_csv(out / "loadtest" / "summary.csv")
     assert list(summary["tier"]) == ["c1", "c2"]
     assert set(summary["tier_status"]) == {"complete"}

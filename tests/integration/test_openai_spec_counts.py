@@ -17,8 +17,7 @@ import httpx
 import pandas as pd
 import pytest
 
-from tests.support.cli import run_cli
-from tests.support.vllm_serve import vllm_server
+from tests.support.vllm_serve import openai_loadtest, vllm_server
 
 pytestmark = pytest.mark.integration
 
@@ -72,16 +71,16 @@ def test_tier_acceptance_from_prometheus(
             scrapes.append(scrape(metrics))
 
     monkeypatch.setattr("trtbench.commands.loadtest.TierProgress", ScrapingProgress)
-    model = str(tiny_models["target"])
     out = tmp_path / "run"
-    code, stdout, stderr = run_cli(
-        ["loadtest", "--api", "openai-completions", "--url", spec_url, "--model", model,
-         "--concurrency", "2", "--requests-per-tier", "4", "--warmup-requests", "1",
-         "--input-len-mean", "16", "--output-len-mean", str(OUTPUT_TOKENS),
-         "--tokenizer", model, "--variant", "vllm-draft", "--out", str(out)],
+    openai_loadtest(
         capsys,
-    )  # fmt: skip
-    assert code == 0, stdout + stderr
+        spec_url,
+        tiny_models["target"],
+        out,
+        variant="vllm-draft",
+        concurrency="2",
+        output_tokens=OUTPUT_TOKENS,
+    )
     assert len(scrapes) == 2
     before, after = scrapes
     d = {k: after[k] - before.get(k, 0.0) for k in after}

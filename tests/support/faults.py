@@ -75,6 +75,22 @@ class Cli:
                 f"stderr: {self.stderr()[-2000:]}"
             ) from None
 
+    def running_until(self, predicate: Callable[[], T], timeout: float, what: str) -> T:
+        """:func:`wait_for` ``predicate`` while this CLI runs; the test fails (with its
+        stderr) when the CLI ends first. Returns the predicate's value."""
+        got = wait_for(
+            lambda: self.proc.poll() is not None or predicate(), timeout, what
+        )
+        assert self.proc.poll() is None, self.stderr()
+        return got
+
+    def stop_with(self, sig: signal.Signals, code: int, timeout: float = 120) -> None:
+        """Send ``sig`` to the CLI alone; assert it exits with ``code`` (128 + the signal
+        number for a stop by signal) within ``timeout`` s, with no traceback on stderr."""
+        self.proc.send_signal(sig)
+        assert self.wait(timeout) == code, self.stderr()
+        assert "Traceback" not in self.stderr()
+
     def kill(self) -> None:
         """SIGKILL its process group if it still runs (cleanup after a failed test)."""
         if self.proc.poll() is None:

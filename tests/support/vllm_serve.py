@@ -1,5 +1,6 @@
 """A real ``vllm serve`` (CPU, float32) from ``.venv-vllm`` for integration tests: started in its
-own process group on 127.0.0.1, health-checked, stopped with the whole group."""
+own process group on 127.0.0.1, health-checked, stopped with the whole group; and the
+``trtbench loadtest --api openai-completions`` run the OpenAI tests make against it."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.cli import run_cli
 from trtbench.triton_repo.ports import free_port
 
 VLLM_PYTHON = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"
-READY_TIMEOUT_S = 180
+READY_TIMEOUT_S = 400  # a draft-model server warms up for minutes on 2 busy cores
 
 
 @contextlib.contextmanager
@@ -55,6 +57,30 @@ def vllm_server(model: Path, log: Path, extra: Sequence[str] = ()) -> Iterator[s
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         stop_group(proc)
+
+
+def openai_loadtest(
+    capsys: pytest.CaptureFixture[str],
+    url: str,
+    model: Path,
+    out: Path,
+    *,
+    variant: str,
+    concurrency: str,
+    output_tokens: int,
+) -> None:
+    """``trtbench loadtest --api openai-completions`` of ``model`` at ``url`` into ``out``:
+    tiers ``concurrency`` (``"1,2"``) of 4 requests after 1 warm-up, prompts of 16 tokens on
+    average, ``output_tokens`` each, tokenized with ``model``; fails the test unless it
+    exits 0."""
+    code, stdout, stderr = run_cli(
+        ["loadtest", "--api", "openai-completions", "--url", url, "--model", str(model),
+         "--concurrency", concurrency, "--requests-per-tier", "4", "--warmup-requests", "1",
+         "--input-len-mean", "16", "--output-len-mean", str(output_tokens),
+         "--tokenizer", str(model), "--variant", variant, "--out", str(out)],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, stdout + stderr
 
 
 def stop_group(proc: subprocess.Popen) -> None:

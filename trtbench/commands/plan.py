@@ -33,6 +33,15 @@ def _default(name: str) -> Any:
     return PlanSettings.model_fields[name].default
 
 
+def _defaulted(flag: str, help: str, **kwargs: Any) -> Any:
+    """An option whose default, shown in ``--help``, is :func:`_default` of the setting named
+    like ``flag`` (``--draft-len``: ``draft_len``); ``kwargs`` go to ``optgroup.option``."""
+    name = flag.removeprefix("--").replace("-", "_")
+    return optgroup.option(
+        flag, default=_default(name), show_default=True, help=help, **kwargs
+    )
+
+
 def validation_error(exc: ValidationError) -> click.BadParameter:
     """The first pydantic error as a BadParameter naming the option."""
     err = exc.errors()[0]
@@ -46,44 +55,23 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
     "--model",
     help="Target: a preset (llama-3-8b, llama-3.1-70b, llama-3.2-1b, llama-3.2-3b, vicuna-7b), a HF config.json / model dir, or sizes as key=value pairs (params, layers, hidden, kv_heads, head_dim, vocab), e.g. params=8e9,layers=32,….",
 )
-@optgroup.option(
-    "--gpu",
-    default=_default("gpu"),
-    show_default=True,
-    help="h100-sxm, h200, a100-sxm-80gb or l40s.",
-)
-@optgroup.option(
+@_defaulted("--gpu", "h100-sxm, h200, a100-sxm-80gb or l40s.")
+@_defaulted(
     "--dtype",
+    "Weights and math (fp8: FP8 weights on FP8 tensor cores).",
     type=click.Choice(get_args(DType)),
-    default=_default("dtype"),
-    show_default=True,
-    help="Weights and math (fp8: FP8 weights on FP8 tensor cores).",
 )
-@optgroup.option(
+@_defaulted(
     "--kv-dtype",
+    "KV-cache element type (auto: as --dtype).",
     type=click.Choice(get_args(KvDType)),
-    default=_default("kv_dtype"),
-    show_default=True,
-    help="KV-cache element type (auto: as --dtype).",
 )
 @optgroup.group("Draft model")
 @optgroup.option(
     "--draft", help="Draft model, same forms as --model (omit: no draft-target)."
 )
-@optgroup.option(
-    "--draft-len",
-    type=int,
-    default=_default("draft_len"),
-    show_default=True,
-    help="Draft tokens per step γ.",
-)
-@optgroup.option(
-    "--alpha",
-    type=float,
-    default=_default("alpha"),
-    show_default=True,
-    help="Per-token acceptance α of the draft.",
-)
+@_defaulted("--draft-len", "Draft tokens per step γ.", type=int)
+@_defaulted("--alpha", "Per-token acceptance α of the draft.", type=float)
 @optgroup.group("Medusa")
 @optgroup.option(
     "--medusa-accuracies",
@@ -94,29 +82,15 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
     is_flag=True,
     help="The accuracies are cumulative top-k values.",
 )
-@optgroup.option(
+@_defaulted(
     "--medusa-tree",
-    default=_default("medusa_tree"),
-    show_default=True,
-    help="greedy (best-first from the accuracies), a named tree (mc_sim_7b_63…) or a list of paths.",
+    "greedy (best-first from the accuracies), a named tree (mc_sim_7b_63…) or a list of paths.",
 )
-@optgroup.option(
-    "--medusa-nodes",
-    type=int,
-    default=_default("medusa_nodes"),
-    show_default=True,
-    help="Nodes of the greedy tree.",
-)
+@_defaulted("--medusa-nodes", "Nodes of the greedy tree.", type=int)
 @optgroup.option(
     "--medusa-heads", type=int, help="Heads (default: the number of accuracy rows)."
 )
-@optgroup.option(
-    "--medusa-layers",
-    type=int,
-    default=_default("medusa_layers"),
-    show_default=True,
-    help="Residual blocks per head.",
-)
+@_defaulted("--medusa-layers", "Residual blocks per head.", type=int)
 @optgroup.group("Workload")
 @optgroup.option(
     "--concurrency",
@@ -125,33 +99,15 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
     callback=parse_int_list,
     help="Concurrent sequences to predict.",
 )
-@optgroup.option(
-    "--input-len",
-    type=int,
-    default=_default("input_len"),
-    show_default=True,
-    help="Prompt tokens.",
+@_defaulted("--input-len", "Prompt tokens.", type=int)
+@_defaulted("--output-len", "Generated tokens.", type=int)
+@_defaulted(
+    "--memory-fraction", "Share of GPU memory weights + KV may use.", type=float
 )
-@optgroup.option(
-    "--output-len",
-    type=int,
-    default=_default("output_len"),
-    show_default=True,
-    help="Generated tokens.",
-)
-@optgroup.option(
-    "--memory-fraction",
-    type=float,
-    default=_default("memory_fraction"),
-    show_default=True,
-    help="Share of GPU memory weights + KV may use.",
-)
-@optgroup.option(
+@_defaulted(
     "--step-overhead-ms",
+    "Fixed host/launch time added to every forward pass.",
     type=float,
-    default=_default("step_overhead_ms"),
-    show_default=True,
-    help="Fixed host/launch time added to every forward pass.",
 )
 @optgroup.group("Output")
 @optgroup.option(
