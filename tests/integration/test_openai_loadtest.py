@@ -5,6 +5,7 @@ of the tiny target: two tiers of 4 requests, token ids from the server, lengths 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -21,6 +22,7 @@ from trtbench.triton_repo.ports import free_port
 pytestmark = pytest.mark.integration
 
 OUTPUT_TOKENS = 8
+CHAT_TEMPLATE = Path(__file__).resolve().parents[1] / "data" / "chat_template.jinja"
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +30,8 @@ def vllm_url(tiny_models, tmp_path_factory):
     """``http://127.0.0.1:PORT/v1`` of a vLLM server of the tiny target, in its own process
     group (stopped with the whole group at the end)."""
     log = tmp_path_factory.mktemp("vllm") / "server.log"
-    with vllm_server(tiny_models["target"], log) as url:
+    extra = ["--chat-template", str(CHAT_TEMPLATE)]  # the tiny models have none
+    with vllm_server(tiny_models["target"], log, extra) as url:
         yield url
 
 
@@ -66,6 +69,32 @@ def test_loadtest_completions_two_tiers(vllm_url, tiny_models, tmp_path, capsys)
     ).all()
     resp = pd.read_csv(out / "loadtest" / "responses.csv")
     assert resp.groupby("request_id")["tokens"].sum().eq(OUTPUT_TOKENS).all()
+
+
+def test_loadtest_chat_streams_tokens_not_roles(
+    vllm_url, tiny_models, tmp_path, capsys
+):
+    """``--api openai-chat``: the same tiers over /v1/chat/completions. A chat stream opens
+    with a role-only delta: it is an empty response, never a token, so the tokens counted
+    per request still equal the forced length and TTFT is the first chunk with content."""
+    out = tmp_path / "chat"
+    openai_loadtest(capsys, vllm_url, tiny_models["target"], out, variant="vllm-chat",
+                    concurrency="1,2", output_tokens=OUTPUT_TOKENS, api="openai-chat")  # fmt: skip
+    req = pd.read_csv(out / "loadtest" / "requests.csv")
+    assert len(req) == 8 and req["error"].isna().all()
+    assert (req["output_tokens"] == OUTPUT_TOKENS).all()
+    assert (req["empty_responses"] >= 1).all()  # the role-only opening delta (+ usage)
+    resp = pd.read_csv(out / "loadtest" / "responses.csv")
+    first = resp.sort_values("index").groupby("request_id").first()
+    assert (first["tokens"] == 0).all()  # the role delta carries no token
+    assert resp.groupby("request_id")["tokens"].sum().eq(OUTPUT_TOKENS).all()
+    with_tokens = resp[resp["tokens"] > 0].groupby("request_id")["received_ns"].min()
+    ttft_ns = (with_tokens - req.set_index("request_id")["sent_ns"]).sort_index()
+    got = req.set_index("request_id")["time_to_first_token_ms"].sort_index()
+    assert list(got) == pytest.approx(list(ttft_ns / 1e6), abs=1e-6)
+    summary = pd.read_csv(out / "loadtest" / "summary.csv")
+    assert list(summary["tier"]) == ["c1", "c2"]
+    assert set(summary["tier_status"]) == {"complete"}
 
 
 def test_counts_equal_the_servers_usage(vllm_url, tiny_models):

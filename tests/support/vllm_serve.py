@@ -68,13 +68,14 @@ def openai_loadtest(
     variant: str,
     concurrency: str,
     output_tokens: int,
+    api: str = "openai-completions",
 ) -> None:
-    """``trtbench loadtest --api openai-completions`` of ``model`` at ``url`` into ``out``:
+    """``trtbench loadtest --api API`` (default openai-completions) of ``model`` at ``url`` into ``out``:
     tiers ``concurrency`` (``"1,2"``) of 4 requests after 1 warm-up, prompts of 16 tokens on
     average, ``output_tokens`` each, tokenized with ``model``; fails the test unless it
     exits 0."""
     code, stdout, stderr = run_cli(
-        ["loadtest", "--api", "openai-completions", "--url", url, "--model", str(model),
+        ["loadtest", "--api", api, "--url", url, "--model", str(model),
          "--concurrency", concurrency, "--requests-per-tier", "4", "--warmup-requests", "1",
          "--input-len-mean", "16", "--output-len-mean", str(output_tokens),
          "--tokenizer", str(model), "--variant", variant, "--out", str(out)],
