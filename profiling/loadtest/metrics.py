@@ -124,7 +124,8 @@ def request_metrics(
             "time_to_first_token_ms": ttft / 1e6,
             "request_latency_ms": e2e / 1e6,
             "time_per_output_token_ms": tpot / 1e6,
-            "output_token_throughput_per_user_tokens_per_s": 1e9 / tpot,
+            # no rate where every token came at once (TPOT 0): never inf
+            "output_token_throughput_per_user_tokens_per_s": 1e9 / tpot.where(tpot > 0),
             "tokens_per_response_tokens": after_first
             / decode_responses.where(decode_responses > 0),
             "input_sequence_length_tokens": f("input_tokens"),

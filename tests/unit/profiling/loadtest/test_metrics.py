@@ -108,6 +108,20 @@ def test_multi_token_responses_hand_computed():
     assert s["tokens_per_response_mean_tokens"] == pytest.approx(3.0)
 
 
+def test_tokens_received_all_at_once_give_no_rate_not_inf():
+    """A client that reads every token line in one go stamps them alike: TPOT is 0 ms as
+    observed, and the per-user rate 1/TPOT is missing, never inf (nor a NaN statistic)."""
+    stream = [(40.0, response([1])), (40.0, response([2, 3])), (40.0, response([4])),
+              (41.0, response(final=True))]  # fmt: skip
+    req, resp = frames(records(stream))
+    m = request_metrics(req).iloc[0]
+    assert m["time_per_output_token_ms"] == 0.0
+    assert np.isnan(m["output_token_throughput_per_user_tokens_per_s"])
+    s = summarize(req, resp).iloc[0]
+    rates = [c for c in s.index if c.startswith("output_token_throughput_per_user")]
+    assert rates and not any(np.isinf(float(s[c])) for c in rates if c.endswith("_s"))
+
+
 def test_itl_never_includes_ttft():
     # TTFT 500 ms, then 1-token responses at 510 and 530 ms.
     stream = [(500.0, response([1])), (510.0, response([2])), (530.0, response([3]))]
