@@ -14,10 +14,13 @@ Every ``data`` line is stamped on receipt and parsed at once into a
 :class:`~trtbench.profiling.loadtest.response_parse.ParsedResponse` (one response record per
 chunk: a role-only or empty chunk carries no token).
 
-One ``httpx.AsyncClient`` per client process holds the connections; its pool allows at least
-the largest concurrency of the tiers (:func:`~trtbench.profiling.loadtest.transport.pool_size`)
-and has no pool timeout, so no request ever waits for a connection (a pool capped below the
-concurrency queues requests inside the client and inflates TTFT).
+One ``aiohttp.ClientSession`` per client process streams the requests
+(:mod:`~trtbench.profiling.loadtest.sse_http`: HTTP parsed in C, lines split and stamped
+there); its pool allows at least the largest concurrency of the tiers
+(:func:`~trtbench.profiling.loadtest.transport.pool_size`), so no request ever waits for a
+connection (a pool capped below the concurrency queues requests inside the client and inflates
+TTFT). Readiness, ``/metrics`` scrapes and the probe are a few requests outside the stream and
+use httpx. Proxy variables in the environment are ignored by every client here.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import aiohttp
 import httpx
 import numpy as np
 
@@ -47,12 +51,17 @@ from trtbench.profiling.loadtest.response_parse import (
 )
 from trtbench.profiling.loadtest.server_counts import metrics_url, scrape_spec_counters
 from trtbench.profiling.loadtest.spec_counters import SpecCounters
+from trtbench.profiling.loadtest.sse_http import (
+    DONE,
+    drain,
+    open_session,
+    read_stamped_lines,
+)
 from trtbench.profiling.loadtest.target import API_CHAT, API_COMPLETIONS, LoadTarget
 
 COMPLETIONS = "completions"
 CHAT = "chat/completions"
 ENDPOINT_OF_API = {API_COMPLETIONS: COMPLETIONS, API_CHAT: CHAT}
-DONE = "[DONE]"
 CONNECT_TIMEOUT_S = 10.0
 HEALTH_TIMEOUT_S = 1.0
 PROBE_PROMPT = "Hello"
@@ -181,29 +190,33 @@ class OpenAITransport:
     def __init__(self, target: LoadTarget, pool: int | None):
         self.target, self.pool = target, pool
         self.token_ids = target.interface.returns_ids
-        self.client: httpx.AsyncClient | None = None
+        self.url = f"{target.url.rstrip('/')}/{target.endpoint}"
+        self.session: aiohttp.ClientSession | None = None
         self.health_client: httpx.AsyncClient | None = None
 
     async def open(self) -> None:
-        # httpx logs every request at INFO: not on the stamping loop, not in the run log
+        self.session = open_session(self.pool, CONNECT_TIMEOUT_S)
+        # httpx logs every request at INFO: not in the run log
         logging.getLogger("httpx").setLevel(logging.WARNING)
-        limits = httpx.Limits(
-            max_connections=self.pool, max_keepalive_connections=self.pool
-        )
-        timeout = httpx.Timeout(None, connect=CONNECT_TIMEOUT_S)  # deadline: send()
-        base = self.target.url.rstrip("/") + "/"
-        self.client = httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout)
         # readiness on its own connection: a busy pool must not look like a sick server
-        self.health_client = httpx.AsyncClient(timeout=HEALTH_TIMEOUT_S)
+        self.health_client = httpx.AsyncClient(
+            timeout=HEALTH_TIMEOUT_S, trust_env=False
+        )
 
     async def close(self) -> None:
-        for client in (self.client, self.health_client):
-            if client is not None:
-                await client.aclose()
-        self.client = self.health_client = None
+        if self.session is not None:
+            await self.session.close()
+        if self.health_client is not None:
+            await self.health_client.aclose()
+        self.session = self.health_client = None
 
     async def send(self, prompt: Prompt, request_id: str, timeout_s: float) -> Exchange:
-        """POST one streamed request; at most ``timeout_s`` from send to ``[DONE]``."""
+        """POST one streamed request; at most ``timeout_s`` from send to ``[DONE]``.
+
+        A refused or broken connection is an :data:`UNAVAILABLE` error naming the aiohttp
+        exception; a stream that ended properly stays a success whatever happens after
+        ``[DONE]``.
+        """
         t = self.target
         body = request_body(t.endpoint, t.interface.name, prompt.text,
                             prompt.output_tokens, t.options, self.token_ids)  # fmt: skip
@@ -214,34 +227,34 @@ class OpenAITransport:
             error = await asyncio.wait_for(
                 self._stream(body, request_id, lines), timeout_s
             )
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            # before TimeoutError: aiohttp's connect timeout is both
+            error = (
+                f"{UNAVAILABLE}: {t.url} ({type(exc).__name__}: {_one_line(str(exc))})"
+            )
         except asyncio.TimeoutError:
             error = f"timed out after {timeout_s:g} s"
-        except httpx.TransportError as exc:
-            error = f"{UNAVAILABLE}: {t.url} ({type(exc).__name__}: {exc})"
         end = time.perf_counter_ns()
         responses, done, bad = sse_to_parsed(lines, t.endpoint)
-        if error is None:
-            error = bad or (None if done else "stream closed before data: [DONE]")
-        return Exchange(sent, done or end, list(responses), error)
+        if done is not None and bad is None:
+            error = None
+        elif error is None:
+            error = bad or "stream closed before data: [DONE]"
+        return Exchange(sent, done or end, responses, error)
 
     async def _stream(
         self, body: dict[str, Any], request_id: str, lines: list[tuple[int, str]]
     ) -> str | None:
         """Read the SSE lines into ``lines`` (receive-stamped) until ``[DONE]``; the HTTP
         error when the status is not 200."""
-        assert self.client is not None, "open() the transport first"
-        now = time.perf_counter_ns
+        assert self.session is not None, "open() the transport first"
         headers = {"X-Request-Id": request_id}
-        async with self.client.stream(
-            "POST", self.target.endpoint, json=body, headers=headers
-        ) as response:
-            if response.status_code != 200:
-                text = (await response.aread()).decode(errors="replace")
-                return f"HTTP {response.status_code}: {_one_line(text)}"
-            async for line in response.aiter_lines():
-                lines.append((now(), line))
-                if line.startswith("data:") and line[5:].strip() == DONE:
-                    break
+        async with self.session.post(self.url, json=body, headers=headers) as response:
+            if response.status != 200:
+                text = (await response.read()).decode(errors="replace")
+                return f"HTTP {response.status}: {_one_line(text)}"
+            if await read_stamped_lines(response.content, lines):
+                await drain(response.content)
         return None
 
     def ready_check(self) -> Callable[[], Awaitable[Health]]:
@@ -310,7 +323,7 @@ def probe_openai(
             served ones), or a probe request that fails.
     """
     url = url.rstrip("/")
-    with httpx.Client(timeout=timeout_s) as client:
+    with httpx.Client(timeout=timeout_s, trust_env=False) as client:
         try:
             listed = client.get(f"{url}/models")
         except httpx.HTTPError as exc:

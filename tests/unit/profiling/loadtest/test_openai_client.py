@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
-import httpx
 import pytest
 
+from tests.support.sse_server import send_all, streaming
 from trtbench.errors import ConfigError
 from trtbench.profiling.loadtest.grpc_client import ModelInterface, RequestOptions
 from trtbench.profiling.loadtest.openai_client import (
@@ -123,39 +122,26 @@ def test_error_event_and_missing_done():
     )
 
 
-def target(api: str, endpoint: str, ids: bool) -> LoadTarget:
+def target(
+    api: str, endpoint: str, ids: bool, url: str = "http://h:1/v1"
+) -> LoadTarget:
     outputs = ("output_ids",) if ids else ("text_output",)
-    return LoadTarget("http://h:1/v1", ModelInterface("m", {}, outputs, True), endpoint,
+    return LoadTarget(url, ModelInterface("m", {}, outputs, True), endpoint,
                       RequestOptions(), api, "http://h:1/health")  # fmt: skip
 
 
 def send_mocked(t: LoadTarget, raw: bytes, status: int = 200):
-    """OpenAITransport.send against an httpx mock answering ``raw``; (exchange, body)."""
-    seen: dict = {}
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        seen["url"] = str(request.url)
-        seen["body"] = json.loads(request.content)
-        return httpx.Response(status, content=raw)
-
-    async def go():
-        transport = OpenAITransport(t, 4)
-        await transport.open()
-        await transport.client.aclose()
-        transport.client = httpx.AsyncClient(
-            base_url=t.url + "/", transport=httpx.MockTransport(answer)
-        )
-        try:
-            return await transport.send(Prompt("t", "Hello", 5, 3, "words"), "r-1", 5.0)
-        finally:
-            await transport.close()
-
-    return asyncio.run(go()), seen
+    """One request answered ``raw`` by a real local server; (exchange, what it saw)."""
+    handler = streaming([raw], status=status)
+    (exchange,) = asyncio.run(send_all(t, handler))
+    url, headers, body = handler.seen[0]
+    return exchange, {"url": url, "headers": headers, "body": body}
 
 
 def test_chat_records_count_ids_not_role_or_empty_chunks():
     exchange, seen = send_mocked(target(API_CHAT, CHAT, True), CHAT_SSE)
-    assert seen["url"] == "http://h:1/v1/chat/completions"
+    assert seen["url"].endswith("/v1/chat/completions")
+    assert seen["headers"]["X-Request-Id"] == "r-0"
     assert seen["body"]["return_token_ids"] is True and "echo" not in seen["body"]
     assert exchange.error is None and len(exchange.responses) == 5
     slot = RequestSlot("v", Tier(concurrency=1), 0, exchange.sent_ns)
@@ -209,7 +195,9 @@ def test_refused_connection_is_unavailable():
             await transport.close()
 
     exchange = asyncio.run(go())
-    assert exchange.error.startswith("UNAVAILABLE: http://127.0.0.1:9/v1 (ConnectError")
+    assert exchange.error.startswith(
+        "UNAVAILABLE: http://127.0.0.1:9/v1 (ClientConnectorError"
+    )
 
 
 def test_fit_total_examples():

@@ -1,0 +1,67 @@
+"""A real local SSE server for the OpenAI transport's tests (aiohttp.web, in the test's loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from trtbench.profiling.loadtest.openai_client import OpenAITransport
+from trtbench.profiling.loadtest.prompts import Prompt
+from trtbench.profiling.loadtest.response_parse import Exchange
+from trtbench.profiling.loadtest.target import LoadTarget
+
+
+@contextlib.asynccontextmanager
+async def serving(handler) -> AsyncIterator[str]:
+    """A real aiohttp server on 127.0.0.1 (a free port) answering every POST under ``/v1``
+    with ``handler``; yields its ``/v1`` base URL."""
+    app = web.Application()
+    app.router.add_post("/v1/{endpoint:.*}", handler)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+    finally:
+        await runner.cleanup()
+
+
+def streaming(pieces: list[bytes], gap_s: float = 0.0, status: int = 200):
+    """A handler sending ``pieces`` as separate writes ``gap_s`` apart (a body in one piece
+    when the status is not 200); it records the requests it saw in ``handler.seen``."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        handler.seen.append(
+            (str(request.url), request.headers.copy(), await request.json())
+        )
+        if status != 200:
+            return web.Response(status=status, body=b"".join(pieces))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for i, piece in enumerate(pieces):
+            if i and gap_s:
+                await asyncio.sleep(gap_s)
+            await resp.write(piece)
+        await resp.write_eof()
+        return resp
+
+    handler.seen = []
+    return handler
+
+
+async def send_all(t: LoadTarget, handler, n: int = 1, pool: int | None = 4,
+                   timeout_s: float = 5.0) -> list[Exchange]:  # fmt: skip
+    """``n`` requests sent one after the other by an OpenAITransport to ``handler``."""
+    async with serving(handler) as url:
+        transport = OpenAITransport(dataclasses.replace(t, url=url), pool)
+        await transport.open()
+        try:
+            prompt = Prompt("t", "Hello", 5, 3, "words")
+            return [await transport.send(prompt, f"r-{i}", timeout_s) for i in range(n)]
+        finally:
+            await transport.close()
