@@ -34,7 +34,7 @@ from pydantic import (
 )
 
 from trtbench.errors import ConfigError
-from trtbench.paths import expand_vars
+from trtbench.spec_kv import KvCacheVariantFields
 from trtbench.spec_llmapi import (
     LLMAPI_PATH_KEYS,
     Backend,
@@ -43,6 +43,8 @@ from trtbench.spec_llmapi import (
     check_llmapi_mode_fields,
     variant_backend_problem,
 )
+from trtbench.spec_paths import resolve_paths
+from trtbench.spec_report import ReportFields
 from trtbench.spec_serving import (
     SERVING_PATH_KEYS,
     ServingVariantFields,
@@ -70,9 +72,12 @@ class ModelsSpec(_Strict):
     medusa: Path | None = None
 
 
-class VariantSpec(LlmApiVariantFields, ServingVariantFields, NgramVariantFields):
+class VariantSpec(
+    LlmApiVariantFields, ServingVariantFields, NgramVariantFields, KvCacheVariantFields
+):
     """One engine to build and serve (LLM-API fields: :class:`LlmApiVariantFields`; n-gram
-    window and ``speculation``: :mod:`trtbench.spec_speculation`).
+    window and ``speculation``: :mod:`trtbench.spec_speculation`; KV budget:
+    :mod:`trtbench.spec_kv`).
 
     ``max_draft_len``: draft tokens per step K for draft_target and ngram (default 4); for
     medusa the number of tree nodes the engine accepts (default: the tree's node count).
@@ -268,7 +273,7 @@ class ProfileSpec(_Strict):
     metrics_interval_ms: float = Field(default=1000.0, gt=0)
 
 
-class BenchSpec(_Strict):
+class BenchSpec(ReportFields, _Strict):
     """A whole benchmark: models, variants and how to deploy, load and profile them."""
 
     name: str = Field(default="bench", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -331,30 +336,6 @@ class BenchSpec(_Strict):
         return [v for v in self.variants if not names or v in wanted]
 
 
-def _resolve_paths(
-    data: object, base: Path, keys: set[str], in_paths: bool = False
-) -> object:
-    """Expand env vars and make relative paths absolute (against ``base``) under known keys."""
-    if isinstance(data, dict):
-        return {
-            k: _resolve_paths(v, base, keys, in_paths or k in keys)
-            for k, v in data.items()
-        }
-    if isinstance(data, list):
-        return [_resolve_paths(v, base, keys, in_paths) for v in data]
-    if in_paths and isinstance(data, str):
-        try:
-            text = expand_vars(data)
-        except KeyError as exc:
-            raise ConfigError(
-                f"environment variable {exc.args[0]} in {data!r} is not set; set it or "
-                f"write ${{{exc.args[0]}:-default}}"
-            ) from None
-        path = Path(text).expanduser()
-        return str(path if path.is_absolute() else (base / path).resolve())
-    return data
-
-
 PATH_KEYS = {"models", "tritonserver", "dataset", *LLMAPI_PATH_KEYS, *SERVING_PATH_KEYS}
 
 
@@ -377,7 +358,7 @@ def parse_spec(
         raise ConfigError(
             f"{source}: a bench spec is a YAML mapping with models and variants"
         )
-    data = _resolve_paths(data, base_dir or Path.cwd(), PATH_KEYS)
+    data = resolve_paths(data, base_dir or Path.cwd(), PATH_KEYS)
     try:
         return BenchSpec.model_validate(data)
     except ValidationError as exc:
