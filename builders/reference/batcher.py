@@ -10,10 +10,12 @@ whole batch to drain. :class:`InflightBatcher` does the same over a batched deco
    prompt is prefilled ALONE (one forward per new request: prompts of different lengths
    are not padded into one forward; the range ``prefill`` in a profile) and its first
    token is delivered at once;
-2. runs ONE batched decode step over every active row (the range ``decode_step#{i}``);
-3. delivers each row's :class:`Step` (cut at
-   ``max_tokens`` and after the end token) and retires rows that finished or whose request
-   was cancelled, freeing their slots for the next iteration.
+2. reserves the KV blocks of the step (``kv_blocks.py``: running rows first, then admission,
+   FIFO; a preempted request re-queues at the front and is recomputed from its prompt +
+   delivered output, nothing re-sent; a row short of verification blocks drafts nothing),
+   then runs ONE batched decode step over every active row (range ``decode_step#{i}``);
+3. delivers each row's :class:`Step` (cut at ``max_tokens`` and after the end token) and
+   retires rows that finished or were cancelled, freeing their slots for the next iteration.
 
 Deliveries go to a per-request callback ``deliver(step, final, error)`` (called on the loop
 thread) or, by default, to the :class:`RequestHandle`'s queue, which iterates the steps. The
@@ -33,6 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from trtbench.builders.reference.decoding import BaselineDecoder, Greedy, Proposal
+from trtbench.builders.reference.kv_blocks import KvBlockPool, SeqNeed
 from trtbench.builders.reference.tracing import step_range
 
 logger = logging.getLogger(__name__)
@@ -74,7 +77,7 @@ def clip_step(proposal: Proposal, room: int, eos_id: int | None) -> tuple[Step, 
     return Step(tokens, proposal.proposed, proposal.accepted), done
 
 
-@dataclass
+@dataclass(eq=False)  # hashed by identity: the KV pool's key
 class _Request:
     input_ids: list[int]
     max_tokens: int
@@ -83,6 +86,8 @@ class _Request:
     emitted: int = 0
     cancelled: bool = False
     admitted_ns: int = 0
+    order: int = 0  # admission sequence number (higher: younger)
+    generated: list[int] = field(default_factory=list)  # delivered before a preemption
     finished: threading.Event = field(default_factory=threading.Event)
 
 
@@ -141,12 +146,20 @@ class InflightBatcher:
 
     Args:
         decoder: a batched decoder; its ``slots`` are the batch size.
+        kv: the engine's KV block pool (None: one as large as the slot cache, never short).
+
+    Attributes (counters for metrics): ``steps_run``; ``scheduled`` / ``context``: rows in
+    the latest step / requests prefilled in the latest iteration; ``draft_proposed`` /
+    ``draft_accepted``: totals over decode steps.
     """
 
-    def __init__(self, decoder: BaselineDecoder) -> None:
+    def __init__(self, decoder: BaselineDecoder, kv: KvBlockPool | None = None) -> None:
         self.decoder = decoder
         self.max_batch_size = decoder.slots
-        self.steps_run = 0
+        self.kv = kv or KvBlockPool(decoder.slots * decoder.target.max_cache_len, 1)
+        self._widest = decoder.verify_tokens(1)  # the widest step (kv admission)
+        self.steps_run = self.scheduled = self.context = self._admitted = 0
+        self.draft_proposed = self.draft_accepted = 0
         self._cond = threading.Condition()
         self._waiting: deque[_Request] = deque()
         self._thread: threading.Thread | None = None
@@ -189,6 +202,11 @@ class InflightBatcher:
             self._waiting.append(request)
             self._cond.notify()
         return handle
+
+    def queue_counts(self) -> tuple[int, int]:
+        """(requests waiting, of which preempted ones), for metrics."""
+        with self._cond:
+            return len(self._waiting), sum(bool(r.generated) for r in self._waiting)
 
     def _wake(self) -> None:
         with self._cond:
@@ -250,12 +268,17 @@ class InflightBatcher:
             True while requests remain waiting or active.
         """
         self._drop_cancelled()
-        self._admit()
+        self._sync_kv()
+        allow = self._reserve(list(self.decoder.rows))  # running rows come first
+        self.context = self._admit()
         rows = self.decoder.rows
+        allow.update(self._reserve([r for r in rows if r.tag not in allow]))
+        self.kv.account_step()
+        self.scheduled = len(rows)
         if rows:
             try:
                 with step_range(f"decode_step#{self.steps_run}"):
-                    proposals = self.decoder.step()
+                    proposals = self.decoder.step([allow[r.tag] for r in rows])
             except Exception as exc:  # noqa: BLE001 - every request in the step hears it
                 logger.exception("decode step failed for %d requests", len(rows))
                 failed = [row.tag for row in rows]
@@ -264,6 +287,8 @@ class InflightBatcher:
                     self._finish(request, None, exc)
             else:
                 self.steps_run += 1
+                self.draft_proposed += sum(p.proposed for p in proposals)
+                self.draft_accepted += sum(p.accepted for p in proposals)
                 ended = [
                     i
                     for i, (row, proposal) in enumerate(
@@ -273,6 +298,7 @@ class InflightBatcher:
                 ]
                 for index in reversed(ended):  # highest first: lower indices stay valid
                     self.decoder.retire(index)
+        self._sync_kv()
         with self._cond:
             return bool(self._waiting or self.decoder.rows)
 
@@ -284,27 +310,60 @@ class InflightBatcher:
                 self._finish(request, None, None)
                 self.decoder.retire(index)
 
-    def _admit(self) -> None:
+    def _sync_kv(self) -> None:
+        """Free the KV blocks of retired rows; trim the others to their cached tokens."""
+        self.kv.sync({r.tag: len(r.seq) - 1 for r in self.decoder.rows})
+
+    def _reserve(self, rows: list) -> dict[_Request, bool]:
+        """Reserve the step's KV blocks of ``rows`` (the running ones before admission,
+        then the admitted ones): preempt the youngest rows if a plain step does not fit,
+        then per request whether its verification fits (``kv_blocks.py``)."""
+        needs = [SeqNeed(r.tag, len(r.seq) - 1, r.tag.order) for r in rows]
+        victims = self.kv.reserve_plain(needs)
+        for request in victims:  # youngest first
+            index = next(i for i, r in enumerate(self.decoder.rows) if r.tag is request)
+            request.generated = self.decoder.rows[index].seq[len(request.input_ids) :]
+            self.decoder.retire(index)
+            with self._cond:
+                self._waiting.appendleft(request)  # the oldest victim ends up first
+        needs = [n for n in needs if n.key not in victims]
+        q = self.decoder.verify_tokens(len(self.decoder.rows))
+        ok = self.kv.reserve_speculative(needs, q)
+        return {n.key: a for n, a in zip(needs, ok, strict=True)}
+
+    def _admit(self) -> int:
+        """Admit waiting requests FIFO while a slot and their KV blocks are free."""
+        admitted = 0
         while len(self.decoder.rows) < self.max_batch_size:
             with self._cond:
                 if not self._waiting:
-                    return
-                request = self._waiting.popleft()
+                    return admitted
+                request = self._waiting[0]
+                context = len(request.input_ids) + len(request.generated)
+                left = request.max_tokens - request.emitted
+                tokens = self.kv.admission_tokens(context, left, self._widest)
+                if not request.cancelled and not self.kv.can_admit(tokens, request):
+                    return admitted
+                self._waiting.popleft()
             if request.cancelled:
                 self._finish(request, None, None)
                 continue
-            request.admitted_ns = time.time_ns()
+            request.admitted_ns = request.admitted_ns or time.time_ns()
+            self._admitted += 1
+            request.order, admitted = self._admitted, admitted + 1
             try:
                 with step_range("prefill"):
                     proposal = self.decoder.admit(
-                        request, request.input_ids, request.greedy
+                        request, request.input_ids, request.greedy, request.generated
                     )
             except Exception as exc:  # noqa: BLE001 - delivered to the request
                 logger.exception("prefill failed")
                 self._finish(request, None, exc)
                 continue
+            self.kv.admit(request, tokens)
             if not self._deliver(request, proposal):
                 self.decoder.retire(len(self.decoder.rows) - 1)
+        return admitted
 
     def _deliver(self, request: _Request, proposal: Proposal) -> bool:
         """Deliver one step; False when the request is over (its row should retire)."""

@@ -259,6 +259,35 @@ def _reference_notes(variant: VariantSpec) -> dict[str, str]:
     return notes
 
 
+def _check_kv_budget(spec: BenchSpec, variant: VariantSpec, target: Path) -> None:
+    """Raise ConfigError (exit 2) when the byte budget holds less than one request at
+    max_seq_len (KV bytes per token from the target's config; dtype auto: float32)."""
+    import torch
+    from transformers import AutoConfig
+
+    from trtbench.builders.reference.kv_blocks import (
+        KvCacheSettings,
+        kv_bytes_per_token,
+        pool_blocks,
+    )
+
+    name = variant.dtype if variant.dtype != "auto" else "float32"
+    settings = KvCacheSettings(
+        variant.tokens_per_block,
+        variant.kv_cache_max_tokens,
+        variant.kv_cache_budget_bytes,
+        spec.deploy.kv_cache_free_gpu_mem_fraction,
+        variant.batch_scheduler_policy,
+    )
+    per_token = kv_bytes_per_token(
+        AutoConfig.from_pretrained(target), getattr(torch, name)
+    )
+    try:
+        pool_blocks(settings, per_token, 1, variant.max_seq_len, variant.max_seq_len)
+    except ConfigError as exc:
+        raise ConfigError(f"variant {variant.name!r}: {exc}") from None
+
+
 def _gpus() -> list[str]:
     import torch
 
@@ -312,10 +341,15 @@ def build_reference_variant(
         medusa, draft_len = check_medusa(target, roles["medusa"], variant, index)
     elif variant.mode == "ngram":
         draft_len = variant.draft_len
+    if variant.kv_cache_budget_bytes is not None:
+        _check_kv_budget(spec, variant, target)
     files = {r: describe(p) if p else None for r, p in roles.items()}
     manifest = BuildManifest(
         backend="reference",
-        variant=variant.model_dump(mode="json"),
+        variant={
+            **variant.model_dump(mode="json"),  # + the fraction a KV byte budget takes
+            "kv_cache_free_gpu_mem_fraction": spec.deploy.kv_cache_free_gpu_mem_fraction,
+        },
         mode=variant.mode,
         max_draft_len=draft_len,
         models=files,

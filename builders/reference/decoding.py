@@ -102,8 +102,16 @@ class BaselineDecoder:
         """Step lengths (tokens per row and forward) each runner sees after the prefill."""
         return {"target": (1,)}
 
-    def admit(self, tag: object, prompt: Sequence[int], greedy: Greedy) -> Proposal:
-        """Prefill ``prompt`` into the next free slot (alone) and return its first token.
+    def admit(
+        self,
+        tag: object,
+        prompt: Sequence[int],
+        greedy: Greedy,
+        generated: Sequence[int] = (),
+    ) -> Proposal:
+        """Prefill ``prompt`` + ``generated`` into the next free slot (alone) and return
+        the next token (the first output token, or after a preemption the one following
+        the ``generated`` tokens already delivered: a recomputation).
 
         Raises:
             ValueError: every slot is taken.
@@ -111,9 +119,10 @@ class BaselineDecoder:
         slot = len(self.rows)
         if slot >= self.slots:
             raise ValueError(f"all {self.slots} slots are taken; retire a row first")
-        logits, hidden = self.target.prefill(slot, prompt)
-        token = greedy.pick(logits[None], [0])[0]
-        row = Row(tag, greedy, [*prompt, token], emitted=1)
+        context = [*prompt, *generated]
+        logits, hidden = self.target.prefill(slot, context)
+        token = greedy.pick(logits[None], [len(generated)])[0]
+        row = Row(tag, greedy, [*context, token], emitted=len(generated) + 1)
         self._after_prefill(slot, row, hidden)
         self.rows.append(row)
         return Proposal((token,), 0, 0)
@@ -134,8 +143,16 @@ class BaselineDecoder:
         """Drop every row (after a failed step: their cache state is unknown)."""
         self.rows.clear()
 
-    def step(self) -> list[Proposal]:
-        """Feed each row's last token in one forward; emit the next token of each."""
+    def verify_tokens(self, batch_size: int) -> int:
+        """Tokens per row a step at this batch size feeds (1: a plain step); the KV pool
+        reserves their blocks (``kv_blocks.py``)."""
+        return 1
+
+    def step(self, allow: Sequence[bool] | None = None) -> list[Proposal]:
+        """Feed each row's last token in one forward; emit the next token of each.
+
+        ``allow`` (speculative decoders): per row, whether it may verify drafts this step
+        (False: the row drafts nothing, its KV blocks could not be had); None: all."""
         return self._plain()[0]
 
     def _plain(self) -> tuple[list[Proposal], torch.Tensor]:
@@ -216,19 +233,25 @@ class DraftTargetDecoder(BaselineDecoder):
                 d.extend(p)
         return drafts
 
-    def step(self) -> list[Proposal]:
+    def verify_tokens(self, batch_size: int) -> int:
+        return self.policy.draft_len(batch_size) + 1
+
+    def step(self, allow: Sequence[bool] | None = None) -> list[Proposal]:
         """Draft K per row, verify ``[last, d1..dK]`` of all rows in one forward; each row
-        keeps its matching prefix and its bonus token.
+        keeps its matching prefix and its bonus token. A row not in ``allow`` feeds its
+        last token alone (the forward pads it) and proposes nothing.
 
         Both caches of a row end holding its sequence without the newest token: the target
         is cropped to ``L + 1 + accepted``; the draft, which holds ``last, d1..d_{K-1}``, to
         at most that (after a full accept it lacks ``dK`` and catches up on the next step).
         """
         k = self.policy.draft_len(len(self.rows))
-        if k == 0:
+        allow = [True] * len(self.rows) if allow is None else list(allow)
+        if k == 0 or not any(allow):
             return self._plain()[0]
         starts = self.target.lengths[: len(self.rows)]
         drafts = self._propose(k)
+        drafts = [d if ok else [] for d, ok in zip(drafts, allow, strict=True)]
         logits, _ = self.target.forward(
             [[r.seq[-1], *d] for r, d in zip(self.rows, drafts, strict=True)]
         )
@@ -236,12 +259,13 @@ class DraftTargetDecoder(BaselineDecoder):
         out = []
         for i, (row, d, p) in enumerate(zip(self.rows, drafts, preds, strict=True)):
             accepted = 0
-            while accepted < k and d[accepted] == p[accepted]:
+            while accepted < len(d) and d[accepted] == p[accepted]:
                 accepted += 1
             keep = starts[i] + 1 + accepted
             self.target.crop(i, keep)
             self.draft.crop(i, keep)
-            out.append(self._emit(row, [*d[:accepted], p[accepted]], k, accepted))
+            tokens = [*d[:accepted], p[accepted]]
+            out.append(self._emit(row, tokens, len(d), accepted))
         return out
 
 
@@ -307,15 +331,21 @@ class MedusaDecoder(BaselineDecoder):
             cur = match[0]  # siblings hold distinct top-k tokens: at most one matches
             path.append(cur)
 
-    def step(self) -> list[Proposal]:
+    def verify_tokens(self, batch_size: int) -> int:
+        return 1 if self.policy.draft_len(batch_size) == 0 else self.tree.num_nodes + 1
+
+    def step(self, allow: Sequence[bool] | None = None) -> list[Proposal]:
         """Verify ``[last] + candidates`` of every row in one pass; walk each row's longest
         matching path.
 
         A row's cache keeps the root and its accepted nodes only (``ModelRunner.keep``); its
         next candidates come from the hidden state of its last accepted node, whose target
-        logits also gave the bonus token.
+        logits also gave the bonus token. A row not in ``allow`` keeps its root only (its
+        tree is computed with the others' but proposes and accepts nothing: the target's
+        token at the root, as a plain step).
         """
-        if self.policy.draft_len(len(self.rows)) == 0:
+        allow = [True] * len(self.rows) if allow is None else list(allow)
+        if self.policy.draft_len(len(self.rows)) == 0 or not any(allow):
             out, hidden = self._plain()
             for row, candidates in zip(
                 self.rows, self._propose_from(hidden[:, 0]), strict=True
@@ -328,7 +358,10 @@ class MedusaDecoder(BaselineDecoder):
             nodes, self.tree.position_offsets, self._mask
         )
         preds = self._pick(logits, self.tree.position_offsets)
-        walks = [self._walk(n, p) for n, p in zip(nodes, preds, strict=True)]
+        walks = [
+            self._walk(n, p) if ok else ([], 0)
+            for n, p, ok in zip(nodes, preds, allow, strict=True)
+        ]
         ends = torch.tensor([cur for _, cur in walks], device=hidden.device)
         rows = torch.arange(len(walks), device=hidden.device)
         candidates = self._propose_from(hidden[rows, ends])
@@ -338,5 +371,6 @@ class MedusaDecoder(BaselineDecoder):
             self.target.keep(i, starts[i], [0, *path])
             row.candidates = candidates[i]
             tokens = [nodes[i][c] for c in path] + [preds[i][cur]]
-            out.append(self._emit(row, tokens, self.tree.num_nodes, len(path)))
+            proposed = self.tree.num_nodes if allow[i] else 0
+            out.append(self._emit(row, tokens, proposed, len(path)))
         return out

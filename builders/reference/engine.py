@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from trtbench.builders.manifest import CudaGraphs
 from trtbench.builders.reference.batcher import (
@@ -41,11 +42,48 @@ from trtbench.builders.reference.batcher import (
     Step,
 )
 from trtbench.builders.reference.decoding import BaselineDecoder, Greedy
+from trtbench.builders.reference.kv_blocks import KvBlockPool
 from trtbench.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ReferenceEngine", "Step"]
+__all__ = ["ReferenceEngine", "ServingStats", "Step"]
+
+
+@dataclass(frozen=True)
+class ServingStats:
+    """A snapshot of the engine's scheduler, named as TensorRT-LLM's Triton backend names
+    its gauges (``nv_trt_llm_request_metrics`` / ``nv_trt_llm_kv_cache_block_metrics``,
+    research/triton_backend.md §5).
+
+    Attributes:
+        active: requests running or waiting; ``scheduled``: rows in the latest decode step;
+        context: requests prefilled in the latest iteration; ``waiting``: requests queued
+        for a slot or KV blocks (TensorRT-LLM: active − scheduled); ``paused``: waiting requests that were preempted; ``max_requests``: the
+        batch slots. KV: ``max_blocks``, ``free_blocks``, ``used_blocks``,
+        ``tokens_per_block``. Totals: ``preemptions``, ``kv_waits``, ``draft_skipped_for_kv``,
+        ``block_steps``, ``speculative_block_steps`` (``kv_blocks.KvBlockPool``),
+        ``draft_tokens``, ``accepted_draft_tokens``, ``steps``.
+    """
+
+    active: int
+    scheduled: int
+    context: int
+    waiting: int
+    paused: int
+    max_requests: int
+    max_blocks: int
+    free_blocks: int
+    used_blocks: int
+    tokens_per_block: int
+    preemptions: int
+    kv_waits: int
+    draft_skipped_for_kv: int
+    block_steps: int
+    speculative_block_steps: int
+    draft_tokens: int
+    accepted_draft_tokens: int
+    steps: int
 
 
 class ReferenceEngine:
@@ -59,6 +97,7 @@ class ReferenceEngine:
         max_seq_len: prompt + generated tokens allowed per request.
         max_input_len: prompt tokens allowed per request.
         cuda_graphs: what was asked for and what this engine does (with the reason).
+        kv_pool: the KV block pool (``kv_blocks.py``; None: as large as the slot cache).
 
     Attributes:
         eos_token_id: the tokenizer's end token (None if it has none).
@@ -74,6 +113,7 @@ class ReferenceEngine:
         max_seq_len: int,
         max_input_len: int,
         cuda_graphs: CudaGraphs,
+        kv_pool: KvBlockPool | None = None,
     ) -> None:
         self.mode = mode
         self.decoder = decoder
@@ -85,6 +125,9 @@ class ReferenceEngine:
         self.vocab_size = decoder.target.lm_head.weight.shape[0]
         self.device = decoder.target.device
         self.max_batch_size = decoder.slots
+        self.kv_pool = kv_pool or KvBlockPool(
+            decoder.slots * decoder.target.max_cache_len, 1
+        )
         self._batcher_lock = threading.Lock()
         self._batcher: InflightBatcher | None = None
 
@@ -105,6 +148,8 @@ class ReferenceEngine:
             "max_input_len": self.max_input_len,
             "batching": "inflight",
             "max_batch_size": self.max_batch_size,
+            "kv_max_blocks": self.kv_pool.max_blocks,
+            "kv_tokens_per_block": self.kv_pool.tokens_per_block,
             "cuda_graphs": self.cuda_graphs.model_dump(),
         }
 
@@ -158,8 +203,35 @@ class ReferenceEngine:
         the first :meth:`submit` that asks for it)."""
         with self._batcher_lock:
             if self._batcher is None:
-                self._batcher = InflightBatcher(self.decoder)
+                self._batcher = InflightBatcher(self.decoder, self.kv_pool)
             return self._batcher
+
+    def stats(self) -> ServingStats:
+        """The scheduler's gauges and totals now (thread-safe, approximate while a step
+        runs)."""
+        batcher, kv = self.batcher, self.kv_pool
+        waiting, paused = batcher.queue_counts()
+        running = len(self.decoder.rows)
+        return ServingStats(
+            active=running + waiting,
+            scheduled=batcher.scheduled,
+            context=batcher.context,
+            waiting=waiting,
+            paused=paused,
+            max_requests=self.max_batch_size,
+            max_blocks=kv.max_blocks,
+            free_blocks=kv.free_blocks,
+            used_blocks=kv.used_blocks,
+            tokens_per_block=kv.tokens_per_block,
+            preemptions=kv.preemptions,
+            kv_waits=kv.kv_waits,
+            draft_skipped_for_kv=kv.draft_skipped,
+            block_steps=kv.block_steps,
+            speculative_block_steps=kv.speculative_block_steps,
+            draft_tokens=batcher.draft_proposed,
+            accepted_draft_tokens=batcher.draft_accepted,
+            steps=batcher.steps_run,
+        )
 
     def submit(
         self,

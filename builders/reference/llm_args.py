@@ -11,7 +11,11 @@ looks up its own tokens, see ``ngram.py``; ``max_concurrency`` / ``draft_len_sch
 either → adaptive speculation, ``adaptive.py``; absent or null → ``baseline``),
 ``max_batch_size``, ``max_seq_len``,
 ``max_input_len``, ``cuda_graph_config`` (a mapping → CUDA graphs requested, null → off) and
-``dtype``. Other keys (``kv_cache_config``, ``disable_overlap_scheduler``, parallel sizes …)
+``dtype``, ``kv_cache_config`` (``max_tokens``, ``tokens_per_block`` and
+``max_gpu_total_bytes`` → the KV block budget, ``kv_blocks.py``) and
+``scheduler_config.capacity_scheduler_policy`` (absent: ``max_utilization``, the reference
+default; TensorRT-LLM's own is GUARANTEED_NO_EVICT). Other keys
+(the rest of ``kv_cache_config``, ``disable_overlap_scheduler``, parallel sizes …)
 tune TensorRT-LLM's runtime and have no reference counterpart; they are ignored.
 """
 
@@ -26,6 +30,7 @@ from transformers import AutoConfig, AutoTokenizer
 
 from trtbench.builders.reference.adaptive import DraftLenPolicy
 from trtbench.builders.reference.engine import ReferenceEngine
+from trtbench.builders.reference.kv_blocks import KvCacheSettings
 from trtbench.builders.reference.loading import (
     load_causal_lm,
     make_engine,
@@ -68,6 +73,7 @@ class ReferencePlan:
     ngram: NgramSettings | None = None
     max_concurrency: int | None = None
     draft_len_schedule: dict[int, int] | None = None
+    kv_cache: KvCacheSettings | None = None
 
 
 def reference_mode(llm_args: Mapping[str, Any]) -> str:
@@ -156,7 +162,36 @@ def plan_from_llm_args(llm_args: Mapping[str, Any]) -> ReferencePlan:
         # TensorRT-LLM's default (key absent) is a CudaGraphConfig, i.e. on; null is off.
         cuda_graphs=llm_args.get("cuda_graph_config", {}) is not None,
         dtype=dtype,
+        kv_cache=_kv_cache(
+            llm_args.get("kv_cache_config") or {},
+            llm_args.get("scheduler_config") or {},
+        ),
         **_speculation(mode, spec, k),
+    )
+
+
+def _kv_cache(
+    config: Mapping[str, Any], scheduler: Mapping[str, Any]
+) -> KvCacheSettings:
+    """``kv_cache_config`` → the KV budget (``max_gpu_total_bytes`` taken whole) and
+    ``scheduler_config.capacity_scheduler_policy`` → its admission policy.
+
+    Raises:
+        ConfigError: a capacity policy other than MAX_UTILIZATION / GUARANTEED_NO_EVICT.
+    """
+    policy = str(scheduler.get("capacity_scheduler_policy") or "MAX_UTILIZATION")
+    if policy.upper() not in ("MAX_UTILIZATION", "GUARANTEED_NO_EVICT"):
+        raise ConfigError(
+            f"scheduler_config.capacity_scheduler_policy {policy!r} is not served by the "
+            "reference engine; use MAX_UTILIZATION or GUARANTEED_NO_EVICT"
+        )
+    total = config.get("max_gpu_total_bytes") or None
+    return KvCacheSettings(
+        tokens_per_block=int(config.get("tokens_per_block") or 32),
+        max_tokens=config.get("max_tokens"),
+        budget_bytes=int(total) if total else None,
+        free_memory_fraction=1.0,
+        policy=policy.lower(),
     )
 
 
@@ -213,4 +248,5 @@ def engine_from_llm_args(
         ngram=plan.ngram,
         max_concurrency=plan.max_concurrency,
         draft_len_schedule=plan.draft_len_schedule,
+        kv_cache=plan.kv_cache,
     )

@@ -26,6 +26,12 @@ from trtbench.builders.reference.decoding import (
     MedusaDecoder,
 )
 from trtbench.builders.reference.engine import ReferenceEngine
+from trtbench.builders.reference.kv_blocks import (
+    KvBlockPool,
+    KvCacheSettings,
+    kv_bytes_per_token,
+    pool_blocks,
+)
 from trtbench.builders.reference.ngram import NgramDecoder, NgramSettings
 from trtbench.builders.reference.runner import ModelRunner
 from trtbench.errors import BuildError, NotAvailableError
@@ -215,6 +221,7 @@ def make_engine(
     ngram: NgramSettings | None = None,
     max_concurrency: int | None = None,
     draft_len_schedule: Mapping[int, int] | None = None,
+    kv_cache: KvCacheSettings | None = None,
 ) -> ReferenceEngine:
     """Assemble an engine from loaded models (all on one device and dtype).
 
@@ -229,10 +236,13 @@ def make_engine(
         max_batch_size: sequences decoded together (batch slots of every KV cache).
         max_concurrency, draft_len_schedule: adaptive speculation (``adaptive.py``);
             medusa takes ``max_concurrency`` only.
+        kv_cache: the KV block budget (``kv_blocks.py``; None: 32-token blocks, as many as
+            the slot cache holds, never short).
 
     Raises:
         BuildError: a model the mode needs is missing, the mode is unknown, or a
             schedule does not fit ``draft_len``.
+        ConfigError: a KV budget smaller than one request at ``max_seq_len``.
     """
 
     def runner(model: PreTrainedModel, widest: int) -> ModelRunner:
@@ -264,6 +274,9 @@ def make_engine(
             "a draft model, medusa needs heads and a tree and takes no draft_len_schedule)"
             "; rebuild the engine"
         )
+    kv, cache = kv_cache or KvCacheSettings(), decoder.target
+    per_token = kv_bytes_per_token(target.config, cache.dtype)
+    blocks = pool_blocks(kv, per_token, cache.slots, cache.max_cache_len, max_seq_len)
     return ReferenceEngine(
         mode,
         decoder,
@@ -271,6 +284,7 @@ def make_engine(
         max_seq_len=max_seq_len,
         max_input_len=max_input_len,
         cuda_graphs=_capture(decoder, cuda_graphs),
+        kv_pool=KvBlockPool(blocks, kv.tokens_per_block, kv.policy),
     )
 
 
@@ -342,6 +356,21 @@ def engine_from_manifest(
         ngram=NgramSettings(low, high),
         max_concurrency=speculation.get("max_concurrency"),
         draft_len_schedule=speculation.get("draft_len_schedule"),
+        kv_cache=kv_settings(variant),
+    )
+
+
+def kv_settings(variant: Mapping[str, Any]) -> KvCacheSettings:
+    """The KV budget a built variant records (``trtbench/spec_kv.py``; fraction: the
+    deploy's ``kv_cache_free_gpu_mem_fraction`` the build recorded, else 0.9)."""
+    return KvCacheSettings(
+        tokens_per_block=int(variant.get("tokens_per_block") or 32),
+        max_tokens=variant.get("kv_cache_max_tokens"),
+        budget_bytes=variant.get("kv_cache_budget_bytes"),
+        free_memory_fraction=float(
+            variant.get("kv_cache_free_gpu_mem_fraction") or 0.9
+        ),
+        policy=str(variant.get("batch_scheduler_policy") or "max_utilization"),
     )
 
 

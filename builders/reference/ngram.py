@@ -109,11 +109,19 @@ class NgramDecoder(BaselineDecoder):
     def step_lengths(self) -> dict[str, tuple[int, ...]]:
         return {"target": tuple(sorted({1, *(n + 1 for n in self.policy.lengths())}))}
 
-    def step(self) -> list[Proposal]:
+    def verify_tokens(self, batch_size: int) -> int:
+        return self.policy.draft_len(batch_size) + 1
+
+    def step(self, allow: Sequence[bool] | None = None) -> list[Proposal]:
         """Look up each row's drafts and verify ``[last, *drafts]`` of every row at once;
-        each row keeps its matching prefix and the target's next token."""
+        each row keeps its matching prefix and the target's next token. A row not in
+        ``allow`` (its KV blocks could not be had) drafts nothing."""
         k = self.policy.draft_len(len(self.rows))
-        drafts = [propose_ngram(r.seq, self.settings, k) for r in self.rows]
+        allow = [True] * len(self.rows) if allow is None else list(allow)
+        drafts = [
+            propose_ngram(r.seq, self.settings, k) if ok else []
+            for r, ok in zip(self.rows, allow, strict=True)
+        ]
         if not any(drafts):
             return self._plain()[0]
         starts = self.target.lengths[: len(self.rows)]

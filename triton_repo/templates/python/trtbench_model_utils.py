@@ -11,6 +11,7 @@ import json
 import queue
 import sys
 import threading
+import time
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -23,6 +24,29 @@ GIL_SWITCH_S = 0.001
 # A client that went away is noticed within this many steps of its request (each check
 # is an IPC round trip to the Triton process).
 CANCEL_CHECK_EVERY = 4
+# How often the engine's gauges are published (TensorRT-LLM: stats_check_period_ms, 100).
+STATS_PERIOD_S = 0.1
+# (family, category label, {category: ServingStats field or callable}) as TensorRT-LLM's
+# backend names them (inflight_batcher_llm/src/custom_metrics_reporter; research/
+# triton_backend.md §5).
+GAUGES = (
+    ("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", {
+        "max": "max_blocks", "free": "free_blocks", "used": "used_blocks",
+        "tokens_per": "tokens_per_block",
+        "fraction": lambda s: s.used_blocks / s.max_blocks if s.max_blocks else 0.0}),
+    ("nv_trt_llm_request_metrics", "request_type", {
+        "active": "active", "max": "max_requests", "scheduled": "scheduled",
+        "context": "context", "waiting": "waiting"}),
+    ("nv_trt_llm_inflight_batcher_metrics", "inflight_batcher_specific_metric", {
+        "paused_requests": "paused",
+        "generation_requests": lambda s: s.scheduled - s.context}),
+    ("nv_trt_llm_general_metrics", "general_type", {
+        "iteration_counter": "steps", "timestamp": lambda s: time.time_ns() // 1000}),
+)  # fmt: skip
+# trtbench's own totals (counters; TensorRT-LLM exports no speculative metric).
+COUNTERS = ("trtbench_reference_counters", "counter", (
+    "draft_tokens", "accepted_draft_tokens", "preemptions", "kv_waits", "draft_skipped_for_kv",
+    "block_steps", "speculative_block_steps"))  # fmt: skip
 
 
 def model_parameters(model_config: dict) -> dict[str, str]:
@@ -210,6 +234,61 @@ class DeliveryResponder:
         raise NotImplementedError
 
 
+class EngineMetrics:
+    """Publishes ``engine.stats()`` (``ReferenceEngine.ServingStats``) every
+    :data:`STATS_PERIOD_S` through Triton's custom metrics API, in the families and labels of
+    :data:`GAUGES` (each series also labelled ``model`` and ``version``) and :data:`COUNTERS`."""
+
+    def __init__(self, engine, model: str, version: str) -> None:
+        self._engine = engine
+        base = {"model": model, "version": version}
+        self._gauges, self._counters, self._last, self._families = [], [], {}, []
+        for name, label, cats in GAUGES:
+            family = pb_utils.MetricFamily(
+                name=name, description=f"{name} (trtbench reference engine)",
+                kind=pb_utils.MetricFamily.GAUGE,
+            )  # fmt: skip
+            self._families.append(family)  # a family lives while referenced
+            for cat, get in cats.items():
+                metric = family.Metric(labels={**base, label: cat})
+                self._gauges.append((metric, get))
+        name, label, fields = COUNTERS
+        family = pb_utils.MetricFamily(
+            name=name, description="trtbench reference engine totals",
+            kind=pb_utils.MetricFamily.COUNTER,
+        )  # fmt: skip
+        for field in fields:
+            self._counters.append((family.Metric(labels={**base, label: field}), field))
+        self._families.append(family)
+        self._stop = threading.Event()
+        self.publish()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def publish(self) -> None:
+        stats = self._engine.stats()
+        for metric, get in self._gauges:
+            value = get(stats) if callable(get) else getattr(stats, get)
+            metric.set(float(value))
+        for metric, field in self._counters:
+            value = getattr(stats, field)
+            if value > self._last.get(field, 0):
+                metric.increment(float(value - self._last.get(field, 0)))
+                self._last[field] = value
+
+    def _run(self) -> None:
+        while not self._stop.wait(STATS_PERIOD_S):
+            try:
+                self.publish()
+            except Exception as exc:  # noqa: BLE001 - metrics never stop serving
+                pb_utils.Logger.log_error(f"publishing engine metrics failed: {exc!r}")
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+
 class EngineModel:
     """Base of the reference-engine models (``reference/model.py``,
     ``llmapi_reference/model.py``): the set-up their ``initialize`` shares and their
@@ -218,6 +297,7 @@ class EngineModel:
     engine = None
     outbox = None
     tokenizer = None
+    metrics = None
 
     def start_engine(self, args, load) -> dict:
         """Load the engine and get the process ready to serve it.
@@ -239,9 +319,16 @@ class EngineModel:
         sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
         self.tokenizer = self.engine.tokenizer
         self.outbox = Outbox()
+        if hasattr(pb_utils, "MetricFamily") and hasattr(self.engine, "stats"):
+            self.metrics = EngineMetrics(
+                self.engine, args["model_name"], str(args["model_version"])
+            )
         return params
 
     def finalize(self):
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
         if self.engine is not None:
             self.engine.close()  # requests still running end with an error response
             self.outbox.close()  # ... which is sent before the outbox stops

@@ -1,0 +1,150 @@
+"""A reference server under a small KV budget publishes TensorRT-LLM's KV and request gauges.
+
+A medusa variant of the tiny models is built with ``kv_cache_max_tokens`` 256 in blocks of
+16 tokens (16 blocks; one request at max_seq_len 128 needs 8), served by a real tritonserver,
+and sent six concurrent streams of 60 tokens, more than the pool holds at once. The scraper
+(``ServerMetricsScraper``, what ``trtbench run`` uses) must record
+``nv_trt_llm_kv_cache_block_metrics`` with max 16 / tokens_per 16, used blocks that rose
+above 0 and never past 16, free = max − used, requests that waited, and the memory breakdown
+must fill its KV pool columns from them; ``kv_pressure`` must see the queueing and a share
+of block-steps spent on the tree. Every stream must still get all its tokens.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import urllib.request
+
+import numpy as np
+import pandas as pd
+import pytest
+import tritonclient.grpc as grpcclient
+
+from trtbench.builders.build import build_variants
+from trtbench.pipeline.deploy import deploy_run, serve
+from trtbench.profiling.memory.breakdown import VariantMemoryInputs, memory_breakdown
+from trtbench.profiling.memory.kv_pressure import (
+    kv_pressure,
+    largest_unqueued_concurrency,
+)
+from trtbench.profiling.memory.server_metrics import ServerMetricsScraper
+from trtbench.profiling.memory.server_metrics_views import (
+    kv_cache_blocks,
+    request_gauges,
+)
+from trtbench.run_dir import RunDir
+from trtbench.spec import BenchSpec, DeploySpec, ModelsSpec, VariantSpec
+
+pytestmark = pytest.mark.integration
+
+TREE = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]
+MAX_TOKENS = 60
+STREAMS = 6
+
+
+def stream_count(url: str, prompt: str, out: queue.Queue) -> None:
+    """Stream one request; put the number of tokens received."""
+    inputs = []
+    for name, value, dtype in (
+        ("text_input", np.array([[prompt.encode()]], dtype=object), "BYTES"),
+        ("max_tokens", np.array([[MAX_TOKENS]], dtype=np.int32), "INT32"),
+        ("end_id", np.array([[-1]], dtype=np.int32), "INT32"),
+        ("stream", np.array([[True]]), "BOOL"),
+    ):
+        tensor = grpcclient.InferInput(name, list(value.shape), dtype)
+        tensor.set_data_from_numpy(value)
+        inputs.append(tensor)
+    client = grpcclient.InferenceServerClient(url)
+    results: queue.Queue = queue.Queue()
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    client.async_stream_infer("ensemble", inputs, enable_empty_final_response=True)
+    count = 0
+    try:
+        while True:
+            result, error = results.get(timeout=120)
+            assert error is None, error
+            ids = result.as_numpy("output_ids")
+            count += 0 if ids is None else ids.size
+            final = result.get_response().parameters["triton_final_response"]
+            if final.bool_param:
+                break
+    finally:
+        client.stop_stream()
+        client.close()
+    out.put(count)
+
+
+def test_kv_gauges_fill_server_metrics_and_the_breakdown(tiny_models, tmp_path):
+    spec = BenchSpec(
+        name="kv-it",
+        backend="reference",
+        models=ModelsSpec(**tiny_models),
+        variants=[
+            VariantSpec(
+                name="medusa",
+                mode="medusa",
+                medusa_choices=TREE,
+                max_seq_len=128,
+                max_input_len=64,
+                max_batch_size=6,
+                tokens_per_block=16,
+                kv_cache_max_tokens=256,
+            )
+        ],
+        deploy=DeploySpec(ready_timeout_s=120, reference_device="cpu"),
+    )
+    run_dir = RunDir(tmp_path / "run")
+    build_variants(spec, (), None, run_dir)
+    deploy_run(run_dir, (), spec.deploy)
+    counts: queue.Queue = queue.Queue()
+    with serve(run_dir, "medusa") as server:
+        text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
+        assert 'kv_cache_block_type="tokens_per"' in text
+        assert 'request_type="waiting"' in text
+        with ServerMetricsScraper(
+            server.metrics_url, variant="medusa", interval_ms=50
+        ) as scraper:
+            scraper.mark("tier:c6")
+            threads = [
+                threading.Thread(
+                    target=stream_count,
+                    args=(server.grpc_url, f"def f{i}(x):\n    return x", counts),
+                )
+                for i in range(STREAMS)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(300)
+        metrics = scraper.frame()
+    assert [counts.get_nowait() for _ in range(STREAMS)] == [MAX_TOKENS] * STREAMS
+    kv = kv_cache_blocks(metrics)
+    tier = kv[kv["phase"] == "tier:c6"]
+    assert set(tier["max_blocks"]) == {16} and set(tier["tokens_per_block"]) == {16}
+    assert tier["used_blocks"].max() > 0 and tier["used_blocks"].max() <= 16
+    assert (tier["free_blocks"] + tier["used_blocks"] == 16).all()
+    assert ((tier["used_fraction"] - tier["used_blocks"] / 16).abs() < 1e-9).all()
+    requests = request_gauges(metrics)
+    requests = requests[requests["phase"] == "tier:c6"]
+    assert set(requests["max_requests"].dropna()) == {6}
+    assert requests["waiting_requests"].max() > 0  # the pool made some wait
+    pressure = kv_pressure(metrics).iloc[0]
+    assert pressure["concurrency"] == 6 and pressure["max_waiting_requests"] > 0
+    assert pressure["kv_waits"] > 0  # requests were held back for blocks
+    assert 0 < pressure["speculative_block_share"] < 1  # the tree's blocks, counted
+    assert pressure["max_kv_used_blocks"] <= pressure["kv_max_blocks"] == 16
+    assert pd.isna(largest_unqueued_concurrency(pd.DataFrame([pressure]))["medusa"])
+    row = memory_breakdown(
+        [
+            VariantMemoryInputs(
+                "medusa",
+                "medusa",
+                {"target": 1},
+                kv_bytes_per_token={"target": 1000},
+                server_metrics=metrics,
+            )
+        ]
+    ).iloc[0]
+    assert row["target_kv_max_blocks"] == 16 and row["kv_tokens_per_block"] == 16
+    assert row["target_kv_pool_bytes"] == 16 * 16 * 1000
