@@ -229,10 +229,13 @@ def render_report(
     plots: Sequence[tuple[str, str]],
     header: Sequence[str] = (),
     sections: Sequence[str] = (),
+    lead: Sequence[str] = (),
 ) -> str:
     """``report.md`` text. ``plots`` are (caption, path relative to the report);
-    ``sections``: more Markdown lines (each with its heading) before the notes."""
-    parts = [f"# {title}", "", *header, "", "## Comparison matrix", "",
+    ``sections``: more Markdown lines (each with its heading) before the notes; ``lead``:
+    the first section, right under the title (the Recommendation)."""
+    parts = [f"# {title}", "", *([*lead, ""] if lead else []), *header, "",
+             "## Comparison matrix", "",
              markdown_table(matrix, MATRIX_TABLE), "",
              "Speedup = baseline mean TPOT / variant mean TPOT at the same tier. "
              "'slower from C': first measured concurrency where the speedup is below 1; "

@@ -10,6 +10,7 @@ from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.options import run_dir_argument
 from trtbench.pipeline.report import write_report
 from trtbench.run_dir import RunDir
+from trtbench.spec_report import OBJECTIVES
 
 
 @click.command("report")
@@ -22,15 +23,23 @@ from trtbench.run_dir import RunDir
     help="An AIPerf artifact directory (or a folder of them) shown beside the run's "
     "variants, labelled NAME or by its folder name (repeatable; docs/peers.md).",
 )
-def report(run_dir: Path, peers: tuple[str, ...]) -> None:
-    """Render RUN_DIR/report.md and RUN_DIR/plots/*.png from the CSVs alone.
+@click.option(
+    "--objective",
+    type=click.Choice(OBJECTIVES),
+    default=None,
+    help="What the Recommendation ranks variants by (default: the spec's "
+    "report.objective, else output_tok_s); goodput needs loadtest SLOs.",
+)
+def report(run_dir: Path, peers: tuple[str, ...], objective: str | None) -> None:
+    """Render RUN_DIR/report.md, recommendation.json and plots/*.png from the CSVs alone.
 
-    The comparison matrix (extra memory, speedup at low and high concurrency, tokens per
+    report.md opens with the Recommendation (best variant per tier, crossover, memory,
+    the config that implements it). The comparison matrix (extra memory, speedup at low and high concurrency, tokens per
     step, TTFT, TPOT, output tok/s, CUDA graphs) is also printed.
     """
     if Path(run_dir).is_dir():  # it writes report.md and plots: one writer at a time
         claim_run_dir(RunDir(Path(run_dir)))
-    result = write_report(run_dir, peers)
+    result = write_report(run_dir, peers, objective)
     click.echo(result.matrix_markdown)
     click.echo(f"\nwrote {result.report_path}")
     for path in result.plot_paths:

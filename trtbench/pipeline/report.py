@@ -16,6 +16,7 @@ import pandas as pd
 
 from trtbench.export import records_to_frame
 from trtbench.pipeline.peers import load_any, load_peer, with_peers
+from trtbench.pipeline.recommend import RECOMMENDATION_JSON, recommend_run
 from trtbench.plan.fit import fit_run
 from trtbench.profiling.loadtest.outputs import OUTPUTS_CSV, read_outputs_csv
 from trtbench.profiling.report import plots
@@ -33,7 +34,7 @@ from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
 from trtbench.profiling.report.lossless_section import lossless_lines
 from trtbench.profiling.report.markdown import render_compare, render_report, run_notes
 from trtbench.run_data import RunData, load_run
-from trtbench.run_dir import RunDir
+from trtbench.run_dir import RunDir, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -163,20 +164,26 @@ class ReportResult:
     notes: list[str]
 
 
-def write_report(root: Path, peers: Sequence[str | Path] = ()) -> ReportResult:
-    """Render ``report.md`` and ``plots/*.png`` into the run directory from its CSVs.
+def write_report(
+    root: Path, peers: Sequence[str | Path] = (), objective: str | None = None
+) -> ReportResult:
+    """Render ``report.md`` (opening with the Recommendation), ``recommendation.json`` and
+    ``plots/*.png`` into the run directory from its CSVs.
 
     Args:
         root: the run directory.
         peers: AIPerf runs (``[NAME=]DIR``, ``pipeline/peers.py``) shown beside its variants.
+        objective: the recommendation's objective (None: run.json's ``report.objective``).
 
     Raises:
-        ConfigError: the run directory or its summary.csv is missing, or a peer is not a
-            readable AIPerf artifact directory.
+        ConfigError: the run directory or its summary.csv is missing, a peer is not a
+            readable AIPerf artifact directory, or the objective is unknown or needs SLOs
+            the run lacks.
     """
     loaded = [load_peer(p) for p in peers]
     run = with_peers(load_run(root, RUN_CSV_SCHEMAS), loaded)
     a = analyze_run(run)
+    advice = recommend_run(run, a.tiers, a.variants, a.memory, objective)
     a.notes.extend(note for peer in loaded for note in peer.notes)
     rd = RunDir(run.root)
     drawn = draw_plots(a, rd.plots_dir)
@@ -186,7 +193,9 @@ def write_report(root: Path, peers: Sequence[str | Path] = ()) -> ReportResult:
                               if outputs.is_file() else None, run.baseline)  # fmt: skip
     text = render_report(f"trtbench report: {run.name}", a.matrix, a.tiers, a.memory,
                          a.launches, a.notes, rel, _header(a),
-                         [*lossless, "", *acceptance_lines(run.acceptance, run.summary)])  # fmt: skip
+                         [*lossless, "", *acceptance_lines(run.acceptance, run.summary)],
+                         advice.lines)  # fmt: skip
+    write_json_atomic(run.root / RECOMMENDATION_JSON, advice.document)
     path = rd.report_md
     path.write_text(text)
     start = text.index("## Comparison matrix")

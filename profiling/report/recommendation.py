@@ -1,0 +1,375 @@
+"""The answer of a run: per measured concurrency the best variant by an objective, how sure,
+where speculation stops paying, and what each choice costs in memory (pure: frames in,
+typed records out).
+
+Definitions:
+
+* Objective (``trtbench/spec_report.py``): ``output_tok_s`` (tier table
+  ``output_tokens_per_s``, higher better), ``tpot_p50`` (``tpot_p50_ms``, lower better),
+  ``goodput`` (summary.csv ``request_goodput_per_s``, higher better).
+* Margin of A over B: ``A / B`` for a higher-better objective, ``B / A`` for a lower-better
+  one (> 1: A is better).
+* Significant: the 95 % intervals say so. Over the baseline: the paired ratio interval
+  over passes (summary.csv ``output_token_throughput_speedup_ratio`` for output_tok_s;
+  ``tpot_speedup_ratio``, a TPOT *mean* ratio, stands in for tpot_p50) lies above 1. Over
+  another variant: the two variants' intervals of the objective are disjoint (the reading
+  of ``uncertainty.py``; only output_tok_s has per-variant intervals). Without an interval:
+  ``significant`` is None and the basis says why.
+* Crossover of a speculative variant: going up the complete tiers where it and the baseline
+  are measured, ``pays_up_to`` is the largest concurrency of the leading run of tiers where
+  it beats the baseline (significantly where there is an interval, else by the point value);
+  ``stops_at`` the first tier where it does not. ``estimate``: where the margin crosses 1,
+  linear in log2(concurrency) between the last tier with margin ≥ 1 and the next (as
+  ``comparison.crossovers``); interval ``[low, high]`` = [last tier significantly better,
+  first tier significantly worse] (None: not bounded by a measured tier).
+* Only ``tier_status == complete`` rows are used; the others are named in ``excluded``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from trtbench.profiling.loadtest.repeats import repeat_columns
+
+NO_REPEATS = "no interval: run with loadtest.repeats ≥ 3"
+
+
+@dataclass(frozen=True)
+class ObjectiveInfo:
+    """How an objective reads the tables (module docstring)."""
+
+    name: str
+    column: str
+    higher_is_better: bool
+    label: str
+    unit: str
+    value_interval: str | None
+    ratio_interval: str | None
+    interval_note: str
+
+
+OBJECTIVE_INFO = {
+    "output_tok_s": ObjectiveInfo(
+        "output_tok_s", "output_tokens_per_s", True, "output tok/s", "tok/s",
+        "output_tokens_per_s", "output_token_throughput_speedup_ratio",
+        "paired output tok/s ratio over passes"),
+    "tpot_p50": ObjectiveInfo(
+        "tpot_p50", "tpot_p50_ms", False, "TPOT p50", "ms", None, "tpot_speedup_ratio",
+        "TPOT mean ratio over passes (repeats give no p50 interval)"),
+    "goodput": ObjectiveInfo(
+        "goodput", "request_goodput_per_s", True, "goodput", "req/s", None, None,
+        "repeats give no goodput interval"),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Margin:
+    """How much better the chosen variant is than ``over`` at one tier.
+
+    Attributes:
+        over: the variant compared with.
+        ratio: margin (> 1: better; module docstring).
+        low: lower 95 % bound of the margin, where an interval exists (else None).
+        high: upper bound, likewise.
+        significant: the intervals say it is better (None: no interval).
+        basis: how ``significant`` was judged, or why it could not be.
+    """
+
+    over: str
+    ratio: float
+    low: float | None
+    high: float | None
+    significant: bool | None
+    basis: str
+
+
+@dataclass(frozen=True)
+class TierChoice:
+    """The best variant at one tier: its objective value, margins, variants left out."""
+
+    tier: str
+    concurrency: float | None
+    best: str
+    value: float
+    runner_up: Margin | None
+    over_baseline: Margin | None
+    excluded: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where a speculative variant stops paying (concurrencies; module docstring)."""
+
+    variant: str
+    pays_up_to: float | None
+    stops_at: float | None
+    estimate: float | None
+    low: float | None
+    high: float | None
+    basis: str
+
+
+@dataclass(frozen=True)
+class MemoryCost:
+    """What serving a variant costs beyond the baseline (bytes; None: not measured).
+
+    Attributes:
+        kv_blocks_speculation: KV blocks of the draft model's pool (memory_breakdown.csv
+            ``draft_kv_max_blocks``): blocks spent on speculation.
+        max_concurrency_unqueued: largest concurrency served without queueing; None with
+            ``queue_note`` saying why it is not measured.
+    """
+
+    variant: str
+    extra_weights_bytes: float | None
+    extra_peak_bytes: float | None
+    peak_source: str
+    kv_blocks_speculation: float | None
+    kv_pool_speculation_bytes: float | None
+    max_concurrency_unqueued: float | None
+    queue_note: str
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """Everything the Recommendation section says (``winner``: the speculative variant the
+    config snippet is for; None when no speculative variant wins a tier)."""
+
+    objective: ObjectiveInfo
+    baseline: str | None
+    tiers: tuple[TierChoice, ...]
+    crossovers: tuple[Crossover, ...]
+    memory: tuple[MemoryCost, ...]
+    excluded: tuple[str, ...]
+    winner: str | None
+    winner_reason: str
+
+
+def _f(v: object) -> float | None:
+    try:
+        x = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(x) else x
+
+
+def objective_frame(
+    tiers: pd.DataFrame, summary: pd.DataFrame, objective: str
+) -> pd.DataFrame:
+    """``tiers`` (``comparison.tier_table``) plus ``value``, ``value_low``/``value_high`` (the
+    variant's interval) and ``ratio_low``/``ratio_high`` (its margin interval over the
+    baseline) of ``objective``, joined from ``summary`` on (variant, tier)."""
+    info = OBJECTIVE_INFO[objective]
+    keys = ["variant", "tier"]
+    extra = summary[keys].astype(str).copy()
+    cols: dict[str, str] = {}
+    if info.column not in tiers:
+        cols[info.column] = "value"
+    if info.ratio_interval:
+        _, low, high = repeat_columns(info.ratio_interval)
+        cols.update({low: "ratio_low", high: "ratio_high"})
+    for src, dst in cols.items():
+        raw = summary[src] if src in summary else pd.Series(np.nan, index=summary.index)
+        extra[dst] = pd.to_numeric(raw, errors="coerce").astype(float)
+    out = tiers.merge(extra, on=keys, how="left")
+    if info.column in tiers:
+        out["value"] = pd.to_numeric(out[info.column], errors="coerce")
+    for side in ("low", "high"):
+        src = f"{info.value_interval}_ci95_{side}" if info.value_interval else None
+        out[f"value_{side}"] = out[src] if src and src in out else np.nan
+        out[f"ratio_{side}"] = out.get(f"ratio_{side}", np.nan)
+    return out  # both speedup ratios are oriented "> 1: the variant is better"
+
+
+def _no_interval_basis(row: pd.Series, info: ObjectiveInfo) -> str:
+    repeats = _f(row.get("repeats_count"))
+    if repeats is not None and repeats >= 2:
+        return f"no interval for {info.label}: {info.interval_note}"
+    return NO_REPEATS
+
+
+def _margin(
+    best: pd.Series, other: pd.Series, info: ObjectiveInfo, paired: bool
+) -> Margin:
+    a, b = float(best["value"]), float(other["value"])
+    top, bottom = (a, b) if info.higher_is_better else (b, a)
+    ratio = top / bottom if bottom > 0 else math.nan  # nan: a zero figure, no ratio
+    if paired:  # other is the baseline: the paired interval (variant over baseline)
+        low, high = _f(best["ratio_low"]), _f(best["ratio_high"])
+        if low is not None and high is not None:
+            return Margin(str(other["variant"]), ratio, low, high, low > 1.0,
+                          f"95 % interval of the {info.interval_note}")  # fmt: skip
+    else:
+        bounds = [_f(best["value_low"]), _f(best["value_high"]),
+                  _f(other["value_low"]), _f(other["value_high"])]  # fmt: skip
+        if all(b is not None for b in bounds):
+            lo_a, hi_a, lo_b, hi_b = (float(b or 0.0) for b in bounds)
+            apart = lo_a > hi_b if info.higher_is_better else hi_a < lo_b
+            low = lo_a / hi_b if info.higher_is_better else lo_b / hi_a
+            high = hi_a / lo_b if info.higher_is_better else hi_b / lo_a
+            return Margin(str(other["variant"]), ratio, low, high, apart,
+                          "disjoint 95 % intervals" if apart else "overlapping 95 % intervals")  # fmt: skip
+    return Margin(
+        str(other["variant"]), ratio, None, None, None, _no_interval_basis(best, info)
+    )
+
+
+def excluded_rows(frame: pd.DataFrame) -> list[str]:
+    """``variant tier: status (reason)`` for every row that is not a complete tier."""
+    bad = frame[frame["tier_status"] != "complete"]
+    return [
+        f"`{r.variant}` {r.tier}: {r.tier_status}"
+        + (f" ({r.tier_status_reason})" if r.tier_status_reason else "")
+        for r in bad.itertuples()
+    ]
+
+
+def best_per_tier(
+    frame: pd.DataFrame, info: ObjectiveInfo, baseline: str | None
+) -> list[TierChoice]:
+    """One :class:`TierChoice` per tier label with a complete, valued row (``frame``:
+    :func:`objective_frame`), in order of concurrency."""
+    out = []
+    order = frame.sort_values(["concurrency", "request_rate_per_s", "tier"])
+    for tier, g in order.groupby("tier", sort=False):
+        ok = g[(g["tier_status"] == "complete") & g["value"].notna()]
+        excluded = tuple(excluded_rows(g))
+        if ok.empty:
+            continue
+        ranked = ok.sort_values(
+            ["value", "variant"], ascending=[not info.higher_is_better, True]
+        )
+        best = ranked.iloc[0]
+        runner = _margin(best, ranked.iloc[1], info, False) if len(ranked) > 1 else None
+        base = ranked[ranked["variant"] == baseline]
+        over_base = None
+        if baseline is not None and not base.empty and best["variant"] != baseline:
+            over_base = _margin(best, base.iloc[0], info, True)
+        out.append(TierChoice(str(tier), _f(best["concurrency"]), str(best["variant"]),
+                              float(best["value"]), runner, over_base, excluded))  # fmt: skip
+    return out
+
+
+def _crossing(x0: float, m0: float, x1: float, m1: float) -> float:
+    l0, l1 = math.log2(x0), math.log2(x1)
+    return 2 ** (l0 + (m0 - 1.0) / (m0 - m1) * (l1 - l0))
+
+
+def crossover_of(
+    frame: pd.DataFrame, variant: str, info: ObjectiveInfo, baseline: str
+) -> Crossover:
+    """:class:`Crossover` of ``variant`` against ``baseline`` on the concurrency tiers where
+    both are complete (module docstring)."""
+
+    def rows(name: str) -> pd.DataFrame:
+        g = frame[(frame["variant"] == name) & (frame["tier_status"] == "complete")]
+        return g[g["concurrency"].notna() & g["value"].notna()].set_index("tier")
+
+    mine, base = rows(variant), rows(baseline)
+    common = mine.index.intersection(base.index)
+    mine = mine.loc[common].sort_values("concurrency")
+    points = []
+    for tier, r in mine.iterrows():
+        m = _margin(r, base.loc[tier], info, True)
+        points.append((float(r["concurrency"]), m))
+    has_interval = bool(points) and all(m.significant is not None for _, m in points)
+    missing = [m.basis for _, m in points if m.significant is None]
+    basis = (f"95 % interval of the {info.interval_note}" if has_interval
+             else (missing[0] if missing else "no tier where both are measured"))  # fmt: skip
+    pays = stops = estimate = low = high = None
+    beats = [(c, m.significant if has_interval else m.ratio > 1.0) for c, m in points]
+    for c, ok in beats:
+        if not ok:
+            stops = c
+            break
+        pays = c
+    for (c0, m0), (c1, m1) in zip(points, points[1:], strict=False):
+        if m0.ratio >= 1.0 > m1.ratio:
+            estimate = _crossing(c0, m0.ratio, c1, m1.ratio)
+            break
+    if has_interval:
+        low = pays
+        after = [
+            c
+            for c, m in points
+            if (pays is None or c > pays) and m.high is not None and m.high < 1.0
+        ]
+        high = after[0] if after else None
+    return Crossover(variant, pays, stops, estimate, low, high, basis)
+
+
+QUEUE_NOTE = (
+    "not measured: the report has no per-tier KV-usage or queue figure (server_metrics.csv "
+    "is a timeline, not split by tier)"
+)
+
+
+def memory_costs(
+    memory: pd.DataFrame | None, breakdown: pd.DataFrame | None
+) -> list[MemoryCost]:
+    """One :class:`MemoryCost` per variant of ``memory`` (``comparison.memory_extra``),
+    with the draft's KV pool from ``breakdown`` (memory_breakdown.csv ``draft_kv_max_blocks``,
+    ``draft_kv_pool_bytes``; None where absent). The largest concurrency without queueing is
+    None with :data:`QUEUE_NOTE`."""
+    if memory is None or memory.empty:
+        return []
+    kv = breakdown.set_index("variant") if breakdown is not None else None
+    out = []
+    for r in memory.itertuples():
+        blocks = pool = None
+        if kv is not None and r.variant in kv.index:
+            k = kv.loc[r.variant]
+            blocks = _f(k.get("draft_kv_max_blocks"))
+            pool = _f(k.get("draft_kv_pool_bytes"))
+        out.append(MemoryCost(str(r.variant), _f(r.extra_weights_bytes),
+                              _f(r.extra_peak_bytes), str(r.peak_source or ""), blocks,
+                              pool, None, QUEUE_NOTE))  # fmt: skip
+    return out
+
+
+def recommend(
+    tiers: pd.DataFrame,
+    summary: pd.DataFrame,
+    objective: str,
+    baseline: str | None,
+    memory: pd.DataFrame | None = None,
+    breakdown: pd.DataFrame | None = None,
+) -> Recommendation:
+    """The recommendation of one run (module docstring for every definition).
+
+    Args:
+        tiers: ``comparison.tier_table`` output (every tier, any status).
+        summary: summary.csv rows (goodput and the paired ratio intervals).
+        objective: a key of :data:`OBJECTIVE_INFO`.
+        baseline: the baseline variant (None: no margins over it, no crossover).
+        memory: ``comparison.memory_extra`` output (None: not measured).
+        breakdown: memory_breakdown.csv (the draft's KV pool).
+
+    Raises:
+        KeyError: ``objective`` is not a key of :data:`OBJECTIVE_INFO`.
+    """
+    info = OBJECTIVE_INFO[objective]
+    frame = objective_frame(tiers, summary, objective)
+    chosen = best_per_tier(frame, info, baseline)
+    speculative = frame["mode"].notna() & (frame["mode"] != "baseline")  # None: unknown
+    spec = sorted(set(frame.loc[speculative, "variant"].astype(str)))
+    if baseline is not None:
+        spec = [v for v in spec if v != baseline]
+    cross = [crossover_of(frame, v, info, baseline) for v in spec] if baseline else []
+    wins = {v: sum(c.best == v for c in chosen) for v in spec}
+    reach = {c.variant: c.pays_up_to or 0.0 for c in cross}
+    ranked = sorted(spec, key=lambda v: (-wins[v], -reach.get(v, 0.0), v))
+    winner = ranked[0] if ranked and wins[ranked[0]] > 0 else None
+    if winner is None:
+        reason = ("no speculative variant is best by "
+                  f"{info.label} at any complete tier: serve without speculation")  # fmt: skip
+    else:
+        reason = (f"best by {info.label} at {wins[winner]} of {len(chosen)} complete tiers"
+                  + (", the most of any speculative variant" if len(spec) > 1 else ""))  # fmt: skip
+    return Recommendation(info, baseline, tuple(chosen), tuple(cross),
+                          tuple(memory_costs(memory, breakdown)),
+                          tuple(excluded_rows(frame)), winner, reason)  # fmt: skip

@@ -1,0 +1,110 @@
+"""The recommendation of a run, joined from its tables and the LLM-API contracts.
+
+Analysis: :mod:`trtbench.profiling.report.recommendation`; the config snippets:
+:mod:`~trtbench.profiling.report.recommendation_config` (each TensorRT-LLM version's
+``speculative_config`` fields from ``builders/trtllm/data/llmapi_<version>.json``); text and
+``recommendation.json``: :mod:`~trtbench.profiling.report.recommendation_text`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from trtbench.builders.trtllm.llmapi_contract import (
+    LLMAPI_VERSIONS,
+    load_llmapi_contract,
+)
+from trtbench.errors import ConfigError
+from trtbench.profiling.report.recommendation import recommend
+from trtbench.profiling.report.recommendation_config import (
+    TRTLLM_DECODING,
+    ContractView,
+    Policy,
+    Snippet,
+    engine_snippet,
+    llmapi_snippet,
+    make_policy,
+    trtbench_snippet,
+    vllm_snippet,
+)
+from trtbench.profiling.report.recommendation_text import (
+    recommendation_json,
+    recommendation_lines,
+)
+from trtbench.run_data import RunData
+from trtbench.spec_report import check_goodput_slos, recorded_report, resolve_objective
+
+RECOMMENDATION_JSON = "recommendation.json"
+
+
+@dataclass(frozen=True)
+class RunRecommendation:
+    """The section's Markdown lines and the JSON document."""
+
+    lines: list[str]
+    document: dict[str, Any]
+
+
+def contract_view(version: str, mode: str) -> ContractView:
+    """What TensorRT-LLM ``version``'s LLM-API contract offers the decoding config of
+    ``mode`` (a ConfigError of the contract becomes ``decoding_type`` None)."""
+    contract = load_llmapi_contract(version)
+    name = TRTLLM_DECODING.get(mode)
+    try:
+        cls = contract.decoding_class(name)
+    except ConfigError:
+        return ContractView(contract.version, None, {})
+    entry = contract.class_entry(cls)
+    return ContractView(contract.version, name, contract.class_fields(cls),
+                        entry.get("pytorch") is not False)  # fmt: skip
+
+
+def _snippets(run: RunData, rec: Any, policy: Policy | None) -> list[Snippet]:
+    if policy is None:
+        return [engine_snippet(rec, None)]
+    out = [trtbench_snippet(policy)]
+    out += [
+        llmapi_snippet(policy, contract_view(v, policy.mode))
+        for v in reversed(LLMAPI_VERSIONS)
+    ]
+    out += [vllm_snippet(policy), engine_snippet(rec, policy)]
+    return out
+
+
+def recommend_run(
+    run: RunData,
+    tiers: pd.DataFrame,
+    variants: pd.DataFrame,
+    memory: pd.DataFrame | None,
+    objective: str | None = None,
+) -> RunRecommendation:
+    """The Recommendation of ``run`` by ``objective`` (None: run.json's recorded
+    ``report.objective``, else output_tok_s).
+
+    Args:
+        run: the loaded run.
+        tiers: ``comparison.tier_table`` output.
+        variants: the variants table (``pipeline.report.variants_frame``).
+        memory: ``comparison.memory_extra`` output (None: not measured).
+        objective: the CLI's ``--objective``.
+
+    Raises:
+        ConfigError: an unknown objective, or goodput on a run without SLOs.
+    """
+    recorded, slos = recorded_report(run.run)
+    chosen = resolve_objective(objective, recorded)
+    goodput = run.summary.get("request_goodput_per_s")
+    measured = (
+        goodput is not None and pd.to_numeric(goodput, errors="coerce").notna().any()
+    )
+    check_goodput_slos(chosen, bool(slos) or bool(measured))
+    rec = recommend(
+        tiers, run.summary, chosen, run.baseline, memory, run.memory_breakdown
+    )
+    policy = make_policy(rec, variants, tiers, run.acceptance)
+    snippets = _snippets(run, rec, policy)
+    return RunRecommendation(recommendation_lines(rec, policy, snippets),
+                             recommendation_json(rec, policy, snippets))  # fmt: skip
