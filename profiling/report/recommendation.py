@@ -308,13 +308,23 @@ QUEUE_NOTE = (
 )
 
 
+UNQUEUED_NOTE = (
+    "largest closed-loop tier with no KV wait, no preemption and no more requests than batch "
+    "slots (server_metrics.csv, per tier)"
+)
+
+
 def memory_costs(
-    memory: pd.DataFrame | None, breakdown: pd.DataFrame | None
+    memory: pd.DataFrame | None,
+    breakdown: pd.DataFrame | None,
+    unqueued: pd.Series | None = None,
 ) -> list[MemoryCost]:
     """One :class:`MemoryCost` per variant of ``memory`` (``comparison.memory_extra``),
     with the draft's KV pool from ``breakdown`` (memory_breakdown.csv ``draft_kv_max_blocks``,
-    ``draft_kv_pool_bytes``; None where absent). The largest concurrency without queueing is
-    None with :data:`QUEUE_NOTE`."""
+    ``draft_kv_pool_bytes``; None where absent). The largest concurrency without queueing
+    comes from ``unqueued`` (variant → concurrency,
+    :func:`trtbench.profiling.memory.kv_pressure.largest_unqueued_concurrency`); where it
+    has none, None with :data:`QUEUE_NOTE`."""
     if memory is None or memory.empty:
         return []
     kv = breakdown.set_index("variant") if breakdown is not None else None
@@ -325,9 +335,10 @@ def memory_costs(
             k = kv.loc[r.variant]
             blocks = _f(k.get("draft_kv_max_blocks"))
             pool = _f(k.get("draft_kv_pool_bytes"))
+        calm = _f(unqueued.get(r.variant)) if unqueued is not None else None
         out.append(MemoryCost(str(r.variant), _f(r.extra_weights_bytes),
                               _f(r.extra_peak_bytes), str(r.peak_source or ""), blocks,
-                              pool, None, QUEUE_NOTE))  # fmt: skip
+                              pool, calm, UNQUEUED_NOTE if calm is not None else QUEUE_NOTE))  # fmt: skip
     return out
 
 
@@ -338,6 +349,7 @@ def recommend(
     baseline: str | None,
     memory: pd.DataFrame | None = None,
     breakdown: pd.DataFrame | None = None,
+    unqueued: pd.Series | None = None,
 ) -> Recommendation:
     """The recommendation of one run (module docstring for every definition).
 
@@ -348,6 +360,8 @@ def recommend(
         baseline: the baseline variant (None: no margins over it, no crossover).
         memory: ``comparison.memory_extra`` output (None: not measured).
         breakdown: memory_breakdown.csv (the draft's KV pool).
+        unqueued: variant → largest concurrency served without queueing (None: the server
+            reported no KV / queue metrics).
 
     Raises:
         KeyError: ``objective`` is not a key of :data:`OBJECTIVE_INFO`.
@@ -371,5 +385,5 @@ def recommend(
         reason = (f"best by {info.label} at {wins[winner]} of {len(chosen)} complete tiers"
                   + (", the most of any speculative variant" if len(spec) > 1 else ""))  # fmt: skip
     return Recommendation(info, baseline, tuple(chosen), tuple(cross),
-                          tuple(memory_costs(memory, breakdown)),
+                          tuple(memory_costs(memory, breakdown, unqueued)),
                           tuple(excluded_rows(frame)), winner, reason)  # fmt: skip

@@ -9,6 +9,7 @@ Analysis: :mod:`trtbench.profiling.report.recommendation`; the config snippets:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -18,6 +19,11 @@ from trtbench.builders.trtllm.llmapi_contract import (
     load_llmapi_contract,
 )
 from trtbench.errors import ConfigError
+from trtbench.profiling.memory.kv_pressure import (
+    kv_pressure,
+    largest_unqueued_concurrency,
+)
+from trtbench.profiling.memory.server_metrics import read_server_metrics_csv
 from trtbench.profiling.report.recommendation import recommend
 from trtbench.profiling.report.recommendation_config import (
     TRTLLM_DECODING,
@@ -35,6 +41,7 @@ from trtbench.profiling.report.recommendation_text import (
     recommendation_lines,
 )
 from trtbench.run_data import RunData
+from trtbench.run_dir import RunDir
 from trtbench.spec_report import check_goodput_slos, recorded_report, resolve_objective
 
 RECOMMENDATION_JSON = "recommendation.json"
@@ -74,6 +81,23 @@ def _snippets(run: RunData, rec: Any, policy: Policy | None) -> list[Snippet]:
     return out
 
 
+def unqueued_concurrency(root: Path) -> pd.Series | None:
+    """Per variant, the largest concurrency served without queueing, from
+    ``server_metrics.csv``'s KV and request gauges (None: no file, or no tier has them).
+
+    Raises:
+        DataFileError: server_metrics.csv is damaged.
+    """
+    path = RunDir(root).server_metrics_csv
+    if not path.is_file():
+        return None
+    table = kv_pressure(read_server_metrics_csv(path))
+    if table.empty:
+        return None
+    calm = largest_unqueued_concurrency(table).dropna()
+    return calm if not calm.empty else None
+
+
 def recommend_run(
     run: RunData,
     tiers: pd.DataFrame,
@@ -101,9 +125,8 @@ def recommend_run(
         goodput is not None and pd.to_numeric(goodput, errors="coerce").notna().any()
     )
     check_goodput_slos(chosen, bool(slos) or bool(measured))
-    rec = recommend(
-        tiers, run.summary, chosen, run.baseline, memory, run.memory_breakdown
-    )
+    rec = recommend(tiers, run.summary, chosen, run.baseline, memory,
+                    run.memory_breakdown, unqueued_concurrency(run.root))  # fmt: skip
     policy = make_policy(rec, variants, tiers, run.acceptance)
     snippets = _snippets(run, rec, policy)
     return RunRecommendation(recommendation_lines(rec, policy, snippets),
