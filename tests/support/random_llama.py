@@ -119,3 +119,16 @@ def save_model(model: LlamaForCausalLM, directory: Path, tokenizer=None) -> Path
 def save_heads(heads: MedusaHeads, directory: Path, base: Path) -> Path:
     """FasterDecoding-format heads dir."""
     return save_medusa_heads(heads, directory, str(base))
+
+
+def float64_family(vocab_size: int) -> dict[str, object]:
+    """The float64 models the batched lossless tests share: ``target`` (seed 0), ``near`` (a
+    drafter: the target plus N(0, 0.005²) noise), ``heads`` (3 random Medusa heads over the
+    target's LM head) and a word-level ``tokenizer``."""
+    base32 = random_llama(seed=0, vocab_size=vocab_size)
+    return {
+        "target": random_llama(seed=0, vocab_size=vocab_size).double(),
+        "near": perturbed_copy(base32, seed=2, scale=0.005).double(),
+        "heads": random_heads(base32, num_heads=3, seed=4).double(),
+        "tokenizer": make_tokenizer(vocab_size),
+    }

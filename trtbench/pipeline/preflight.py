@@ -323,7 +323,9 @@ def preflight_run(
     check_workers(spec.loadtest, "loadtest.workers")
     check_nsys(spec)
     check_run_dir(run_dir)
-    if any(v.server == "triton" for v in selected):  # vLLM-only runs need no tritonserver
+    if any(
+        v.server == "triton" for v in selected
+    ):  # vLLM-only runs need no tritonserver
         check_tritonserver(spec.deploy.tritonserver, "deploy.tritonserver")
     check_mpirun(spec, selected)
     check_llmapi_variants(spec, selected)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.support.random_llama import float64_family
+
 
 @pytest.fixture(scope="module")
 def one_torch_thread():
@@ -13,3 +15,15 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def family():
+    """The float64 models of the batched lossless tests (vocabulary 64): target, near
+    (a drafter), heads, tokenizer."""
+    return float64_family(64)
+
+
+@pytest.fixture(scope="module")
+def target(family):
+    return family["target"]

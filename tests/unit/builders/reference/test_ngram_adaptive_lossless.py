@@ -17,10 +17,6 @@ import torch
 
 from tests.support.random_llama import (
     greedy_oracle,
-    make_tokenizer,
-    perturbed_copy,
-    random_heads,
-    random_llama,
 )
 from trtbench.builders.reference.loading import make_engine
 from trtbench.builders.reference.ngram import NgramSettings, propose_ngram
@@ -39,16 +35,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
-def target():
-    return random_llama(seed=0, vocab_size=VOCAB).double()
-
-
-@pytest.fixture(scope="module")
-def engines(target):
-    base32 = random_llama(seed=0, vocab_size=VOCAB)
-    near = perturbed_copy(base32, seed=2, scale=0.005).double()
-    heads = random_heads(base32, num_heads=3, seed=4).double()
-    tok = make_tokenizer(VOCAB)
+def engines(family):
+    target, near, heads = family["target"], family["near"], family["heads"]
+    tok = family["tokenizer"]
     kw = {"max_seq_len": 96, "max_input_len": 48, "max_batch_size": SLOTS}
     return {
         "baseline": make_engine("baseline", target, tok, **kw),
