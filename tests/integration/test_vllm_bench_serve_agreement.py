@@ -27,6 +27,7 @@ while the server starts. Cost: the server start plus ~1 min.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -59,10 +60,13 @@ CPU per chunk before). The TTFT median, which such stalls move most, fails its b
 loaded machine (docs/bench_serve_agreement.md: figures, causes, runs 4-6). TPOT's median is
 reported, not held: a request whose chunks are read in one burst has a TPOT near 0 in one tool
 and not in the other."""
-LAG_WARN_MS = 5.0  # trtbench's client-lag warning line (client_timing.py)
-"""Where the TTFT medians disagree beyond the bound, trtbench must have marked its own stamps
-as late: on a loaded 2-core host its client's event loop lags by hundreds of ms (every chunk
-of a request then lands in one read, TTFT ≈ E2E), which its summary and terminal report."""
+CLIENT_NICE = -10  # both clients ahead of the server for the CPU (clients_first)
+LAG_TRUST_MS = 50.0
+"""The timing bounds hold where trtbench's client kept up: the largest p99 event-loop lag of
+its blocks at most this. Above it trtbench itself marks its stamps as late (summary
+``event_loop_lag_p99_ms``, a terminal warning past 5 ms): on a 2-core host shared with vLLM and
+other jobs its loop lags by hundreds of ms, a request's whole stream lands in one read and
+TTFT ≈ E2E; the figures are then printed, not held (the exact checks always are)."""
 READY_S = 300
 CORPUS = ("textwrap.py", "argparse.py", "difflib.py")
 
@@ -257,6 +261,31 @@ def gap(a: float, b: float) -> float:
     return abs(a - b) / min(a, b)
 
 
+@pytest.fixture
+def clients_first(bench) -> Iterator[None]:
+    """Both load generators (this process, where trtbench runs, and the bench driver) at
+    priority -10 while the server keeps 0: on 2 cores shared with vLLM a client at the
+    server's priority is starved for hundreds of ms (its whole stream lands in one read;
+    measured: TTFT median 190-217 ms at nice 0 vs 17 ms at nice -15, vllm bench ~20 ms).
+    Without the right to raise priorities (not root) nothing changes and the TTFT check
+    falls back to trtbench's own lag flag."""
+    proc, _ = bench
+    targets = [0, proc.pid]
+    before = [os.getpriority(os.PRIO_PROCESS, pid) for pid in targets]
+    try:
+        for pid in targets:
+            os.setpriority(os.PRIO_PROCESS, pid, CLIENT_NICE)
+    except PermissionError:
+        pass
+    try:
+        yield
+    finally:
+        for pid, nice in zip(targets, before, strict=True):
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, pid, nice)
+
+
+@pytest.mark.usefixtures("clients_first")
 def test_trtbench_and_vllm_bench_serve_agree(vllm_url, bench, model, tmp_path, capsys):
     tok = TextTokenizer.load(model)
     texts = corpus_prompts(tok, PER_BLOCK * len(ORDER))
@@ -313,10 +342,12 @@ def test_trtbench_and_vllm_bench_serve_agree(vllm_url, bench, model, tmp_path, c
         )
     report["trtbench_event_loop_lag_p99_ms_max"] = max(t_lag)
     print(json.dumps({"event_loop_lag_p99_ms": t_lag}))
+    if max(t_lag) > LAG_TRUST_MS:
+        # Not quiet: trtbench measured its own client as late (event_loop_lag_p99_ms in its
+        # summary, a warning on its terminal), so its timings are not held to the bounds.
+        print(
+            f"timing not compared: trtbench flagged its client lag {max(t_lag):.0f} ms"
+        )
+        return
     for name, bound in TOLERANCE.items():
-        if name == "ttft_p50_ms" and report[name]["gap"] > bound:
-            # Not quiet: trtbench measured its own client as late (the summary's
-            # event_loop_lag_p99_ms above its 5 ms warning line, printed to the user).
-            assert max(t_lag) > LAG_WARN_MS, (name, report[name], t_lag)
-            continue
         assert report[name]["gap"] <= bound, (name, report[name])
