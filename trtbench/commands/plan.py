@@ -1,4 +1,4 @@
-"""``trtbench plan``: predict draft-target vs Medusa vs baseline before building anything."""
+"""``trtbench plan``: predict draft-target, Medusa, EAGLE-3, MTP, n-gram vs baseline before building."""
 
 from __future__ import annotations
 
@@ -55,7 +55,33 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
     "--model",
     help="Target: a preset (llama-3-8b, llama-3.1-70b, llama-3.2-1b, llama-3.2-3b, vicuna-7b), a HF config.json / model dir, or sizes as key=value pairs (params, layers, hidden, kv_heads, head_dim, vocab), e.g. params=8e9,layers=32,….",
 )
-@_defaulted("--gpu", "h100-sxm, h200, a100-sxm-80gb or l40s.")
+@_defaulted("--gpu", "GPU preset: h100-sxm, h200, a100-sxm-80gb or l40s (per GPU).")
+@optgroup.option(
+    "--tp",
+    type=int,
+    help="Tensor-parallel GPUs: weights and KV split over them, 2 all-reduces per layer (default: --gpus / --pp, else 1).",
+)
+@_defaulted(
+    "--pp", "Pipeline stages (layers split; stages run one after another).", type=int
+)
+@optgroup.option(
+    "--gpus", type=int, help="GPUs in all (= tp x pp); alone it sets --tp."
+)
+@optgroup.option(
+    "--link-gbs",
+    type=float,
+    help="GPU-to-GPU bandwidth per direction, GB/s (default: the preset's: NVLink 4 450, NVLink 3 300, PCIe Gen4 32).",
+)
+@_defaulted(
+    "--allreduce-latency-us",
+    "Fixed latency of one all-reduce or stage send (assumed).",
+    type=float,
+)
+@_defaulted(
+    "--overhead-gib",
+    "Per-GPU memory held for the runtime (CUDA context, NCCL).",
+    type=float,
+)
 @_defaulted(
     "--dtype",
     "Weights and math (fp8: FP8 weights on FP8 tensor cores).",
@@ -91,6 +117,33 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
     "--medusa-heads", type=int, help="Heads (default: the number of accuracy rows)."
 )
 @_defaulted("--medusa-layers", "Residual blocks per head.", type=int)
+@optgroup.group(
+    "EAGLE-3, MTP, n-gram (per-position acceptance: 'a1,a2,a3', 'ALPHAxK' or 'default')"
+)
+@optgroup.option(
+    "--eagle3",
+    help="Plan EAGLE-3 with these rates ('default': 0.8,0.7,0.6, assumed); K = number of rates.",
+)
+@_defaulted("--eagle3-layers", "Decoder layers of the EAGLE-3 head.", type=int)
+@optgroup.option(
+    "--eagle3-vocab",
+    type=int,
+    help="Draft vocabulary of the EAGLE-3 LM head (default: the target's).",
+)
+@optgroup.option(
+    "--mtp",
+    help="Plan MTP with these rates ('default': 0.85, DeepSeek-V3's 2nd-token acceptance).",
+)
+@_defaulted(
+    "--mtp-layers", "MTP modules in memory (num_nextn_predict_layers).", type=int
+)
+@optgroup.option(
+    "--ngram",
+    help="n-gram (prompt lookup) chain rates (default: 0.5,0.4,0.3, assumed).",
+)
+@_defaulted(
+    "--ngram-lookup-us", "CPU lookup time per sequence per step (assumed).", type=float
+)
 @optgroup.group("Workload")
 @optgroup.option(
     "--concurrency",
@@ -124,13 +177,19 @@ def plan(**params: object) -> None:
     """Predict step time, tokens per step, speedup and memory per concurrency (roofline).
 
     Formulas: expected tokens per step (Leviathan et al. 2023, arXiv 2211.17192), the Medusa
-    tree expectation (Cai et al. 2024, arXiv 2401.10774), and a roofline of the weights + KV
-    cache read per decode step.
+    tree expectation (Cai et al. 2024, arXiv 2401.10774), chains 1 + Σ_j Π_{i<=j} a_i, and a
+    roofline of the weights + KV cache read per decode step on one GPU of the tp x pp group,
+    plus 2 ring all-reduces per layer (latency + 2(N-1)/N x bytes / link bandwidth).
 
     \b
     Example (add --from-run RUN_DIR to fit alpha to a measured run):
       trtbench plan --model llama-3-8b --draft llama-3.2-1b \\
           --medusa-accuracies vicuna-7b --gpu h200
+
+    \b
+    A 70B target on 8 H100s:
+      trtbench plan --model llama-3.1-70b --gpu h100-sxm --tp 8 \\
+          --draft llama-3.2-1b --medusa-accuracies vicuna-33b --eagle3 default
     """
     try:
         settings = PlanSettings(**params)

@@ -9,6 +9,12 @@ Sources:
         HBM2e, 2,039 GB/s, BF16 tensor 312 TFLOP/s dense; no FP8 tensor cores (Ampere).
     L40S: NVIDIA L40S datasheet: 48 GB GDDR6, 864 GB/s, BF16 tensor 362.05 TFLOP/s dense
         (733 sparse), FP8 733 TFLOP/s dense (1,466 sparse).
+
+GPU-to-GPU links (per direction; spec sheets quote the bidirectional total, twice as large):
+    H100 SXM5 and H200 SXM: NVLink 4, 900 GB/s total (research/speedup_anchors.md §3) =
+        450 GB/s each way (18 links x 25 GB/s).
+    A100 SXM4: NVLink 3, 600 GB/s total (A100 datasheet) = 300 GB/s each way.
+    L40S: no NVLink; PCIe Gen4 x16, 64 GB/s total (L40S datasheet) = 32 GB/s each way.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ class GpuSpec:
         bf16_dense_flops_per_s: dense BF16/FP16 tensor-core peak.
         fp8_dense_flops_per_s: dense FP8 tensor-core peak; None where the GPU has none.
         source: where the numbers come from.
+        link_bytes_per_s: GPU-to-GPU bandwidth in one direction (NVLink, or PCIe).
+        link_label: the link's name, e.g. ``NVLink 4``.
     """
 
     name: str
@@ -39,6 +47,8 @@ class GpuSpec:
     bf16_dense_flops_per_s: float
     fp8_dense_flops_per_s: float | None
     source: str
+    link_bytes_per_s: float
+    link_label: str
 
     def ridge_flops_per_byte(self, fp8: bool = False) -> float:
         """Roofline ridge point: dense peak / bandwidth (FLOP per byte).
@@ -73,18 +83,22 @@ GPUS: dict[str, GpuSpec] = {
         GpuSpec(
             "h100-sxm", "H100 SXM5 80GB", 80 * _GB, 3.35 * _TB, 989 * _TB,
             1979 * _TB, "research/speedup_anchors.md §3 (NVIDIA H100 spec page)",
+            450 * _GB, "NVLink 4",
         ),
         GpuSpec(
             "h200", "H200 SXM 141GB", 141 * _GB, 4.8 * _TB, 989 * _TB, 1979 * _TB,
-            "research/speedup_anchors.md §3 (NVIDIA H200 spec page)",
+            "research/speedup_anchors.md §3 (NVIDIA H200 spec page)", 450 * _GB,
+            "NVLink 4",
         ),
         GpuSpec(
             "a100-sxm-80gb", "A100 SXM4 80GB", 80 * _GB, 2.039 * _TB, 312 * _TB, None,
             "NVIDIA A100 datasheet (SXM4 80GB: 2,039 GB/s, BF16 312 TFLOP/s dense)",
+            300 * _GB, "NVLink 3",
         ),
         GpuSpec(
             "l40s", "L40S 48GB", 48 * _GB, 0.864 * _TB, 362.05 * _TB, 733 * _TB,
             "NVIDIA L40S datasheet (864 GB/s; BF16 362 / FP8 733 TFLOP/s dense)",
+            32 * _GB, "PCIe Gen4 x16",
         ),
     )
 }  # fmt: skip
@@ -102,7 +116,9 @@ def get_gpu(name: str) -> GpuSpec:
     key = name.strip().lower().replace("_", "-").replace(" ", "-")
     key = _ALIASES.get(key, key)
     if key not in GPUS:
-        raise ConfigError(f"unknown GPU {name!r}; use one of {', '.join(sorted(GPUS))}")
+        raise ConfigError(
+            f"unknown GPU preset {name!r}; use one of {', '.join(sorted(GPUS))}"
+        )
     return GPUS[key]
 
 

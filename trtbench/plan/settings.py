@@ -19,9 +19,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from trtbench.builders.medusa_tree import per_rank_accuracies, resolve_choices
 from trtbench.errors import ConfigError
 from trtbench.export import Column, records_to_frame, write_csv
+from trtbench.plan.chain_modes import (
+    EAGLE3,
+    MTP,
+    NGRAM,
+    ChainSetup,
+    eagle3_setup,
+    mtp_setup,
+    ngram_setup,
+    parse_rates,
+)
 from trtbench.plan.fit import VariantFit, fit_run
-from trtbench.plan.gpus import get_gpu
-from trtbench.plan.model_shapes import resolve_model
+from trtbench.plan.gpus import GpuSpec, get_gpu
+from trtbench.plan.model_shapes import ModelShape, resolve_model
+from trtbench.plan.parallel import Parallelism
 from trtbench.plan.planner import (
     DraftSetup,
     MedusaSetup,
@@ -86,6 +97,19 @@ class PlanSettings(BaseModel):
     output_len: int = Field(default=256, ge=1)
     memory_fraction: float = Field(default=0.9, gt=0.0, le=1.0)
     step_overhead_ms: float = Field(default=0.0, ge=0.0)
+    tp: int | None = Field(default=None, ge=1)
+    pp: int = Field(default=1, ge=1)
+    gpus: int | None = Field(default=None, ge=1)
+    link_gbs: float | None = Field(default=None, gt=0.0)
+    allreduce_latency_us: float = Field(default=10.0, ge=0.0)
+    overhead_gib: float = Field(default=0.0, ge=0.0)
+    eagle3: str | None = None
+    eagle3_layers: int = Field(default=1, ge=1)
+    eagle3_vocab: int | None = Field(default=None, ge=1)
+    mtp: str | None = None
+    mtp_layers: int = Field(default=1, ge=1)
+    ngram: str | None = None
+    ngram_lookup_us: float = Field(default=10.0, ge=0.0)
     from_run: Path | None = None
     out: Path | None = None
 
@@ -156,6 +180,49 @@ def medusa_setup(settings: PlanSettings) -> MedusaSetup | None:
     return setup
 
 
+def parallelism(settings: PlanSettings, gpu: GpuSpec) -> Parallelism:
+    """``--tp`` / ``--pp`` / ``--gpus`` and the link figures (default: the GPU's link).
+
+    ``--gpus N`` alone means ``tp = N / pp``.
+
+    Raises:
+        ConfigError: ``--gpus`` not equal to tp x pp, or not a multiple of ``--pp``.
+    """
+    tp, pp, gpus = settings.tp, settings.pp, settings.gpus
+    if gpus is not None and tp is None:
+        if gpus % pp:
+            raise ConfigError(f"--gpus {gpus} is not a multiple of --pp {pp}")
+        tp = gpus // pp
+    tp = tp or 1
+    if gpus is not None and tp * pp != gpus:
+        raise ConfigError(
+            f"--gpus {gpus} is not --tp {tp} x --pp {pp}; give one of them"
+        )
+    link = settings.link_gbs * 1e9 if settings.link_gbs else gpu.link_bytes_per_s
+    return Parallelism(tp, pp, link, settings.allreduce_latency_us * 1e-6)
+
+
+def chain_setups(settings: PlanSettings, target: ModelShape) -> tuple[ChainSetup, ...]:
+    """EAGLE-3, MTP and n-gram setups for the modes given (``chain_modes``).
+
+    Raises:
+        ConfigError: rates that do not parse, prefixed with the option.
+    """
+    out = []
+    if settings.eagle3 is not None:
+        rates = _option("--eagle3", lambda: parse_rates(settings.eagle3 or "", EAGLE3))
+        out.append(
+            eagle3_setup(target, rates, settings.eagle3_layers, settings.eagle3_vocab)
+        )
+    if settings.mtp is not None:
+        rates = _option("--mtp", lambda: parse_rates(settings.mtp or "", MTP))
+        out.append(mtp_setup(target, rates, settings.mtp_layers))
+    if settings.ngram is not None:
+        rates = _option("--ngram", lambda: parse_rates(settings.ngram or "", NGRAM))
+        out.append(ngram_setup(rates, settings.ngram_lookup_us * 1e-6))
+    return tuple(out)
+
+
 def plan_inputs(settings: PlanSettings) -> PlanInputs:
     """Resolve model, GPU, draft and Medusa options into :class:`PlanInputs`.
 
@@ -172,14 +239,18 @@ def plan_inputs(settings: PlanSettings) -> PlanInputs:
     if settings.draft is not None:
         shape = _option("--draft", lambda: resolve_model(settings.draft or ""))
         draft = DraftSetup(shape, settings.draft_len, settings.alpha)
+    target = _option("--model", lambda: resolve_model(settings.model or ""))
+    gpu = _option("--gpu", lambda: get_gpu(settings.gpu))
     inputs = PlanInputs(
-        target=_option("--model", lambda: resolve_model(settings.model or "")),
-        gpu=_option("--gpu", lambda: get_gpu(settings.gpu)),
+        target=target, gpu=gpu,
         input_len=settings.input_len, output_len=settings.output_len,
         concurrencies=tuple(settings.concurrency), dtype=settings.dtype,
         kv_dtype=settings.kv_dtype, draft=draft, medusa=medusa_setup(settings),
         memory_fraction=settings.memory_fraction,
         step_overhead_ms=settings.step_overhead_ms,
+        chains=chain_setups(settings, target),
+        parallel=parallelism(settings, gpu),
+        overhead_bytes=settings.overhead_gib * 2**30,
     )  # fmt: skip
     _option("--dtype", lambda: inputs.peak_flops_per_s)
     return inputs
@@ -197,7 +268,7 @@ class PlanResult:
 
 
 PLAN_SCHEMA: tuple[Column, ...] = (
-    Column("mode", "baseline | draft_target | medusa"),
+    Column("mode", "baseline | draft_target | medusa | eagle3 | mtp | ngram"),
     Column("concurrency", "concurrent sequences B"),
     Column("step_time_ms", "predicted time of one decoding step (roofline)"),
     Column("tokens_per_step", "expected tokens per step (§2.2 / §2.5)"),
@@ -205,11 +276,17 @@ PLAN_SCHEMA: tuple[Column, ...] = (
     Column("output_tokens_per_s", "B / TPOT (system output token throughput)"),
     Column("speedup_ratio", "baseline TPOT / this mode's TPOT at the same B"),
     Column("bound", "memory or compute: what bounds the target pass"),
-    Column("weights_bytes", "target weights"),
-    Column("extra_weights_bytes", "draft weights or Medusa heads"),
-    Column("kv_cache_bytes", "KV cache of B sequences (target + draft)"),
-    Column("total_memory_bytes", "weights + extra + KV cache"),
+    Column("weights_bytes", "target weights per GPU (params x bytes / (tp x pp))"),
+    Column(
+        "extra_weights_bytes",
+        "draft weights, Medusa heads or EAGLE-3 / MTP layers per GPU",
+    ),
+    Column("kv_cache_bytes", "KV cache of B sequences per GPU (target + draft)"),
+    Column(
+        "total_memory_bytes", "per GPU: weights + extra + KV cache + logits + overhead"
+    ),
     Column("fits", "total_memory_bytes <= memory_fraction × GPU memory"),
+    Column("communication_ms", "all-reduce and pipeline-send time within step_time_ms"),
 )
 
 
@@ -264,13 +341,20 @@ def run_plan(settings: PlanSettings) -> PlanResult:
     """Plan, and with ``from_run`` fit the run; write ``out`` (plan CSV) when asked.
 
     Raises:
-        ConfigError: invalid options (message names the option) or an unreadable run.
+        ConfigError: invalid options (message names the option), an unreadable run, or a
+            run without a baseline variant.
     """
     fits, fit_rows, run = [], None, None
     if settings.from_run is not None:
         run = _option(
             "--from-run", lambda: load_run(settings.from_run or Path(), RUN_CSV_SCHEMAS)
         )
+        if run.baseline is None:
+            raise ConfigError(
+                f"--from-run {settings.from_run}: the run has no baseline variant (mode "
+                "baseline, or a variant named 'baseline'); the fit needs baseline TPOT per "
+                "tier: add a baseline variant to the spec and rerun the load test"
+            )
         fits, fit_rows = fit_run(run.summary, run.variants, run.baseline)
         if settings.model is None:
             return PlanResult(None, fits, fit_rows, run.root)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from trtbench.plan.parallel import allreduce_s
 from trtbench.plan.planner import Plan, estimate_memory, medusa_head_params
 from trtbench.plan.settings import PlanResult
 from trtbench.plan.speculation import expected_tokens_per_step
@@ -16,7 +17,10 @@ FORMULA = (
     "weights + B x context x KV bytes/token; FLOPs = 2 x matmul params x tokens + attention "
     "(roofline). Draft step = γ draft passes + a (γ+1)-token verify; Medusa step = a "
     "(1+nodes)-token verify + heads. E[N] = (1-α^(γ+1))/(1-α) (Leviathan et al. 2023); "
-    "Medusa E = 1 + Σ Π a_i(k_i) over tree nodes (Cai et al. 2024)."
+    "Medusa E = 1 + Σ Π a_i(k_i) over tree nodes (Cai et al. 2024); EAGLE-3 / MTP / n-gram "
+    "E = 1 + Σ_j Π_{i<=j} a_i, step = K head passes (n-gram: B x CPU lookup) + a (K+1)-token "
+    "verify. With tp > 1: 2 all-reduces per layer, each latency + 2(tp-1)/tp x B x T x "
+    "hidden x 2 B / link bandwidth (ring); memory and times are per GPU."
 )
 
 
@@ -38,6 +42,7 @@ def _header(plan: Plan) -> list[str]:
         f"Plan: {t.name} ({t.params / 1e9:.2f} B params, {i.dtype}, KV {kv}) on "
         f"{g.label} ({g.hbm_bandwidth_bytes_per_s / 1e12:.3g} TB/s, "
         f"{i.peak_flops_per_s / 1e12:.0f} TFLOP/s dense, {format_bytes(g.memory_bytes)})",
+        _parallel_line(plan),
         f"  input {i.input_len} + output {i.output_len} tokens; decode context "
         f"{i.decode_context_len:.0f}; memory budget {i.memory_fraction:.0%} = "
         f"{format_bytes(i.memory_fraction * g.memory_bytes)}",
@@ -56,6 +61,17 @@ def _header(plan: Plan) -> list[str]:
                 f"({sopt:.2f}x, §2.4)"
             )
         lines.append(line)
+    for c in i.chains:
+        rates = ",".join(f"{a:g}" for a in c.rates)
+        line = f"  {c.mode}: K={c.draft_len}, rates {rates} → E={c.tokens_per_step:.2f}"
+        if c.head is not None:
+            line += (
+                f"; head {c.head.params / 1e9:.2f} B params read per drafted token, "
+                f"{c.extra_params / 1e9:.2f} B in memory"
+            )
+        else:
+            line += f"; no model, CPU lookup {c.lookup_s * 1e6:.0f} µs per sequence"
+        lines.append(line)
     if i.medusa:
         m = i.medusa
         heads = medusa_head_params(t, m.num_heads, m.num_layers)
@@ -67,13 +83,28 @@ def _header(plan: Plan) -> list[str]:
     return lines
 
 
+def _parallel_line(plan: Plan) -> str:
+    """GPUs, split and link; the all-reduce time of one baseline step at B = 1."""
+    i, par = plan.inputs, plan.inputs.parallel
+    text = f"  {par.gpus} GPU(s): tp {par.tp} x pp {par.pp}"
+    if par.gpus == 1:
+        return text + "; memory and times per GPU"
+    one = allreduce_s(par, i.target.hidden * 2.0)
+    return (
+        f"{text}, {i.gpu.link_label} {par.link_bytes_per_s / 1e9:.0f} GB/s per direction, "
+        f"all-reduce latency {par.allreduce_latency_s * 1e6:.0f} µs; one all-reduce at B=1 "
+        f"{one * 1e6:.2f} µs x {2 * i.target.layers} per target pass; memory per GPU"
+    )
+
+
 def _rows(plan: Plan) -> str:
-    header = ("B", "mode", "step ms", "tok/step", "TPOT ms", "tok/s", "speedup",
-              "bound", "memory", "fits")  # fmt: skip
+    header = ("B", "mode", "step ms", "comm ms", "tok/step", "TPOT ms", "tok/s",
+              "speedup", "bound", "memory/GPU", "fits")  # fmt: skip
     rows = [
-        (str(r.concurrency), r.mode, f"{r.step_time_ms:.4g}", f"{r.tokens_per_step:.2f}",
-         f"{r.tpot_ms:.4g}", f"{r.output_tokens_per_s:.0f}", f"{r.speedup_ratio:.2f}x",
-         r.bound, format_bytes(r.total_memory_bytes), "yes" if r.fits else "NO")
+        (str(r.concurrency), r.mode, f"{r.step_time_ms:.4g}", f"{r.communication_ms:.3g}",
+         f"{r.tokens_per_step:.2f}", f"{r.tpot_ms:.4g}", f"{r.output_tokens_per_s:.0f}",
+         f"{r.speedup_ratio:.2f}x", r.bound, format_bytes(r.total_memory_bytes),
+         "yes" if r.fits else "NO")
         for r in plan.rows
     ]  # fmt: skip
     return table(header, rows)
@@ -81,14 +112,21 @@ def _rows(plan: Plan) -> str:
 
 def _memory(plan: Plan) -> list[str]:
     """Per mode: weights, draft/heads weights and KV cache per sequence (binary units)."""
-    lines = ["Memory per mode: weights + draft/heads + KV per sequence x B:"]
+    lines = [
+        "Memory per GPU and mode: weights + draft/heads + (KV + logits) per sequence x B"
+        + (" + overhead:" if plan.inputs.overhead_bytes else ":")
+    ]
     for mode in plan.inputs.modes:
         m = estimate_memory(plan.inputs, mode, 1)
-        lines.append(
+        line = (
             f"  {mode}: {format_bytes(m.weights_bytes)} + "
             f"{format_bytes(m.extra_weights_bytes)} + "
-            f"{format_bytes(m.kv_per_sequence_bytes)} x B"
+            f"({format_bytes(m.kv_per_sequence_bytes)} + "
+            f"{format_bytes(m.logits_per_sequence_bytes)}) x B"
         )
+        if m.overhead_bytes:
+            line += f" + {format_bytes(m.overhead_bytes)}"
+        lines.append(line)
     return lines
 
 

@@ -23,11 +23,14 @@ def test_plan_prints_and_writes_csv(tmp_path):
     assert "Crossover medusa: slower than baseline from B =" in result.output
     # Sizes in binary units (1 GiB = 2**30 B, 1 MiB = 2**20 B), never decimal GB:
     # H100 80e9 B = 74.506 GiB; 90 % budget 72e9 B = 67.055 GiB; weights 16,060,522,496 B
-    # = 14.957 GiB; KV per sequence 1280 tokens x 131,072 B = 160 MiB; baseline B=1 total
-    # 14.957 + 0.156 = 15.114 GiB.
+    # = 14.957 GiB; KV per sequence 1280 tokens x 131,072 B = 160 MiB; FP32 logits of one
+    # token 128,256 x 4 B = 513,024 B = 501.0 KiB; baseline B=1 total 14.957 + 0.156 +
+    # 0.0005 = 15.114 GiB.
     assert "989 TFLOP/s dense, 74.51 GiB)" in result.output
     assert "memory budget 90% = 67.06 GiB" in result.output
-    assert "baseline: 14.96 GiB + 0.0 MiB + 160.0 MiB x B" in result.output
+    assert (
+        "baseline: 14.96 GiB + 0.0 MiB + (160.0 MiB + 501.0 KiB) x B" in result.output
+    )
     assert "15.11 GiB" in result.output  # the B=1 baseline row
     assert " GB" not in result.output and "mem GB" not in result.output
     frame = pd.read_csv(out)

@@ -1,0 +1,161 @@
+"""What the planner is asked: model, GPUs, workload and the speculative setups, and their checks.
+
+Modes: ``baseline``, ``draft_target`` (a draft model), ``medusa`` (heads + tree), and the chain
+modes ``eagle3``, ``mtp``, ``ngram`` (``chain_modes``). Parallelism (``parallel``) splits every
+model over ``tp * pp`` GPUs; the draft model and the heads are split over the same group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trtbench.builders.medusa_tree import (
+    Choices,
+    expected_acceptance_length,
+    validate_choices,
+)
+from trtbench.errors import ConfigError
+from trtbench.plan.chain_modes import ChainSetup, chain_tokens_per_step
+from trtbench.plan.gpus import GpuSpec
+from trtbench.plan.model_shapes import ModelShape
+from trtbench.plan.parallel import Parallelism, check_parallelism, check_tp
+from trtbench.plan.speculation import expected_tokens_per_step
+
+BASELINE, DRAFT_TARGET, MEDUSA = "baseline", "draft_target", "medusa"
+DTYPE_BYTES = {"float16": 2.0, "bfloat16": 2.0, "fp8": 1.0}
+
+
+def medusa_head_params(target: ModelShape, num_heads: int, num_layers: int) -> float:
+    """Parameters of FasterDecoding Medusa heads: each has ``num_layers`` residual blocks
+    (H×H weight + bias) and its own H×V lm_head: ``K * (layers*(H²+H) + H*V)``."""
+    h = target.hidden
+    return num_heads * (num_layers * (h * h + h) + h * target.vocab)
+
+
+@dataclass(frozen=True)
+class DraftSetup:
+    """A draft model proposing ``draft_len`` tokens per step, each accepted with ``alpha``."""
+
+    model: ModelShape
+    draft_len: int
+    alpha: float
+
+
+@dataclass(frozen=True)
+class MedusaSetup:
+    """Medusa heads, the tree they verify and per-head per-rank accuracies (§2.5)."""
+
+    num_heads: int
+    num_layers: int
+    choices: Choices
+    accuracies: tuple[tuple[float, ...], ...] = ()
+    measured_tokens_per_step: float | None = None
+
+    @property
+    def tokens_per_step(self) -> float:
+        """A measured E when given (``plan --from-run``), else the §2.5 expectation."""
+        if self.measured_tokens_per_step is not None:
+            return self.measured_tokens_per_step
+        return expected_acceptance_length(self.choices, self.accuracies)
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """Everything the planner needs (lengths in tokens; overhead in ms per forward pass).
+
+    ``chains``: EAGLE-3 / MTP / n-gram setups, one per mode. ``parallel``: the GPU group
+    (default one GPU). ``overhead_bytes``: per-GPU memory held back for the runtime (CUDA
+    context, NCCL buffers), on top of the modelled weights, KV and logits.
+    """
+
+    target: ModelShape
+    gpu: GpuSpec
+    input_len: int
+    output_len: int
+    concurrencies: tuple[int, ...]
+    dtype: str = "bfloat16"
+    kv_dtype: str = "auto"
+    draft: DraftSetup | None = None
+    medusa: MedusaSetup | None = None
+    memory_fraction: float = 0.9
+    step_overhead_ms: float = 0.0
+    crossover_limit: int = 4096
+    chains: tuple[ChainSetup, ...] = ()
+    parallel: Parallelism = field(default_factory=Parallelism)
+    overhead_bytes: float = 0.0
+
+    @property
+    def weight_bytes_per_param(self) -> float:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def kv_bytes_per_element(self) -> float:
+        return DTYPE_BYTES[self.dtype if self.kv_dtype == "auto" else self.kv_dtype]
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        return self.gpu.peak_flops_per_s(fp8=self.dtype == "fp8")
+
+    @property
+    def decode_context_len(self) -> float:
+        return self.input_len + self.output_len / 2
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        extra = ((DRAFT_TARGET,) if self.draft else ()) + (
+            (MEDUSA,) if self.medusa else ()
+        )
+        return (BASELINE, *extra, *(c.mode for c in self.chains))
+
+    def chain(self, mode: str) -> ChainSetup | None:
+        """The chain setup of ``mode`` (None when not planned)."""
+        return next((c for c in self.chains if c.mode == mode), None)
+
+    def draft_len_of(self, mode: str) -> int:
+        """Extra tokens a sequence's KV holds during a step: γ, tree nodes or K (0: baseline)."""
+        if mode == DRAFT_TARGET and self.draft:
+            return self.draft.draft_len
+        if mode == MEDUSA and self.medusa:
+            return len(self.medusa.choices)
+        chain = self.chain(mode)
+        return chain.draft_len if chain else 0
+
+
+def check_inputs(inputs: PlanInputs) -> None:
+    """Validate what pydantic at the CLI cannot see (library callers too).
+
+    Raises:
+        ConfigError: naming the field and the fix.
+    """
+    for name, value in (("dtype", inputs.dtype), ("kv_dtype", inputs.kv_dtype)):
+        if value not in DTYPE_BYTES and not (name == "kv_dtype" and value == "auto"):
+            raise ConfigError(
+                f"{name} {value!r} is not one of {', '.join(DTYPE_BYTES)}"
+            )
+    inputs.gpu.peak_flops_per_s(fp8=inputs.dtype == "fp8")
+    if inputs.input_len < 1 or inputs.output_len < 1:
+        raise ConfigError("input_len and output_len must be >= 1 token")
+    if not inputs.concurrencies or min(inputs.concurrencies) < 1:
+        raise ConfigError("concurrencies must be a non-empty list of integers >= 1")
+    if not 0.0 < inputs.memory_fraction <= 1.0:
+        raise ConfigError("memory_fraction must lie in (0, 1]")
+    par = inputs.parallel
+    check_parallelism(par)
+    check_tp(inputs.target, par.tp)
+    if inputs.draft:
+        expected_tokens_per_step(inputs.draft.alpha, inputs.draft.draft_len)
+        check_tp(inputs.draft.model, par.tp, role="--draft")
+    if inputs.medusa:
+        check_medusa(inputs.medusa)
+    for chain in inputs.chains:
+        chain_tokens_per_step(chain.rates)
+
+
+def check_medusa(medusa: MedusaSetup) -> None:
+    """The tree is well formed, no deeper than the heads, and covered by the accuracies.
+
+    Raises:
+        ConfigError: naming the rule broken (``medusa_tree.validate_choices``).
+    """
+    validate_choices(medusa.choices, max_draft_len=None, num_heads=medusa.num_heads)
+    _ = medusa.tokens_per_step  # raises when the accuracies miss a node
