@@ -20,6 +20,11 @@ the overhead dominates and verifying q tokens costs little more than one; as B g
 compute term dominates and the speculative step's extra q-1 token-rows are paid for in
 full, while they yield only ``acceptance length - 1`` tokens. The forward costs per shape
 are printed first (median ms) to show it.
+
+Last, per batch size, the fixed mode that wins and how close the adaptive config gets to it
+(draft K=4 with ``draft_len_schedule`` {1: 4, 4: 2}: 4 drafts at batch 1, 2 at 2..4, none
+beyond; the draft length a step uses follows the rows active at its start, so it shrinks as
+the batch fills).
 """
 
 from __future__ import annotations
@@ -31,10 +36,13 @@ from dataclasses import dataclass
 
 import torch
 from bench_reference import (
+    ADAPTIVE,
+    ADAPTIVE_SCHEDULE,
     EXAMPLE_TREE,
     TinyModels,
     held_out_prompts,
     load_tiny_models,
+    print_winners,
 )
 
 from trtbench.builders.reference.runner import ModelRunner
@@ -45,6 +53,13 @@ CONFIGS = [
     ("draft K=2", "draft_target", {"draft_len": 2}),
     ("medusa example 6", "medusa", {"choices": EXAMPLE_TREE}),
     ("medusa chain 2", "medusa", {"choices": [[0], [0, 0]]}),
+    # prompt lookup, window 1..2 (the default)
+    ("ngram K=4", "ngram", {"draft_len": 4}),
+    (
+        ADAPTIVE,
+        "draft_target",
+        {"draft_len": 4, "draft_len_schedule": ADAPTIVE_SCHEDULE},
+    ),
 ]
 
 
@@ -173,6 +188,9 @@ def print_table(tally: dict[tuple[str, int], Tally], sizes: list[int]) -> None:
             accept, rows = t.decode_tokens / t.row_steps, t.row_steps / t.steps
             cells += f"  B={b} {accept:4.2f} /{rows:4.1f} /{t.ns / 1e6 / t.steps:5.2f}"
         print(f"  {label:18}{cells}")
+    print_winners(
+        {label: {b: tally[(label, b)].tok_s for b in sizes} for label in labels}
+    )
 
 
 if __name__ == "__main__":

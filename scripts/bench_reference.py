@@ -18,6 +18,10 @@ tokens; baseline spends ``t_target(1)`` per token. So
 measured costs instead of a cost coefficient). Speculation pays while the verification of
 q tokens costs about as much as one token — true while the per-forward overhead dominates.
 
+Last, the fixed mode that wins, and how close the adaptive config (draft K=4 with a batch-size
+schedule; at batch 1 it is draft K=4) gets to it. n-gram drafts cost no forward (the lookup
+is a scan of the request's tokens), so its predicted ratio counts only the K+1-token verify.
+
 Threads default to 1: the tiny models' matrices are too small to gain from more, and on a
 shared machine extra threads wait on each other (the figures then swing by 10x).
 """
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import AutoTokenizer
 
+from trtbench.builders.reference.adaptive import DraftLenPolicy
 from trtbench.builders.reference.loading import (
     load_causal_lm,
     make_engine,
@@ -44,6 +49,11 @@ from trtbench.builders.reference.tiny_models import ensure_tiny_models
 from trtbench.paths import tiny_models_dir
 
 EXAMPLE_TREE = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]  # examples/tiny-cpu.yaml
+# Adaptive speculation (builders/reference/adaptive.py): K = 4 at batch 1, 2 at 2..4, no
+# drafting beyond 4 (the smallest key >= the active batch size; none above the largest key).
+# From bench_batching.py on 2 cores: K=4 pays most at B=1, K=2 at B=2..4, none at B=8.
+ADAPTIVE_SCHEDULE = {1: 4, 4: 2}
+ADAPTIVE = "draft K=4 adaptive"  # the one adaptive config; the others are fixed modes
 CONFIGS = [
     ("baseline", "baseline", {}),
     ("draft K=1", "draft_target", {"draft_len": 1}),
@@ -53,6 +63,13 @@ CONFIGS = [
     ("medusa chain 2", "medusa", {"choices": [[0], [0, 0]]}),
     ("medusa top2,1", "medusa", {"choices": [[0], [1], [0, 0]]}),
     ("medusa example 6", "medusa", {"choices": EXAMPLE_TREE}),
+    # prompt lookup, window 1..2 (the default)
+    ("ngram K=4", "ngram", {"draft_len": 4}),
+    (
+        ADAPTIVE,
+        "draft_target",
+        {"draft_len": 4, "draft_len_schedule": ADAPTIVE_SCHEDULE},
+    ),
 ]
 
 
@@ -201,8 +218,13 @@ def _shapes() -> list[tuple[str, str, int, int]]:
     """(label, mode, verification width q, draft forwards or head depth) per config."""
     out = []
     for label, mode, kw in CONFIGS:
-        if mode == "draft_target":
-            out.append((label, mode, kw["draft_len"] + 1, kw["draft_len"]))
+        if mode in ("draft_target", "ngram"):
+            k = kw["draft_len"]
+            if "draft_len_schedule" in kw:
+                k = DraftLenPolicy.build(
+                    k, schedule=kw["draft_len_schedule"]
+                ).draft_len(1)
+            out.append((label, mode, k + 1, k if mode == "draft_target" else 0))
         elif mode == "medusa":
             depth = max(len(c) for c in kw["choices"])
             out.append((label, mode, len(kw["choices"]) + 1, depth))
@@ -214,7 +236,8 @@ def _shapes() -> list[tuple[str, str, int, int]]:
 def predicted_ratio(
     costs: dict[str, float], mode: str, q: int, n: int, accept_len: float
 ) -> float:
-    """``accept_len × t_target(1) / step cost`` (see the module docstring)."""
+    """``accept_len × t_target(1) / step cost`` (see the module docstring; n-gram drafts
+    cost no forward, and its step is costed at the full width K + 1)."""
     step = costs[f"t{q}"]
     if mode == "draft_target":
         step += n * costs["d1"]
@@ -265,6 +288,23 @@ def main() -> None:
             f"{label:18} {res.tok_s:8.1f} {res.tok_s / base.tok_s:7.2f}x "
             f"{res.accept_len:9.2f} {res.accept_rate:7.2f} {pred:9.2f}x  {same}"
         )
+    print_winners({label: {1: t.tok_s} for label, t in tallies.items()})
+
+
+def print_winners(rates: dict[str, dict[int, float]]) -> None:
+    """Per batch size: the fixed mode with the most tok/s and how close :data:`ADAPTIVE`
+    gets to it (``rates``: config label → batch size → tok/s)."""
+    print(
+        f"per batch size: best fixed mode, and {ADAPTIVE} (schedule {ADAPTIVE_SCHEDULE})"
+    )
+    for b in next(iter(rates.values())):
+        fixed = {label: r[b] for label, r in rates.items() if label != ADAPTIVE}
+        best = max(fixed, key=fixed.get)
+        line = f"  B={b}: {best} {fixed[best]:.1f} tok/s"
+        if ADAPTIVE in rates:
+            got = rates[ADAPTIVE][b]
+            line += f"; adaptive {got:.1f} tok/s = {got / fixed[best]:.2f} x the best"
+        print(line)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up (idempotent) and run the main job on the bundled example, CPU reference backend:
-# build, deploy, load-test and report baseline / draft-target / Medusa.
+# build, deploy, load-test and report baseline / draft-target / Medusa / n-gram.
 #   scripts/demo.sh [RUN_DIR]     (default runs/tiny-cpu)
 set -euo pipefail
 cd "$(dirname "$0")/.."

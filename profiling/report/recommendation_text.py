@@ -88,7 +88,7 @@ def _mem(rec: Recommendation) -> list[str]:
         p = _bytes(m.extra_peak_bytes) + (
             f" ({m.peak_source})" if m.peak_source else ""
         )
-        kv = ("not measured" if m.kv_blocks_speculation is None
+        kv = ("no draft-model KV pool" if m.kv_blocks_speculation is None
               else f"{m.kv_blocks_speculation:g} draft KV blocks")  # fmt: skip
         if m.kv_pool_speculation_bytes is not None:
             kv += f" ({format_bytes(m.kv_pool_speculation_bytes)})"
@@ -98,7 +98,8 @@ def _mem(rec: Recommendation) -> list[str]:
             else m.queue_note
         )
         out.append(f"- `{m.variant}`: extra weights {w}, extra peak {p}; "
-                   f"KV on speculation: {kv}; largest concurrency without queueing: {unq}.")  # fmt: skip
+                   f"draft-model KV: {kv} (verification blocks: the KV section); "
+                   f"largest concurrency without queueing: {unq}.")  # fmt: skip
     return out or ["- memory not measured (no memory_breakdown.csv)"]
 
 

@@ -81,9 +81,10 @@ def _snippets(run: RunData, rec: Any, policy: Policy | None) -> list[Snippet]:
     return out
 
 
-def unqueued_concurrency(root: Path) -> pd.Series | None:
-    """Per variant, the largest concurrency served without queueing, from
-    ``server_metrics.csv``'s KV and request gauges (None: no file, or no tier has them).
+def read_kv_pressure(root: Path) -> pd.DataFrame | None:
+    """:func:`~trtbench.profiling.memory.kv_pressure.kv_pressure` of the run's
+    ``server_metrics.csv`` (None: no file, or no tier has the KV and request gauges).
+    Read once per report and shared by the Recommendation and the KV section.
 
     Raises:
         DataFileError: server_metrics.csv is damaged.
@@ -92,7 +93,13 @@ def unqueued_concurrency(root: Path) -> pd.Series | None:
     if not path.is_file():
         return None
     table = kv_pressure(read_server_metrics_csv(path))
-    if table.empty:
+    return None if table.empty else table
+
+
+def unqueued_concurrency(table: pd.DataFrame | None) -> pd.Series | None:
+    """Per variant, the largest concurrency served without queueing, from
+    :func:`read_kv_pressure`'s table (None: no table, or no variant has such a tier)."""
+    if table is None:
         return None
     calm = largest_unqueued_concurrency(table).dropna()
     return calm if not calm.empty else None
@@ -104,6 +111,7 @@ def recommend_run(
     variants: pd.DataFrame,
     memory: pd.DataFrame | None,
     objective: str | None = None,
+    kv: pd.DataFrame | None = None,
 ) -> RunRecommendation:
     """The Recommendation of ``run`` by ``objective`` (None: run.json's recorded
     ``report.objective``, else output_tok_s).
@@ -114,6 +122,7 @@ def recommend_run(
         variants: the variants table (``pipeline.report.variants_frame``).
         memory: ``comparison.memory_extra`` output (None: not measured).
         objective: the CLI's ``--objective``.
+        kv: :func:`read_kv_pressure` of the run (None: no KV / request gauges).
 
     Raises:
         ConfigError: an unknown objective, or goodput on a run without SLOs.
@@ -126,7 +135,7 @@ def recommend_run(
     )
     check_goodput_slos(chosen, bool(slos) or bool(measured))
     rec = recommend(tiers, run.summary, chosen, run.baseline, memory,
-                    run.memory_breakdown, unqueued_concurrency(run.root))  # fmt: skip
+                    run.memory_breakdown, unqueued_concurrency(kv))  # fmt: skip
     policy = make_policy(rec, variants, tiers, run.acceptance)
     snippets = _snippets(run, rec, policy)
     return RunRecommendation(recommendation_lines(rec, policy, snippets),

@@ -16,7 +16,11 @@ import pandas as pd
 
 from trtbench.export import records_to_frame
 from trtbench.pipeline.peers import load_any, load_peer, with_peers
-from trtbench.pipeline.recommend import RECOMMENDATION_JSON, recommend_run
+from trtbench.pipeline.recommend import (
+    RECOMMENDATION_JSON,
+    read_kv_pressure,
+    recommend_run,
+)
 from trtbench.plan.fit import fit_run
 from trtbench.profiling.loadtest.outputs import OUTPUTS_CSV, read_outputs_csv
 from trtbench.profiling.report import plots
@@ -31,6 +35,7 @@ from trtbench.profiling.report.comparison import (
     tier_table,
 )
 from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
+from trtbench.profiling.report.kv_section import kv_lines
 from trtbench.profiling.report.lossless_section import lossless_lines
 from trtbench.profiling.report.markdown import render_compare, render_report, run_notes
 from trtbench.run_data import RunData, load_run
@@ -183,7 +188,8 @@ def write_report(
     loaded = [load_peer(p) for p in peers]
     run = with_peers(load_run(root, RUN_CSV_SCHEMAS), loaded)
     a = analyze_run(run)
-    advice = recommend_run(run, a.tiers, a.variants, a.memory, objective)
+    kv = read_kv_pressure(run.root)
+    advice = recommend_run(run, a.tiers, a.variants, a.memory, objective, kv)
     a.notes.extend(note for peer in loaded for note in peer.notes)
     rd = RunDir(run.root)
     drawn = draw_plots(a, rd.plots_dir)
@@ -193,7 +199,8 @@ def write_report(
                               if outputs.is_file() else None, run.baseline)  # fmt: skip
     text = render_report(f"trtbench report: {run.name}", a.matrix, a.tiers, a.memory,
                          a.launches, a.notes, rel, _header(a),
-                         [*lossless, "", *acceptance_lines(run.acceptance, run.summary)],
+                         [*lossless, "", *acceptance_lines(run.acceptance, run.summary),
+                          *([""] + kv_lines(kv) if kv is not None else [])],
                          advice.lines)  # fmt: skip
     write_json_atomic(run.root / RECOMMENDATION_JSON, advice.document)
     path = rd.report_md
