@@ -43,6 +43,7 @@ from trtbench.plan.planner import (
     speedup_at,
 )
 from trtbench.plan.speculation import greedy_medusa_tree
+from trtbench.plan.tier_fit import TierFitResult, fit_tiers, write_fit_tiers
 from trtbench.profiling.report.comparison import summary_column
 from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
 from trtbench.run_data import RunData, load_run
@@ -265,6 +266,8 @@ class PlanResult:
     fit_rows: pd.DataFrame | None = None
     run_dir: Path | None = None
     csv_path: Path | None = None
+    tier_fit: TierFitResult | None = None
+    tier_fit_path: Path | None = None
 
 
 PLAN_SCHEMA: tuple[Column, ...] = (
@@ -345,6 +348,7 @@ def run_plan(settings: PlanSettings) -> PlanResult:
             run without a baseline variant.
     """
     fits, fit_rows, run = [], None, None
+    tiers, tiers_path = None, None
     if settings.from_run is not None:
         run = _option(
             "--from-run", lambda: load_run(settings.from_run or Path(), RUN_CSV_SCHEMAS)
@@ -356,8 +360,10 @@ def run_plan(settings: PlanSettings) -> PlanResult:
                 "tier: add a baseline variant to the spec and rerun the load test"
             )
         fits, fit_rows = fit_run(run.summary, run.variants, run.baseline)
+        tiers = fit_tiers(run.summary, run.variants, run.baseline, run.acceptance)
+        tiers_path = write_fit_tiers(tiers, run.root)
         if settings.model is None:
-            return PlanResult(None, fits, fit_rows, run.root)
+            return PlanResult(None, fits, fit_rows, run.root, None, tiers, tiers_path)
         settings = _run_shape(run, settings)
         draft_fit = next((f for f in fits if f.alpha is not None), None)
         if draft_fit is not None:
@@ -371,4 +377,6 @@ def run_plan(settings: PlanSettings) -> PlanResult:
     csv_path = None
     if settings.out is not None:
         csv_path = write_csv(records_to_frame(plan.rows), settings.out, PLAN_SCHEMA)
-    return PlanResult(plan, fits, fit_rows, run.root if run else None, csv_path)
+    return PlanResult(
+        plan, fits, fit_rows, run.root if run else None, csv_path, tiers, tiers_path
+    )

@@ -10,6 +10,7 @@ from trtbench.plan.parallel import allreduce_s
 from trtbench.plan.planner import Plan, estimate_memory, medusa_head_params
 from trtbench.plan.settings import PlanResult
 from trtbench.plan.speculation import expected_tokens_per_step
+from trtbench.plan.tier_fit import TARGET_ERROR, TierFitResult, error_medians
 from trtbench.units import format_bytes
 
 FORMULA = (
@@ -198,6 +199,56 @@ def render_fit(result: PlanResult) -> str:
     return "\n".join(out)
 
 
+TIER_LEGEND = (
+    "TPOT = ((1 + ρ)·t(B) + τ·B·(q−1)·p_v) / E: t(B) = a + b·B from the baseline tiers, "
+    "τ = one more verified token in a row (baseline prefill), q = K+1 or tree nodes+1, "
+    "p_v = chance a row of the step drafted, E from per-position acceptance, ρ = "
+    "speculation overhead per step / t(B) fitted at the lowest tier (role fit, left out "
+    "of the medians); error = predicted / measured − 1."
+)
+
+
+def render_tier_fit(result: TierFitResult) -> str:
+    """Step curve, per-tier predicted vs measured TPOT and the median errors."""
+    out = ["Per-tier prediction (step curve + measured acceptance):"]
+    c = result.curve
+    if c is None:
+        return "\n".join(out + [f"  {n}" for n in result.notes])
+    r2 = "-" if pd.isna(c.r2) else f"{c.r2:.3f}"
+    out.append(
+        f"  baseline step t(B) = {c.a_ms:.3f} ms + {c.b_ms:.3f} ms x B (R² {r2}, "
+        f"tiers {', '.join(c.tiers)}); τ = {c.token_ms:.3f} ms per extra verified token"
+    )
+    header = ("variant", "tier", "role", "E", "E from", "ρ", "TPOT meas", "TPOT pred",
+              "error", "speedup meas", "speedup pred")  # fmt: skip
+    rows = [
+        (r["variant"], r["tier"], r["role"], _num(r["tokens_per_step"], ".3f"),
+         r["e_source"], _num(r["overhead_ratio"], ".2f"),
+         _num(r["measured_tpot_ms"], ".3f"), _num(r["predicted_tpot_ms"], ".3f"),
+         _num(r["error_ratio"], "+.1%"), _num(r["measured_speedup_ratio"], ".2f"),
+         _num(r["predicted_speedup_ratio"], ".2f"))
+        for _, r in result.rows.iterrows()
+    ]  # fmt: skip
+    out.append(table(header, rows))
+    medians = error_medians(result.rows)
+    overall = medians.pop("overall")
+    per = ", ".join(f"{v} {_num(m, '.1%')}" for v, m in medians.items())
+    verdict = (
+        "no predicted tier"
+        if pd.isna(overall)
+        else ("met" if overall <= TARGET_ERROR else "NOT met")
+    )
+    out.append(
+        f"Median |error| of predicted tiers: {per}; overall {_num(overall, '.1%')}"
+    )
+    out.append(f"Target median |error| <= {TARGET_ERROR:.0%}: {verdict}")
+    if result.excluded:
+        out.append("Excluded (tier not complete): " + "; ".join(result.excluded))
+    out += [f"Note: {n}" for n in result.notes]
+    out.append(TIER_LEGEND)
+    return "\n".join(out)
+
+
 def render_plan(result: PlanResult) -> str:
     """Everything ``trtbench plan`` prints, as one string."""
     parts = []
@@ -207,6 +258,10 @@ def render_plan(result: PlanResult) -> str:
         parts += ["", FORMULA]
     if result.run_dir is not None:
         parts += ["", render_fit(result)]
+    if result.tier_fit is not None:
+        parts += ["", render_tier_fit(result.tier_fit)]
+    if result.tier_fit_path is not None:
+        parts += ["", f"wrote {result.tier_fit_path}"]
     if result.csv_path is not None:
         parts += ["", f"wrote {result.csv_path}"]
     return "\n".join(parts).strip("\n")

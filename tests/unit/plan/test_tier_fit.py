@@ -1,0 +1,190 @@
+"""Per-tier TPOT prediction (``trtbench.plan.tier_fit``) on hand-worked synthetic runs.
+
+Synthetic run: baseline TPOT = 2 + 0.5·B ms exactly at c1, c2, c4 (a partial c8 tier that
+would break the line is excluded); prefill at c1 = t(1) + τ·(ISL − 1) = 2.5 + 0.1·10 = 3.5 ms
+(ISL 11), so τ = 0.1 ms. Variant ``draft`` (K = 2, q = 3): per-position hits 80, 40 of 100
+drafted row-steps -> a1 = 0.8, a2 = 0.5, E = 1 + 0.8 + 0.8·0.5 = 2.2 (10 requests x 20 decode
+tokens - 120 accepted = 80 row-steps < 100 drafted: share s = 1). Overhead ρ = 1:
+step(B) = 2·t(B) + 0.1·B·2, i.e. 5.2 (c1), 6.4 (c2), 8.8 ms (c4).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from tests.support.run_factory import summary_row, write_build, write_summary
+from trtbench.cli import cli
+from trtbench.export import write_csv
+from trtbench.plan.tier_fit import (
+    TPOT,
+    chain_tokens_from_positions,
+    error_medians,
+    fit_step_curve,
+    fit_tiers,
+    median_abs_error,
+)
+from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA
+from trtbench.profiling.report.comparison import summary_column
+from trtbench.run_data import VariantInfo, load_run
+from trtbench.run_dir import RunDir
+
+E = 2.2
+STEP = {1: 5.2, 2: 6.4, 4: 8.8}
+# measured TPOT: exact at c1 (the calibration tier), 10 % slower at c2, 20 % faster at c4
+MEASURED = {1: STEP[1] / E, 2: STEP[2] / E * 1.1, 4: STEP[4] / E * 0.8}
+
+
+def _row(variant, c, tpot, status="complete", **extra):
+    row = summary_row(variant, c, tpot=tpot)
+    row.update(
+        {
+            "tier_status": status,
+            "request_count": 10,
+            summary_column("output_sequence_length"): 21.0,
+            summary_column("input_sequence_length"): 11.0,
+            **extra,
+        }
+    )
+    return row
+
+
+def _rows(with_partial=True):
+    prefill = summary_column("server_prefill_time")
+    rows = [_row("baseline", c, 2 + 0.5 * c) for c in (2, 4)]
+    rows.insert(0, _row("baseline", 1, 2.5, **{prefill: 3.5}))
+    rows += [_row("draft", c, MEASURED[c]) for c in (1, 2, 4)]
+    if with_partial:
+        rows += [
+            _row("baseline", 8, 40.0, "partial"),
+            _row("draft", 8, 40.0, "partial"),
+        ]
+    return rows
+
+
+def _acceptance(variant="draft", tiers=("c1", "c2", "c4", "c8")):
+    return pd.DataFrame(
+        [
+            (variant, t, "position", k, 100, h, h / 100, "server_per_step")
+            for t in tiers
+            for k, h in ((1, 80), (2, 40))
+        ],
+        columns=[c.name for c in ACCEPTANCE_SCHEMA],
+    )
+
+
+VARIANTS = {
+    "baseline": VariantInfo("baseline", "baseline"),
+    "draft": VariantInfo("draft", "draft_target", draft_len=2),
+}
+
+
+def test_chain_tokens_from_positions_hand_worked():
+    assert chain_tokens_from_positions([80, 40], 100) == pytest.approx(2.2)
+    # half the row-steps drafted: E = 1 + 0.5 x 1.2
+    assert chain_tokens_from_positions([80, 40], 100, 0.5) == pytest.approx(1.6)
+    assert chain_tokens_from_positions([0, 0], 100) == pytest.approx(1.0)
+
+
+def test_median_abs_error_ignores_nan():
+    assert median_abs_error(pd.Series([-0.3, 0.1, float("nan"), 0.2])) == 0.2
+    assert pd.isna(median_abs_error(pd.Series([float("nan")])))
+
+
+def test_step_curve_recovers_a_b_and_tau():
+    base = pd.DataFrame([r for r in _rows(False) if r["variant"] == "baseline"])
+    curve = fit_step_curve(base)
+    assert curve.a_ms == pytest.approx(2.0)
+    assert curve.b_ms == pytest.approx(0.5)
+    assert curve.r2 == pytest.approx(1.0)
+    assert curve.token_ms == pytest.approx(0.1)
+    assert curve.tiers == ("c1", "c2", "c4")
+    assert fit_step_curve(base.iloc[:1]) is None  # one tier: no slope
+
+
+def test_predictions_errors_and_partial_tiers_excluded():
+    summary = pd.DataFrame(_rows())
+    result = fit_tiers(summary, VARIANTS, "baseline", _acceptance())
+    assert result.curve.b_ms == pytest.approx(0.5)  # the partial c8 (40 ms) not fitted
+    assert result.excluded == ("baseline c8 (partial)", "draft c8 (partial)")
+    rows = result.rows.set_index("tier")
+    assert list(rows.index) == ["c1", "c2", "c4"]
+    assert rows["tokens_per_step"].tolist() == pytest.approx([E] * 3)
+    assert rows["e_source"].unique().tolist() == ["per_position"]
+    assert rows["overhead_ratio"].tolist() == pytest.approx([1.0] * 3)
+    assert rows["role"].tolist() == ["fit", "predicted", "predicted"]
+    assert rows["predicted_step_ms"].tolist() == pytest.approx([5.2, 6.4, 8.8])
+    assert rows["predicted_tpot_ms"].tolist() == pytest.approx(
+        [STEP[c] / E for c in (1, 2, 4)]
+    )
+    assert rows["error_ratio"].tolist() == pytest.approx(
+        [0.0, 1 / 1.1 - 1, 1 / 0.8 - 1]
+    )
+    # speedup vs the baseline TPOT measured at the same concurrency
+    assert rows.loc["c2", "predicted_speedup_ratio"] == pytest.approx(3.0 / (6.4 / E))
+    medians = error_medians(result.rows)  # c1 (calibration) left out: |−9.09 %|, 25 %
+    assert medians["draft"] == pytest.approx((0.25 + (1 - 1 / 1.1)) / 2)
+    assert medians["overall"] == medians["draft"]
+
+
+def test_no_acceptance_table_falls_back_to_tokens_per_response():
+    summary = pd.DataFrame(_rows(False))
+    tpr = summary_column("tokens_per_response")
+    summary[tpr] = [1.0, 1.0, 1.0, E, E, E]
+    result = fit_tiers(summary, VARIANTS, "baseline", None)
+    assert result.rows["e_source"].unique().tolist() == ["tokens_per_response"]
+    assert result.rows["tokens_per_step"].tolist() == pytest.approx([E] * 3)
+    assert any("no per-position acceptance" in n for n in result.notes)
+    # same E, so the same predictions as with the table
+    assert result.rows["predicted_step_ms"].tolist() == pytest.approx([5.2, 6.4, 8.8])
+
+
+def test_ngram_share_of_drafting_row_steps():
+    # 10 requests x 20 decode tokens = 200; 100 row-steps drafted, 60 + 20 accepted:
+    # row-steps = 200 - 80 = 120, share s = 100/120, E = 1 + s·(0.6 + 0.2) = 1.6667
+    summary = pd.DataFrame(
+        [r for r in _rows(False) if r["variant"] == "baseline"]
+        + [_row("ng", 1, 2.0), _row("ng", 2, 2.5)]
+    )
+    acc = pd.DataFrame(
+        [("ng", t, "position", k, 100, h, h / 100, "server_per_step")
+         for t in ("c1", "c2") for k, h in ((1, 60), (2, 20))],
+        columns=[c.name for c in ACCEPTANCE_SCHEMA],
+    )  # fmt: skip
+    variants = {**VARIANTS, "ng": VariantInfo("ng", "ngram", draft_len=2)}
+    rows = fit_tiers(summary, variants, "baseline", acc).rows.set_index("tier")
+    s = 100 / 120
+    assert rows.loc["c1", "tokens_per_step"] == pytest.approx(1 + s * 0.8)
+    # c2: step = (1+ρ)·t(2) + τ·2·2·(1 − (1 − s)^2); ρ from c1: 2.0·E − t(1) − τ·2·s
+    e = 1 + s * 0.8
+    rho = (2.0 * e - 2.5 - 0.1 * 2 * s) / 2.5
+    step = (1 + rho) * 3.0 + 0.1 * 4 * (1 - (1 - s) ** 2)
+    assert rows.loc["c2", "predicted_tpot_ms"] == pytest.approx(step / e)
+
+
+def test_plan_from_run_prints_the_tier_table_and_writes_csv(tmp_path):
+    root = tmp_path / "run"
+    write_summary(root, _rows())
+    write_build(root, "baseline", "baseline")
+    write_build(root, "draft", "draft_target", draft_len=2)
+    write_csv(_acceptance(), RunDir(root).acceptance_csv, ACCEPTANCE_SCHEMA)
+    assert load_run(root).variants["draft"].draft_len == 2
+    out = CliRunner().invoke(cli, ["plan", "--from-run", str(root)])
+    assert out.exit_code == 0, out.output
+    text = out.output
+    assert "t(B) = 2.000 ms + 0.500 ms x B (R² 1.000, tiers c1, c2, c4)" in text
+    assert "τ = 0.100 ms" in text
+    line = next(
+        x for x in text.splitlines() if x.split()[:3] == ["draft", "c4", "predicted"]
+    )
+    assert "+25.0%" in line and "3.200" in line.split()  # measured 8.8·0.8/2.2
+    assert "overall 17.0%" in text  # (25 % + 9.09 %) / 2
+    assert "Target median |error| <= 10%: NOT met" in text
+    assert (
+        "Excluded (tier not complete): baseline c8 (partial); draft c8 (partial)"
+        in text
+    )
+    csv = pd.read_csv(root / "plan" / "fit_tiers.csv")
+    assert csv["error_ratio"].tolist() == pytest.approx([0.0, 1 / 1.1 - 1, 0.25])
+    assert TPOT  # the TPOT column name is the summary's mean

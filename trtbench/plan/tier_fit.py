@@ -1,0 +1,343 @@
+"""Predict each measured tier's TPOT from a step-cost curve and the measured acceptance.
+
+Model (all times in ms, B = the tier's concurrency, the batch a decoding request shares):
+
+* **Step-cost curve** from the baseline's complete tiers: one decode step of B sequences
+  takes ``t(B) = a + b·B`` (baseline TPOT = one step, one token per sequence), fitted by least
+  squares with its R². On the demo's CPU the slope is per-*sequence* work (a response streamed
+  per sequence per step, per-row bookkeeping), not per-token compute: a verify pass over
+  B x q tokens is NOT ``t(B·q)`` (that over-predicts Medusa at c8 by +100 %).
+* **Extra verified token in a row**: ``τ = (prefill − t(1)) / (ISL − 1)`` from the
+  baseline's lowest tier (server prefill = one row of ISL tokens); the verify pass of a step
+  whose rows carry q tokens costs ``t(B) + τ·B·(q − 1)`` — the roofline's shape: in the
+  overhead/memory-bound regime extra tokens of a row cost only their compute.
+* **Tokens per step** E from the per-position acceptance (``loadtest/acceptance.csv``,
+  kind ``position``: ``hits_k`` = row-steps whose accepted length >= k, over ``steps_1``
+  row-steps that drafted): ``a_k = hits_k / hits_{k-1}`` (``hits_0 = steps_1``) and
+  ``E = 1 + s·Σ_k Π_{i<=k} a_i`` (Leviathan et al. 2023 §3 with per-position rates; for a
+  Medusa tree the positions are the accepted path depth, so the same sum holds), where
+  ``s = min(1, steps_1 / (decode tokens − accepted))`` is the share of row-steps that drafted
+  (n-gram proposes nothing when the lookup misses). Without a table: the client's tokens per
+  response (one response per step when streaming), said so in ``e_source``.
+* **Speculation overhead** (draft forwards, Medusa heads and tree walk, n-gram lookup) as a
+  multiple ρ of a baseline step — Leviathan's cost ratio c held constant over B — calibrated
+  at the variant's lowest complete tier: ``ρ = (TPOT·E − verify(B)) / t(B)``. That tier is
+  marked ``fit`` and left out of the error medians (its error is 0 by construction).
+* Prediction: ``TPOT = ((1 + ρ)·t(B) + τ·B·(q−1)·p_v) / E`` with ``p_v = 1 − (1 − s)^B``, the
+  chance some row in the step drafted; speedup = baseline TPOT measured / TPOT predicted;
+  error = predicted / measured − 1.
+
+Partial or failed tiers (``tier_status`` not complete) are excluded and listed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from trtbench.export import Column, write_csv
+from trtbench.profiling.report.comparison import summary_column
+from trtbench.run_data import VariantInfo
+
+TPOT = summary_column("time_per_output_token", "mean")
+PREFILL = summary_column("server_prefill_time", "mean")
+ISL = summary_column("input_sequence_length")
+OSL = summary_column("output_sequence_length")
+TPR = summary_column("tokens_per_response")
+TARGET_ERROR = 0.10  # issue 15: <= 10 % median absolute error
+
+
+@dataclass(frozen=True)
+class StepCurve:
+    """``t(B) = a + b·B`` (ms) fitted to the baseline's complete tiers.
+
+    Attributes:
+        a_ms, b_ms: intercept and slope (ms per sequence in the step).
+        r2: coefficient of determination of the fit (NaN with 2 points: exact).
+        token_ms: τ, cost of one more verified token in a row (ms; 0 without a prefill).
+        tiers: the baseline tiers fitted.
+    """
+
+    a_ms: float
+    b_ms: float
+    r2: float
+    token_ms: float
+    tiers: tuple[str, ...]
+
+    def at(self, batch: float) -> float:
+        """``a + b·batch`` (ms)."""
+        return self.a_ms + self.b_ms * batch
+
+
+@dataclass(frozen=True)
+class TierFitResult:
+    """What :func:`fit_tiers` found.
+
+    Attributes:
+        curve: the baseline step curve (None: fewer than 2 complete baseline tiers).
+        rows: one row per (variant, tier), see :data:`FIT_TIER_COLUMNS`.
+        excluded: ``"variant tier (status)"`` for each tier left out.
+        notes: one line per caveat (fallbacks, missing curve).
+    """
+
+    curve: StepCurve | None
+    rows: pd.DataFrame
+    excluded: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+FIT_TIERS_SCHEMA: tuple[Column, ...] = (
+    Column("variant", "speculative variant"),
+    Column("mode", "draft_target | medusa | ngram | eagle3 | …"),
+    Column("tier", "load tier (complete tiers only)"),
+    Column(
+        "concurrency", "B, the tier's concurrency (batch a decoding request shares)"
+    ),
+    Column("role", "fit: ρ calibrated here (error 0 by construction); predicted"),
+    Column(
+        "e_source", "per_position (acceptance.csv) or tokens_per_response (fallback)"
+    ),
+    Column("tokens_per_step", "E = 1 + s·Σ_k Π_{i<=k} a_i"),
+    Column("verify_tokens", "q: tokens per row in the verify pass (K + 1, nodes + 1)"),
+    Column("overhead_ratio", "ρ: speculation overhead per step / baseline step t(B)"),
+    Column("predicted_step_ms", "(1 + ρ)·t(B) + τ·B·(q − 1)·p_v"),
+    Column("measured_tpot_ms", "TPOT mean measured"),
+    Column("predicted_tpot_ms", "predicted_step_ms / tokens_per_step"),
+    Column("error_ratio", "predicted / measured TPOT − 1"),
+    Column("measured_speedup_ratio", "baseline TPOT / measured TPOT at the same B"),
+    Column("predicted_speedup_ratio", "baseline TPOT / predicted TPOT"),
+)
+FIT_TIER_COLUMNS = tuple(c.name for c in FIT_TIERS_SCHEMA)
+FIT_TIERS_FILE = Path("plan") / "fit_tiers.csv"
+
+
+def _complete(rows: pd.DataFrame) -> pd.Series:
+    if "tier_status" not in rows.columns:
+        return pd.Series(True, index=rows.index)
+    return rows["tier_status"].fillna("complete").astype(str) == "complete"
+
+
+def fit_step_curve(baseline: pd.DataFrame) -> StepCurve | None:
+    """Least-squares ``TPOT = a + b·concurrency`` over the baseline's summary rows.
+
+    Args:
+        baseline: the baseline's complete-tier rows (``concurrency``, TPOT mean; for τ the
+            server prefill mean and the mean input length at the lowest tier).
+
+    Returns:
+        The curve, or None with fewer than 2 distinct concurrencies with a TPOT.
+    """
+    ok = baseline[baseline[TPOT].notna() & baseline["concurrency"].notna()]
+    if ok["concurrency"].nunique() < 2:
+        return None
+    x = ok["concurrency"].to_numpy(float)
+    y = ok[TPOT].to_numpy(float)
+    b, a = np.polyfit(x, y, 1)
+    resid = y - (a + b * x)
+    total = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float((resid**2).sum()) / total if len(x) > 2 and total > 0 else np.nan
+    low = ok.sort_values("concurrency").iloc[0]
+    token = 0.0
+    if PREFILL in ok and ISL in ok and pd.notna(low[PREFILL]) and low[ISL] > 1:
+        one = a + b * float(low["concurrency"])
+        token = max((float(low[PREFILL]) - one) / (float(low[ISL]) - 1.0), 0.0)
+    tiers = tuple(str(t) for t in ok.sort_values("concurrency")["tier"])
+    return StepCurve(float(a), float(b), r2, token, tiers)
+
+
+def chain_tokens_from_positions(
+    hits: list[float], steps: float, share: float = 1.0
+) -> float:
+    """``E = 1 + s·Σ_k Π_{i<=k} a_i`` with ``a_i = hits_i / hits_{i-1}`` (module doc).
+
+    Args:
+        hits: row-steps with accepted length >= k, for k = 1..K (non-increasing).
+        steps: row-steps that drafted (``hits_0``).
+        share: s, the share of decode row-steps that drafted (0..1).
+
+    Raises:
+        ValueError: ``steps`` <= 0.
+    """
+    if steps <= 0:
+        raise ValueError("per-position acceptance needs steps > 0")
+    total, prev, run = 0.0, float(steps), 1.0
+    for h in hits:
+        run *= (float(h) / prev) if prev > 0 else 0.0
+        prev = float(h)
+        total += run
+    return 1.0 + share * total
+
+
+def measured_tokens_per_step(
+    row: pd.Series, acceptance: pd.DataFrame | None
+) -> tuple[float, float, str]:
+    """E, the drafted share s and its source for one summary row (module doc).
+
+    Returns:
+        ``(E, s, source)``; source ``per_position`` or ``tokens_per_response`` (NaN E when
+        neither is recorded).
+    """
+    pos = None
+    if acceptance is not None and len(acceptance):
+        pick = (
+            (acceptance["variant"] == row["variant"])
+            & (acceptance["tier"] == row["tier"])
+            & (acceptance["kind"] == "position")
+        )
+        pos = acceptance[pick].sort_values("draft_position")
+    if pos is not None and len(pos) and pos["steps_count"].iloc[0] > 0:
+        hits = pos["hits_count"].astype(float).tolist()
+        steps = float(pos["steps_count"].iloc[0])
+        share = 1.0
+        if pd.notna(row.get(OSL)) and pd.notna(row.get("request_count")):
+            decode = float(row["request_count"]) * (float(row[OSL]) - 1.0)
+            plain_or_drafted = decode - sum(hits)  # one row-step per non-drafted token
+            if plain_or_drafted > 0:
+                share = min(1.0, steps / plain_or_drafted)
+        return chain_tokens_from_positions(hits, steps, share), share, "per_position"
+    tpr = row.get(TPR)
+    e = float(tpr) if tpr is not None and pd.notna(tpr) else float("nan")
+    return e, 1.0, "tokens_per_response"
+
+
+def verify_tokens(info: VariantInfo) -> int:
+    """q, tokens a row carries through the verify pass: K + 1, Medusa nodes + 1, else 1."""
+    if info.mode == "medusa" and info.tree_nodes:
+        return info.tree_nodes + 1
+    if info.draft_len:
+        return info.draft_len + 1
+    return 1
+
+
+def _verify_ms(curve: StepCurve, batch: float, q: int, share: float) -> float:
+    drafted = 1.0 - (1.0 - share) ** batch
+    return curve.at(batch) + curve.token_ms * batch * (q - 1) * drafted
+
+
+def median_abs_error(errors: pd.Series) -> float:
+    """Median of ``|error|`` over the non-NaN values (NaN when there are none)."""
+    values = pd.to_numeric(errors, errors="coerce").dropna().abs()
+    return float(values.median()) if len(values) else float("nan")
+
+
+def _variant_rows(
+    rows: pd.DataFrame,
+    info: VariantInfo,
+    curve: StepCurve,
+    acceptance: pd.DataFrame | None,
+    base_tpot: dict[float, float],
+) -> list[dict]:
+    """One prediction row per complete tier of one speculative variant."""
+    q = verify_tokens(info)
+    tiers = []
+    for _, row in rows.sort_values("concurrency").iterrows():
+        e, share, source = measured_tokens_per_step(row, acceptance)
+        tiers.append((row, e, share, source))
+    usable = [
+        t for t in tiers if pd.notna(t[1]) and pd.notna(t[0][TPOT]) and t[1] >= 1.0
+    ]
+    rho = float("nan")
+    if usable:
+        row, e, share, _ = usable[0]
+        batch = float(row["concurrency"])
+        rho = (float(row[TPOT]) * e - _verify_ms(curve, batch, q, share)) / curve.at(
+            batch
+        )
+    out = []
+    for row, e, share, source in tiers:
+        batch = float(row["concurrency"])
+        step = (1.0 + rho) * curve.at(batch) + (
+            _verify_ms(curve, batch, q, share) - curve.at(batch)
+        )
+        pred = step / e if e and pd.notna(e) else float("nan")
+        meas = float(row[TPOT]) if pd.notna(row[TPOT]) else float("nan")
+        base = base_tpot.get(batch, float("nan"))
+        out.append({
+            "variant": info.name, "mode": info.mode or "", "tier": row["tier"],
+            "concurrency": batch,
+            "role": "fit" if usable and row is usable[0][0] else "predicted",
+            "e_source": source, "tokens_per_step": e, "verify_tokens": q,
+            "overhead_ratio": rho, "predicted_step_ms": step,
+            "measured_tpot_ms": meas, "predicted_tpot_ms": pred,
+            "error_ratio": pred / meas - 1.0 if meas > 0 else float("nan"),
+            "measured_speedup_ratio": base / meas if meas > 0 else float("nan"),
+            "predicted_speedup_ratio": base / pred if pred > 0 else float("nan"),
+        })  # fmt: skip
+    return out
+
+
+def fit_tiers(
+    summary: pd.DataFrame,
+    variants: dict[str, VariantInfo],
+    baseline: str,
+    acceptance: pd.DataFrame | None = None,
+) -> TierFitResult:
+    """Fit the step curve to the baseline and predict every speculative tier (module doc).
+
+    Args:
+        summary: ``loadtest/summary.csv`` rows (variant, tier, tier_status, concurrency,
+            request_count, TPOT / prefill / ISL / OSL / tokens-per-response means).
+        variants: per-variant mode, K and Medusa nodes (``run_data.VariantInfo``).
+        baseline: the baseline variant's name.
+        acceptance: ``loadtest/acceptance.csv`` rows (None: every variant falls back).
+
+    Returns:
+        The curve, the per-tier rows (columns :data:`FIT_TIER_COLUMNS`), the excluded
+        tiers and notes.
+    """
+    done = _complete(summary)
+    excluded = tuple(
+        f"{r['variant']} {r['tier']} ({r.get('tier_status', '')})"
+        for _, r in summary[~done].iterrows()
+    )
+    summary = summary[done]
+    base = summary[summary["variant"] == baseline]
+    curve = fit_step_curve(base)
+    notes: list[str] = []
+    if curve is None:
+        notes.append(
+            "no step curve: the baseline needs >= 2 complete tiers of different concurrency"
+        )
+        return TierFitResult(
+            None, pd.DataFrame(columns=FIT_TIER_COLUMNS), excluded, tuple(notes)
+        )
+    base_tpot = dict(
+        zip(base["concurrency"].astype(float), base[TPOT].astype(float), strict=True)
+    )
+    rows: list[dict] = []
+    for name, group in summary.groupby("variant", sort=False):
+        info = variants.get(str(name), VariantInfo(str(name)))
+        if str(name) == baseline or info.mode == "baseline":
+            continue
+        got = _variant_rows(group, info, curve, acceptance, base_tpot)
+        if any(r["e_source"] == "tokens_per_response" for r in got):
+            notes.append(
+                f"{name}: no per-position acceptance table; tokens per step from the "
+                "client's tokens per response"
+            )
+        if verify_tokens(info) == 1:
+            notes.append(f"{name}: verify width unknown (no K or tree); no token term")
+        rows += got
+    frame = pd.DataFrame(rows, columns=list(FIT_TIER_COLUMNS))
+    return TierFitResult(curve, frame, excluded, tuple(notes))
+
+
+def error_medians(rows: pd.DataFrame) -> dict[str, float]:
+    """Median |error| of the predicted (not calibration) tiers per variant, and ``overall``."""
+    pred = rows[rows["role"] == "predicted"]
+    out = {
+        str(v): median_abs_error(g["error_ratio"])
+        for v, g in pred.groupby("variant", sort=False)
+    }
+    out["overall"] = median_abs_error(pred["error_ratio"])
+    return out
+
+
+def write_fit_tiers(result: TierFitResult, run_dir: Path) -> Path | None:
+    """Write the per-tier rows to ``run_dir/plan/fit_tiers.csv`` (None: no rows to write)."""
+    if result.rows.empty:
+        return None
+    return write_csv(result.rows, run_dir / FIT_TIERS_FILE, FIT_TIERS_SCHEMA)
