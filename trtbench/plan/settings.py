@@ -43,6 +43,7 @@ from trtbench.plan.planner import (
     speedup_at,
 )
 from trtbench.plan.speculation import greedy_medusa_tree
+from trtbench.plan.tier_batch import read_effective_batch
 from trtbench.plan.tier_fit import TierFitResult, fit_tiers, write_fit_tiers
 from trtbench.profiling.report.comparison import summary_column
 from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
@@ -360,7 +361,10 @@ def run_plan(settings: PlanSettings) -> PlanResult:
                 "tier: add a baseline variant to the spec and rerun the load test"
             )
         fits, fit_rows = fit_run(run.summary, run.variants, run.baseline)
-        tiers = fit_tiers(run.summary, run.variants, run.baseline, run.acceptance)
+        batch = read_effective_batch(run.root)
+        tiers = fit_tiers(
+            run.summary, run.variants, run.baseline, run.acceptance, batch
+        )
         tiers_path = write_fit_tiers(tiers, run.root)
         if settings.model is None:
             return PlanResult(None, fits, fit_rows, run.root, None, tiers, tiers_path)

@@ -1,13 +1,19 @@
 """Predict each measured tier's TPOT from a step-cost curve and the measured acceptance.
 
-Model (all times in ms, B = the tier's concurrency, the batch a decoding request shares):
+Model (all times in ms; B = the tier's effective batch, :mod:`trtbench.plan.tier_batch`):
 
+* **Batch** B: the mean number of requests decoding at each decode step a request took,
+  measured from the client's request/response records (``B_eff``; within 2 % of c for the
+  baseline, 7-12 % below c for speculative tiers of the demo, whose requests spend a larger
+  share of their steps in a pass's tail). Without the records, B = the tier's concurrency c
+  (column ``batch_source``).
 * **Step-cost curve** from the baseline's complete tiers: one decode step of B sequences
   takes ``t(B) = a + b·B`` (baseline TPOT = one step, one token per sequence), fitted by least
-  squares with its R². On the demo's CPU the slope is per-*sequence* work (a response streamed
-  per sequence per step, per-row bookkeeping), not per-token compute: a verify pass over
-  B x q tokens is NOT ``t(B·q)`` (that over-predicts Medusa at c8 by +100 %).
-* **Extra verified token in a row**: ``τ = (prefill − t(1)) / (ISL − 1)`` from the
+  squares over the baseline's B with its R². On the demo's CPU the slope is per-*sequence*
+  work (a response streamed per sequence per step, per-row bookkeeping), not per-token
+  compute: a verify pass over B x q tokens is NOT ``t(B·q)`` (that over-predicts Medusa at
+  c8 by +100 %).
+* **Extra verified token in a row**: ``τ = (prefill − t(B_low)) / (ISL − 1)`` from the
   baseline's lowest tier (server prefill = one row of ISL tokens); the verify pass of a step
   whose rows carry q tokens costs ``t(B) + τ·B·(q − 1)`` — the roofline's shape: in the
   overhead/memory-bound regime extra tokens of a row cost only their compute.
@@ -20,12 +26,17 @@ Model (all times in ms, B = the tier's concurrency, the batch a decoding request
   (n-gram proposes nothing when the lookup misses). Without a table: the client's tokens per
   response (one response per step when streaming), said so in ``e_source``.
 * **Speculation overhead** (draft forwards, Medusa heads and tree walk, n-gram lookup) as a
-  multiple ρ of a baseline step — Leviathan's cost ratio c held constant over B — calibrated
-  at the variant's lowest complete tier: ``ρ = (TPOT·E − verify(B)) / t(B)``. That tier is
-  marked ``fit`` and left out of the error medians (its error is 0 by construction).
+  multiple ρ of a baseline step — Leviathan's cost ratio c held constant over B. Each tier
+  implies ``ρ_i = (TPOT_i·E_i − verify_i) / t(B_i)``; tier i is predicted with the median
+  of the implied ρ of the variant's OTHER complete tiers (leave-one-out: every prediction
+  is out of sample, and one noisy tier moves the others' ρ by at most a rank). A variant
+  with one usable tier is not predicted (role ``not_predicted``, said in the notes).
 * Prediction: ``TPOT = ((1 + ρ)·t(B) + τ·B·(q−1)·p_v) / E`` with ``p_v = 1 − (1 − s)^B``, the
-  chance some row in the step drafted; speedup = baseline TPOT measured / TPOT predicted;
-  error = predicted / measured − 1.
+  chance some row in the step drafted; speedup = baseline TPOT measured at the same tier /
+  TPOT predicted; error = predicted / measured − 1 against the tier's pooled TPOT mean
+  (summary.csv, every pass). The median over passes of per-pass means was tried as the
+  measured input on the three demo runs and did not lower the error consistently (the
+  passes' spread is not one outlier pass; a median of three is noisier than a mean).
 
 Partial or failed tiers (``tier_status`` not complete) are excluded and listed.
 """
@@ -39,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from trtbench.export import Column, write_csv
+from trtbench.plan.tier_batch import with_batch
 from trtbench.profiling.report.comparison import summary_column
 from trtbench.run_data import VariantInfo
 
@@ -93,18 +105,23 @@ FIT_TIERS_SCHEMA: tuple[Column, ...] = (
     Column("variant", "speculative variant"),
     Column("mode", "draft_target | medusa | ngram | eagle3 | …"),
     Column("tier", "load tier (complete tiers only)"),
+    Column("concurrency", "the tier's client concurrency c"),
+    Column("batch", "B: mean batch a decoding request shared (tier_batch), else c"),
     Column(
-        "concurrency", "B, the tier's concurrency (batch a decoding request shares)"
+        "batch_source", "records (requests/responses.csv) or concurrency (fallback)"
     ),
-    Column("role", "fit: ρ calibrated here (error 0 by construction); predicted"),
+    Column(
+        "role", "predicted (ρ from the other tiers) | not_predicted (no other tier)"
+    ),
     Column(
         "e_source", "per_position (acceptance.csv) or tokens_per_response (fallback)"
     ),
     Column("tokens_per_step", "E = 1 + s·Σ_k Π_{i<=k} a_i"),
     Column("verify_tokens", "q: tokens per row in the verify pass (K + 1, nodes + 1)"),
-    Column("overhead_ratio", "ρ: speculation overhead per step / baseline step t(B)"),
+    Column("implied_overhead_ratio", "ρ_i this tier implies: (TPOT·E − verify) / t(B)"),
+    Column("overhead_ratio", "ρ used: median ρ_i of the variant's other tiers"),
     Column("predicted_step_ms", "(1 + ρ)·t(B) + τ·B·(q − 1)·p_v"),
-    Column("measured_tpot_ms", "TPOT mean measured"),
+    Column("measured_tpot_ms", "TPOT mean measured (every pass pooled)"),
     Column("predicted_tpot_ms", "predicted_step_ms / tokens_per_step"),
     Column("error_ratio", "predicted / measured TPOT − 1"),
     Column("measured_speedup_ratio", "baseline TPOT / measured TPOT at the same B"),
@@ -120,31 +137,34 @@ def _complete(rows: pd.DataFrame) -> pd.Series:
     return rows["tier_status"].fillna("complete").astype(str) == "complete"
 
 
-def fit_step_curve(baseline: pd.DataFrame) -> StepCurve | None:
-    """Least-squares ``TPOT = a + b·concurrency`` over the baseline's summary rows.
+def fit_step_curve(
+    baseline: pd.DataFrame, batch: str = "concurrency"
+) -> StepCurve | None:
+    """Least-squares ``TPOT = a + b·B`` over the baseline's summary rows.
 
     Args:
         baseline: the baseline's complete-tier rows (``concurrency``, TPOT mean; for τ the
             server prefill mean and the mean input length at the lowest tier).
+        batch: the column holding B (``concurrency``, or the effective batch).
 
     Returns:
-        The curve, or None with fewer than 2 distinct concurrencies with a TPOT.
+        The curve, or None with fewer than 2 distinct B with a TPOT.
     """
-    ok = baseline[baseline[TPOT].notna() & baseline["concurrency"].notna()]
-    if ok["concurrency"].nunique() < 2:
+    ok = baseline[baseline[TPOT].notna() & baseline[batch].notna()]
+    if ok[batch].nunique() < 2:
         return None
-    x = ok["concurrency"].to_numpy(float)
+    x = ok[batch].to_numpy(float)
     y = ok[TPOT].to_numpy(float)
     b, a = np.polyfit(x, y, 1)
     resid = y - (a + b * x)
     total = float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - float((resid**2).sum()) / total if len(x) > 2 and total > 0 else np.nan
-    low = ok.sort_values("concurrency").iloc[0]
+    low = ok.sort_values(batch).iloc[0]
     token = 0.0
     if PREFILL in ok and ISL in ok and pd.notna(low[PREFILL]) and low[ISL] > 1:
-        one = a + b * float(low["concurrency"])
+        one = a + b * float(low[batch])
         token = max((float(low[PREFILL]) - one) / (float(low[ISL]) - 1.0), 0.0)
-    tiers = tuple(str(t) for t in ok.sort_values("concurrency")["tier"])
+    tiers = tuple(str(t) for t in ok.sort_values(batch)["tier"])
     return StepCurve(float(a), float(b), r2, token, tiers)
 
 
@@ -223,6 +243,27 @@ def median_abs_error(errors: pd.Series) -> float:
     return float(values.median()) if len(values) else float("nan")
 
 
+def implied_overhead(
+    curve: StepCurve, tpot: float, e: float, batch: float, q: int, share: float
+) -> float:
+    """ρ one tier implies: ``(TPOT·E − verify(B)) / t(B)`` (module doc; NaN without E)."""
+    if not (pd.notna(tpot) and pd.notna(e) and e >= 1.0):
+        return float("nan")
+    return (tpot * e - _verify_ms(curve, batch, q, share)) / curve.at(batch)
+
+
+def leave_one_out(implied: list[float]) -> list[float]:
+    """For each tier, the median of the other tiers' non-NaN implied ρ (NaN: none).
+
+    E.g. ``[1.0, 2.0, 4.0]`` -> ``[3.0, 2.5, 1.5]``.
+    """
+    out = []
+    for i in range(len(implied)):
+        others = [r for j, r in enumerate(implied) if j != i and pd.notna(r)]
+        out.append(float(np.median(others)) if others else float("nan"))
+    return out
+
+
 def _variant_rows(
     rows: pd.DataFrame,
     info: VariantInfo,
@@ -230,38 +271,32 @@ def _variant_rows(
     acceptance: pd.DataFrame | None,
     base_tpot: dict[float, float],
 ) -> list[dict]:
-    """One prediction row per complete tier of one speculative variant."""
+    """One prediction row per complete tier of one speculative variant (``batch`` set)."""
     q = verify_tokens(info)
     tiers = []
     for _, row in rows.sort_values("concurrency").iterrows():
         e, share, source = measured_tokens_per_step(row, acceptance)
-        tiers.append((row, e, share, source))
-    usable = [
-        t for t in tiers if pd.notna(t[1]) and pd.notna(t[0][TPOT]) and t[1] >= 1.0
-    ]
-    rho = float("nan")
-    if usable:
-        row, e, share, _ = usable[0]
-        batch = float(row["concurrency"])
-        rho = (float(row[TPOT]) * e - _verify_ms(curve, batch, q, share)) / curve.at(
-            batch
-        )
-    out = []
-    for row, e, share, source in tiers:
-        batch = float(row["concurrency"])
-        step = (1.0 + rho) * curve.at(batch) + (
-            _verify_ms(curve, batch, q, share) - curve.at(batch)
-        )
-        pred = step / e if e and pd.notna(e) else float("nan")
         meas = float(row[TPOT]) if pd.notna(row[TPOT]) else float("nan")
-        base = base_tpot.get(batch, float("nan"))
+        batch = float(row["batch"])
+        rho_i = implied_overhead(curve, meas, e, batch, q, share)
+        tiers.append((row, e, share, source, meas, batch, rho_i))
+    loo = leave_one_out([t[-1] for t in tiers])
+    out = []
+    for (row, e, share, source, meas, batch, rho_i), rho in zip(
+        tiers, loo, strict=True
+    ):
+        step = rho * curve.at(batch) + _verify_ms(curve, batch, q, share)
+        pred = step / e if e and pd.notna(e) else float("nan")
+        base = base_tpot.get(float(row["concurrency"]), float("nan"))
         out.append({
             "variant": info.name, "mode": info.mode or "", "tier": row["tier"],
-            "concurrency": batch,
-            "role": "fit" if usable and row is usable[0][0] else "predicted",
+            "concurrency": float(row["concurrency"]), "batch": batch,
+            "batch_source": row["batch_source"],
+            "role": "predicted" if pd.notna(rho) else "not_predicted",
             "e_source": source, "tokens_per_step": e, "verify_tokens": q,
-            "overhead_ratio": rho, "predicted_step_ms": step,
-            "measured_tpot_ms": meas, "predicted_tpot_ms": pred,
+            "implied_overhead_ratio": rho_i, "overhead_ratio": rho,
+            "predicted_step_ms": step, "measured_tpot_ms": meas,
+            "predicted_tpot_ms": pred,
             "error_ratio": pred / meas - 1.0 if meas > 0 else float("nan"),
             "measured_speedup_ratio": base / meas if meas > 0 else float("nan"),
             "predicted_speedup_ratio": base / pred if pred > 0 else float("nan"),
@@ -274,6 +309,7 @@ def fit_tiers(
     variants: dict[str, VariantInfo],
     baseline: str,
     acceptance: pd.DataFrame | None = None,
+    batch: pd.DataFrame | None = None,
 ) -> TierFitResult:
     """Fit the step curve to the baseline and predict every speculative tier (module doc).
 
@@ -283,6 +319,8 @@ def fit_tiers(
         variants: per-variant mode, K and Medusa nodes (``run_data.VariantInfo``).
         baseline: the baseline variant's name.
         acceptance: ``loadtest/acceptance.csv`` rows (None: every variant falls back).
+        batch: effective batch per (variant, tier) (``tier_batch.effective_batch``; None
+            or a missing tier: B = concurrency, said in ``batch_source`` and the notes).
 
     Returns:
         The curve, the per-tier rows (columns :data:`FIT_TIER_COLUMNS`), the excluded
@@ -293,10 +331,15 @@ def fit_tiers(
         f"{r['variant']} {r['tier']} ({r.get('tier_status', '')})"
         for _, r in summary[~done].iterrows()
     )
-    summary = summary[done]
+    summary = with_batch(summary[done], batch)
     base = summary[summary["variant"] == baseline]
-    curve = fit_step_curve(base)
+    curve = fit_step_curve(base, "batch")
     notes: list[str] = []
+    if (summary["batch_source"] == "concurrency").any():
+        notes.append(
+            "batch B = client concurrency where the request/response records are absent "
+            "(batch_source concurrency): the tail of a pass is not accounted for"
+        )
     if curve is None:
         notes.append(
             "no step curve: the baseline needs >= 2 complete tiers of different concurrency"
@@ -320,13 +363,18 @@ def fit_tiers(
             )
         if verify_tokens(info) == 1:
             notes.append(f"{name}: verify width unknown (no K or tree); no token term")
+        if any(r["role"] == "not_predicted" for r in got):
+            notes.append(
+                f"{name}: cannot predict: ρ comes from the variant's other complete tiers "
+                "(leave-one-out) and it has no other usable tier"
+            )
         rows += got
     frame = pd.DataFrame(rows, columns=list(FIT_TIER_COLUMNS))
     return TierFitResult(curve, frame, excluded, tuple(notes))
 
 
 def error_medians(rows: pd.DataFrame) -> dict[str, float]:
-    """Median |error| of the predicted (not calibration) tiers per variant, and ``overall``."""
+    """Median |error| of the predicted tiers per variant, and ``overall`` (all of them)."""
     pred = rows[rows["role"] == "predicted"]
     out = {
         str(v): median_abs_error(g["error_ratio"])

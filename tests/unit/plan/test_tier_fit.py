@@ -4,8 +4,12 @@ Synthetic run: baseline TPOT = 2 + 0.5·B ms exactly at c1, c2, c4 (a partial c8
 would break the line is excluded); prefill at c1 = t(1) + τ·(ISL − 1) = 2.5 + 0.1·10 = 3.5 ms
 (ISL 11), so τ = 0.1 ms. Variant ``draft`` (K = 2, q = 3): per-position hits 80, 40 of 100
 drafted row-steps -> a1 = 0.8, a2 = 0.5, E = 1 + 0.8 + 0.8·0.5 = 2.2 (10 requests x 20 decode
-tokens - 120 accepted = 80 row-steps < 100 drafted: share s = 1). Overhead ρ = 1:
-step(B) = 2·t(B) + 0.1·B·2, i.e. 5.2 (c1), 6.4 (c2), 8.8 ms (c4).
+tokens - 120 accepted = 80 row-steps < 100 drafted: share s = 1). Verify pass
+verify(B) = t(B) + 0.1·B·2 = 2.7 (c1), 3.4 (c2), 4.8 ms (c4). Measured steps (TPOT·E) 5.2,
+7.9, 6.8 ms imply ρ_i = (step − verify) / t(B) = 2.5/2.5 = 1.0, 4.5/3 = 1.5, 2/4 = 0.5.
+Leave-one-out ρ (median of the other two): c1 median(1.5, 0.5) = 1.0,
+c2 median(1.0, 0.5) = 0.75, c4 median(1.0, 1.5) = 1.25; predicted steps ρ·t(B) + verify(B):
+5.2, 0.75·3 + 3.4 = 5.65, 1.25·4 + 4.8 = 9.8 ms.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from trtbench.plan.tier_fit import (
     error_medians,
     fit_step_curve,
     fit_tiers,
+    leave_one_out,
     median_abs_error,
 )
 from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA
@@ -31,9 +36,10 @@ from trtbench.run_data import VariantInfo, load_run
 from trtbench.run_dir import RunDir
 
 E = 2.2
-STEP = {1: 5.2, 2: 6.4, 4: 8.8}
-# measured TPOT: exact at c1 (the calibration tier), 10 % slower at c2, 20 % faster at c4
-MEASURED = {1: STEP[1] / E, 2: STEP[2] / E * 1.1, 4: STEP[4] / E * 0.8}
+MEASURED_STEP = {1: 5.2, 2: 7.9, 4: 6.8}
+MEASURED = {c: step / E for c, step in MEASURED_STEP.items()}
+PREDICTED_STEP = [5.2, 5.65, 9.8]
+ERRORS = [0.0, 5.65 / 7.9 - 1, 9.8 / 6.8 - 1]
 
 
 def _row(variant, c, tpot, status="complete", **extra):
@@ -103,7 +109,7 @@ def test_step_curve_recovers_a_b_and_tau():
     assert fit_step_curve(base.iloc[:1]) is None  # one tier: no slope
 
 
-def test_predictions_errors_and_partial_tiers_excluded():
+def test_leave_one_out_predictions_errors_and_partial_tiers_excluded():
     summary = pd.DataFrame(_rows())
     result = fit_tiers(summary, VARIANTS, "baseline", _acceptance())
     assert result.curve.b_ms == pytest.approx(0.5)  # the partial c8 (40 ms) not fitted
@@ -112,20 +118,65 @@ def test_predictions_errors_and_partial_tiers_excluded():
     assert list(rows.index) == ["c1", "c2", "c4"]
     assert rows["tokens_per_step"].tolist() == pytest.approx([E] * 3)
     assert rows["e_source"].unique().tolist() == ["per_position"]
-    assert rows["overhead_ratio"].tolist() == pytest.approx([1.0] * 3)
-    assert rows["role"].tolist() == ["fit", "predicted", "predicted"]
-    assert rows["predicted_step_ms"].tolist() == pytest.approx([5.2, 6.4, 8.8])
+    # no records given: B = the concurrency, said per row and in the notes
+    assert rows["batch"].tolist() == [1.0, 2.0, 4.0]
+    assert rows["batch_source"].unique().tolist() == ["concurrency"]
+    assert any(
+        "client concurrency where the request/response" in n for n in result.notes
+    )
+    assert rows["implied_overhead_ratio"].tolist() == pytest.approx([1.0, 1.5, 0.5])
+    assert rows["overhead_ratio"].tolist() == pytest.approx([1.0, 0.75, 1.25])
+    assert rows["role"].tolist() == ["predicted"] * 3  # every tier out of sample
+    assert rows["predicted_step_ms"].tolist() == pytest.approx(PREDICTED_STEP)
     assert rows["predicted_tpot_ms"].tolist() == pytest.approx(
-        [STEP[c] / E for c in (1, 2, 4)]
+        [x / E for x in PREDICTED_STEP]
     )
-    assert rows["error_ratio"].tolist() == pytest.approx(
-        [0.0, 1 / 1.1 - 1, 1 / 0.8 - 1]
-    )
+    assert rows["error_ratio"].tolist() == pytest.approx(ERRORS)
     # speedup vs the baseline TPOT measured at the same concurrency
-    assert rows.loc["c2", "predicted_speedup_ratio"] == pytest.approx(3.0 / (6.4 / E))
-    medians = error_medians(result.rows)  # c1 (calibration) left out: |−9.09 %|, 25 %
-    assert medians["draft"] == pytest.approx((0.25 + (1 - 1 / 1.1)) / 2)
+    assert rows.loc["c2", "predicted_speedup_ratio"] == pytest.approx(3.0 / (5.65 / E))
+    medians = error_medians(result.rows)  # |0|, 28.5 %, 44.1 %
+    assert medians["draft"] == pytest.approx(1 - 5.65 / 7.9)
     assert medians["overall"] == medians["draft"]
+
+
+def test_leave_one_out_by_hand():
+    assert leave_one_out([1.0, 2.0, 4.0]) == pytest.approx([3.0, 2.5, 1.5])
+    assert leave_one_out([1.0, float("nan"), 4.0])[1] == pytest.approx(2.5)
+    assert all(pd.isna(x) for x in leave_one_out([1.0]))  # nothing else to take ρ from
+
+
+def test_effective_batch_moves_the_curve_and_the_prediction():
+    # baseline B_eff = c (the curve is unchanged); draft c4 decoded with B_eff = 3:
+    # t(3) = 3.5, verify(3) = 3.5 + 0.1·3·2 = 4.1, ρ_c4 = (6.8 − 4.1) / 3.5 = 27/35;
+    # its LOO ρ is still median(1.0, 1.5) = 1.25 -> step 1.25·3.5 + 4.1 = 8.475 ms
+    batch = pd.DataFrame(
+        [("baseline", f"c{c}", float(c), 10) for c in (1, 2, 4)]
+        + [("draft", "c4", 3.0, 10)],
+        columns=["variant", "tier", "batch_effective", "requests_count"],
+    )
+    result = fit_tiers(
+        pd.DataFrame(_rows()), VARIANTS, "baseline", _acceptance(), batch
+    )
+    rows = result.rows.set_index("tier")
+    assert rows["batch"].tolist() == [1.0, 2.0, 3.0]
+    assert rows["batch_source"].tolist() == ["concurrency", "concurrency", "records"]
+    assert rows.loc["c4", "implied_overhead_ratio"] == pytest.approx(27 / 35)
+    assert rows.loc["c4", "predicted_step_ms"] == pytest.approx(8.475)
+    assert rows.loc["c4", "error_ratio"] == pytest.approx(8.475 / 6.8 - 1)
+    # c1: median(1.5, 27/35)
+    assert rows.loc["c1", "overhead_ratio"] == pytest.approx((1.5 + 27 / 35) / 2)
+
+
+def test_a_variant_with_one_tier_is_not_predicted():
+    summary = pd.DataFrame(_rows(False) + [_row("solo", 1, MEASURED[1])])
+    variants = {**VARIANTS, "solo": VariantInfo("solo", "draft_target", draft_len=2)}
+    result = fit_tiers(summary, variants, "baseline", _acceptance("solo", ("c1",)))
+    solo = result.rows[result.rows["variant"] == "solo"].iloc[0]
+    assert solo["role"] == "not_predicted"
+    assert solo["implied_overhead_ratio"] == pytest.approx(1.0)
+    assert pd.isna(solo["predicted_tpot_ms"]) and pd.isna(solo["error_ratio"])
+    assert any(n.startswith("solo: cannot predict") for n in result.notes)
+    assert "solo" not in error_medians(result.rows)
 
 
 def test_no_acceptance_table_falls_back_to_tokens_per_response():
@@ -137,7 +188,7 @@ def test_no_acceptance_table_falls_back_to_tokens_per_response():
     assert result.rows["tokens_per_step"].tolist() == pytest.approx([E] * 3)
     assert any("no per-position acceptance" in n for n in result.notes)
     # same E, so the same predictions as with the table
-    assert result.rows["predicted_step_ms"].tolist() == pytest.approx([5.2, 6.4, 8.8])
+    assert result.rows["predicted_step_ms"].tolist() == pytest.approx(PREDICTED_STEP)
 
 
 def test_ngram_share_of_drafting_row_steps():
@@ -156,7 +207,8 @@ def test_ngram_share_of_drafting_row_steps():
     rows = fit_tiers(summary, variants, "baseline", acc).rows.set_index("tier")
     s = 100 / 120
     assert rows.loc["c1", "tokens_per_step"] == pytest.approx(1 + s * 0.8)
-    # c2: step = (1+ρ)·t(2) + τ·2·2·(1 − (1 − s)^2); ρ from c1: 2.0·E − t(1) − τ·2·s
+    # two tiers: c2 takes the ρ c1 implies (leave-one-out), ρ = (2.0·E − t(1) − τ·2·s) / t(1);
+    # c2: step = (1+ρ)·t(2) + τ·2·2·(1 − (1 − s)^2)
     e = 1 + s * 0.8
     rho = (2.0 * e - 2.5 - 0.1 * 2 * s) / 2.5
     step = (1 + rho) * 3.0 + 0.1 * 4 * (1 - (1 - s) ** 2)
@@ -175,16 +227,18 @@ def test_plan_from_run_prints_the_tier_table_and_writes_csv(tmp_path):
     text = out.output
     assert "t(B) = 2.000 ms + 0.500 ms x B (R² 1.000, tiers c1, c2, c4)" in text
     assert "τ = 0.100 ms" in text
-    line = next(
-        x for x in text.splitlines() if x.split()[:3] == ["draft", "c4", "predicted"]
-    )
-    assert "+25.0%" in line and "3.200" in line.split()  # measured 8.8·0.8/2.2
-    assert "overall 17.0%" in text  # (25 % + 9.09 %) / 2
+    line = next(x for x in text.splitlines() if x.split()[:2] == ["draft", "c4"])
+    # B = 4 from the concurrency (no records: marked c); ρ implied 0.50, others 1.25
+    assert line.split()[2:5] == ["4.00", "c", "predicted"]
+    assert "+44.1%" in line and "3.091" in line.split()  # measured 6.8 / 2.2
+    assert "0.50" in line.split() and "1.25" in line.split()
+    assert "overall 28.5%" in text  # median of 0 %, 28.5 %, 44.1 %
     assert "Target median |error| <= 10%: NOT met" in text
     assert (
         "Excluded (tier not complete): baseline c8 (partial); draft c8 (partial)"
         in text
     )
     csv = pd.read_csv(root / "plan" / "fit_tiers.csv")
-    assert csv["error_ratio"].tolist() == pytest.approx([0.0, 1 / 1.1 - 1, 0.25])
+    assert csv["error_ratio"].tolist() == pytest.approx(ERRORS)
+    assert csv["batch_source"].unique().tolist() == ["concurrency"]
     assert TPOT  # the TPOT column name is the summary's mean
