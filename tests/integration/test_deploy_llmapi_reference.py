@@ -11,13 +11,11 @@ consistent, and the server's timestamps are ordered.
 
 from __future__ import annotations
 
-import queue
-
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
 import yaml
 
+from tests.support.serving import Streamed, stream_infer
 from trtbench.builders.manifest import BuildManifest, CudaGraphs, ModelFiles
 from trtbench.builders.reference.llm_args import engine_from_llm_args
 from trtbench.spec import DeploySpec
@@ -67,41 +65,18 @@ def reference_deploy() -> DeploySpec:
     return DeploySpec(llmapi_runtime="reference", reference_device="cpu")
 
 
-def _input(name: str, value, dtype: str) -> grpcclient.InferInput:
-    kinds = {"BYTES": object, "INT32": np.int32, "BOOL": np.bool_}
-    array = np.array([value], dtype=kinds[dtype])
-    tensor = grpcclient.InferInput(name, [1], dtype)
-    tensor.set_data_from_numpy(array)
-    return tensor
-
-
-def stream(url: str) -> list[dict]:
-    client = grpcclient.InferenceServerClient(url)
-    results: queue.Queue = queue.Queue()
-    client.start_stream(callback=lambda result, error: results.put((result, error)))
-    inputs = [
-        _input("text_input", PROMPT.encode(), "BYTES"),
-        _input("streaming", True, "BOOL"),
-        _input("sampling_param_max_tokens", MAX_TOKENS, "INT32"),
-        _input("sampling_param_exclude_input_from_output", True, "BOOL"),
-        _input("sampling_param_return_perf_metrics", True, "BOOL"),
-        _input("return_finish_reason", True, "BOOL"),
-        _input("sampling_param_top_k", 1, "INT32"),  # accepted and ignored
-    ]
-    client.async_stream_infer("tensorrt_llm", inputs, enable_empty_final_response=True)
-    out: list[dict] = []
-    try:
-        while not (out and out[-1]["final"]):
-            result, error = results.get(timeout=60)
-            assert error is None, error
-            response = result.get_response()
-            item = {o.name: result.as_numpy(o.name) for o in response.outputs}
-            item["final"] = response.parameters["triton_final_response"].bool_param
-            out.append(item)
-    finally:
-        client.stop_stream()
-        client.close()
-    return out
+def stream(url: str) -> list[Streamed]:
+    """One streamed request with the llmapi tensors (shape ``[1]``: no batch dimension)."""
+    values = {
+        "text_input": PROMPT,
+        "streaming": True,
+        "sampling_param_max_tokens": MAX_TOKENS,
+        "sampling_param_exclude_input_from_output": True,
+        "sampling_param_return_perf_metrics": True,
+        "return_finish_reason": True,
+        "sampling_param_top_k": 1,  # accepted and ignored
+    }
+    return stream_infer(url, "tensorrt_llm", values, shape=(1,))
 
 
 def test_draft_target_llmapi_stream_is_lossless(tiny_models, tmp_path):
@@ -137,16 +112,16 @@ def test_draft_target_llmapi_stream_is_lossless(tiny_models, tmp_path):
         responses = stream(server.grpc_url)
         with pytest.raises(RuntimeError, match="already running"):
             server.start()  # a second launch would orphan the first server
-    data = [r for r in responses if "text_output" in r]
-    texts = [r["text_output"].reshape(-1)[0].decode() for r in data]
-    assert len(data) >= 2 and data[-1]["final"]
-    assert [r["final"] for r in responses] == [False] * (len(responses) - 1) + [True]
+    data = [r for r in responses if "text_output" in r.outputs]
+    texts = [r.text for r in data]
+    assert len(data) >= 2 and data[-1].final
+    assert [r.final for r in responses] == [False] * (len(responses) - 1) + [True]
     # cumulative text: each response extends the one before; the last is the whole output
     assert all(b.startswith(a) for a, b in zip(texts, texts[1:], strict=False))
     assert texts[-1] == want
     # fewer responses than tokens: draft-target steps emit several tokens each
     assert len(data) < len(ids)
-    last = data[-1]
+    last = data[-1].outputs
     assert last["finish_reason"].reshape(-1)[0].decode() in ("length", "stop")
 
     def value(name: str, item=last):
@@ -170,6 +145,6 @@ def test_draft_target_llmapi_stream_is_lossless(tiny_models, tmp_path):
     ]
     assert times == sorted(times) and times[0] > 0
     # perf metrics ride on every response (running totals), as TensorRT-LLM's model
-    totals = [value("total_draft_tokens", r) for r in data]
+    totals = [value("total_draft_tokens", r.outputs) for r in data]
     # (the first response is the prefill's token: nothing drafted yet)
     assert totals == sorted(totals) and totals[0] == 0 and totals[-1] == draft

@@ -13,25 +13,21 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import socket
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
 
 from tests.support.cli import run_cli
-from tests.support.serving import serve_cli, stop_cli
-from trtbench.builders.build import build_variants
+from tests.support.run_specs import deployed_reference_run
+from tests.support.serving import Streamed, serve_cli, stop_cli, stream_infer
 from trtbench.builders.reference.loading import load_engine
-from trtbench.pipeline.deploy import deploy_run, serve
+from trtbench.pipeline.deploy import serve
 from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec, DeploySpec, ModelsSpec, VariantSpec
+from trtbench.spec import VariantSpec
 
 pytestmark = pytest.mark.integration
 
@@ -45,85 +41,30 @@ VARIANTS = ("baseline", "draft_target", "medusa")
 @pytest.fixture(scope="module")
 def run_dir(tiny_models, tmp_path_factory) -> RunDir:
     """A built and deployed run: baseline, draft_target (K=4), medusa (6-node tree)."""
-    spec = BenchSpec(
-        name="deploy-it",
-        backend="reference",
-        models=ModelsSpec(**tiny_models),
-        variants=[
+    return deployed_reference_run(
+        tmp_path_factory.mktemp("deploy") / "run",
+        "deploy-it",
+        tiny_models,
+        [
             VariantSpec(name="baseline", mode="baseline"),
             VariantSpec(name="draft_target", mode="draft_target", max_draft_len=4),
             VariantSpec(name="medusa", mode="medusa", medusa_choices=TREE),
         ],
-        deploy=DeploySpec(ready_timeout_s=120, reference_device="cpu"),
     )
-    rd = RunDir(tmp_path_factory.mktemp("deploy") / "run")
-    build_variants(spec, (), None, rd)
-    deploy_run(rd, (), spec.deploy)
-    return rd
-
-
-@dataclass(frozen=True)
-class Response:
-    ids: list[int] | None
-    text: str | None
-    proposed: int | None
-    accepted: int | None
-    final: bool
-    outputs: dict[str, np.ndarray]
-
-
-def _input(name: str, value, dtype: str) -> grpcclient.InferInput:
-    array = np.array([[value]], dtype=object if dtype == "BYTES" else None)
-    if dtype != "BYTES":
-        array = array.astype({"INT32": np.int32, "BOOL": np.bool_}[dtype])
-    tensor = grpcclient.InferInput(name, list(array.shape), dtype)
-    tensor.set_data_from_numpy(array)
-    return tensor
 
 
 def infer_stream(
     url: str, prompt: str, max_tokens: int, stream: bool
-) -> list[Response]:
+) -> list[Streamed]:
     """One request over ModelStreamInfer; every response until the final flag."""
-    client = grpcclient.InferenceServerClient(url)
-    results: queue.Queue = queue.Queue()
-    client.start_stream(callback=lambda result, error: results.put((result, error)))
-    inputs = [
-        _input("text_input", prompt.encode(), "BYTES"),
-        _input("max_tokens", max_tokens, "INT32"),
-        _input("stream", stream, "BOOL"),
-        _input("exclude_input_in_output", True, "BOOL"),
-        _input("return_perf_metrics", True, "BOOL"),
-    ]
-    client.async_stream_infer("ensemble", inputs, enable_empty_final_response=True)
-    out: list[Response] = []
-    try:
-        while not (out and out[-1].final):
-            result, error = results.get(timeout=60)
-            assert error is None, error
-            response = result.get_response()
-            names = [o.name for o in response.outputs]
-            arrays = {n: result.as_numpy(n) for n in names}
-            ids = arrays.get("output_ids")
-            text = arrays.get("text_output")
-            out.append(
-                Response(
-                    ids=None if ids is None else ids.reshape(-1).tolist(),
-                    text=None if text is None else text.reshape(-1)[0].decode(),
-                    proposed=_scalar(arrays.get("draft_tokens_proposed")),
-                    accepted=_scalar(arrays.get("draft_tokens_accepted")),
-                    final=response.parameters["triton_final_response"].bool_param,
-                    outputs=arrays,
-                )
-            )
-    finally:
-        client.stop_stream()
-        client.close()
-    return out
-
-
-def _scalar(array):
-    return None if array is None else array.reshape(-1)[0].item()
+    values = {
+        "text_input": prompt,
+        "max_tokens": max_tokens,
+        "stream": stream,
+        "exclude_input_in_output": True,
+        "return_perf_metrics": True,
+    }
+    return stream_infer(url, "ensemble", values)
 
 
 SUCCESS_2 = 'nv_inference_request_success{model="ensemble",version="1"} 2'
@@ -167,24 +108,24 @@ def test_stream_is_lossless_through_the_server(run_dir, variant):
     # streaming: one response per engine step, same ids, same draft counts, final on last
     data = [r for r in streamed if r.ids]
     assert [tuple(r.ids) for r in data] == [s.token_ids for s in steps]
-    assert [(r.proposed, r.accepted) for r in data] == [
+    assert [r.draft_counts for r in data] == [
         (s.draft_proposed, s.draft_accepted) for s in steps
     ]
     assert "".join(r.text for r in data) == text
     assert [r.final for r in streamed] == [False] * (len(streamed) - 1) + [True]
-    last = streamed[-1].outputs
+    last = streamed[-1]
     proposed = sum(s.draft_proposed for s in steps)
     accepted = sum(s.draft_accepted for s in steps)
-    assert _scalar(last["total_draft_tokens"]) == proposed
-    assert _scalar(last["total_accepted_draft_tokens"]) == accepted
-    assert _scalar(last["acceptance_rate"]) == pytest.approx(
+    assert last.scalar("total_draft_tokens") == proposed
+    assert last.scalar("total_accepted_draft_tokens") == accepted
+    assert last.scalar("acceptance_rate") == pytest.approx(
         accepted / proposed if proposed else 0.0
     )
-    assert _scalar(last["first_token_time_ns"]) <= _scalar(last["last_token_time_ns"])
+    assert last.scalar("first_token_time_ns") <= last.scalar("last_token_time_ns")
     # non-streaming: one final response with everything
     assert len(whole) == 1 and whole[0].final
     assert whole[0].ids == all_ids and whole[0].text == text
-    assert (whole[0].proposed, whole[0].accepted) == (proposed, accepted)
+    assert whole[0].draft_counts == (proposed, accepted)
     # two requests answered, both counted by Triton's /metrics
     assert SUCCESS_2 in metrics
     if variant != "baseline":
@@ -235,7 +176,7 @@ def test_concurrent_streams_are_batched_in_flight(run_dir):
         engine.generate_ids(engine.tokenizer.encode(p), MAX_TOKENS) for p in prompts
     ]
     engine.close()
-    results: dict[int, list[Response]] = {}
+    results: dict[int, list[Streamed]] = {}
     with serve(run_dir, "draft_target") as server:
 
         def client(i: int) -> None:
@@ -249,10 +190,9 @@ def test_concurrent_streams_are_batched_in_flight(run_dir):
         log = run_dir.server_log("draft_target").read_text()
     assert [[t for r in results[i] if r.ids for t in r.ids] for i in range(4)] == want
     spans = [
-        (_scalar(r[-1].outputs["first_token_time_ns"]),
-         _scalar(r[-1].outputs["last_token_time_ns"]))
+        (r[-1].scalar("first_token_time_ns"), r[-1].scalar("last_token_time_ns"))
         for r in results.values()
-    ]  # fmt: skip
+    ]
     assert max(first for first, _ in spans) < min(last for _, last in spans)
     assert "in-flight batching, max_batch_size 8, torch threads 1" in log
 

@@ -9,13 +9,13 @@ models' tokenizer, and checked against the tokenizer used directly.
 
 from __future__ import annotations
 
-import queue
-
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 from transformers import AutoTokenizer
+from tritonclient.utils import InferenceServerException
 
+from tests.support.serving import infer_inputs, stream_infer
 from trtbench.builders.manifest import BuildManifest, write_manifest
 from trtbench.pipeline.deploy import deploy_variant
 from trtbench.run_dir import RunDir
@@ -63,20 +63,10 @@ def server(tokenizer_dir, tmp_path_factory):
         yield srv
 
 
-def tensor(name: str, array: np.ndarray, dtype: str) -> grpcclient.InferInput:
-    item = grpcclient.InferInput(name, list(array.shape), dtype)
-    item.set_data_from_numpy(array)
-    return item
-
-
 def test_preprocessing_tokenizes_like_the_tokenizer(server, tokenizer_dir):
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     client = grpcclient.InferenceServerClient(server.grpc_url)
-    inputs = [
-        tensor("text_input", np.array([[PROMPT.encode()]], dtype=object), "BYTES"),
-        tensor("max_tokens", np.array([[7]], dtype=np.int32), "INT32"),
-        tensor("end_id", np.array([[5]], dtype=np.int32), "INT32"),
-    ]
+    inputs = infer_inputs({"text_input": PROMPT, "max_tokens": 7, "end_id": 5})
     result = client.infer("preprocessing", inputs)
     expected = tok.encode(PROMPT, add_special_tokens=True)
     assert result.as_numpy("input_ids").tolist() == [expected]
@@ -94,10 +84,7 @@ def test_postprocessing_detokenizes_the_valid_ids(server, tokenizer_dir):
     client = grpcclient.InferenceServerClient(server.grpc_url)
     result = client.infer(
         "postprocessing",
-        [
-            tensor("output_ids", padded, "INT32"),
-            tensor("sequence_length", np.array([[len(ids)]], dtype=np.int32), "INT32"),
-        ],
+        infer_inputs({"output_ids": padded, "sequence_length": len(ids)}),
     )
     assert result.as_numpy("token_ids").tolist() == [ids]
     text = result.as_numpy("text_output").reshape(-1)[0].decode()
@@ -106,22 +93,10 @@ def test_postprocessing_detokenizes_the_valid_ids(server, tokenizer_dir):
 
 def bls_error(url: str, stream: bool) -> str:
     """Send one request to the BLS over a stream; return the error it answers with."""
-    client = grpcclient.InferenceServerClient(url)
-    results: queue.Queue = queue.Queue()
-    client.start_stream(callback=lambda result, error: results.put((result, error)))
-    inputs = [
-        tensor("text_input", np.array([[b"hello"]], dtype=object), "BYTES"),
-        tensor("max_tokens", np.array([[4]], dtype=np.int32), "INT32"),
-        tensor("stream", np.array([[stream]], dtype=np.bool_), "BOOL"),
-    ]
-    try:
-        client.async_stream_infer("tensorrt_llm_bls", inputs)
-        _, error = results.get(timeout=60)
-    finally:
-        client.stop_stream()
-        client.close()
-    assert error is not None
-    return str(error)
+    values = {"text_input": b"hello", "max_tokens": 4, "stream": stream}
+    with pytest.raises(InferenceServerException) as refused:
+        stream_infer(url, "tensorrt_llm_bls", values)
+    return str(refused.value)
 
 
 def test_bls_refuses_streaming_and_reports_a_missing_model(server):

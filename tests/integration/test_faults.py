@@ -68,7 +68,6 @@ from typing import Literal
 import pandas as pd
 import psutil
 import pytest
-import yaml
 
 from tests.support.cli import run_cli as run_in_process
 from tests.support.faults import (
@@ -88,6 +87,7 @@ from tests.support.faults import (
     still_running,
     wait_gone,
 )
+from tests.support.run_specs import reference_run_spec, write_spec
 from tests.support.scripted_triton import loadtest_args, scripted_server
 from trtbench.triton_repo.ports import port_in_use
 
@@ -103,26 +103,20 @@ STUB = "triton_python_backend_stub"
 
 def bench_spec(models: dict[str, Path]) -> dict:
     """Two reference variants, three closed-loop tiers of a few seconds each."""
-    common = {"dtype": "float32", "max_batch_size": 4, "max_input_len": 64,
-              "max_seq_len": 128}  # fmt: skip
-    return {
-        "name": "faults",
-        "backend": "reference",
-        "models": {k: str(v) for k, v in models.items()},
-        "variants": [
-            {"name": "base", "mode": "baseline", **common},
-            {"name": "dt", "mode": "draft_target", "max_draft_len": 3, **common},
+    return reference_run_spec(
+        "faults",
+        models,
+        [
+            {"name": "base", "mode": "baseline"},
+            {"name": "dt", "mode": "draft_target", "max_draft_len": 3},
         ],
-        "deploy": {"ready_timeout_s": 240},
-        "loadtest": {
-            "concurrency": [1, 2, 4],
-            "requests_per_tier": REQUESTS,
-            "warmup_requests": 1,
-            "input_len_mean": 16,
-            "output_len_mean": OUTPUT_TOKENS,
-        },
-        "profile": {"memory_interval_ms": 100, "metrics_interval_ms": 500},
-    }
+        max_batch_size=4,
+        deploy={"ready_timeout_s": 240},
+        profile={"memory_interval_ms": 100, "metrics_interval_ms": 500},
+        requests=REQUESTS,
+        output_tokens=OUTPUT_TOKENS,
+        concurrency=(1, 2, 4),
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -138,9 +132,7 @@ def spec_path(tiny_models, tmp_path_factory) -> Path:
     """The bench spec. No separate ``trtbench build``: ``trtbench run`` runs the build stage
     itself (a reference build writes only build.json), so a prebuilt copy would save
     nothing."""
-    path = tmp_path_factory.mktemp("spec") / "spec.yaml"
-    path.write_text(yaml.safe_dump(bench_spec(tiny_models)))
-    return path
+    return write_spec(tmp_path_factory.mktemp("spec"), bench_spec(tiny_models))
 
 
 def copy_run(source: Path, dest: Path) -> Path:

@@ -21,11 +21,11 @@ import psutil
 import pytest
 
 from tests.support.net import has_ipv6_loopback
+from tests.support.run_specs import deployed_reference_run
 from tests.support.serving import serve_cli, stop_cli
-from trtbench.builders.build import build_variants
-from trtbench.pipeline.deploy import deploy_run, serve
+from trtbench.pipeline.deploy import serve
 from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec, DeploySpec, ModelsSpec, VariantSpec
+from trtbench.spec import DeploySpec, VariantSpec
 
 pytestmark = pytest.mark.integration
 
@@ -36,11 +36,11 @@ HEADER = re.compile(r"^==== trtbench \S+: tritonserver start \S+Z \(attempt (\d+
 @pytest.fixture(scope="module")
 def run_dir(tiny_models, tmp_path_factory) -> RunDir:
     """A built and deployed run with one baseline variant."""
-    spec = BenchSpec(
-        name="loopback-it",
-        backend="reference",
-        models=ModelsSpec(**tiny_models),
-        variants=[
+    return deployed_reference_run(
+        tmp_path_factory.mktemp("loopback") / "run",
+        "loopback-it",
+        tiny_models,
+        [
             VariantSpec(
                 name=VARIANT,
                 mode="baseline",
@@ -48,13 +48,8 @@ def run_dir(tiny_models, tmp_path_factory) -> RunDir:
                 max_input_len=64,
                 max_seq_len=128,
             )
-        ],  # fmt: skip
-        deploy=DeploySpec(ready_timeout_s=120, reference_device="cpu"),
+        ],
     )
-    rd = RunDir(tmp_path_factory.mktemp("loopback") / "run")
-    build_variants(spec, (), None, rd)
-    deploy_run(rd, (), spec.deploy)
-    return rd
 
 
 def listening(pid: int) -> list[tuple[str, int]]:

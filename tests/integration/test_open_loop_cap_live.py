@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 
 from tests.support.cli import run_cli
-from trtbench.builders.build import build_variants
-from trtbench.pipeline.deploy import deploy_run, serve
+from tests.support.run_specs import deployed_reference_run
+from trtbench.pipeline.deploy import serve
 from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec, DeploySpec, ModelsSpec, VariantSpec
+from trtbench.spec import VariantSpec
 
 pytestmark = pytest.mark.integration
 
@@ -27,17 +27,12 @@ REQUESTS = 8
 
 @pytest.fixture(scope="module")
 def run_dir(tiny_models, tmp_path_factory) -> RunDir:
-    spec = BenchSpec(
-        name="cap-it",
-        backend="reference",
-        models=ModelsSpec(**tiny_models),
-        variants=[VariantSpec(name="baseline", mode="baseline")],
-        deploy=DeploySpec(ready_timeout_s=120, reference_device="cpu"),
+    return deployed_reference_run(
+        tmp_path_factory.mktemp("cap") / "run",
+        "cap-it",
+        tiny_models,
+        [VariantSpec(name="baseline", mode="baseline")],
     )
-    rd = RunDir(tmp_path_factory.mktemp("cap") / "run")
-    build_variants(spec, (), None, rd)
-    deploy_run(rd, (), spec.deploy)
-    return rd
 
 
 def test_one_slot_queues_requests_and_the_client_keeps_up(run_dir, tmp_path, capsys):

@@ -16,13 +16,12 @@ import queue
 import threading
 import urllib.request
 
-import numpy as np
 import pandas as pd
 import pytest
-import tritonclient.grpc as grpcclient
 
-from trtbench.builders.build import build_variants
-from trtbench.pipeline.deploy import deploy_run, serve
+from tests.support.run_specs import deployed_reference_run
+from tests.support.serving import stream_infer
+from trtbench.pipeline.deploy import serve
 from trtbench.profiling.memory.breakdown import VariantMemoryInputs, memory_breakdown
 from trtbench.profiling.memory.kv_pressure import (
     kv_pressure,
@@ -33,8 +32,7 @@ from trtbench.profiling.memory.server_metrics_views import (
     kv_cache_blocks,
     request_gauges,
 )
-from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec, DeploySpec, ModelsSpec, VariantSpec
+from trtbench.spec import VariantSpec
 
 pytestmark = pytest.mark.integration
 
@@ -45,42 +43,21 @@ STREAMS = 6
 
 def stream_count(url: str, prompt: str, out: queue.Queue) -> None:
     """Stream one request; put the number of tokens received."""
-    inputs = []
-    for name, value, dtype in (
-        ("text_input", np.array([[prompt.encode()]], dtype=object), "BYTES"),
-        ("max_tokens", np.array([[MAX_TOKENS]], dtype=np.int32), "INT32"),
-        ("end_id", np.array([[-1]], dtype=np.int32), "INT32"),
-        ("stream", np.array([[True]]), "BOOL"),
-    ):
-        tensor = grpcclient.InferInput(name, list(value.shape), dtype)
-        tensor.set_data_from_numpy(value)
-        inputs.append(tensor)
-    client = grpcclient.InferenceServerClient(url)
-    results: queue.Queue = queue.Queue()
-    client.start_stream(callback=lambda result, error: results.put((result, error)))
-    client.async_stream_infer("ensemble", inputs, enable_empty_final_response=True)
-    count = 0
-    try:
-        while True:
-            result, error = results.get(timeout=120)
-            assert error is None, error
-            ids = result.as_numpy("output_ids")
-            count += 0 if ids is None else ids.size
-            final = result.get_response().parameters["triton_final_response"]
-            if final.bool_param:
-                break
-    finally:
-        client.stop_stream()
-        client.close()
-    out.put(count)
+    responses = stream_infer(
+        url,
+        "ensemble",
+        {"text_input": prompt, "max_tokens": MAX_TOKENS, "end_id": -1, "stream": True},
+        timeout_s=120,
+    )
+    out.put(sum(len(r.ids or []) for r in responses))
 
 
 def test_kv_gauges_fill_server_metrics_and_the_breakdown(tiny_models, tmp_path):
-    spec = BenchSpec(
-        name="kv-it",
-        backend="reference",
-        models=ModelsSpec(**tiny_models),
-        variants=[
+    run_dir = deployed_reference_run(
+        tmp_path / "run",
+        "kv-it",
+        tiny_models,
+        [
             VariantSpec(
                 name="medusa",
                 mode="medusa",
@@ -92,11 +69,7 @@ def test_kv_gauges_fill_server_metrics_and_the_breakdown(tiny_models, tmp_path):
                 kv_cache_max_tokens=256,
             )
         ],
-        deploy=DeploySpec(ready_timeout_s=120, reference_device="cpu"),
     )
-    run_dir = RunDir(tmp_path / "run")
-    build_variants(spec, (), None, run_dir)
-    deploy_run(run_dir, (), spec.deploy)
     counts: queue.Queue = queue.Queue()
     with serve(run_dir, "medusa") as server:
         text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()

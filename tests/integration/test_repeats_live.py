@@ -8,9 +8,9 @@ import math
 
 import pandas as pd
 import pytest
-import yaml
 
 from tests.support.cli import run_cli
+from tests.support.run_specs import reference_run_spec, write_spec
 
 pytestmark = pytest.mark.integration
 
@@ -20,21 +20,19 @@ REQUESTS = 3
 @pytest.fixture(scope="module")
 def run_dir(tiny_models, tmp_path_factory):
     root = tmp_path_factory.mktemp("repeats")
-    spec = {
-        "name": "repeats-it",
-        "backend": "reference",
-        "models": {k: str(v) for k, v in tiny_models.items()},
-        "variants": [{"name": "base", "mode": "baseline", "dtype": "float32",
-                      "max_batch_size": 2, "max_input_len": 64, "max_seq_len": 128}],
-        "deploy": {"ready_timeout_s": 120},
-        "loadtest": {"concurrency": [1, 2], "requests_per_tier": REQUESTS,
-                     "warmup_requests": 1, "input_len_mean": 8, "output_len_mean": 8,
-                     "repeats": 2},
-        "profile": {"memory_interval_ms": 200, "scrape_metrics": False},
-    }  # fmt: skip
-    path = root / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return root, path
+    spec = reference_run_spec(
+        "repeats-it",
+        tiny_models,
+        [{"name": "base", "mode": "baseline"}],
+        max_batch_size=2,
+        deploy={"ready_timeout_s": 120},
+        profile={"memory_interval_ms": 200, "scrape_metrics": False},
+        requests=REQUESTS,
+        input_tokens=8,
+        output_tokens=8,
+        repeats=2,
+    )
+    return root, write_spec(root, spec)
 
 
 def test_two_passes_in_requests_summary_and_report(run_dir, capsys):

@@ -20,9 +20,9 @@ import json
 import pandas as pd
 import psutil
 import pytest
-import yaml
 
 from tests.support.cli import run_cli
+from tests.support.run_specs import reference_run_spec, write_spec
 from trtbench.errors import ConfigError
 from trtbench.spec_serving import resolve_vllm_python
 
@@ -42,39 +42,30 @@ def mixed_run(tiny_models, tmp_path_factory):
     except ConfigError as exc:
         pytest.skip(str(exc))
     root = tmp_path_factory.mktemp("mixed")
-    limits = {"dtype": "float32", "max_batch_size": 2, "max_input_len": 64,
-              "max_seq_len": 128}  # fmt: skip
-    spec = {
-        "name": "mixed",
-        "backend": "reference",
-        "models": {k: str(v) for k, v in tiny_models.items()},
-        "variants": [
-            {"name": "base", "mode": "baseline", **limits},
+    spec = reference_run_spec(
+        "mixed",
+        tiny_models,
+        [
+            {"name": "base", "mode": "baseline"},
             {
                 "name": "vllm-dt",
                 "mode": "draft_target",
                 "max_draft_len": K,
                 "server": "vllm",
-                **limits,
             },
-        ],  # fmt: skip
-        "deploy": {
+        ],
+        max_batch_size=2,
+        deploy={
             "ready_timeout_s": 400,
             "vllm_python": str(python),
             "vllm_kv_cache_gib": 0.25,
             "vllm_args": ["--per-request-spec-decode-metrics", "detailed"],
         },
-        "loadtest": {
-            "concurrency": [1, 2],
-            "requests_per_tier": REQUESTS,
-            "warmup_requests": 1,
-            "input_len_mean": 16,
-            "output_len_mean": OUTPUT_TOKENS,
-        },
-        "profile": {"memory_interval_ms": 100, "metrics_interval_ms": 500},
-    }
-    spec_path = root / "spec.yaml"
-    spec_path.write_text(yaml.safe_dump(spec))
+        profile={"memory_interval_ms": 100, "metrics_interval_ms": 500},
+        requests=REQUESTS,
+        output_tokens=OUTPUT_TOKENS,
+    )
+    spec_path = write_spec(root, spec)
     out = root / "run"
     return spec_path, out
 

@@ -14,8 +14,8 @@ import shutil
 
 import pandas as pd
 import pytest
-import yaml
 
+from tests.support.run_specs import reference_run_spec, write_spec
 from trtbench.cli import main
 from trtbench.triton_repo.ports import port_in_use
 
@@ -29,35 +29,22 @@ REQUESTS = 4
 def finished_run(tiny_models, tmp_path_factory):
     """Run the spec once for the module; return (run dir, exit code, stdout, stderr)."""
     root = tmp_path_factory.mktemp("run")
-    common = {"dtype": "float32", "max_batch_size": 4, "max_input_len": 64,
-              "max_seq_len": 128}  # fmt: skip
-    spec = {
-        "name": "pipeline-test",
-        "backend": "reference",
-        "models": {k: str(v) for k, v in tiny_models.items()},
-        "variants": [
-            {"name": "base", "mode": "baseline", **common},
-            {"name": "dt", "mode": "draft_target", "max_draft_len": 3, **common},
-            {
-                "name": "med",
-                "mode": "medusa",
-                "medusa_choices": [[0], [0, 0], [1]],
-                **common,
-            },
-        ],  # fmt: skip
-        "deploy": {"ready_timeout_s": 120},
-        "loadtest": {
-            "concurrency": [1, 2],
-            "requests_per_tier": REQUESTS,
-            "warmup_requests": 1,
-            "input_len_mean": 16,
-            "output_len_mean": OUTPUT_TOKENS,
-            "slo_ttft_ms": 60000,
-        },
-        "profile": {"memory_interval_ms": 50, "metrics_interval_ms": 200},
-    }
-    spec_path = root / "spec.yaml"
-    spec_path.write_text(yaml.safe_dump(spec))
+    spec = reference_run_spec(
+        "pipeline-test",
+        tiny_models,
+        [
+            {"name": "base", "mode": "baseline"},
+            {"name": "dt", "mode": "draft_target", "max_draft_len": 3},
+            {"name": "med", "mode": "medusa", "medusa_choices": [[0], [0, 0], [1]]},
+        ],
+        max_batch_size=4,
+        deploy={"ready_timeout_s": 120},
+        profile={"memory_interval_ms": 50, "metrics_interval_ms": 200},
+        requests=REQUESTS,
+        output_tokens=OUTPUT_TOKENS,
+        slo_ttft_ms=60000,
+    )
+    spec_path = write_spec(root, spec)
     out = root / "out"
     stdout, stderr = io.StringIO(), io.StringIO()
     try:

@@ -200,8 +200,8 @@ def measure_variant(
     samplers: list = []
     try:
         with sampled(server, variant.name, spec, warn) as samplers:
-            target = _connect(server, spec, tokenizer, meta)
-            _stage(progress, f"{variant.name}: serving {_served(server, meta)} "
+            target, served = _connect(server, spec, tokenizer, meta)
+            _stage(progress, f"{variant.name}: serving {served} "
                              f"(ready after {time.monotonic() - start:.1f} s)")  # fmt: skip
             marking = TierMarking(progress, samplers, capture)
             got.results[variant.name] = measure(
@@ -228,26 +228,24 @@ def _connect(
     spec: BenchSpec,
     tokenizer: TextTokenizer | None,
     meta: RepoMetadata | None,
-) -> LoadTarget:
-    """The load target of a started server: Triton over gRPC (endpoint from its
-    repository's ``meta``), vLLM over OpenAI completions with token ids."""
+) -> tuple[LoadTarget, str]:
+    """The load target of a started server and what serves it (for the stage line):
+    Triton over gRPC (endpoint from its repository's ``meta``), vLLM over OpenAI
+    completions with token ids."""
+    fixed = spec.loadtest.fixed_output_len
     if isinstance(server, VllmServer) or meta is None:
-        return connect(server.base_url, server.model_name, api=API_COMPLETIONS,
-                       has_tokenizer=tokenizer is not None,
-                       fixed_output_len=spec.loadtest.fixed_output_len)  # fmt: skip
-    return connect(
+        target = connect(server.base_url, server.model_name, api=API_COMPLETIONS,
+                         has_tokenizer=tokenizer is not None,
+                         fixed_output_len=fixed)  # fmt: skip
+        return target, f"{server.model_name} with vLLM at {server.base_url}"
+    target = connect(
         server.grpc_url,
         meta.model_name,
         endpoint=endpoint_of(meta),
-        fixed_output_len=spec.loadtest.fixed_output_len,
+        fixed_output_len=fixed,
         extra_inputs=meta.extra_inputs,
     )
-
-
-def _served(server: TritonServer | VllmServer, meta: RepoMetadata | None) -> str:
-    if isinstance(server, VllmServer) or meta is None:
-        return f"{server.model_name} with vLLM at {server.base_url}"
-    return f"{meta.model_name} at {server.grpc_url}"
+    return target, f"{meta.model_name} at {server.grpc_url}"
 
 
 def _stage(progress: RunProgress | None, message: str) -> None:
