@@ -8,8 +8,13 @@ Policy of the winning speculative variant (``recommendation.Recommendation.winne
 * Draft-length schedule (stated rule): at each complete tier up to the cap, K = the largest
   draft position j ≤ the variant's draft length whose measured acceptance rate a_j
   (acceptance.csv ``kind == position``: P(the first j drafts are all accepted)) is at least
-  :data:`ACCEPT_THRESHOLD` — each kept position then adds at least half a token per step —
-  and at least 1 (the tier was measured to pay); made non-increasing in the batch size.
+  the mode's threshold (:func:`accept_threshold`) and at least 1 (the tier was measured to
+  pay); made non-increasing in the batch size. The threshold stands for what one more drafted
+  position costs as a share of a decode step: a model drafter (draft_target, eagle3, mtp)
+  runs one draft forward per position, so a position is kept only when it adds at least half
+  a token per step (:data:`ACCEPT_THRESHOLD`); n-gram drafts by a table lookup, so a position
+  costs only its verified token (τ / t(B) ≈ 0.02–0.03 on the demo, ``trtbench plan
+  --from-run``) and is kept down to :data:`LOOKUP_ACCEPT_THRESHOLD`.
   The schedule is given only where it drafts fewer than the draft length somewhere. Keys
   follow TensorRT-LLM 1.4.0rc4 (``get_draft_len_for_batch_size``): a batch of b drafts the
   value of the smallest key ≥ b and nothing above the largest key (the cap).
@@ -36,6 +41,7 @@ from trtbench.profiling.report.recommendation import Recommendation
 from trtbench.spec_serving import VLLM_METHODS
 
 ACCEPT_THRESHOLD = 0.5
+LOOKUP_ACCEPT_THRESHOLD = 0.1  # n-gram: well above the verified token's cost share
 TRTLLM_DECODING = {"draft_target": "DraftTarget", "eagle3": "Eagle3", "mtp": "MTP",
                    "ngram": "NGram", "medusa": "Medusa"}  # fmt: skip
 DRAFT_LEN_FIELD = {"mtp": "num_nextn_predict_layers"}  # else max_draft_len
@@ -109,9 +115,18 @@ def position_rates(
     return out
 
 
-def scheduled_len(rates: list[float], k: int) -> int:
-    """K at one tier by the module's rule: the largest j ≤ k with a_j ≥ 0.5, at least 1."""
-    kept = [j for j, a in enumerate(rates[:k], start=1) if a >= ACCEPT_THRESHOLD]
+def accept_threshold(mode: str) -> float:
+    """The smallest acceptance rate a_j at which draft position j is kept (module docstring):
+    :data:`LOOKUP_ACCEPT_THRESHOLD` for ``ngram``, else :data:`ACCEPT_THRESHOLD`."""
+    return LOOKUP_ACCEPT_THRESHOLD if mode == "ngram" else ACCEPT_THRESHOLD
+
+
+def scheduled_len(
+    rates: list[float], k: int, threshold: float = ACCEPT_THRESHOLD
+) -> int:
+    """K at one tier by the module's rule: the largest j ≤ k with a_j ≥ ``threshold``, at
+    least 1."""
+    kept = [j for j, a in enumerate(rates[:k], start=1) if a >= threshold]
     return max(kept, default=1)
 
 
@@ -150,6 +165,7 @@ def make_policy(
         notes.append(f"it pays at every measured tier (up to {cross.pays_up_to:g}): no cap; "
                      "measure higher concurrencies to find the crossover")  # fmt: skip
     schedule = None
+    threshold = accept_threshold(mode)
     rates = position_rates(acceptance, rec.winner)
     if k is None:
         notes.append(
@@ -169,7 +185,7 @@ def make_policy(
                 continue
             if cap is not None and r.concurrency > cap:
                 break
-            low = min(low, scheduled_len(rates[r.tier], k))
+            low = min(low, scheduled_len(rates[r.tier], k, threshold))
             pairs.append((int(r.concurrency), low))
         if pairs and any(n < k for _, n in pairs):
             if cap is not None and pairs[-1][0] < cap:
@@ -178,10 +194,10 @@ def make_policy(
                 pairs.insert(0, (1, pairs[0][1]))
             schedule = tuple(pairs)
             notes.append(f"draft-length schedule: per tier the largest j with acceptance "
-                         f"a_j ≥ {ACCEPT_THRESHOLD} (never growing with the batch)")  # fmt: skip
+                         f"a_j ≥ {threshold} (never growing with the batch)")  # fmt: skip
         else:
             notes.append(f"no draft-length schedule: every position up to K = {k} has "
-                         f"a_j ≥ {ACCEPT_THRESHOLD} at every paying tier")  # fmt: skip
+                         f"a_j ≥ {threshold} at every paying tier")  # fmt: skip
     return Policy(rec.winner, mode, k, cap, schedule, tuple(notes))
 
 
