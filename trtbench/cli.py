@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "report": "trtbench.commands.report:report",
     "compare": "trtbench.commands.compare:compare",
     "plan": "trtbench.commands.plan:plan",
+    "follow-up": "trtbench.commands.followup:follow_up",
 }
 
 

@@ -51,6 +51,13 @@ class ServerDiedError(TrtbenchError):
     exit_code = 1
 
 
+class CheckFailedError(TrtbenchError):
+    """A measured check did not pass (``trtbench follow-up``: the recommended config is
+    significantly worse than the best fixed variant at a tier, or a tier went unchecked)."""
+
+    exit_code = 1
+
+
 class LoadTestError(TrtbenchError):
     """The load test cannot start (unreachable server, unknown model, mismatched inputs)."""
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from trtbench.data_files import read_json_document
 from trtbench.export import records_to_frame
 from trtbench.pipeline.peers import load_any, load_peer, with_peers
 from trtbench.pipeline.recommend import (
@@ -33,6 +34,12 @@ from trtbench.profiling.report.comparison import (
     launch_per_step,
     memory_extra,
     tier_table,
+)
+from trtbench.profiling.report.followup_check import (
+    CHECK_JSON,
+    CHECK_SCHEMA_VERSION,
+    FOLLOW_UP_DIR,
+    check_lines,
 )
 from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
 from trtbench.profiling.report.kv_section import kv_lines
@@ -201,13 +208,28 @@ def write_report(
                          a.launches, a.notes, rel, _header(a),
                          [*lossless, "", *acceptance_lines(run.acceptance, run.summary),
                           *([""] + kv_lines(kv) if kv is not None else [])],
-                         advice.lines)  # fmt: skip
+                         [*advice.lines, *follow_up_lines(run.root)])  # fmt: skip
     write_json_atomic(run.root / RECOMMENDATION_JSON, advice.document)
     path = rd.report_md
     path.write_text(text)
     start = text.index("## Comparison matrix")
     matrix_md = text[start : text.index("## Per tier")].strip()
     return ReportResult(path, [p for _, p in drawn], matrix_md, a.notes)
+
+
+def follow_up_lines(root: Path) -> list[str]:
+    """The "Follow-up check" section from ``RUN/follow-up/check.json`` (``trtbench
+    follow-up``), after a blank line; [] when there is none.
+
+    Raises:
+        DataFileError: check.json is damaged or newer than this code reads.
+    """
+    path = Path(root) / FOLLOW_UP_DIR / CHECK_JSON
+    if not path.is_file():
+        return []
+    fix = f"run `trtbench follow-up {root}` again, or delete it"
+    doc = read_json_document(path, max_schema_version=CHECK_SCHEMA_VERSION, fix=fix)
+    return ["", *check_lines(doc)]
 
 
 MEMORY_GIB = ("weights_gib", "peak_gib")

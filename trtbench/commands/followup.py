@@ -1,0 +1,90 @@
+"""``trtbench follow-up RUN_DIR``: serve the recommended config over the run's tiers again and
+check it against the best fixed variant at every tier."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from trtbench.commands.claim import claim_run_dir
+from trtbench.commands.options import run_dir_argument
+from trtbench.commands.terminal import TierProgress, print_outcome
+from trtbench.errors import CheckFailedError
+from trtbench.pipeline.followup import FollowUpResult, plan_follow_up, run_follow_up
+from trtbench.profiling.report.followup_check import (
+    CHECK_HEADER,
+    check_rows,
+    verdict_line,
+)
+from trtbench.run_lock import run_dir_lock
+
+
+def check_table(doc: Mapping[str, Any]) -> Table:
+    """The check of ``check.json`` as a terminal table (one row per tier)."""
+    obj = doc.get("objective") or {}
+    table = Table(title=f"follow-up check: {obj.get('label')} ({obj.get('unit')})")
+    for header in CHECK_HEADER:
+        table.add_column(
+            header, justify="left" if header in CHECK_HEADER[:2] else "right"
+        )
+    for row in check_rows(doc):
+        table.add_row(*row)
+    return table
+
+
+def _print_check(result: FollowUpResult) -> None:
+    console = Console()
+    if not console.is_terminal:  # piped or captured: do not squeeze into 80 columns
+        console = Console(width=160)
+    console.print(check_table(result.document))
+    click.echo(verdict_line(result.document))
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(f"wrote {result.check_path}")
+    if result.report_path is not None:
+        click.echo(f"wrote {result.report_path} (section: Follow-up check)")
+
+
+@click.command("follow-up")
+@run_dir_argument()
+@click.pass_context
+def follow_up(ctx: click.Context, run_dir: Path) -> None:
+    """Check RUN_DIR's recommendation by measuring it again.
+
+    Serves the recommended config (RUN_DIR/recommendation.json: the winning variant with the
+    snippet's `speculation:`, or the baseline when no speculative variant wins) over the
+    same tiers, repeats, requests and seed as a run of its own in RUN_DIR/follow-up/. At
+    each tier it passes when it is not significantly worse than the run's best fixed
+    variant there: the upper end of its 95 % interval reaches the lower end of the best's
+    (mirrored for a lower-better objective); the ratio recommended / best is shown with its
+    interval. Writes RUN_DIR/follow-up/check.json and renders RUN_DIR/report.md again with
+    a "Follow-up check" section.
+
+    Exit status: 0 when every tier passes, 1 when a tier fails or could not be checked, 2
+    for bad input (no recommendation.json, a run without repeats ≥ 3, no recorded spec).
+    """
+    plan = plan_follow_up(run_dir)  # every input checked before the first build
+    claim_run_dir(plan.run)
+    ctx.with_resource(run_dir_lock(plan.out.root, ctx.command_path))
+    result = run_follow_up(plan, TierProgress())
+    try:
+        print_outcome(result.outcome)  # raises on a stop signal or a dead server
+    finally:
+        _print_check(result)
+    doc = result.document
+    if doc.get("verdict") == "fail":
+        raise CheckFailedError(
+            f"follow-up check failed at {', '.join(doc['failed'])}: the recommended config "
+            f"is significantly worse than the best fixed variant; see {result.check_path}"
+        )
+    if not doc.get("passed"):
+        unchecked = ", ".join(doc.get("unchecked") or []) or "no tier"
+        raise CheckFailedError(
+            f"follow-up check incomplete: {unchecked} could not be checked; see "
+            f"{result.check_path}"
+        )

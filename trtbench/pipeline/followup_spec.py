@@ -1,0 +1,135 @@
+"""The spec of a follow-up run: the original run's recorded spec with one variant, the
+recommended config (read from ``run.json`` and ``recommendation.json``; no I/O here).
+
+* The recorded spec is ``run.json`` ``build.spec``: every field written out, defaults included
+  (``BenchSpec.model_dump(mode="json")``, ``builders/build.py``). Read back as given it would
+  fail validation (a baseline with ``speculative_options: {}``; ``concurrency`` beside
+  ``request_rate``), so fields equal to their default are dropped first
+  (:func:`without_defaults`): what is left is what the user set, or an equivalent.
+* The recommended variant (:func:`recommended_variant`): with a speculative winner, the
+  winner's recorded fields with the trtbench snippet's fields over them (name
+  ``<winner>-recommended``, ``max_draft_len``) and its ``speculation:`` (none when the snippet
+  has none: a fixed K at every batch); without one, the baseline variant, renamed
+  ``<baseline>-recommended``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, get_args
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
+
+from trtbench.errors import ConfigError
+from trtbench.spec import BenchSpec, VariantSpec
+from trtbench.validation_errors import format_validation_error
+
+SNIPPET_TARGET = "trtbench variant"
+"""recommendation.json ``snippets[].target`` of the snippet the reference backend runs."""
+RECOMMENDED_SUFFIX = "-recommended"
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside a field's annotation (``X``, ``X | None``, ``list[X]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for a in get_args(annotation):
+        if (inner := _model_of(a)) is not None:
+            return inner
+    return None
+
+
+def without_defaults(model: type[BaseModel], data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` (a JSON dump of ``model``) without the fields equal to their default, nested
+    models and lists of models included; unknown keys are kept (validation names them)."""
+    out: dict[str, Any] = {}
+    for name, value in data.items():
+        field = model.model_fields.get(name)
+        if field is None:
+            out[name] = value
+            continue
+        inner = _model_of(field.annotation)
+        if inner is not None and isinstance(value, Mapping):
+            value = without_defaults(inner, value)
+        elif inner is not None and isinstance(value, list):
+            value = [without_defaults(inner, v) if isinstance(v, Mapping) else v
+                     for v in value]  # fmt: skip
+        if field.is_required():
+            out[name] = value
+            continue
+        default = to_jsonable_python(field.get_default(call_default_factory=True))
+        if isinstance(default, Mapping) and inner is not None:
+            default = without_defaults(inner, default)
+        if value != default:
+            out[name] = value
+    return out
+
+
+def _snippet_variant(rec: Mapping[str, Any], where: str) -> dict[str, Any]:
+    for s in rec.get("snippets") or []:
+        if isinstance(s, Mapping) and s.get("target") == SNIPPET_TARGET:
+            variants = (s.get("config") or {}).get("variants") or []
+            if variants and isinstance(variants[0], Mapping):
+                return dict(variants[0])
+    raise ConfigError(
+        f"{where} names winner {rec.get('winner')!r} but has no {SNIPPET_TARGET!r} "
+        "snippet; render it again with `trtbench report RUN`"
+    )
+
+
+def recommended_variant(
+    recorded: Mapping[str, Any], rec: Mapping[str, Any], where: str
+) -> tuple[dict[str, Any], str]:
+    """The recommended variant as spec fields (module docstring), and the variant it came
+    from.
+
+    Args:
+        recorded: ``run.json`` ``build.spec`` (variants as recorded, defaults included).
+        rec: ``recommendation.json``.
+        where: how messages name recommendation.json.
+
+    Raises:
+        ConfigError: the winner (or, without one, the baseline) is not a variant of the
+            recorded spec, or there is no baseline to fall back to.
+    """
+    variants = {v.get("name"): v for v in recorded.get("variants") or []
+                if isinstance(v, Mapping)}  # fmt: skip
+    winner, baseline = rec.get("winner"), rec.get("baseline")
+    source = winner or baseline
+    if source is None:
+        raise ConfigError(
+            f"{where} has neither a winner nor a baseline: there is no config to check; "
+            "add a baseline variant to the spec and run it again"
+        )
+    if source not in variants:
+        raise ConfigError(
+            f"{where} recommends {source!r}, which is not a variant of the run's recorded "
+            "spec (run.json build.spec); render the report again with `trtbench report RUN`"
+        )
+    fields = without_defaults(VariantSpec, variants[source])
+    if winner is None:
+        return {**fields, "name": f"{source}{RECOMMENDED_SUFFIX}"}, source
+    snippet = _snippet_variant(rec, where)
+    fields.pop("speculation", None)
+    fields.update(snippet)
+    fields.setdefault("name", f"{source}{RECOMMENDED_SUFFIX}")
+    return fields, source
+
+
+def follow_up_spec(
+    recorded: Mapping[str, Any], variant: Mapping[str, Any], source: str
+) -> BenchSpec:
+    """The recorded spec with ``variant`` as its only variant, named ``<name>-follow-up``;
+    loadtest (tiers, repeats, requests, seed), deploy and profile as recorded.
+
+    Raises:
+        ConfigError: the result does not validate (``source`` names where it came from).
+    """
+    data = without_defaults(BenchSpec, recorded)
+    data["variants"] = [dict(variant)]
+    data["name"] = f"{data.get('name', 'bench')}-follow-up"
+    try:
+        return BenchSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, source, BenchSpec)) from None
