@@ -200,9 +200,12 @@ def render_fit(result: PlanResult) -> str:
 
 
 TIER_LEGEND = (
-    "TPOT = ((1 + ρ)·t(B) + τ·B·(q−1)·p_v) / E: B = mean batch a decoding request shared "
-    "(from the request/response records; 'c' = the concurrency where they are absent), "
-    "t(B) = a + b·B from the baseline tiers, τ = one more verified token in a row "
+    "TPOT = ((1 + ρ)·t(B) + τ·B·(q−1)·p_v) / E + S: B = mean batch a decoding request "
+    "shared (from the request/response records; 'c' = the concurrency where they are "
+    "absent), S = prefill stall per output token (other requests' prefills the request "
+    "waited: admissions per decode token x the tier's server prefill mean; '-' without "
+    "records), t(B) = a + b·B from the baseline tiers' TPOT − S, τ = one more verified "
+    "token in a row "
     "(baseline prefill), q = K+1 or tree nodes+1, p_v = chance a row of the step drafted, "
     "E from per-position acceptance, ρ = speculation overhead per step / t(B): the median "
     "of the ρ the variant's OTHER tiers imply (leave-one-out, every tier out of sample); "
@@ -218,14 +221,15 @@ def render_tier_fit(result: TierFitResult) -> str:
         return "\n".join(out + [f"  {n}" for n in result.notes])
     r2 = "-" if pd.isna(c.r2) else f"{c.r2:.3f}"
     out.append(
-        f"  baseline step t(B) = {c.a_ms:.3f} ms + {c.b_ms:.3f} ms x B (R² {r2}, "
+        f"  baseline decode step t(B) = {c.a_ms:.3f} ms + {c.b_ms:.3f} ms x B (R² {r2}, "
         f"tiers {', '.join(c.tiers)}); τ = {c.token_ms:.3f} ms per extra verified token"
     )
-    header = ("variant", "tier", "B", "role", "E", "E from", "ρ tier", "ρ others",
+    header = ("variant", "tier", "B", "S ms", "role", "E", "E from", "ρ tier", "ρ others",
               "TPOT meas", "TPOT pred", "error", "speedup meas", "speedup pred")  # fmt: skip
     rows = [
         (r["variant"], r["tier"],
          _num(r["batch"], ".2f") + ("" if r["batch_source"] == "records" else " c"),
+         _num(r["prefill_stall_ms"], ".3f") if r["stall_source"] == "records" else "-",
          r["role"], _num(r["tokens_per_step"], ".3f"), r["e_source"],
          _num(r["implied_overhead_ratio"], ".2f"), _num(r["overhead_ratio"], ".2f"),
          _num(r["measured_tpot_ms"], ".3f"), _num(r["predicted_tpot_ms"], ".3f"),

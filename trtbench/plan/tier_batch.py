@@ -14,7 +14,12 @@ sees is measured from ``loadtest/requests.csv`` and ``loadtest/responses.csv`` (
   that instant, ``first_j <= received_ns <= last_j`` (the request itself included);
 * a request's batch ``B_r`` is the mean over its decode responses; the tier's effective
   batch ``B_eff`` is the mean of ``B_r`` over the tier's measured requests (``in_window``,
-  every pass together).
+  every pass together);
+* a request's *admissions* ``n_r`` are the other requests of its pass (measured or not)
+  whose first token came strictly inside its decode window — each was prefilled while it
+  waited (:mod:`trtbench.plan.tier_stall`); ``A_r = n_r / (output_tokens −
+  first_response_tokens)`` (the TPOT denominator) and the tier's ``A`` is the mean of
+  ``A_r`` over the same requests.
 
 Why the mean over requests of a per-request mean: the measured TPOT is the mean over
 requests of ``decode time / decode tokens``, and with a step cost linear in B a request's
@@ -41,23 +46,40 @@ from trtbench.records import RequestRecord
 from trtbench.run_dir import RunDir
 
 PASS_KEYS = ("variant", "tier", "repeat")
-BATCH_COLUMNS = ("variant", "tier", "batch_effective", "requests_count")
+BATCH_COLUMNS = (
+    "variant",
+    "tier",
+    "batch_effective",
+    "admissions_per_token",
+    "requests_count",
+)
 FIX = "re-run `trtbench loadtest` for the variants it holds, or delete the file"
 
 
-def _pass_batches(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.Series:
-    """``B_r`` for every decoding request of one pass (index ``request_id``)."""
-    first = requests.set_index("request_id")["first_token_ns"].astype("int64")
-    last = requests.set_index("request_id")["last_token_ns"].astype("int64")
+def _pass_batches(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
+    """``B_r`` (``b``) and ``A_r`` (``a``) for every decoding request of one pass (index
+    ``request_id``)."""
+    req = requests.set_index("request_id")
+    first = req["first_token_ns"].astype("int64")
+    last = req["last_token_ns"].astype("int64")
     resp = responses[responses["request_id"].isin(first.index)]
     resp = resp[resp["tokens"].astype(float) > 0]
     at = resp["received_ns"].astype("int64")
     resp = resp[at.to_numpy() > resp["request_id"].map(first).to_numpy()]
     times = resp["received_ns"].to_numpy("int64")
-    started = np.searchsorted(np.sort(first.to_numpy()), times, side="right")
+    firsts = np.sort(first.to_numpy())
+    started = np.searchsorted(firsts, times, side="right")
     ended = np.searchsorted(np.sort(last.to_numpy()), times, side="left")
     counts = pd.Series(started - ended, index=resp.index, dtype=float)
-    return counts.groupby(resp["request_id"]).mean()
+    b = counts.groupby(resp["request_id"]).mean()
+    # other requests whose first token came strictly inside (first_r, last_r)
+    inside = np.searchsorted(firsts, last.to_numpy(), side="left") - np.searchsorted(
+        firsts, first.to_numpy(), side="right"
+    )
+    lead = pd.Series(req.get("first_response_tokens", 1), index=req.index).fillna(1)
+    decode = req["output_tokens"].astype(float) - lead.astype(float)
+    a = pd.Series(inside, index=req.index, dtype=float) / decode.where(decode > 0)
+    return pd.DataFrame({"b": b, "a": a.reindex(b.index)})
 
 
 def effective_batch(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
@@ -65,13 +87,14 @@ def effective_batch(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataF
 
     Args:
         requests: ``requests.csv`` rows (variant, tier, request_id, first_token_ns,
-            last_token_ns, error; ``repeat`` and ``in_window`` optional: one pass, all
+            last_token_ns, output_tokens, error; ``first_response_tokens`` optional (1); ``repeat`` and ``in_window`` optional: one pass, all
             measured).
         responses: ``responses.csv`` rows (request_id, received_ns, tokens).
 
     Returns:
-        Columns :data:`BATCH_COLUMNS`: the tier's mean batch over its measured decoding
-        requests and how many there were; tiers without one are absent.
+        Columns :data:`BATCH_COLUMNS`: the tier's mean batch and admissions per decode
+        token over its measured decoding requests, and how many there were; tiers without
+        one are absent.
     """
     req = requests.copy()
     if "repeat" not in req:
@@ -88,34 +111,42 @@ def effective_batch(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataF
     )
     parts = []
     for _, group in req.groupby(list(PASS_KEYS), sort=False):
-        b_r = _pass_batches(group, responses)
+        per = _pass_batches(group, responses)
         keep = group.loc[measured[group.index], "request_id"]
-        b_r = b_r[b_r.index.isin(keep)]
-        if len(b_r):
+        per = per[per.index.isin(keep)]
+        if len(per):
             v, t = group["variant"].iloc[0], group["tier"].iloc[0]
-            parts.append(pd.DataFrame({"variant": v, "tier": t, "b": b_r.to_numpy()}))
+            parts.append(per.reset_index(drop=True).assign(variant=v, tier=t))
     if not parts:
         return pd.DataFrame(columns=list(BATCH_COLUMNS))
     every = pd.concat(parts, ignore_index=True)
-    out = every.groupby(["variant", "tier"], sort=False)["b"].agg(["mean", "size"])
-    out = out.reset_index().rename(
-        columns={"mean": "batch_effective", "size": "requests_count"}
+    out = every.groupby(["variant", "tier"], sort=False).agg(
+        batch_effective=("b", "mean"),
+        admissions_per_token=("a", "mean"),
+        requests_count=("b", "size"),
     )
-    return out[list(BATCH_COLUMNS)]
+    return out.reset_index()[list(BATCH_COLUMNS)]
 
 
 def with_batch(summary: pd.DataFrame, batch: pd.DataFrame | None) -> pd.DataFrame:
-    """``summary`` plus ``batch`` (B_eff where measured, else the concurrency) and
-    ``batch_source`` (``records`` | ``concurrency``), matched on (variant, tier)."""
+    """``summary`` plus ``batch`` (B_eff where measured, else the concurrency),
+    ``batch_source`` (``records`` | ``concurrency``) and ``admissions_per_token`` (A, NaN
+    where not measured), matched on (variant, tier)."""
     out = summary.copy()
     out["batch"] = out["concurrency"].astype(float)
     out["batch_source"] = "concurrency"
+    out["admissions_per_token"] = np.nan
     if batch is not None and len(batch):
-        b = batch.set_index(["variant", "tier"])["batch_effective"]
         keys = pd.MultiIndex.from_arrays([out["variant"], out["tier"]])
-        found = pd.Series(b.reindex(keys).to_numpy(float), index=out.index)
+        by_tier = batch.set_index(["variant", "tier"])
+        found = pd.Series(
+            by_tier["batch_effective"].reindex(keys).to_numpy(float), index=out.index
+        )
         out.loc[found.notna(), "batch"] = found[found.notna()]
         out.loc[found.notna(), "batch_source"] = "records"
+        if "admissions_per_token" in by_tier:
+            a = by_tier["admissions_per_token"].reindex(keys).to_numpy(float)
+            out["admissions_per_token"] = a
     return out
 
 

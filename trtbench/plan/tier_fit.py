@@ -7,36 +7,40 @@ Model (all times in ms; B = the tier's effective batch, :mod:`trtbench.plan.tier
   baseline, 7-12 % below c for speculative tiers of the demo, whose requests spend a larger
   share of their steps in a pass's tail). Without the records, B = the tier's concurrency c
   (column ``batch_source``).
+* **Prefill stall** S per output token (:mod:`trtbench.plan.tier_stall`): the reference
+  engine prefills each admitted request alone between decode steps, so every decoding
+  request waits each newcomer's prefill P once: ``S = A·P`` with A = admissions per decode
+  token from the records and P = the tier's server prefill mean. A count, not a step cost:
+  it is added to TPOT after the division by E, and taken out of every measured TPOT before
+  a step cost is derived from it. Without the records S = 0 (``stall_source`` none).
 * **Step-cost curve** from the baseline's complete tiers: one decode step of B sequences
-  takes ``t(B) = a + b·B`` (baseline TPOT = one step, one token per sequence), fitted by least
-  squares over the baseline's B with its R². On the demo's CPU the slope is per-*sequence*
-  work (a response streamed per sequence per step, per-row bookkeeping), not per-token
-  compute: a verify pass over B x q tokens is NOT ``t(B·q)`` (that over-predicts Medusa at
-  c8 by +100 %).
+  takes ``t(B) = a + b·B`` (baseline TPOT − S = one step, one token per sequence), fitted
+  by least squares over the baseline's B with its R². On the demo's CPU the slope is
+  per-*sequence* work (a response streamed per sequence per step, per-row bookkeeping), not
+  per-token compute: a verify pass over B x q tokens is NOT ``t(B·q)`` (that over-predicts
+  Medusa at c8 by +100 %).
 * **Extra verified token in a row**: ``τ = (prefill − t(B_low)) / (ISL − 1)`` from the
   baseline's lowest tier (server prefill = one row of ISL tokens); the verify pass of a step
   whose rows carry q tokens costs ``t(B) + τ·B·(q − 1)`` — the roofline's shape: in the
   overhead/memory-bound regime extra tokens of a row cost only their compute.
-* **Tokens per step** E from the per-position acceptance (``loadtest/acceptance.csv``,
-  kind ``position``: ``hits_k`` = row-steps whose accepted length >= k, over ``steps_1``
-  row-steps that drafted): ``a_k = hits_k / hits_{k-1}`` (``hits_0 = steps_1``) and
-  ``E = 1 + s·Σ_k Π_{i<=k} a_i`` (Leviathan et al. 2023 §3 with per-position rates; for a
-  Medusa tree the positions are the accepted path depth, so the same sum holds), where
-  ``s = min(1, steps_1 / (decode tokens − accepted))`` is the share of row-steps that drafted
-  (n-gram proposes nothing when the lookup misses). Without a table: the client's tokens per
-  response (one response per step when streaming), said so in ``e_source``.
+* **Tokens per step** E and verify width q: :mod:`trtbench.plan.tier_tokens` (per-position
+  acceptance, Leviathan et al. 2023 §3; ``e_source``).
 * **Speculation overhead** (draft forwards, Medusa heads and tree walk, n-gram lookup) as a
   multiple ρ of a baseline step — Leviathan's cost ratio c held constant over B. Each tier
-  implies ``ρ_i = (TPOT_i·E_i − verify_i) / t(B_i)``; tier i is predicted with the median
-  of the implied ρ of the variant's OTHER complete tiers (leave-one-out: every prediction
-  is out of sample, and one noisy tier moves the others' ρ by at most a rank). A variant
-  with one usable tier is not predicted (role ``not_predicted``, said in the notes).
-* Prediction: ``TPOT = ((1 + ρ)·t(B) + τ·B·(q−1)·p_v) / E`` with ``p_v = 1 − (1 − s)^B``, the
-  chance some row in the step drafted; speedup = baseline TPOT measured at the same tier /
-  TPOT predicted; error = predicted / measured − 1 against the tier's pooled TPOT mean
-  (summary.csv, every pass). The median over passes of per-pass means was tried as the
-  measured input on the three demo runs and did not lower the error consistently (the
-  passes' spread is not one outlier pass; a median of three is noisier than a mean).
+  implies ``ρ_i = ((TPOT_i − S_i)·E_i − verify_i) / t(B_i)``; tier i is predicted with the
+  median of the implied ρ of the variant's OTHER complete tiers (leave-one-out: every
+  prediction is out of sample, and one noisy tier moves the others' ρ by at most a rank).
+  A variant with one usable tier is not predicted (role ``not_predicted``, said in the
+  notes).
+* Prediction: ``TPOT = ((1 + ρ)·t(B) + τ·B·(q−1)·p_v) / E + S`` with
+  ``p_v = 1 − (1 − s)^B``, the chance some row in the step drafted; speedup = baseline TPOT
+  measured at the same tier / TPOT predicted; error = predicted / measured − 1 against the
+  tier's pooled TPOT mean (summary.csv, every pass). The median over passes of per-pass
+  means was tried as the measured input on the three demo runs and did not lower the error
+  consistently (the passes' spread is not one outlier pass; a median of three is noisier
+  than a mean). On the three demo runs the stall term moved the overall median |error|
+  10.7/6.6/11.5 % -> 6.1/10.0/6.1 % and the mean signed error at c1 from +6.4 % to +0.8 %,
+  at c8 from +9.5 % to +12.7 % (docs/planner.md).
 
 Partial or failed tiers (``tier_status`` not complete) are excluded and listed.
 """
@@ -51,14 +55,14 @@ import pandas as pd
 
 from trtbench.export import Column, write_csv
 from trtbench.plan.tier_batch import with_batch
+from trtbench.plan.tier_stall import with_stall
+from trtbench.plan.tier_tokens import measured_tokens_per_step, verify_tokens
 from trtbench.profiling.report.comparison import summary_column
 from trtbench.run_data import VariantInfo
 
 TPOT = summary_column("time_per_output_token", "mean")
 PREFILL = summary_column("server_prefill_time", "mean")
 ISL = summary_column("input_sequence_length")
-OSL = summary_column("output_sequence_length")
-TPR = summary_column("tokens_per_response")
 TARGET_ERROR = 0.10  # issue 15: <= 10 % median absolute error
 
 
@@ -118,11 +122,17 @@ FIT_TIERS_SCHEMA: tuple[Column, ...] = (
     ),
     Column("tokens_per_step", "E = 1 + s·Σ_k Π_{i<=k} a_i"),
     Column("verify_tokens", "q: tokens per row in the verify pass (K + 1, nodes + 1)"),
-    Column("implied_overhead_ratio", "ρ_i this tier implies: (TPOT·E − verify) / t(B)"),
+    Column("admissions_per_token", "A: admissions a request waited, per decode token"),
+    Column("prefill_stall_ms", "S = A x server prefill mean: stall per output token"),
+    Column("stall_source", "records (requests/responses.csv) or none (S = 0)"),
+    Column(
+        "implied_overhead_ratio",
+        "ρ_i this tier implies: ((TPOT − S)·E − verify) / t(B)",
+    ),
     Column("overhead_ratio", "ρ used: median ρ_i of the variant's other tiers"),
     Column("predicted_step_ms", "(1 + ρ)·t(B) + τ·B·(q − 1)·p_v"),
     Column("measured_tpot_ms", "TPOT mean measured (every pass pooled)"),
-    Column("predicted_tpot_ms", "predicted_step_ms / tokens_per_step"),
+    Column("predicted_tpot_ms", "predicted_step_ms / tokens_per_step + S"),
     Column("error_ratio", "predicted / measured TPOT − 1"),
     Column("measured_speedup_ratio", "baseline TPOT / measured TPOT at the same B"),
     Column("predicted_speedup_ratio", "baseline TPOT / predicted TPOT"),
@@ -140,11 +150,12 @@ def _complete(rows: pd.DataFrame) -> pd.Series:
 def fit_step_curve(
     baseline: pd.DataFrame, batch: str = "concurrency"
 ) -> StepCurve | None:
-    """Least-squares ``TPOT = a + b·B`` over the baseline's summary rows.
+    """Least-squares ``TPOT − S = a + b·B`` over the baseline's summary rows.
 
     Args:
-        baseline: the baseline's complete-tier rows (``concurrency``, TPOT mean; for τ the
-            server prefill mean and the mean input length at the lowest tier).
+        baseline: the baseline's complete-tier rows (``concurrency``, TPOT mean; optional
+            ``stall_ms`` S, ms per output token, taken out before the fit (absent: 0);
+            for τ the server prefill mean and the mean input length at the lowest tier).
         batch: the column holding B (``concurrency``, or the effective batch).
 
     Returns:
@@ -154,7 +165,7 @@ def fit_step_curve(
     if ok[batch].nunique() < 2:
         return None
     x = ok[batch].to_numpy(float)
-    y = ok[TPOT].to_numpy(float)
+    y = ok[TPOT].to_numpy(float) - _stall(ok)
     b, a = np.polyfit(x, y, 1)
     resid = y - (a + b * x)
     total = float(((y - y.mean()) ** 2).sum())
@@ -166,70 +177,6 @@ def fit_step_curve(
         token = max((float(low[PREFILL]) - one) / (float(low[ISL]) - 1.0), 0.0)
     tiers = tuple(str(t) for t in ok.sort_values(batch)["tier"])
     return StepCurve(float(a), float(b), r2, token, tiers)
-
-
-def chain_tokens_from_positions(
-    hits: list[float], steps: float, share: float = 1.0
-) -> float:
-    """``E = 1 + s·Σ_k Π_{i<=k} a_i`` with ``a_i = hits_i / hits_{i-1}`` (module doc).
-
-    Args:
-        hits: row-steps with accepted length >= k, for k = 1..K (non-increasing).
-        steps: row-steps that drafted (``hits_0``).
-        share: s, the share of decode row-steps that drafted (0..1).
-
-    Raises:
-        ValueError: ``steps`` <= 0.
-    """
-    if steps <= 0:
-        raise ValueError("per-position acceptance needs steps > 0")
-    total, prev, run = 0.0, float(steps), 1.0
-    for h in hits:
-        run *= (float(h) / prev) if prev > 0 else 0.0
-        prev = float(h)
-        total += run
-    return 1.0 + share * total
-
-
-def measured_tokens_per_step(
-    row: pd.Series, acceptance: pd.DataFrame | None
-) -> tuple[float, float, str]:
-    """E, the drafted share s and its source for one summary row (module doc).
-
-    Returns:
-        ``(E, s, source)``; source ``per_position`` or ``tokens_per_response`` (NaN E when
-        neither is recorded).
-    """
-    pos = None
-    if acceptance is not None and len(acceptance):
-        pick = (
-            (acceptance["variant"] == row["variant"])
-            & (acceptance["tier"] == row["tier"])
-            & (acceptance["kind"] == "position")
-        )
-        pos = acceptance[pick].sort_values("draft_position")
-    if pos is not None and len(pos) and pos["steps_count"].iloc[0] > 0:
-        hits = pos["hits_count"].astype(float).tolist()
-        steps = float(pos["steps_count"].iloc[0])
-        share = 1.0
-        if pd.notna(row.get(OSL)) and pd.notna(row.get("request_count")):
-            decode = float(row["request_count"]) * (float(row[OSL]) - 1.0)
-            plain_or_drafted = decode - sum(hits)  # one row-step per non-drafted token
-            if plain_or_drafted > 0:
-                share = min(1.0, steps / plain_or_drafted)
-        return chain_tokens_from_positions(hits, steps, share), share, "per_position"
-    tpr = row.get(TPR)
-    e = float(tpr) if tpr is not None and pd.notna(tpr) else float("nan")
-    return e, 1.0, "tokens_per_response"
-
-
-def verify_tokens(info: VariantInfo) -> int:
-    """q, tokens a row carries through the verify pass: K + 1, Medusa nodes + 1, else 1."""
-    if info.mode == "medusa" and info.tree_nodes:
-        return info.tree_nodes + 1
-    if info.draft_len:
-        return info.draft_len + 1
-    return 1
 
 
 def _verify_ms(curve: StepCurve, batch: float, q: int, share: float) -> float:
@@ -264,6 +211,12 @@ def leave_one_out(implied: list[float]) -> list[float]:
     return out
 
 
+def _stall(rows: pd.DataFrame) -> np.ndarray:
+    if "stall_ms" not in rows:
+        return np.zeros(len(rows))
+    return rows["stall_ms"].fillna(0.0).to_numpy(float)
+
+
 def _variant_rows(
     rows: pd.DataFrame,
     info: VariantInfo,
@@ -278,20 +231,23 @@ def _variant_rows(
         e, share, source = measured_tokens_per_step(row, acceptance)
         meas = float(row[TPOT]) if pd.notna(row[TPOT]) else float("nan")
         batch = float(row["batch"])
-        rho_i = implied_overhead(curve, meas, e, batch, q, share)
-        tiers.append((row, e, share, source, meas, batch, rho_i))
+        stall = float(row["stall_ms"])
+        rho_i = implied_overhead(curve, meas - stall, e, batch, q, share)
+        tiers.append((row, e, share, source, meas, batch, stall, rho_i))
     loo = leave_one_out([t[-1] for t in tiers])
     out = []
-    for (row, e, share, source, meas, batch, rho_i), rho in zip(
+    for (row, e, share, source, meas, batch, stall, rho_i), rho in zip(
         tiers, loo, strict=True
     ):
         step = rho * curve.at(batch) + _verify_ms(curve, batch, q, share)
-        pred = step / e if e and pd.notna(e) else float("nan")
+        pred = step / e + stall if e and pd.notna(e) else float("nan")
         base = base_tpot.get(float(row["concurrency"]), float("nan"))
         out.append({
             "variant": info.name, "mode": info.mode or "", "tier": row["tier"],
             "concurrency": float(row["concurrency"]), "batch": batch,
             "batch_source": row["batch_source"],
+            "admissions_per_token": row["admissions_per_token"],
+            "prefill_stall_ms": stall, "stall_source": row["stall_source"],
             "role": "predicted" if pd.notna(rho) else "not_predicted",
             "e_source": source, "tokens_per_step": e, "verify_tokens": q,
             "implied_overhead_ratio": rho_i, "overhead_ratio": rho,
@@ -319,8 +275,9 @@ def fit_tiers(
         variants: per-variant mode, K and Medusa nodes (``run_data.VariantInfo``).
         baseline: the baseline variant's name.
         acceptance: ``loadtest/acceptance.csv`` rows (None: every variant falls back).
-        batch: effective batch per (variant, tier) (``tier_batch.effective_batch``; None
-            or a missing tier: B = concurrency, said in ``batch_source`` and the notes).
+        batch: effective batch and admissions per decode token per (variant, tier)
+            (``tier_batch.effective_batch``; None or a missing tier: B = concurrency and no
+            prefill stall, said in ``batch_source``, ``stall_source`` and the notes).
 
     Returns:
         The curve, the per-tier rows (columns :data:`FIT_TIER_COLUMNS`), the excluded
@@ -331,7 +288,7 @@ def fit_tiers(
         f"{r['variant']} {r['tier']} ({r.get('tier_status', '')})"
         for _, r in summary[~done].iterrows()
     )
-    summary = with_batch(summary[done], batch)
+    summary = with_stall(with_batch(summary[done], batch))
     base = summary[summary["variant"] == baseline]
     curve = fit_step_curve(base, "batch")
     notes: list[str] = []
@@ -339,6 +296,11 @@ def fit_tiers(
         notes.append(
             "batch B = client concurrency where the request/response records are absent "
             "(batch_source concurrency): the tail of a pass is not accounted for"
+        )
+    if (summary["stall_source"] == "none").any():
+        notes.append(
+            "prefill stall S = 0 where the records or the server prefill time are absent "
+            "(stall_source none): other requests' prefills are left in the step cost"
         )
     if curve is None:
         notes.append(

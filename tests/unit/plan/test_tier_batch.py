@@ -16,6 +16,12 @@ Pass 1 (same clock values, a later pass): F decodes [0, 100] alone, responses at
 B_eff(c2) = mean over measured requests (5/3, 2, 5/3, 1) = 19/12. (Pooling the responses
 instead would give (1+2+2+2+2+2+2+1+1+1)/10 = 1.6: the per-request mean is what the TPOT
 mean over requests sees.)
+
+Admissions (other requests of the pass whose first token came strictly inside a request's
+decode window), per decode token (output tokens − the first response's 1):
+A: B (40) and C (80) inside (0, 100) -> 2 / 3; B: none inside (40, 60) -> 0 / 2;
+C: E (120, warm-up but prefilled all the same) inside (80, 200) -> 1 / 3; F: alone -> 0 / 2
+(pass 0's requests are another pass). A(c2) = (2/3 + 0 + 1/3 + 0) / 4 = 1/4.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ REQUESTS = {
     "F": (1, 0, 100, (50, 100), True, None),
 }
 EXPECTED = 19 / 12
+ADMISSIONS = 1 / 4
 
 
 def _request(name, repeat, first, last, n, error):
@@ -81,6 +88,7 @@ def test_effective_batch_hand_worked():
     out = effective_batch(req, resp)
     assert out["variant"].tolist() == ["spec"] and out["tier"].tolist() == ["c2"]
     assert out["batch_effective"].iloc[0] == pytest.approx(EXPECTED)
+    assert out["admissions_per_token"].iloc[0] == pytest.approx(ADMISSIONS)
     assert out["requests_count"].iloc[0] == 4  # A, B, C, F (D failed, E warm-up)
 
 
@@ -92,6 +100,8 @@ def test_without_window_or_repeat_columns_every_request_counts_in_one_pass():
     # E now measured: its response at 160 sees {C, E} -> 2; B_eff = (5/3+2+5/3+2)/4
     out = effective_batch(one, resp)
     assert out["batch_effective"].iloc[0] == pytest.approx((5 / 3 + 2 + 5 / 3 + 2) / 4)
+    # E measured too: nothing starts inside (120, 160) -> 0; A = (2/3 + 0 + 1/3 + 0) / 4
+    assert out["admissions_per_token"].iloc[0] == pytest.approx(1 / 4)
 
 
 def test_read_effective_batch_from_the_run_files(tmp_path):
@@ -103,14 +113,19 @@ def test_read_effective_batch_from_the_run_files(tmp_path):
     write_csv(resp, run.responses_csv, RESPONSES_SCHEMA)
     out = read_effective_batch(tmp_path)
     assert out["batch_effective"].iloc[0] == pytest.approx(EXPECTED)
+    assert out["admissions_per_token"].iloc[0] == pytest.approx(ADMISSIONS)
 
 
 def test_with_batch_falls_back_to_the_concurrency():
     summary = pd.DataFrame({"variant": ["spec", "spec"], "tier": ["c2", "c4"],
                             "concurrency": [2, 4]})  # fmt: skip
     batch = pd.DataFrame({"variant": ["spec"], "tier": ["c2"],
-                          "batch_effective": [EXPECTED], "requests_count": [4]})  # fmt: skip
+                          "batch_effective": [EXPECTED],
+                          "admissions_per_token": [ADMISSIONS],
+                          "requests_count": [4]})  # fmt: skip
     out = with_batch(summary, batch)
     assert out["batch"].tolist() == pytest.approx([EXPECTED, 4.0])
+    assert out["admissions_per_token"].iloc[0] == pytest.approx(ADMISSIONS)
+    assert pd.isna(out["admissions_per_token"].iloc[1])  # not measured: no stall
     assert out["batch_source"].tolist() == ["records", "concurrency"]
     assert with_batch(summary, None)["batch_source"].tolist() == ["concurrency"] * 2

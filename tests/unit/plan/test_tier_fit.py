@@ -23,13 +23,14 @@ from trtbench.cli import cli
 from trtbench.export import write_csv
 from trtbench.plan.tier_fit import (
     TPOT,
-    chain_tokens_from_positions,
     error_medians,
     fit_step_curve,
     fit_tiers,
     leave_one_out,
     median_abs_error,
 )
+from trtbench.plan.tier_stall import with_stall
+from trtbench.plan.tier_tokens import chain_tokens_from_positions
 from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA
 from trtbench.profiling.report.comparison import summary_column
 from trtbench.run_data import VariantInfo, load_run
@@ -167,6 +168,56 @@ def test_effective_batch_moves_the_curve_and_the_prediction():
     assert rows.loc["c1", "overhead_ratio"] == pytest.approx((1.5 + 27 / 35) / 2)
 
 
+def test_with_stall_is_admissions_times_prefill():
+    prefill = summary_column("server_prefill_time")
+    rows = pd.DataFrame({"admissions_per_token": [0.25, float("nan"), 0.5],
+                         prefill: [4.0, 4.0, float("nan")]})  # fmt: skip
+    out = with_stall(rows)
+    assert out["stall_ms"].tolist() == [1.0, 0.0, 0.0]  # 0.25 x 4 ms; else left out
+    assert out["stall_source"].tolist() == ["records", "none", "none"]
+    bare = with_stall(pd.DataFrame({"variant": ["x"]}))  # neither column: no stall
+    assert bare["stall_ms"].tolist() == [0.0] and bare["stall_source"].iloc[0] == "none"
+
+
+def test_prefill_stall_is_taken_out_before_the_fit_and_added_back_undivided():
+    # Same decode steps as the module doc, plus a prefill stall S = A·P per output token:
+    # baseline c2, c4: A = 0.05, 0.1 per token, P = 4 ms -> S = 0.2, 0.4 ms, measured
+    # TPOT = 2 + 0.5·c + S = 3.2, 4.4 (c1: A = 0, S = 0, TPOT 2.5, prefill 3.5 -> τ 0.1).
+    # draft c2, c4: A = 0.1, 0.2, P = 5 ms -> S = 0.5, 1.0 ms, TPOT = step/E + S.
+    # The curve is a = 2, b = 0.5 exactly again, ρ_i and the predicted steps are those of
+    # the module doc, and the prediction is step/E + S (S NOT divided by E).
+    prefill = summary_column("server_prefill_time")
+    stall = {("baseline", 2): 0.2, ("baseline", 4): 0.4, ("draft", 2): 0.5,
+             ("draft", 4): 1.0}  # fmt: skip
+    rows = [_row("baseline", 1, 2.5, **{prefill: 3.5})]
+    rows += [_row("baseline", c, 2 + 0.5 * c + stall["baseline", c], **{prefill: 4.0})
+             for c in (2, 4)]  # fmt: skip
+    rows += [_row("draft", c, MEASURED[c] + stall.get(("draft", c), 0.0),
+                  **{prefill: 5.0}) for c in (1, 2, 4)]  # fmt: skip
+    admissions = {("baseline", 1): 0.0, ("baseline", 2): 0.05, ("baseline", 4): 0.1,
+                  ("draft", 1): 0.0, ("draft", 2): 0.1, ("draft", 4): 0.2}  # fmt: skip
+    batch = pd.DataFrame(
+        [(v, f"c{c}", float(c), a, 10) for (v, c), a in admissions.items()],
+        columns=["variant", "tier", "batch_effective", "admissions_per_token",
+                 "requests_count"],
+    )  # fmt: skip
+    result = fit_tiers(pd.DataFrame(rows), VARIANTS, "baseline", _acceptance(), batch)
+    c = result.curve
+    assert (c.a_ms, c.b_ms, c.r2, c.token_ms) == pytest.approx((2.0, 0.5, 1.0, 0.1))
+    got = result.rows.set_index("tier")
+    assert got["prefill_stall_ms"].tolist() == pytest.approx([0.0, 0.5, 1.0])
+    assert got["stall_source"].unique().tolist() == ["records"]
+    assert got["implied_overhead_ratio"].tolist() == pytest.approx([1.0, 1.5, 0.5])
+    assert got["predicted_step_ms"].tolist() == pytest.approx(PREDICTED_STEP)
+    pred = [5.2 / E, 5.65 / E + 0.5, 9.8 / E + 1.0]
+    meas = [MEASURED[1], MEASURED[2] + 0.5, MEASURED[4] + 1.0]
+    assert got["predicted_tpot_ms"].tolist() == pytest.approx(pred)
+    assert got["error_ratio"].tolist() == pytest.approx(
+        [p / m - 1 for p, m in zip(pred, meas, strict=True)]
+    )
+    assert not any("prefill stall S = 0" in n for n in result.notes)
+
+
 def test_a_variant_with_one_tier_is_not_predicted():
     summary = pd.DataFrame(_rows(False) + [_row("solo", 1, MEASURED[1])])
     variants = {**VARIANTS, "solo": VariantInfo("solo", "draft_target", draft_len=2)}
@@ -229,7 +280,7 @@ def test_plan_from_run_prints_the_tier_table_and_writes_csv(tmp_path):
     assert "τ = 0.100 ms" in text
     line = next(x for x in text.splitlines() if x.split()[:2] == ["draft", "c4"])
     # B = 4 from the concurrency (no records: marked c); ρ implied 0.50, others 1.25
-    assert line.split()[2:5] == ["4.00", "c", "predicted"]
+    assert line.split()[2:6] == ["4.00", "c", "-", "predicted"]  # no stall: "-"
     assert "+44.1%" in line and "3.091" in line.split()  # measured 6.8 / 2.2
     assert "0.50" in line.split() and "1.25" in line.split()
     assert "overall 28.5%" in text  # median of 0 %, 28.5 %, 44.1 %
@@ -241,4 +292,6 @@ def test_plan_from_run_prints_the_tier_table_and_writes_csv(tmp_path):
     csv = pd.read_csv(root / "plan" / "fit_tiers.csv")
     assert csv["error_ratio"].tolist() == pytest.approx(ERRORS)
     assert csv["batch_source"].unique().tolist() == ["concurrency"]
+    assert csv["stall_source"].unique().tolist() == ["none"]
+    assert csv["prefill_stall_ms"].tolist() == [0.0, 0.0, 0.0]
     assert TPOT  # the TPOT column name is the summary's mean
