@@ -17,7 +17,12 @@ from __future__ import annotations
 import pandas as pd
 import yaml
 
-from tests.support.run_factory import summary_row, write_build, write_summary
+from tests.support.run_factory import (
+    summary_row,
+    throughput_intervals,
+    write_build,
+    write_summary,
+)
 from trtbench.export import write_csv
 from trtbench.pipeline.report import write_report
 from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA
@@ -54,13 +59,7 @@ def make_run(root, models, repeats=3, scale=1.0):
     for (variant, c), (v, lo, hi, rlo, rhi) in INTERVALS.items():
         v, lo, hi = v * scale, lo * scale, hi * scale
         row = summary_row(variant, c, tok_s=v, tpot=1000 / v)
-        row.update({
-            "repeats_count": repeats,
-            "output_token_throughput_tokens_per_s_ci95_low": lo,
-            "output_token_throughput_tokens_per_s_ci95_high": hi,
-            "output_token_throughput_speedup_ratio_ci95_low": rlo,
-            "output_token_throughput_speedup_ratio_ci95_high": rhi,
-        })  # fmt: skip
+        row.update(throughput_intervals(lo, hi, rlo, rhi, repeats))
         rows.append(row)
     write_summary(root, rows)
     write_build(root, "baseline", "baseline")

@@ -50,6 +50,20 @@ def summary_row(variant: str, concurrency: int, **metrics: float) -> dict[str, A
     return row
 
 
+def throughput_intervals(
+    lo: float, hi: float, ratio_lo: float, ratio_hi: float, repeats: int = 3
+) -> dict[str, Any]:
+    """The summary.csv columns of repeated tiers: the output tok/s 95 % interval and the
+    speedup ratio's (to ``row.update`` a :func:`summary_row`)."""
+    return {
+        "repeats_count": repeats,
+        "output_token_throughput_tokens_per_s_ci95_low": lo,
+        "output_token_throughput_tokens_per_s_ci95_high": hi,
+        "output_token_throughput_speedup_ratio_ci95_low": ratio_lo,
+        "output_token_throughput_speedup_ratio_ci95_high": ratio_hi,
+    }
+
+
 def write_summary(
     root: Path, rows: list[dict[str, Any]], baseline: str | None = "baseline"
 ) -> Path:

@@ -28,6 +28,7 @@ from click.testing import CliRunner
 
 from tests.support.run_factory import (
     summary_row,
+    throughput_intervals,
     write_breakdown,
     write_build,
     write_summary,
@@ -77,13 +78,7 @@ def make_run(root, *, intervals=None, acceptance=True, goodput=False):
                 row["request_goodput_per_s"] = TOK[variant][i] / 100
             if intervals and (variant, c) in intervals:
                 lo, hi, rlo, rhi = intervals[(variant, c)]
-                row.update({
-                    "repeats_count": 3,
-                    "output_token_throughput_tokens_per_s_ci95_low": lo,
-                    "output_token_throughput_tokens_per_s_ci95_high": hi,
-                    "output_token_throughput_speedup_ratio_ci95_low": rlo,
-                    "output_token_throughput_speedup_ratio_ci95_high": rhi,
-                })  # fmt: skip
+                row.update(throughput_intervals(lo, hi, rlo, rhi))
             rows.append(row)
     write_summary(root, rows)
     write_build(root, "baseline", "baseline")
