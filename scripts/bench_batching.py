@@ -55,6 +55,8 @@ CONFIGS = [
     ("medusa chain 2", "medusa", {"choices": [[0], [0, 0]]}),
     # prompt lookup, window 1..2 (the default)
     ("ngram K=4", "ngram", {"draft_len": 4}),
+    # EAGLE-3 chain: one-layer draft on the target's layer 1/2/3 states
+    ("eagle3 K=4", "eagle3", {"draft_len": 4}),
     (
         ADAPTIVE,
         "draft_target",

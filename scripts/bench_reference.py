@@ -11,7 +11,8 @@ First the cost of one forward of each shape (median ms). Then, per mode: decode 
 length (tokens per decode step), the draft acceptance rate (accepted / proposed draft
 tokens), the ratio the forward costs predict, and whether the tokens equal baseline's.
 
-Model of the prediction: a step costs ``K × t_draft(1) + t_target(K+1)`` (draft_target) or
+Model of the prediction: a step costs ``K × t_draft(1) + t_target(K+1)`` (draft_target; for
+eagle3 ``t_draft`` is the one-layer EAGLE-3 draft: a catch-up forward plus K - 1 chained ones) or
 ``t_heads(depth) + t_target(N+1)`` (Medusa, N tree nodes) and emits ``acceptance length``
 tokens; baseline spends ``t_target(1)`` per token. So
 ``ratio = acceptance_length × t_target(1) / step cost`` (Leviathan et al. 2023, §3.4, with
@@ -37,6 +38,8 @@ import torch
 from transformers import AutoTokenizer
 
 from trtbench.builders.reference.adaptive import DraftLenPolicy
+from trtbench.builders.reference.eagle3 import load_eagle3
+from trtbench.builders.reference.eagle_decoding import Eagle3Runner
 from trtbench.builders.reference.loading import (
     load_causal_lm,
     make_engine,
@@ -65,6 +68,8 @@ CONFIGS = [
     ("medusa example 6", "medusa", {"choices": EXAMPLE_TREE}),
     # prompt lookup, window 1..2 (the default)
     ("ngram K=4", "ngram", {"draft_len": 4}),
+    # EAGLE-3 chain (builders/reference/eagle3.py): the target's layer 1/2/3 states + tokens
+    ("eagle3 K=4", "eagle3", {"draft_len": 4}),
     (
         ADAPTIVE,
         "draft_target",
@@ -115,11 +120,13 @@ class TinyModels:
     draft: object
     heads: object
     tokenizer: object
+    eagle3: object
 
     def engine(self, mode: str, kw: dict, **limits):
         """An engine of ``mode`` over these models (``kw``: draft_len or choices)."""
         extra = {"draft": self.draft} if mode == "draft_target" else {}
         extra |= {"heads": self.heads} if mode == "medusa" else {}
+        extra |= {"eagle3": self.eagle3} if mode == "eagle3" else {}
         return make_engine(mode, self.target, self.tokenizer, **extra, **kw, **limits)
 
 
@@ -128,13 +135,15 @@ def load_tiny_models(device_name: str) -> TinyModels:
     dirs = ensure_tiny_models(tiny_models_dir())
     device = resolve_device(device_name)
     dtype = resolve_dtype("auto", device, dirs["target"])
+    target = load_causal_lm(dirs["target"], dtype, device)
     return TinyModels(
         device,
         dtype,
-        load_causal_lm(dirs["target"], dtype, device),
+        target,
         load_causal_lm(dirs["draft"], dtype, device),
         load_medusa_heads(dirs["medusa"], dtype, device),
         AutoTokenizer.from_pretrained(dirs["target"]),
+        load_eagle3(dirs["eagle3"], target, dtype, device),
     )
 
 
@@ -201,10 +210,30 @@ def heads_ms(
     return statistics.median(times[3:]) / 1e6
 
 
-def measure_costs(target, draft, heads, prompt, seq: int) -> dict[str, float]:
-    """Median ms of every forward shape the configs use (keys ``t1``, ``t5``, ``d1``, ``h2``)."""
-    t_run, d_run = ModelRunner(target, seq + 8), ModelRunner(draft, seq + 8)
-    costs = {"d1": forward_ms(d_run, prompt, 1)}
+def eagle_ms(eagle, prompt: list[int], seq: int, reps: int = 30) -> float:
+    """Median wall time of one 1-token EAGLE-3 draft step, LM head included (ms)."""
+    runner = Eagle3Runner(eagle, seq + 8)
+    hidden = torch.zeros(len(prompt), eagle.config.hidden_size, dtype=eagle.dtype)
+    times = []
+    with torch.inference_mode():
+        runner.prefill_with(0, prompt, hidden)
+        for _ in range(reps + 3):
+            t0 = time.perf_counter_ns()
+            eagle.logits(runner.forward_with([prompt[:1]], [hidden[:1]]))
+            times.append(time.perf_counter_ns() - t0)
+            runner.crop(0, len(prompt))
+    return statistics.median(times[3:]) / 1e6
+
+
+def measure_costs(models, prompt, seq: int) -> dict[str, float]:
+    """Median ms of every forward shape the configs use (keys ``t1``, ``t5``, ``d1``,
+    ``e1``, ``h2``)."""
+    target, heads = models.target, models.heads
+    t_run, d_run = ModelRunner(target, seq + 8), ModelRunner(models.draft, seq + 8)
+    costs = {
+        "d1": forward_ms(d_run, prompt, 1),
+        "e1": eagle_ms(models.eagle3, prompt, seq),
+    }
     for q in sorted({1} | {q for _, _, q, _ in _shapes()}):
         costs[f"t{q}"] = forward_ms(t_run, prompt, q)
     for depth in (1, 2, 3):
@@ -218,13 +247,13 @@ def _shapes() -> list[tuple[str, str, int, int]]:
     """(label, mode, verification width q, draft forwards or head depth) per config."""
     out = []
     for label, mode, kw in CONFIGS:
-        if mode in ("draft_target", "ngram"):
+        if mode in ("draft_target", "ngram", "eagle3"):
             k = kw["draft_len"]
             if "draft_len_schedule" in kw:
                 k = DraftLenPolicy.build(
                     k, schedule=kw["draft_len_schedule"]
                 ).draft_len(1)
-            out.append((label, mode, k + 1, k if mode == "draft_target" else 0))
+            out.append((label, mode, k + 1, 0 if mode == "ngram" else k))
         elif mode == "medusa":
             depth = max(len(c) for c in kw["choices"])
             out.append((label, mode, len(kw["choices"]) + 1, depth))
@@ -241,6 +270,8 @@ def predicted_ratio(
     step = costs[f"t{q}"]
     if mode == "draft_target":
         step += n * costs["d1"]
+    elif mode == "eagle3":
+        step += n * costs["e1"]
     elif mode == "medusa":
         step += costs[f"h{n}"]
     return accept_len * costs["t1"] / step
@@ -250,7 +281,6 @@ def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
     models = load_tiny_models(args.device)
-    target, draft, heads = models.target, models.draft, models.heads
     prompts = held_out_prompts(models.tokenizer, args.prompts, args.prompt_len)
     seq = args.prompt_len + args.max_tokens
     print(
@@ -258,11 +288,14 @@ def main() -> None:
         f"{torch.get_num_threads()}, "
         f"{len(prompts)} prompts x {args.prompt_len} tokens, {args.max_tokens} new tokens"
     )
-    costs = measure_costs(target, draft, heads, prompts[0], seq)
+    costs = measure_costs(models, prompts[0], seq)
     print(
         "one forward, median ms: " + ", ".join(f"{k} {v:.3f}" for k, v in costs.items())
     )
-    print("  (tQ: target over Q tokens, d1: draft over 1, hD: Medusa heads 1..D)")
+    print(
+        "  (tQ: target over Q tokens, d1: draft over 1, e1: EAGLE-3 draft over 1, "
+        "hD: Medusa heads 1..D)"
+    )
     engines = {}
     for label, mode, kw in CONFIGS:
         engines[label] = models.engine(

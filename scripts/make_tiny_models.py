@@ -103,6 +103,9 @@ def _describe(paths: dict[str, Path], quality: dict, built_now: bool) -> list[st
     lines += [
         f"draft greedy agreement with target: {quality['draft_greedy_agreement']:.3f}",
         f"medusa head top-1 accuracy (head 1, 2, ...): {heads}",
+        f"eagle3 first-draft agreement: {quality.get('eagle3_greedy_agreement', 'n/a')}; "
+        f"K=4 chain acceptance by position: {quality.get('eagle3_chain_acceptance', 'n/a')}"
+        f" (mean accepted {quality.get('eagle3_mean_accepted', 'n/a')})",
         f"held-out text loss: target {quality['target_heldout_loss']:.3f} nats/token "
         f"(draft {quality['draft_heldout_loss']:.3f}: it learns the target's greedy "
         "tokens, not the text; its agreement above is what speculation uses)",

@@ -44,7 +44,7 @@ GRAPHS_ON, GRAPHS_OFF, GRAPHS_UNAVAILABLE, UNKNOWN = (
 )
 
 
-DRAFTING_MODES = ("draft_target", "ngram")  # modes whose K is max_draft_len
+DRAFTING_MODES = ("draft_target", "ngram", "eagle3")  # modes whose K is max_draft_len
 
 
 @dataclass(frozen=True)

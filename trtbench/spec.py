@@ -79,8 +79,9 @@ class VariantSpec(
     window and ``speculation``: :mod:`trtbench.spec_speculation`; KV budget:
     :mod:`trtbench.spec_kv`).
 
-    ``max_draft_len``: draft tokens per step K for draft_target and ngram (default 4); for
-    medusa the number of tree nodes the engine accepts (default: the tree's node count).
+    ``max_draft_len``: draft tokens per step K for draft_target, ngram and eagle3 (default 4);
+    for medusa the number of tree nodes the engine accepts (default: the tree's node count).
+    eagle3 takes its checkpoint from ``speculative_model`` on every backend.
     ``medusa_choices``: a named tree (``mc_sim_7b_63``…) or a list of root paths.
     ``draft_acceptance`` (draft_target): ``tokens`` accepts draft tokens by token equality;
     ``logits`` compares draft and target logits, so TensorRT-LLM builds both engines with
@@ -119,7 +120,7 @@ class VariantSpec(
 
     @property
     def draft_len(self) -> int:
-        """K for draft_target and ngram (``max_draft_len`` or 4)."""
+        """K for draft_target, ngram and eagle3 (``max_draft_len`` or 4)."""
         return self.max_draft_len or DEFAULT_DRAFT_LEN
 
     @property

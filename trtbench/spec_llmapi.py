@@ -23,7 +23,7 @@ Mode = Literal["baseline", "draft_target", "medusa", "eagle3", "mtp", "ngram"]
 Backend = Literal["reference", "trtllm", "trtllm-pytorch"]
 
 LLMAPI_BACKEND = "trtllm-pytorch"
-LLMAPI_ONLY_MODES = ("eagle3", "mtp", "ngram")
+LLMAPI_ONLY_MODES = ("eagle3", "mtp", "ngram")  # + the reference backend, but for MTP
 LAST_ENGINE_PATH_VERSION = "1.3.0rc20"
 ENGINE_PATH_IMAGE = "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
 MEDUSA_ON_LLMAPI = (
@@ -81,8 +81,8 @@ class SpeculationSpec(BaseModel):
 class LlmApiVariantFields(BaseModel):
     """The LLM-API fields of a variant (base of :class:`trtbench.spec.VariantSpec`).
 
-    ``speculative_model``: the draft checkpoint dir (eagle3: required, the EAGLE-3 heads;
-    draft_target: default ``models.draft``). ``num_nextn_predict_layers`` (mtp; default the
+    ``speculative_model``: the draft checkpoint dir (eagle3: required, the EAGLE-3 heads, on
+    every backend; draft_target: default ``models.draft``). ``num_nextn_predict_layers`` (mtp; default the
     target config.json's). ``max_matching_ngram_size`` (ngram; default the contract's, 2).
     ``speculative_options``: more ``speculative_config`` keys. ``cuda_graph_batch_sizes`` /
     ``cuda_graph_padding``: ``cuda_graph_config`` when ``cuda_graphs: true``.
@@ -249,9 +249,10 @@ def variant_backend_problem(v: _Variant, backend: str, where: str) -> str | None
 
 
 # LLM-API modes the reference engine cannot run yet (issue 14), with their decoding_type.
-REFERENCE_LACKS = {"eagle3": "Eagle3", "mtp": "MTP"}
-# LLM-API fields the reference backend honours too (ngram's size, adaptive speculation).
-REFERENCE_FIELDS = ("max_matching_ngram_size", "speculation")
+REFERENCE_LACKS = {"mtp": "MTP"}
+# LLM-API fields the reference backend honours too (ngram's size, adaptive speculation, the
+# EAGLE-3 checkpoint or draft dir).
+REFERENCE_FIELDS = ("max_matching_ngram_size", "speculation", "speculative_model")
 
 
 def runtime_problem(mode: str, runtime: str, where: str) -> str | None:
@@ -261,6 +262,7 @@ def runtime_problem(mode: str, runtime: str, where: str) -> str | None:
         return None
     return (
         f"{where}.mode: the reference engine cannot serve decoding_type "
-        f"{REFERENCE_LACKS[mode]} (it has baseline, draft-target and ngram); use "
-        "deploy.llmapi_runtime: tensorrt_llm on a GPU, or mode baseline / draft_target / ngram"
+        f"{REFERENCE_LACKS[mode]} (it has baseline, draft-target, ngram and eagle3); use "
+        "deploy.llmapi_runtime: tensorrt_llm on a GPU, or mode baseline / draft_target / "
+        "ngram / eagle3"
     )

@@ -5,8 +5,8 @@ The reference "engine" is the Hugging Face dirs themselves, loaded by
 ``build.json``, which records them with the sha256 of every weight/config file. Building
 therefore means checking everything a load would trip over, up front, with one-line errors:
 paths, ``config.json``, draft/target vocabulary and tokenizer, Medusa heads against the
-target, the tree against the heads and ``max_draft_len``, and options the reference engine
-cannot honour.
+target, the tree against the heads and ``max_draft_len``, an EAGLE-3 checkpoint against the
+target (``eagle3.check_eagle3``), and options the reference engine cannot honour.
 """
 
 from __future__ import annotations
@@ -224,7 +224,7 @@ def cuda_graphs_at_build(requested: bool) -> CudaGraphs:
     )
 
 
-def _reference_notes(variant: VariantSpec) -> dict[str, str]:
+def _reference_notes(variant: VariantSpec, eagle_check: Any = None) -> dict[str, str]:
     """How the reference engine realises this variant (recorded, never silently dropped)."""
     notes = {
         "engine_dir": "build.json only; the model dirs are loaded in place",
@@ -250,6 +250,11 @@ def _reference_notes(variant: VariantSpec) -> dict[str, str]:
             f"prompt lookup: suffixes of {high} down to {low} tokens searched in the "
             f"request's own prompt + output, the earliest occurrence drafts up to "
             f"{variant.draft_len} tokens (vLLM's rule); no match drafts nothing"
+        )
+    if variant.mode == "eagle3":
+        notes["eagle3"] = (
+            f"EAGLE-3 chain of {variant.draft_len} drafts per step from "
+            f"{variant.speculative_model} (checked against the target: {eagle_check})"
         )
     if variant.speculation is not None:
         notes["speculation"] = (
@@ -329,9 +334,11 @@ def build_reference_variant(
     models = spec.models
     target, target_vocab = check_target(models.target)
     roles: dict[str, Path | None] = {"target": target, "draft": None, "medusa": None}
-    medusa, draft_len = None, None
+    medusa, draft_len, eagle = None, None, None
     if variant.mode == "draft_target":
-        roles["draft"] = check_model_dir(models.draft, "models.draft", "draft model")
+        where = "speculative_model" if variant.speculative_model else "models.draft"
+        path = variant.speculative_model or models.draft
+        roles["draft"] = check_model_dir(path, where, "draft model")
         check_draft(target, roles["draft"], target_vocab)
         draft_len = variant.draft_len
     elif variant.mode == "medusa":
@@ -340,6 +347,18 @@ def build_reference_variant(
         )
         medusa, draft_len = check_medusa(target, roles["medusa"], variant, index)
     elif variant.mode == "ngram":
+        draft_len = variant.draft_len
+    elif variant.mode == "eagle3":
+        from trtbench.builders.reference.eagle3 import check_eagle3
+
+        field = f"variants[{index}].speculative_model"
+        roles["eagle3"] = check_model_dir(
+            variant.speculative_model, field, "EAGLE-3 checkpoint"
+        )
+        try:
+            eagle = check_eagle3(roles["eagle3"], _read_config(target, "models.target"))
+        except ConfigError as exc:
+            raise ConfigError(f"{field}: {exc}") from None
         draft_len = variant.draft_len
     if variant.kv_cache_budget_bytes is not None:
         _check_kv_budget(spec, variant, target)
@@ -364,7 +383,7 @@ def build_reference_variant(
             "vocab_size": len(target_vocab),
             "vocab_sha256": vocab_sha256(target_vocab),
         },
-        reference=_reference_notes(variant),
+        reference=_reference_notes(variant, eagle),
     )
     manifest.build_seconds = (time.perf_counter_ns() - t0) / 1e9
     if not dry_run:

@@ -1,9 +1,9 @@
-"""The PyTorch reference engine: greedy generation in baseline, draft_target, medusa or ngram
-mode, with optional adaptive speculation (``adaptive.py``: the draft length of a step follows
+"""The PyTorch reference engine: greedy generation in baseline, draft_target, medusa, ngram or
+eagle3 mode, with optional adaptive speculation (``adaptive.py``: the draft length of a step follows
 the active batch size).
 
 An engine directory holds only ``build.json`` (written by ``trtbench build``); it points at
-the Hugging Face target / draft dirs and the Medusa heads dir.
+the Hugging Face target / draft dirs, the Medusa heads dir or the EAGLE-3 checkpoint.
 :func:`trtbench.builders.reference.loading.load_engine` reads it
 and returns a :class:`ReferenceEngine`, whose :meth:`~ReferenceEngine.generate` yields one
 :class:`Step` per decode step — the tokens it emitted and the draft tokens it proposed and
@@ -16,7 +16,7 @@ calls (or :meth:`~ReferenceEngine.submit` from a server) therefore share decode 
 request's tokens do not depend on what else is in the batch (greedy, lossless).
 
 Counting (TensorRT-LLM's ``total_draft_tokens`` / ``total_accepted_draft_tokens``,
-research/loadtest.md §3): ``draft_proposed`` is K for a draft_target step, the number of
+research/loadtest.md §3): ``draft_proposed`` is K for a draft_target or eagle3 step, the number of
 tree nodes for a Medusa step and the drafts the lookup found (0..K) for an ngram step (0 for
 baseline, for the prefill step and for a step that adaptive speculation left undrafted); ``draft_accepted``
 is the number of drafts verification accepted. A step emits ``accepted + 1`` tokens unless
@@ -90,7 +90,7 @@ class ReferenceEngine:
     """A loaded reference engine (models on their device, caches allocated).
 
     Args:
-        mode: ``baseline``, ``draft_target``, ``medusa`` or ``ngram``.
+        mode: ``baseline``, ``draft_target``, ``medusa``, ``ngram`` or ``eagle3``.
         decoder: the batched decoding strategy over its model runners (``decoding.py``);
             its slots are the engine's ``max_batch_size``.
         tokenizer: the target's tokenizer (``PreTrainedTokenizerFast``).

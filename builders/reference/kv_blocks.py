@@ -7,7 +7,7 @@ hold, and the batcher obeys it. A block holds ``tokens_per_block`` tokens of one
 output less the newest token, which the next step feeds):
 
 - between steps a sequence holds ``ceil(L / tokens_per_block)`` blocks;
-- a step that feeds ``q`` tokens (1 plain; ``K + 1`` for draft_target / ngram; tree nodes
+- a step that feeds ``q`` tokens (1 plain; ``K + 1`` for draft_target / ngram / eagle3; tree nodes
   + 1 for Medusa) writes positions ``[L, L + q)`` and needs ``ceil((L + q) / tokens_per_block)``
   blocks during the step; after it the sequence keeps the blocks of its new length
   (verification blocks of rejected drafts return to the pool);

@@ -4,7 +4,8 @@ The reference runtime of Triton's ``llmapi`` model reads the same ``model.yaml``
 own ``model.py`` would (every key but ``triton_config`` is an ``LLM`` argument) and maps what
 the reference engine can honour: ``model`` (target dir), ``tokenizer``, ``speculative_config``
 (``decoding_type`` DraftTarget → ``draft_target`` with ``speculative_model`` as the draft and
-``max_draft_len`` as K; NGram → ``ngram`` with ``max_draft_len`` as K,
+``max_draft_len`` as K; Eagle3 → ``eagle3`` with ``speculative_model`` as the EAGLE-3
+checkpoint, ``eagle3.py``; NGram → ``ngram`` with ``max_draft_len`` as K,
 ``max_matching_ngram_size`` as the largest suffix size (down to 1, as TensorRT-LLM) and
 ``is_use_oldest``; ``is_keep_all`` / ``is_public_pool`` have no counterpart: every request
 looks up its own tokens, see ``ngram.py``; ``max_concurrency`` / ``draft_len_schedule`` of
@@ -44,13 +45,13 @@ from trtbench.spec_speculation import DEFAULT_NGRAM_MAX
 # decoding_type → the reference mode serving it (None: the reference engine lacks it yet).
 DECODING_MODES: dict[str, str | None] = {
     "DraftTarget": "draft_target",
-    "Eagle3": None,
+    "Eagle3": "eagle3",
     "Eagle": None,
     "MTP": None,
     "NGram": "ngram",
 }
 # The trtbench mode name of decoding types the reference engine lacks (for the message).
-_MISSING_MODE = {"Eagle3": "eagle3", "Eagle": "eagle3", "MTP": "mtp"}
+_MISSING_MODE = {"Eagle": "eagle (EAGLE-1)", "MTP": "mtp"}
 DEFAULT_MAX_BATCH_SIZE = 8  # as loading.engine_from_manifest
 DEFAULT_MAX_INPUT_LEN = 1024  # TensorRT-LLM BaseLlmArgs.max_input_len default
 DEFAULT_DRAFT_LEN = 4
@@ -125,11 +126,11 @@ def plan_from_llm_args(llm_args: Mapping[str, Any]) -> ReferencePlan:
     mode = reference_mode(llm_args)
     spec = llm_args.get("speculative_config") or {}
     draft = None
-    if mode == "draft_target":
+    if mode in ("draft_target", "eagle3"):
         if not spec.get("speculative_model"):
             raise ConfigError(
-                "speculative_config (DraftTarget) has no speculative_model: set it to the "
-                "draft model directory"
+                f"speculative_config ({spec.get('decoding_type')}) has no speculative_model: "
+                "set it to the draft model (EAGLE-3 checkpoint) directory"
             )
         draft = Path(str(spec["speculative_model"]))
     dtype = str(llm_args.get("dtype") or "auto")
@@ -234,10 +235,17 @@ def engine_from_llm_args(
     max_seq_len = plan.max_seq_len or int(
         AutoConfig.from_pretrained(plan.target).max_position_embeddings
     )
-    draft = load_causal_lm(plan.draft, dtype, dev) if plan.draft else None
+    target = load_causal_lm(plan.target, dtype, dev)
+    draft = eagle3 = None
+    if plan.mode == "eagle3" and plan.draft:
+        from trtbench.builders.reference.eagle3 import load_eagle3
+
+        eagle3 = load_eagle3(plan.draft, target, dtype, dev)
+    elif plan.draft:
+        draft = load_causal_lm(plan.draft, dtype, dev)
     return make_engine(
         plan.mode,
-        load_causal_lm(plan.target, dtype, dev),
+        target,
         AutoTokenizer.from_pretrained(plan.tokenizer),
         max_seq_len=max_seq_len,
         max_input_len=min(plan.max_input_len, max_seq_len - 1),
@@ -249,4 +257,5 @@ def engine_from_llm_args(
         max_concurrency=plan.max_concurrency,
         draft_len_schedule=plan.draft_len_schedule,
         kv_cache=plan.kv_cache,
+        eagle3=eagle3,
     )

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers import AutoTokenizer, PreTrainedModel
 
 from trtbench.builders.manifest import BuildManifest, CudaGraphs, read_manifest
 from trtbench.builders.medusa_tree import build_tree
@@ -25,7 +25,14 @@ from trtbench.builders.reference.decoding import (
     DraftTargetDecoder,
     MedusaDecoder,
 )
+from trtbench.builders.reference.eagle_decoding import Eagle3Decoder, Eagle3Runner
 from trtbench.builders.reference.engine import ReferenceEngine
+from trtbench.builders.reference.hf_load import (  # noqa: F401  (re-exported)
+    SHOWN_KEYS,
+    from_pretrained_checked,
+    load_causal_lm,
+    weight_problems,
+)
 from trtbench.builders.reference.kv_blocks import (
     KvBlockPool,
     KvCacheSettings,
@@ -76,97 +83,6 @@ def resolve_dtype(name: str, device: torch.device, model_dir: Path) -> torch.dty
     if isinstance(saved, str):
         saved = _DTYPES.get(saved)
     return saved if isinstance(saved, torch.dtype) else torch.float32
-
-
-SHOWN_KEYS = 3
-"""Tensor names quoted per problem in a weights-mismatch message."""
-
-
-def weight_problems(info: Mapping[str, Any]) -> list[str]:
-    """What a ``from_pretrained(..., output_loading_info=True)`` report says is wrong.
-
-    Args:
-        info: the loading report: ``missing_keys`` (tensors the config's architecture has and
-            the files lack; a tied ``lm_head`` is not among them), ``unexpected_keys`` (in
-            the files, not in the architecture), ``mismatched_keys`` (``(name, file shape,
-            model shape)``), ``error_msgs``.
-
-    Returns:
-        One phrase per kind of problem, e.g. ``"missing 8 tensors:
-        model.layers.3.self_attn.q_proj.weight, …"``; empty when the weights match.
-    """
-
-    def names(keys: Any) -> str:
-        keys = sorted(keys)
-        more = ", …" if len(keys) > SHOWN_KEYS else ""
-        return ", ".join(keys[:SHOWN_KEYS]) + more
-
-    out = []
-    missing = list(info.get("missing_keys") or ())
-    unexpected = list(info.get("unexpected_keys") or ())
-    mismatched = sorted(info.get("mismatched_keys") or (), key=lambda m: str(m[0]))
-    if missing:
-        out.append(f"missing {len(missing)} tensors: {names(missing)}")
-    if unexpected:
-        out.append(f"{len(unexpected)} unexpected tensors: {names(unexpected)}")
-    if mismatched:
-        shown = ", ".join(
-            f"{m[0]} {list(m[1])} (config: {list(m[2])})"
-            for m in mismatched[:SHOWN_KEYS]
-        )
-        more = ", …" if len(mismatched) > SHOWN_KEYS else ""
-        out.append(f"{len(mismatched)} tensors of the wrong shape: {shown}{more}")
-    out += [str(e).splitlines()[0] for e in info.get("error_msgs") or () if str(e)]
-    return out
-
-
-def from_pretrained_checked(
-    model_class: Any, path: Path, **kwargs: Any
-) -> PreTrainedModel:
-    """``model_class.from_pretrained(path, **kwargs)`` that refuses weights not matching
-    ``config.json``: nothing is ever randomly initialised.
-
-    Args:
-        model_class: ``AutoModelForCausalLM``, ``LlamaForCausalLM`` …
-        path: a ``save_pretrained`` directory (``config.json`` + safetensors / bin).
-        kwargs: passed on (``dtype``).
-
-    Raises:
-        BuildError: the directory cannot be loaded (no weight file, unreadable or truncated
-            file), or its tensors do not match its ``config.json`` (``"<dir>: missing 8
-            tensors: model.layers.3…; the weights do not match config.json; re-export the
-            model"``; also unexpected or mis-shaped tensors).
-    """
-    try:
-        model, info = model_class.from_pretrained(
-            path, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
-        )
-    except Exception as exc:  # any failure to read the directory: name it, no traceback
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise BuildError(
-            f"model directory {path} cannot be loaded ({type(exc).__name__}: {first}); "
-            "re-export the model (save_pretrained)"
-        ) from exc
-    problems = weight_problems(info)
-    if problems:
-        raise BuildError(
-            f"model directory {path}: {'; '.join(problems)}; the weights do not match "
-            "config.json; re-export the model"
-        )
-    return model
-
-
-def load_causal_lm(
-    path: Path, dtype: torch.dtype, device: torch.device
-) -> PreTrainedModel:
-    """A ``*ForCausalLM`` from a ``save_pretrained`` dir, on ``device`` in eval mode.
-
-    Raises:
-        BuildError: the weights cannot be read or do not match ``config.json`` (see
-            :func:`from_pretrained_checked`).
-    """
-    model = from_pretrained_checked(AutoModelForCausalLM, Path(path), dtype=dtype)
-    return model.to(device).eval()
 
 
 def _capture(decoder: BaselineDecoder, requested: bool) -> CudaGraphs:
@@ -222,16 +138,18 @@ def make_engine(
     max_concurrency: int | None = None,
     draft_len_schedule: Mapping[int, int] | None = None,
     kv_cache: KvCacheSettings | None = None,
+    eagle3: nn.Module | None = None,
 ) -> ReferenceEngine:
     """Assemble an engine from loaded models (all on one device and dtype).
 
     Args:
         mode: ``baseline``, ``draft_target`` (needs ``draft``), ``medusa`` (needs
             ``heads`` and ``choices``, a prefix-closed tree no deeper than the heads) or
-            ``ngram`` (prompt lookup, no extra model; ``ngram``: its window, default 1..2).
+            ``ngram`` (prompt lookup, no extra model; ``ngram``: its window, default 1..2)
+            or ``eagle3`` (needs ``eagle3``, an ``eagle3.Eagle3Draft`` over ``target``).
         target, tokenizer: the target model and its tokenizer.
         max_seq_len, max_input_len: per-request limits (tokens).
-        draft_len: K for draft_target and ngram.
+        draft_len: K for draft_target, ngram and eagle3.
         cuda_graphs: capture the decode step with CUDA graphs (CUDA devices only).
         max_batch_size: sequences decoded together (batch slots of every KV cache).
         max_concurrency, draft_len_schedule: adaptive speculation (``adaptive.py``);
@@ -259,6 +177,14 @@ def make_engine(
         decoder = DraftTargetDecoder(
             runner(target, widest), runner(draft, widest), draft_len, policy
         )
+    elif mode == "eagle3" and eagle3 is not None:
+        widest = max_seq_len + draft_len + 1
+        decoder = Eagle3Decoder(
+            ModelRunner(target, widest, max_batch_size, aux_layers=eagle3.layer_ids),
+            Eagle3Runner(eagle3, widest, max_batch_size),
+            draft_len,
+            policy,
+        )
     elif mode == "ngram":
         decoder = NgramDecoder(
             runner(target, draft_len + 1), draft_len, ngram or NgramSettings(), policy
@@ -271,7 +197,8 @@ def make_engine(
     else:
         raise BuildError(
             f"mode {mode!r} cannot be assembled from the models given (draft_target needs "
-            "a draft model, medusa needs heads and a tree and takes no draft_len_schedule)"
+            "a draft model, eagle3 an EAGLE-3 draft, medusa needs heads and a tree and "
+            "takes no draft_len_schedule)"
             "; rebuild the engine"
         )
     kv, cache = kv_cache or KvCacheSettings(), decoder.target
@@ -318,6 +245,7 @@ def engine_from_manifest(
             model's weights do not match its config.json (:func:`from_pretrained_checked`).
         NotAvailableError: ``device`` asks for CUDA and there is none.
     """
+    from trtbench.builders.reference.eagle3 import load_eagle3
     from trtbench.builders.reference.medusa_heads import load_medusa_heads
 
     if manifest.backend != "reference":
@@ -330,11 +258,14 @@ def engine_from_manifest(
     dev = resolve_device(device)
     target_dir = Path(manifest.models["target"].path)
     dtype = resolve_dtype(variant.get("dtype", "auto"), dev, target_dir)
-    draft = heads = None
+    target = load_causal_lm(target_dir, dtype, dev)
+    draft = heads = eagle3 = None
     if manifest.mode == "draft_target":
         draft = load_causal_lm(Path(manifest.models["draft"].path), dtype, dev)
     if manifest.mode == "medusa":
         heads = load_medusa_heads(Path(manifest.models["medusa"].path), dtype, dev)
+    if manifest.mode == "eagle3":
+        eagle3 = load_eagle3(Path(manifest.models["eagle3"].path), target, dtype, dev)
     speculation = variant.get("speculation") or {}
     low, high = ngram_window(
         variant.get("prompt_lookup_min"),
@@ -343,7 +274,7 @@ def engine_from_manifest(
     )
     return make_engine(
         manifest.mode,
-        load_causal_lm(target_dir, dtype, dev),
+        target,
         AutoTokenizer.from_pretrained(manifest.tokenizer_dir),
         max_seq_len=int(variant["max_seq_len"]),
         max_input_len=int(variant["max_input_len"]),
@@ -357,6 +288,7 @@ def engine_from_manifest(
         max_concurrency=speculation.get("max_concurrency"),
         draft_len_schedule=speculation.get("draft_len_schedule"),
         kv_cache=kv_settings(variant),
+        eagle3=eagle3,
     )
 
 

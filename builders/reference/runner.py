@@ -18,6 +18,11 @@ inside the row (``keep``). Static shapes are what CUDA graphs need: on a CUDA de
 :meth:`ModelRunner.capture` records one ``torch.cuda.CUDAGraph`` per (rows, step length)
 pair; the inputs are copied into the graph's static buffers and the graph is replayed. The
 prefill (one row) always runs eagerly. The same path runs on CPU without graphs.
+
+EAGLE-3 (``eagle_decoding.py``) needs intermediate states of the target: with ``aux_layers``
+the runner keeps, after every forward, :attr:`ModelRunner.aux` ``[b, q, n * hidden]``: the
+residual stream after ``L`` decoder layers for each id ``L`` (0 = the embeddings), in
+ascending order (vLLM 0.32's ``_maybe_add_hidden_state`` semantics, see ``eagle3.py``).
 """
 
 from __future__ import annotations
@@ -83,6 +88,7 @@ class _Graph:
     mask: torch.Tensor  # [b, 1, q, max_cache_len] model dtype
     logits: torch.Tensor  # [b, q, vocab]
     hidden: torch.Tensor  # [b, q, hidden]
+    aux: torch.Tensor | None  # [b, q, n * hidden] (aux_layers) or None
 
 
 class ModelRunner:
@@ -93,13 +99,20 @@ class ModelRunner:
         max_cache_len: cache positions per row; at least the longest sequence plus the
             widest step.
         slots: rows of the cache (sequences decoded together at most).
+        aux_layers: layer ids whose residual-stream states :attr:`aux` keeps (EAGLE-3).
 
     Attributes:
         lengths: cached tokens per row (row ``r`` holds positions ``[0, lengths[r])``).
+        aux: after a forward or prefill with ``aux_layers``, ``[b, q, n * hidden]`` for every
+            token fed (all prompt tokens after a prefill); None without ``aux_layers``.
     """
 
     def __init__(
-        self, model: PreTrainedModel, max_cache_len: int, slots: int = 1
+        self,
+        model: PreTrainedModel,
+        max_cache_len: int,
+        slots: int = 1,
+        aux_layers: Sequence[int] = (),
     ) -> None:
         self.model = model.eval()
         self.decoder = model.get_decoder()
@@ -114,6 +127,30 @@ class ModelRunner:
         self.lengths = [0] * slots
         self._graphs: dict[tuple[int, int], _Graph] = {}
         self._min = torch.finfo(self.dtype).min
+        self.aux: torch.Tensor | None = None
+        self._aux_layers = tuple(sorted(set(aux_layers)))
+        self._aux_parts: dict[int, torch.Tensor] = {}
+
+    def _keeper(self, layer_id: int):
+        """A forward hook keeping a module's output as the state after ``layer_id`` layers."""
+
+        def keep(module, args, output) -> None:
+            self._aux_parts[layer_id] = (
+                output[0] if isinstance(output, tuple) else output
+            )
+
+        return keep
+
+    def _hooks(self) -> list:
+        """Forward hooks on the aux layers for one forward (the model may be shared by
+        several runners: hooks live only while this runner's forward runs)."""
+        decoder = self.decoder
+        return [
+            (
+                decoder.embed_tokens if i == 0 else decoder.layers[i - 1]
+            ).register_forward_hook(self._keeper(i))
+            for i in self._aux_layers
+        ]
 
     @property
     def graph_shapes(self) -> tuple[tuple[int, int], ...]:
@@ -211,6 +248,7 @@ class ModelRunner:
         graph = self._graphs.get((b, q))
         if graph is None:
             logits, hidden = self._eager(*(t.to(self.device) for t in inputs), first=0)
+            self.aux = self._gather_aux()
         else:
             for buffer, value in zip(
                 (graph.ids, graph.positions, graph.slots, graph.mask),
@@ -219,7 +257,7 @@ class ModelRunner:
             ):
                 buffer.copy_(value)
             graph.graph.replay()
-            logits, hidden = graph.logits, graph.hidden
+            logits, hidden, self.aux = graph.logits, graph.hidden, graph.aux
         for r, tokens in enumerate(rows):
             self.lengths[r] += len(tokens)
         return logits, hidden
@@ -245,8 +283,15 @@ class ModelRunner:
         logits, hidden = self._eager(
             ids, positions, positions, mask, first=row, last=True
         )
+        self.aux = self._gather_aux()
         self.lengths[row] = q
         return logits[0, 0], hidden[0, 0]
+
+    def _gather_aux(self) -> torch.Tensor | None:
+        """The kept states of the last forward, concatenated (None without aux_layers)."""
+        if not self._aux_layers:
+            return None
+        return torch.cat([self._aux_parts[i] for i in self._aux_layers], dim=-1)
 
     @torch.inference_mode()
     def _eager(
@@ -263,13 +308,18 @@ class ModelRunner:
         cache = self.cache
         cache.first, cache.positions = first, slots
         cache.rows = torch.arange(ids.shape[0], device=self.device).view(-1, 1)
-        out = self.decoder(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=positions,
-            cache=cache,
-            use_cache=True,
-        )
+        hooks = self._hooks()
+        try:
+            out = self.decoder(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=positions,
+                cache=cache,
+                use_cache=True,
+            )
+        finally:
+            for hook in hooks:
+                hook.remove()
         hidden = out.last_hidden_state[:, -1:] if last else out.last_hidden_state
         return self.lm_head(hidden), hidden
 
@@ -304,5 +354,6 @@ class ModelRunner:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             logits, hidden = self._eager(ids, positions, slots, mask, first=0)
+            aux = self._gather_aux()
         logger.debug("captured a CUDA graph for %d rows x %d tokens", b, q)
-        return _Graph(graph, ids, positions, slots, mask, logits, hidden)
+        return _Graph(graph, ids, positions, slots, mask, logits, hidden, aux)

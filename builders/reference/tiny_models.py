@@ -5,15 +5,16 @@ Layout under ``root`` (``trtbench.paths.tiny_models_dir()`` by default)::
     target/   LlamaForCausalLM (HF save_pretrained) + tokenizer (PreTrainedTokenizerFast)
     draft/    a smaller LlamaForCausalLM, distilled from the target, + the same tokenizer files
     medusa/   Medusa heads on the target (FasterDecoding format: config.json + medusa_lm_head.safetensors)
+    eagle3/   an EAGLE-3 draft on the target (vLLM's layout, ``eagle3.py``; trained in ``tiny_eagle.py``)
     quality.json   figures on held-out files (below), sizes, training steps and losses, build time
-    complete.json  written last: the recipe key and the build ids of the three parts
+    complete.json  written last: the recipe key and the build ids of the parts
 
-Each part carries ``.trtbench-part.json`` (recipe key, build id, and for draft/medusa the
-target's build id). A part is rebuilt when its marker is missing, was made by another recipe, or
-(draft, medusa) belongs to another target; ``complete.json`` is rewritten after any rebuild.
-Builds hold an exclusive ``fcntl`` lock on ``root/.lock`` so two processes never train twice.
-A build reports each part's training steps to an optional :class:`BuildProgress` (this module
-never prints; ``scripts/make_tiny_models.py`` draws the bars) and logs its phases at INFO.
+Each part carries ``.trtbench-part.json`` (recipe key — eagle3's adds its ``EagleRecipe``'s —,
+build id, the target's build id). A part is rebuilt when its marker is missing, was made by
+another recipe, or belongs to another target; ``complete.json`` is rewritten after any rebuild.
+Builds hold an exclusive ``fcntl`` lock on ``root/.lock`` (``tiny_cache.py``). A build reports
+each part's training steps to an optional :class:`BuildProgress` (this module never prints;
+``scripts/make_tiny_models.py`` draws the bars) and logs its phases at INFO.
 
 Recipe (:class:`~trtbench.builders.reference.tiny_recipe.Recipe`): corpus = top-level Python
 standard-library ``*.py`` files on this machine (~1.8 MB train, ~0.2 MB held out, every 8th file);
@@ -21,7 +22,9 @@ byte-level BPE (2048 ids, ``<unk> <s> </s> <pad>`` = 0..3); target Llama 3 layer
 trained 600 steps on 16 × 64-token windows; greedy continuations (32-token prompt + 64 tokens) of
 the target; draft Llama 1 layer × 128 wide trained to predict the target's greedy token at every
 position of those; Medusa heads (3 heads × 1 ResBlock, LM projections started from the
-target's) trained on the frozen target's last hidden states to predict its greedy tokens.
+target's) trained on the frozen target's last hidden states to predict its greedy tokens;
+EAGLE-3 draft (1 layer, fusing the target's layer 1/2/3 states) trained on the same greedy data
+against the frozen target (``tiny_eagle.py``, with its ``eagle3_*`` quality figures).
 
 Quality (``quality.json``), on target greedy continuations of held-out prompts, teacher-forced:
     draft_greedy_agreement       fraction of continuation positions t where argmax draft(x<=t)
@@ -33,9 +36,7 @@ Quality (``quality.json``), on target greedy continuations of held-out prompts, 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
 import functools
 import json
 import logging
@@ -43,22 +44,28 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from trtbench.builders.reference.medusa_config import add_vllm_keys
-from trtbench.builders.reference.tiny_recipe import RECIPE_VERSION, Recipe, recipe_key
+from trtbench.builders.reference.tiny_cache import LOCK_NAME as LOCK_NAME
+from trtbench.builders.reference.tiny_cache import exclusive_lock, replace_dir
+from trtbench.builders.reference.tiny_recipe import (
+    RECIPE_VERSION,
+    EagleRecipe,
+    Recipe,
+    part_key,
+    recipe_key,
+)
 from trtbench.errors import BuildError
 from trtbench.run_dir import write_json_atomic
 
 logger = logging.getLogger(__name__)
 
-PARTS = ("target", "draft", "medusa")
+PARTS = ("target", "draft", "medusa", "eagle3")
 PART_MARKER = ".trtbench-part.json"
 COMPLETE_NAME = "complete.json"
 QUALITY_NAME = "quality.json"
-LOCK_NAME = ".lock"
 _HF_FILES = (
     "config.json",
     "model.safetensors",
@@ -69,6 +76,7 @@ PART_FILES = {
     "target": _HF_FILES,
     "draft": _HF_FILES,
     "medusa": ("config.json", "medusa_lm_head.safetensors"),
+    "eagle3": ("config.json", "model.safetensors"),
 }
 MAX_THREADS = 8
 
@@ -82,7 +90,7 @@ class BuildProgress(Protocol):
     """
 
     def start(self, part: str, total_steps: int) -> None:
-        """``part`` (``"target"``, ``"draft"`` or ``"medusa"``) begins; it trains ``total_steps``."""
+        """``part`` (one of ``PARTS``) begins; it trains ``total_steps``."""
 
     def advance(self, part: str, steps: int = 1) -> None:
         """``steps`` more training steps of ``part`` are done."""
@@ -92,7 +100,7 @@ class BuildProgress(Protocol):
 
 
 def model_paths(root: Path) -> dict[str, Path]:
-    """``{"target": root/"target", "draft": root/"draft", "medusa": root/"medusa"}``."""
+    """``{"target": root/"target", "draft": root/"draft", …}``: every part of ``PARTS``."""
     return {part: Path(root) / part for part in PARTS}
 
 
@@ -112,52 +120,30 @@ def _part_marker(root: Path, part: str) -> dict[str, Any] | None:
     return _read_json(path / PART_MARKER)
 
 
-def is_complete(root: Path, key: str) -> bool:
+def is_complete(root: Path, key: str, eagle: EagleRecipe | None = None) -> bool:
     """True when ``complete.json`` matches ``key`` and every part (cheap: no torch import)."""
     complete = _read_json(Path(root) / COMPLETE_NAME)
     if complete is None or complete.get("recipe") != key:
         return False
     for part in PARTS:
-        marker = _part_marker(root, part)
-        if marker is None or marker.get("build_id") != complete.get(part):
+        mark, want = _part_marker(root, part) or {}, part_key(part, key, eagle)
+        if (mark.get("build_id"), mark.get("recipe")) != (complete.get(part), want):
             return False
     return True
 
 
-def stale_parts(root: Path, key: str) -> list[str]:
-    """Parts to (re)build: missing, other recipe, or (draft, medusa) built on another target."""
+def stale_parts(root: Path, key: str, eagle: EagleRecipe | None = None) -> list[str]:
+    """Parts to (re)build: missing, other recipe, or built on another target."""
     markers = {p: _part_marker(root, p) or {} for p in PARTS}
     if markers["target"].get("recipe") != key:
         return list(PARTS)
     target_id = markers["target"]["build_id"]
     return [
         p
-        for p in ("draft", "medusa")
-        if markers[p].get("recipe") != key
+        for p in PARTS[1:]
+        if markers[p].get("recipe") != part_key(p, key, eagle)
         or markers[p].get("target_build_id") != target_id
     ]
-
-
-@contextlib.contextmanager
-def exclusive_lock(root: Path) -> Iterator[None]:
-    """Hold ``root/.lock`` (``fcntl.flock``, exclusive) for the block; wait if it is taken.
-
-    Raises:
-        OSError: ``root`` cannot be created or the lock file cannot be opened.
-    """
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / LOCK_NAME, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            logger.info(
-                "another process is building the tiny models in %s; waiting", root
-            )
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def ensure_tiny_models(
@@ -165,8 +151,9 @@ def ensure_tiny_models(
     force: bool = False,
     progress: BuildProgress | None = None,
     recipe: Recipe | None = None,
+    eagle: EagleRecipe | None = None,
 ) -> dict[str, Path]:
-    """Make (or reuse) the target, draft and Medusa heads under ``root``.
+    """Make (or reuse) the target, draft, Medusa heads and EAGLE-3 draft under ``root``.
 
     Fast (file reads only, no torch import) when ``root/complete.json`` matches the current
     recipe. Otherwise takes ``root/.lock`` and builds only the stale parts; about 1.5–3 minutes
@@ -178,22 +165,23 @@ def ensure_tiny_models(
         progress: told of each part built and its training steps (nothing when cached).
         recipe: what to build [default: ``Recipe()``]; its key is the cache key. Another
             recipe is for tests and experiments (a small one builds in seconds).
+        eagle: the EAGLE-3 part's recipe [default: ``EagleRecipe()``]; its own key.
 
     Returns:
-        ``{"target": Path, "draft": Path, "medusa": Path}``.
+        ``{"target": Path, "draft": Path, "medusa": Path, "eagle3": Path}``.
 
     Raises:
         BuildError: ``root`` cannot be written, or the standard-library corpus is missing.
     """
     root, recipe = Path(root), recipe if recipe is not None else Recipe()
-    key = recipe_key(recipe)
-    if not force and is_complete(root, key):
+    key, eagle = recipe_key(recipe), eagle if eagle is not None else EagleRecipe()
+    if not force and is_complete(root, key, eagle):
         return add_vllm_keys(model_paths(root))
     try:
         with exclusive_lock(root):
-            if force or not is_complete(root, key):
-                parts = list(PARTS) if force else stale_parts(root, key)
-                _build(root, key, parts, recipe, progress)
+            if force or not is_complete(root, key, eagle):
+                parts = list(PARTS) if force else stale_parts(root, key, eagle)
+                _build(root, key, parts, (recipe, eagle), progress)
     except OSError as exc:
         raise BuildError(
             f"cannot write the tiny models under {root} ({exc}); set TRTBENCH_CACHE to a "
@@ -217,23 +205,17 @@ def read_quality(root: Path) -> dict[str, Any]:
     return data
 
 
-def _replace_dir(tmp: Path, final: Path) -> None:
-    """Move a finished part into place (the old one, if any, is removed first)."""
-    if final.exists():
-        old = final.with_name(f".old-{final.name}-{os.getpid()}")
-        final.rename(old)
-        shutil.rmtree(old)
-    tmp.rename(final)
-
-
 class _Session:
     """What one build needs: corpus, tokenizer, models, lazily made greedy data."""
 
-    def __init__(self, root: Path, parts: list[str], recipe: Recipe) -> None:
+    def __init__(
+        self, root: Path, parts: list[str], recipes: tuple[Recipe, EagleRecipe]
+    ) -> None:
         from trtbench.builders.reference import tiny_corpus as tc
         from trtbench.builders.reference import tiny_training as tt
 
-        self.tt, self.tc, self.root, self.recipe = tt, tc, root, recipe
+        self.tt, self.tc, self.root = tt, tc, root
+        self.recipe, self.eagle_recipe = recipes
         train, held = tc.select_corpus(self.recipe)
         if not train or not held:
             raise BuildError(
@@ -285,9 +267,16 @@ class _Session:
         tt, r, t0 = self.tt, self.recipe, time.perf_counter()
         on_step = None
         if progress is not None:
-            progress.start(part, getattr(r, f"{part}_steps"))
+            steps = self.eagle_recipe.steps if part == "eagle3" else None
+            progress.start(part, steps or getattr(r, f"{part}_steps"))
             on_step = functools.partial(progress.advance, part)
-        if part == "medusa":
+        if part == "eagle3":
+            from trtbench.builders.reference.tiny_eagle import build_part
+
+            model, losses = build_part(self.target, self.greedy("train"), self.eagle_recipe,
+                                       self.rng(5), out, on_step, r.prompt_len)  # fmt: skip
+            self.eagle = model
+        elif part == "medusa":
             rng = self.rng(2)
             self.heads = tt.MedusaHeads(
                 r.medusa_heads, r.medusa_layers, r.target_hidden, len(self.tokenizer)
@@ -325,6 +314,11 @@ class _Session:
             self.draft = tt.load_llama(self.root / "draft")
         if not hasattr(self, "heads"):
             self.heads = tt.load_medusa_heads(self.root / "medusa")
+        from trtbench.builders.reference.tiny_eagle import part_quality
+
+        eagle = part_quality(getattr(self, "eagle", None) or self.root / "eagle3",
+                             self.target, self.greedy("eval"), self.recipe.prompt_len,
+                             self.eagle_recipe)  # fmt: skip
         figures = tt.measure_quality(
             self.target,
             self.draft,
@@ -335,6 +329,7 @@ class _Session:
         )
         return {
             **figures,
+            **eagle,
             "recipe_version": RECIPE_VERSION,
             "recipe_fields": dataclasses.asdict(self.recipe),
             "corpus": {
@@ -349,7 +344,7 @@ def _build(
     root: Path,
     key: str,
     parts: list[str],
-    recipe: Recipe,
+    recipes: tuple[Recipe, EagleRecipe],
     progress: BuildProgress | None,
 ) -> None:
     """Build ``parts`` (in PARTS order), then write quality.json and, last, complete.json."""
@@ -360,7 +355,7 @@ def _build(
     for leftover in [*root.glob(".tmp-*"), *root.glob(".old-*")]:  # from killed builds
         shutil.rmtree(leftover, ignore_errors=True)
     with all_cores_threads(MAX_THREADS) as threads:
-        session = _Session(root, parts, recipe)
+        session = _Session(root, parts, recipes)
         markers: dict[str, dict[str, Any]] = {}
         for part in PARTS:
             final = root / part
@@ -370,13 +365,14 @@ def _build(
             tmp = root / f".tmp-{part}-{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)
             target_id = None if part == "target" else markers["target"]["build_id"]
-            m = dict(recipe=key, build_id=uuid.uuid4().hex, target_build_id=target_id)
+            m = dict(recipe=part_key(part, key, recipes[1]), build_id=uuid.uuid4().hex,
+                     target_build_id=target_id)  # fmt: skip
             markers[part] = m = {**m, **session.build(part, tmp, progress)}
             logger.info("built %s: %.2f M params, %d steps, loss %.3f -> %.3f, %.1f s", part,
                         m["params"] / 1e6, m["steps"], m["first_loss"], m["final_loss"],
                         m["train_s"])  # fmt: skip
             write_json_atomic(tmp / PART_MARKER, markers[part])
-            _replace_dir(tmp, final)
+            replace_dir(tmp, final)
         logger.info("measuring quality on held-out prompts")
         quality = session.quality()
     quality.update(

@@ -58,3 +58,40 @@ def recipe_key(recipe: Recipe | None = None) -> str:
     recipe = recipe or Recipe()
     fields = json.dumps(dataclasses.asdict(recipe), sort_keys=True)
     return f"v{RECIPE_VERSION}-{hashlib.sha256(fields.encode()).hexdigest()[:12]}"
+
+
+@dataclasses.dataclass(frozen=True)
+class EagleRecipe:
+    """The EAGLE-3 part's knobs (``tiny_eagle.py``); a key of their own, so adding or
+    changing the EAGLE-3 part leaves :class:`Recipe`'s key, and the other parts, alone."""
+
+    version: int = 1
+    layer_ids: tuple[int, ...] | None = None  # None: low / mid / high (eagle_layer_ids)
+    intermediate: int = 512
+    steps: int = 200
+    batch: int = 12
+    lr: float = 3e-3
+    ttt_steps: int = 2  # training-time test: step 2 feeds the draft's own hidden state
+    ttt_weight: float = 0.5
+    freeze_lm_head: bool = (
+        True  # the target's LM head, kept (a third less work per step)
+    )
+    chain: int = 4  # K of the held-out chain acceptance in quality.json
+
+
+def eagle_key(base_key: str, recipe: EagleRecipe | None = None) -> str:
+    """``<base key>+eagle3-<sha256 of the EAGLE recipe>``: the eagle3 part's marker key."""
+    fields = json.dumps(dataclasses.asdict(recipe or EagleRecipe()), sort_keys=True)
+    return f"{base_key}+eagle3-{hashlib.sha256(fields.encode()).hexdigest()[:12]}"
+
+
+def eagle_layer_ids(num_layers: int) -> tuple[int, ...]:
+    """Low / mid / high target states for the tiny EAGLE-3 part: the residual stream after
+    layer 1, the middle one and the last (vLLM layer ids; ``(1, 2, 3)`` for 3 layers)."""
+    return tuple(sorted({1, (num_layers + 1) // 2, num_layers}))
+
+
+def part_key(part: str, key: str, eagle: EagleRecipe | None = None) -> str:
+    """The recipe key a tiny-model part's marker records: ``key``; for eagle3
+    :func:`eagle_key`."""
+    return eagle_key(key, eagle) if part == "eagle3" else key

@@ -73,11 +73,6 @@ PYTORCH = (
             "draft checkpoint dir",
         ),
         (
-            "{name: e, mode: eagle3, speculative_model: /e, backend: reference}",
-            "variants[0].mode: eagle3 runs only on TensorRT-LLM's LLM-API path; set "
-            "backend: trtllm-pytorch on the variant or the spec",
-        ),
-        (
             "{name: n, mode: ngram, backend: trtllm}",
             "variants[0].mode: ngram runs only on TensorRT-LLM's LLM-API path",
         ),
@@ -87,8 +82,9 @@ PYTORCH = (
             "trtllm; remove it or set backend: trtllm-pytorch",
         ),
         (
-            "{name: d, mode: draft_target, speculative_model: /x, backend: reference}",
-            "variants[0].speculative_model applies only to backend: trtllm-pytorch",
+            "{name: m, mode: mtp, backend: reference}",
+            "variants[0].mode: mtp runs only on TensorRT-LLM's LLM-API path; set "
+            "backend: trtllm-pytorch on the variant or the spec",
         ),
         (
             "{name: b, mode: baseline, cuda_graphs: true, cuda_graph_batch_sizes: [1, 9]}",

@@ -217,7 +217,7 @@ def test_llm_args_map_onto_reference_modes():
         {"model": "/t", "cuda_graph_config": {"max_batch_size": 4}}
     )
     assert (base.mode, base.draft, base.cuda_graphs) == ("baseline", None, True)
-    for kind, mode in (("Eagle3", "eagle3"), ("MTP", "mtp")):
+    for kind, mode in (("MTP", "mtp"),):
         args = {"model": "/t", "speculative_config": {"decoding_type": kind}}
         with pytest.raises(ConfigError, match=f"decoding_type {kind} yet: it has no {mode} mode"):  # fmt: skip
             plan_from_llm_args(args)

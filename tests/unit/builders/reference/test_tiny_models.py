@@ -44,12 +44,13 @@ def params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def test_paths_are_the_three_parts_under_the_root(tiny_models):
+def test_paths_are_the_four_parts_under_the_root(tiny_models):
     root = tiny_models["target"].parent
     assert tiny_models == {
         "target": root / "target",
         "draft": root / "draft",
         "medusa": root / "medusa",
+        "eagle3": root / "eagle3",
     }
 
 
@@ -160,7 +161,7 @@ def test_complete_cache_is_reused_quickly_without_torch(tiny_models):
     seconds, torch_imported, parts = out.stdout.split(maxsplit=2)
     assert float(seconds) < 0.5
     assert torch_imported == "False"
-    assert parts.strip() == "['draft', 'medusa', 'target']"
+    assert parts.strip() == "['draft', 'eagle3', 'medusa', 'target']"
 
 
 @pytest.fixture
@@ -187,7 +188,7 @@ def test_stale_parts_follow_markers_and_files(cache_copy):
     assert tm.stale_parts(cache_copy, key) == ["draft", "medusa"]
     assert not tm.is_complete(cache_copy, key)
     _edit_json(cache_copy / "target" / tm.PART_MARKER, recipe="v0-old")
-    assert tm.stale_parts(cache_copy, key) == ["target", "draft", "medusa"]
+    assert tm.stale_parts(cache_copy, key) == ["target", "draft", "medusa", "eagle3"]
 
 
 def test_a_changed_recipe_invalidates_the_cache(cache_copy):

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from tests.support.data import REPO_ROOT
 from trtbench.builders.reference import tiny_models as tm
-from trtbench.builders.reference.tiny_recipe import Recipe
+from trtbench.builders.reference.tiny_recipe import EagleRecipe, Recipe
 
 SMALL = Recipe(
     train_bytes=40_000,
@@ -43,7 +43,8 @@ SMALL = Recipe(
     medusa_steps=4,
     medusa_batch_positions=32,
 )
-STEPS = {"target": 5, "draft": 3, "medusa": 4}  # SMALL's, distinct so a mix-up shows
+SMALL_EAGLE = EagleRecipe(intermediate=32, steps=6, batch=4)
+STEPS = {"target": 5, "draft": 3, "medusa": 4, "eagle3": 6}  # distinct: a mix-up shows
 
 
 class Recorder:
@@ -74,7 +75,9 @@ def expected_events(parts: list[str]) -> list[tuple]:
 def build_small(root: Path, progress: tm.BuildProgress | None) -> dict[str, Path]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tm, "MAX_THREADS", 1)  # one thread: repeatable to the bit
-        return tm.ensure_tiny_models(root, progress=progress, recipe=SMALL)
+        return tm.ensure_tiny_models(
+            root, progress=progress, recipe=SMALL, eagle=SMALL_EAGLE
+        )
 
 
 @pytest.fixture(scope="module")
@@ -91,12 +94,15 @@ def small_builds(tmp_path_factory) -> dict:
 
 
 def test_small_recipe_step_counts_are_the_ones_asserted():
-    assert {p: getattr(SMALL, f"{p}_steps") for p in tm.PARTS} == STEPS
+    steps = {p: getattr(SMALL, f"{p}_steps") for p in tm.PARTS[:3]}
+    assert {**steps, "eagle3": SMALL_EAGLE.steps} == STEPS
     assert tm.recipe_key(SMALL) != tm.recipe_key(Recipe())
 
 
 def test_sink_hears_start_each_step_and_finish_of_every_part(small_builds):
-    assert small_builds["events"] == expected_events(["target", "draft", "medusa"])
+    assert small_builds["events"] == expected_events(
+        ["target", "draft", "medusa", "eagle3"]
+    )
     quality = tm.read_quality(small_builds["watched"])
     assert {p: quality["parts"][p]["steps"] for p in tm.PARTS} == STEPS
 
@@ -119,6 +125,7 @@ def test_sink_leaves_the_training_unchanged(small_builds):
         ("target", "model.safetensors"),
         ("draft", "model.safetensors"),
         ("medusa", "medusa_lm_head.safetensors"),
+        ("eagle3", "model.safetensors"),
     ):
         assert (quiet / part / weights).read_bytes() == (
             watched / part / weights

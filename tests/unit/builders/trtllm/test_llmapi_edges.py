@@ -5,6 +5,7 @@ cannot serve."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -98,10 +99,15 @@ def test_engine_path_variants_need_a_version_that_has_the_engine_path(
 def test_deploy_check_refuses_what_the_reference_runtime_cannot_serve(
     models, tmp_path, capsys
 ):
+    # a target with MTP modules: the config key the MTP check reads
+    mtp = {**models, "target": tmp_path / "mtp-target"}
+    shutil.copytree(models["target"], mtp["target"])
+    config = json.loads((mtp["target"] / "config.json").read_text())
+    (mtp["target"] / "config.json").write_text(
+        json.dumps({**config, "num_nextn_predict_layers": 1})
+    )
     doc = spec(
-        models,
-        {"name": "ng", "mode": "eagle3", "speculative_model": str(models["target"])},
-        deploy={"llmapi_runtime": "reference"},
+        mtp, {"name": "ng", "mode": "mtp"}, deploy={"llmapi_runtime": "reference"}
     )
     run = tmp_path / "r"
     code, _, err = run_cli(["build", write(tmp_path, doc), "--out", run], capsys)
@@ -109,4 +115,4 @@ def test_deploy_check_refuses_what_the_reference_runtime_cannot_serve(
     code, _, err = run_cli(["deploy", run, "--check"], capsys)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1, err
-    assert "ng.mode: the reference engine cannot serve decoding_type Eagle3" in lines[0]
+    assert "ng.mode: the reference engine cannot serve decoding_type MTP" in lines[0]
