@@ -3,7 +3,9 @@
 The reference engine keeps a static slot cache (``runner.py``); this module decides, as
 TensorRT-LLM's paged KV cache manager would, how many fixed-size blocks each sequence may
 hold, and the batcher obeys it. A block holds ``tokens_per_block`` tokens of one sequence
-(every layer, K and V). Definitions (``L``: tokens in a sequence's cache, i.e. its prompt and
+(every layer, K and V, of every model that caches it: the target and the draft model or
+EAGLE-3 layer, so a byte budget is divided by their summed bytes per token, as TensorRT-LLM's
+PyTorch executor divides it). Definitions (``L``: tokens in a sequence's cache, i.e. its prompt and
 output less the newest token, which the next step feeds):
 
 - between steps a sequence holds ``ceil(L / tokens_per_block)`` blocks;
@@ -124,6 +126,14 @@ def kv_bytes_per_token(config, dtype) -> int:
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     return 2 * config.num_hidden_layers * kv_heads * head_dim * dtype.itemsize
+
+
+def slot_cache_bytes_per_token(keys: Sequence) -> int:
+    """KV bytes per token of an allocated slot cache, from its per-layer key buffers
+    ``[slots, kv_heads, max_len, head_dim]`` (``runner.SlotCache.keys``; V mirrors K):
+    ``2 × Σ_layers kv_heads × head_dim × element size`` — :func:`kv_bytes_per_token` of the
+    cache as allocated (a one-layer EAGLE-3 draft included)."""
+    return 2 * sum(k.shape[1] * k.shape[3] * k.element_size() for k in keys)
 
 
 @dataclass(frozen=True)

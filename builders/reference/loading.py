@@ -36,8 +36,8 @@ from trtbench.builders.reference.hf_load import (  # noqa: F401  (re-exported)
 from trtbench.builders.reference.kv_blocks import (
     KvBlockPool,
     KvCacheSettings,
-    kv_bytes_per_token,
     pool_blocks,
+    slot_cache_bytes_per_token,
 )
 from trtbench.builders.reference.ngram import NgramDecoder, NgramSettings
 from trtbench.builders.reference.runner import ModelRunner
@@ -202,7 +202,9 @@ def make_engine(
             "; rebuild the engine"
         )
     kv, cache = kv_cache or KvCacheSettings(), decoder.target
-    per_token = kv_bytes_per_token(target.config, cache.dtype)
+    # A token's blocks hold every model's KV of it: the draft's (draft_target, eagle3) too,
+    # as TensorRT-LLM's PyTorch executor sizes its pool (target + draft bytes per token).
+    per_token = sum(slot_cache_bytes_per_token(r.cache.keys) for r in decoder.runners())
     blocks = pool_blocks(kv, per_token, cache.slots, cache.max_cache_len, max_seq_len)
     return ReferenceEngine(
         mode,

@@ -180,3 +180,20 @@ def test_guaranteed_no_evict_admits_fewer_and_never_preempts(engines, expected, 
         assert tokens_of(handles[i]) == want, (name, i)
     assert pool.preemptions == 0 and pool.draft_skipped == 0
     assert max(widths) < 3 and pool.kv_waits > 0 and pool.used_blocks == 0
+
+
+def test_a_byte_budget_holds_the_draft_models_kv_too(family):
+    """TensorRT-LLM's PyTorch executor sizes the pool by target + draft KV bytes per token
+    (``_torch/pyexecutor/_util.py``); so does the reference engine. Hand count: both models
+    are 2 layers x 2 KV heads x head_dim 8 x float64 -> 2 x 2 x 2 x 8 x 8 = 512 bytes per
+    token each. A budget of 1024 x 80 bytes (fraction 1) holds 80 tokens of both = 20 blocks
+    of 4 for draft_target, and 160 tokens of the target alone = 40 blocks for baseline."""
+    target, near, tok = family["target"], family["near"], family["tokenizer"]
+    budget = KvCacheSettings(
+        tokens_per_block=4, budget_bytes=1024 * 80, free_memory_fraction=1.0
+    )
+    kw = {**KW, "kv_cache": budget}
+    draft = make_engine("draft_target", target, tok, draft=near, draft_len=3, **kw)
+    alone = make_engine("baseline", target, tok, **kw)
+    assert draft.stats().max_blocks == 20
+    assert alone.stats().max_blocks == 40
