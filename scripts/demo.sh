@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up (idempotent) and run the main job on the bundled example, CPU reference backend:
-# build, deploy, load-test and report baseline / draft-target / Medusa / n-gram, then check
+# build, deploy, load-test and report baseline / draft-target / Medusa / n-gram / EAGLE-3, then check
 # the recommendation by serving the recommended config over the same tiers again
 # (trtbench follow-up: exit 1 when it is significantly worse than the best fixed variant).
 #   scripts/demo.sh [RUN_DIR]     (default runs/tiny-cpu)
