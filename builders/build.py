@@ -105,7 +105,7 @@ def variant_backend(spec: BenchSpec, variant: VariantSpec, override: str | None)
 
     Raises:
         ConfigError: the variant cannot run on that backend (e.g. medusa on trtllm-pytorch,
-            eagle3 on reference, server: vllm on trtllm), naming the field and the fix.
+            mtp on reference, server: vllm on trtllm), naming the field and the fix.
     """
     chosen = override or spec.backend_of(variant)
     where = f"variants[{spec.variants.index(variant)}]"

@@ -46,7 +46,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="cuda", help="cpu, cuda or cuda:N")
     parser.add_argument("--out", type=Path, default=Path("runs/gpu-proof"))
     parser.add_argument("--models", type=Path, default=None, help="carried tiny models")
-    parser.add_argument("--modes", default="baseline,draft_target,ngram,medusa")
+    parser.add_argument(
+        "--modes",
+        default=None,
+        help="modes measured (default: every mode, baseline,draft_target,ngram,medusa,eagle3)",
+    )
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--batch-sizes", default="1,8,32,64")
     parser.add_argument("--max-tokens", type=int, default=96)
@@ -71,6 +75,7 @@ def settings_from(args: argparse.Namespace):
         ConfigError: a list option that is not integers.
     """
     from trtbench.pipeline.gpu_proof import ProofSettings
+    from trtbench.pipeline.gpu_proof_engines import MODES
 
     dtypes = _words(args.dtypes)
     if args.trace_dtypes is None:
@@ -81,7 +86,7 @@ def settings_from(args: argparse.Namespace):
         device=args.device,
         out=args.out,
         models=args.models,
-        modes=_words(args.modes),
+        modes=MODES if args.modes is None else _words(args.modes),
         dtypes=dtypes,
         batch_sizes=_ints("--batch-sizes", args.batch_sizes),
         max_tokens=args.max_tokens,

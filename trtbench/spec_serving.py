@@ -26,6 +26,7 @@ VLLM_METHODS = {
     "draft_target": "draft_model",
     "medusa": "medusa",
     "ngram": "ngram",
+    "eagle3": "eagle3",
 }
 SERVING_PATH_KEYS = ("vllm_python",)  # resolved like models.*
 

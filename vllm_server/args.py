@@ -12,7 +12,12 @@ draft_target  ``{"method": "draft_model", "model": DRAFT, "num_speculative_token
 medusa        ``{"method": "medusa", "model": HEADS, "num_speculative_tokens": D}``
 ngram         ``{"method": "ngram", "num_speculative_tokens": K,
               "prompt_lookup_max": MAX, "prompt_lookup_min": MIN}``
+eagle3        ``{"method": "eagle3", "model": CHECKPOINT, "num_speculative_tokens": K}``
 ============  ==================================================================
+
+eagle3's checkpoint is the variant's ``speculative_model`` (required for the mode), the layout
+vLLM 0.32 loads (``model_executor/models/llama_eagle3.py``; docs/reference_eagle3.md); vLLM
+drafts a chain of K (``method`` ``"eagle3"`` is one of its ``EagleModelTypes``).
 
 vLLM's Medusa proposer drafts one chain, the top-1 token of each of its first D heads
 (``num_speculative_tokens`` also sets how many heads it builds), so a Medusa variant maps
@@ -123,16 +128,14 @@ def speculative_config(
     in the module docstring.
 
     Raises:
-        ConfigError: a mode vLLM cannot serve (eagle3, mtp), a Medusa tree that is not a
-            chain, a missing draft / heads directory, or ``speculation``.
+        ConfigError: a mode vLLM cannot serve (mtp), a Medusa tree that is not a chain, a
+            missing draft / heads / EAGLE-3 directory, or ``speculation``.
     """
     if variant.mode not in VLLM_METHODS:
-        later = " (eagle3: once trtbench's reference engine has EAGLE-3 checkpoints)"
         raise _refuse(
             variant,
-            f"vLLM serving is mapped for modes {', '.join(VLLM_METHODS)} only"
-            f"{later if variant.mode == 'eagle3' else ''}; use server: triton for "
-            f"{variant.mode}",
+            f"vLLM serving is mapped for modes {', '.join(VLLM_METHODS)} only; use "
+            f"server: triton for {variant.mode}",
         )
     method = VLLM_METHODS[variant.mode]
     if method is None:
@@ -150,6 +153,16 @@ def speculative_config(
         return {
             "method": method,
             "model": str(draft),
+            "num_speculative_tokens": variant.draft_len,
+        }
+    if variant.mode == "eagle3":
+        if variant.speculative_model is None:
+            raise _refuse(
+                variant, "needs speculative_model (the EAGLE-3 checkpoint dir)"
+            )
+        return {
+            "method": method,
+            "model": str(variant.speculative_model),
             "num_speculative_tokens": variant.draft_len,
         }
     if variant.mode == "medusa":

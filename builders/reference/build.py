@@ -264,9 +264,10 @@ def _reference_notes(variant: VariantSpec, eagle_check: Any = None) -> dict[str,
     return notes
 
 
-def _check_kv_budget(spec: BenchSpec, variant: VariantSpec, target: Path) -> None:
+def _check_kv_budget(spec: BenchSpec, variant: VariantSpec, models: list[Path]) -> None:
     """Raise ConfigError (exit 2) when the byte budget holds less than one request at
-    max_seq_len (KV bytes per token from the target's config; dtype auto: float32)."""
+    max_seq_len (KV bytes per token summed over the configs of ``models``: the target and
+    the draft model or EAGLE-3 layer, as the engine sizes its pool; dtype auto: float32)."""
     import torch
     from transformers import AutoConfig
 
@@ -284,8 +285,9 @@ def _check_kv_budget(spec: BenchSpec, variant: VariantSpec, target: Path) -> Non
         spec.deploy.kv_cache_free_gpu_mem_fraction,
         variant.batch_scheduler_policy,
     )
-    per_token = kv_bytes_per_token(
-        AutoConfig.from_pretrained(target), getattr(torch, name)
+    per_token = sum(
+        kv_bytes_per_token(AutoConfig.from_pretrained(m), getattr(torch, name))
+        for m in models
     )
     try:
         pool_blocks(settings, per_token, 1, variant.max_seq_len, variant.max_seq_len)
@@ -361,7 +363,8 @@ def build_reference_variant(
             raise ConfigError(f"{field}: {exc}") from None
         draft_len = variant.draft_len
     if variant.kv_cache_budget_bytes is not None:
-        _check_kv_budget(spec, variant, target)
+        caching = [roles[r] for r in ("target", "draft", "eagle3") if roles.get(r)]
+        _check_kv_budget(spec, variant, caching)
     files = {r: describe(p) if p else None for r, p in roles.items()}
     manifest = BuildManifest(
         backend="reference",

@@ -7,20 +7,33 @@ builders package is not imported), its models' ``config.json`` and weight-file s
 
 Definitions:
 
-- **Weights** of a role (target, draft, medusa): bytes of the model directory's weight files
-  (``*.safetensors``, ``*.bin``, ``*.pt``, ``*.pth``, ``*.engine``), i.e. in the checkpoint's
-  dtype; when the directory is not on this machine, ``models.<role>.bytes`` from build.json
-  (which also counts config and tokenizer files) — ``weight_source`` says which.
+- **Weights** of a role (target, draft, medusa, eagle3): bytes of the model directory's weight
+  files (``*.safetensors``, ``*.bin``, ``*.pt``, ``*.pth``, ``*.engine``), i.e. in the
+  checkpoint's dtype; when the directory is not on this machine, ``models.<role>.bytes`` from
+  build.json (which also counts config and tokenizer files) — ``weight_source`` says which.
+  The EAGLE-3 checkpoint (the variant's ``speculative_model``) is ``models.eagle3`` in a
+  reference build.json and ``models.speculative_model`` of an eagle3 variant in a
+  trtllm-pytorch one (``builders/trtllm/llmapi_build.model_roles``).
 - **KV bytes per token** of a decoder: ``2 × num_hidden_layers × num_key_value_heads ×
   head_dim × dtype_bytes`` — one K and one V vector per layer and KV head (grouped-query
   attention: ``num_key_value_heads`` defaults to ``num_attention_heads``; ``head_dim``
   defaults to ``hidden_size / num_attention_heads``), keys of the Hugging Face config
   (``LlamaConfig``). ``dtype_bytes`` is the KV-cache dtype when given (fp8 KV: 1), else the
-  config's ``dtype``/``torch_dtype``.
+  config's ``dtype``/``torch_dtype``. An EAGLE-3 draft's is that of its own config (one
+  decoder layer: ``2 × 1 × its KV heads × head_dim × dtype_bytes``).
 - **KV-cache pool**: ``max_blocks × tokens_per_block × KV bytes per token``, from TensorRT-LLM's
   ``nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=max|tokens_per}`` (research/
   triton_backend.md §5; a block holds its tokens for every layer). The series whose ``model``
-  label contains ``draft`` belong to the draft model, the others to the target.
+  label contains ``draft`` belong to the draft model, the others to the target. An EAGLE-3
+  draft has no pool of its own: its layer's KV lives in the target's blocks (TensorRT-LLM's
+  PyTorch backend, one-model EAGLE-3, its default: the KV cache manager gets the target's
+  layers + ``get_num_spec_layers`` = the draft's, ``_torch/speculative/utils.py``; the
+  reference engine sizes its one pool by target + draft bytes per token), so
+  ``eagle3_kv_pool_bytes`` is its share of those blocks, ``target_kv_max_blocks ×
+  tokens_per_block × eagle3 KV bytes per token``, beside the target's share. A draft model
+  without series of its own (the reference engine: one pool sized by target + draft bytes per
+  token) has its share the same way: ``draft_kv_pool_bytes`` = the target's block tokens ×
+  the draft's KV bytes per token.
 - **Peaks** over the readings of the load-test phases (``phase`` starting ``tier:``): device
   memory used (sum over GPUs per reading, NVML), the server tree's device memory (NVML
   per-process), and the tree's RSS.
@@ -37,12 +50,15 @@ import pandas as pd
 
 from trtbench.data_files import check_json_fields, read_json_document
 from trtbench.errors import ConfigError
-from trtbench.export import Column, conform, write_csv
+from trtbench.export import conform, write_csv
 from trtbench.json_files import read_json_object
+from trtbench.profiling.memory.breakdown_schema import MEMORY_BREAKDOWN_SCHEMA
 from trtbench.profiling.memory.server_metrics_views import kv_cache_blocks
 from trtbench.run_dir import BUILD_JSON_SCHEMA_VERSION
 
-ROLES = ("target", "draft", "medusa")
+ROLES = ("target", "draft", "medusa", "eagle3")
+# build.json keys a role may be recorded under, in order (trtllm-pytorch: speculative_model)
+MANIFEST_KEYS = {"eagle3": ("eagle3", "speculative_model")}
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".engine")
 LOADTEST_PHASE_PREFIX = "tier:"
 DTYPE_BYTES = {
@@ -65,10 +81,11 @@ class VariantMemoryInputs:
 
     Attributes:
         variant: variant name.
-        mode: baseline | draft_target | medusa | eagle.
+        mode: baseline | draft_target | medusa | eagle3 | ngram.
         weight_bytes: role → bytes (None or absent: the variant has no such role).
         weight_source: how ``weight_bytes`` were obtained (``files`` / ``build.json``).
-        kv_bytes_per_token: role (target, draft) → KV bytes per token (None: unknown).
+        kv_bytes_per_token: role (target, draft, eagle3) → KV bytes per token (None:
+            unknown).
         server_metrics: this variant's server-metrics rows (or None).
         memory: this variant's memory-sampler rows (or None).
     """
@@ -80,80 +97,6 @@ class VariantMemoryInputs:
     kv_bytes_per_token: Mapping[str, int | None] = field(default_factory=dict)
     server_metrics: pd.DataFrame | None = None
     memory: pd.DataFrame | None = None
-
-
-MEMORY_BREAKDOWN_SCHEMA: tuple[Column, ...] = (
-    Column("variant", "variant name"),
-    Column("mode", "baseline, draft_target, medusa or eagle"),
-    Column("target_weights_bytes", "target model weight files", required=False),
-    Column(
-        "draft_weights_bytes",
-        "draft model weight files (empty: no draft)",
-        required=False,
-    ),
-    Column(
-        "medusa_heads_bytes",
-        "Medusa head weight files (empty: no heads)",
-        required=False,
-    ),
-    Column("weights_total_bytes", "sum of the three", required=False),
-    Column(
-        "weight_source", "files (weight files on disk) or build.json (models.*.bytes)"
-    ),
-    Column(
-        "target_kv_bytes_per_token",
-        "2 × layers × KV heads × head_dim × dtype bytes (target)",
-        required=False,
-    ),
-    Column("draft_kv_bytes_per_token", "same for the draft model", required=False),
-    Column(
-        "target_kv_max_blocks",
-        "KV blocks in the target's pool (server metric max)",
-        required=False,
-    ),
-    Column(
-        "kv_tokens_per_block",
-        "tokens per KV block (server metric tokens_per)",
-        required=False,
-    ),
-    Column(
-        "target_kv_pool_bytes",
-        "target_kv_max_blocks × kv_tokens_per_block × target_kv_bytes_per_token",
-        required=False,
-    ),
-    Column("draft_kv_max_blocks", "KV blocks in the draft's pool", required=False),
-    Column(
-        "draft_kv_pool_bytes",
-        "draft_kv_max_blocks × tokens per block × draft_kv_bytes_per_token",
-        required=False,
-    ),
-    Column(
-        "kv_source",
-        "server_metrics when the KV block metrics were scraped, else empty",
-        required=False,
-    ),
-    Column("memory_source", "nvml or rss: where the peaks come from", required=False),
-    Column(
-        "peak_device_used_bytes",
-        "max over load-test readings of device memory used, summed over GPUs",
-        required=False,
-    ),
-    Column(
-        "peak_proc_used_bytes",
-        "max over load-test readings of the server tree's device memory (NVML per-process)",
-        required=False,
-    ),
-    Column(
-        "peak_rss_bytes",
-        "max over load-test readings of the server tree's RSS",
-        required=False,
-    ),
-    Column(
-        "peak_readings",
-        "readings in the load-test phases the peaks are taken over",
-        required=False,
-    ),
-)
 
 
 def dtype_bytes(name: str) -> int:
@@ -229,6 +172,14 @@ def _kv_pools(
         if bpt is not None:
             tokens = (rows["max_blocks"] * rows["tokens_per_block"]).sum()
             out[f"{role}_kv_pool_bytes"] = int(tokens) * int(bpt)
+        if role != "target":
+            continue
+        tokens = int((rows["max_blocks"] * rows["tokens_per_block"]).sum())
+        if per_token.get("eagle3") is not None:
+            out["eagle3_kv_pool_bytes"] = tokens * int(per_token["eagle3"])
+        if per_token.get("draft") is not None and not is_draft.any():
+            # no draft series: the draft's KV shares the target's blocks (reference engine)
+            out["draft_kv_pool_bytes"] = tokens * int(per_token["draft"])
     return out
 
 
@@ -276,10 +227,12 @@ def memory_breakdown(
                 "target_weights_bytes": weights["target"],
                 "draft_weights_bytes": weights["draft"],
                 "medusa_heads_bytes": weights["medusa"],
+                "eagle3_weights_bytes": weights["eagle3"],
                 "weights_total_bytes": sum(present) if present else None,
                 "weight_source": v.weight_source,
                 "target_kv_bytes_per_token": v.kv_bytes_per_token.get("target"),
                 "draft_kv_bytes_per_token": v.kv_bytes_per_token.get("draft"),
+                "eagle3_kv_bytes_per_token": v.kv_bytes_per_token.get("eagle3"),
                 **_kv_pools(v.server_metrics, v.kv_bytes_per_token),
                 **_peaks(v.memory, phase_prefix),
             }
@@ -319,7 +272,7 @@ def load_variant_inputs(
 
     Args:
         build_json: ``engines/<variant>/build.json`` (keys used: ``variant.name``, ``mode``,
-            ``models.<role>.path`` / ``.bytes``).
+            ``models.<role>.path`` / ``.bytes``; eagle3: :data:`MANIFEST_KEYS`).
         memory, server_metrics: this variant's rows of the two timelines.
         kv_dtype_bytes: KV-cache element size when it differs from the model dtype.
 
@@ -338,16 +291,22 @@ def load_variant_inputs(
     fields: dict[str | tuple[str, ...], type | tuple[type, ...]] = {
         "models": dict, "variant": dict, "mode": str,
     }  # fmt: skip
-    for role in ROLES:
-        fields[("models", role)] = dict
-        fields[("models", role, "path")] = str
-        fields[("models", role, "bytes")] = int
+    keys = {r: MANIFEST_KEYS.get(r, (r,)) for r in ROLES}
+    for key in {k for ks in keys.values() for k in ks}:
+        fields[("models", key)] = dict
+        fields[("models", key, "path")] = str
+        fields[("models", key, "bytes")] = int
     check_json_fields(manifest, build_json, fields, fix=fix)
+    if (
+        manifest.get("mode") != "eagle3"
+    ):  # speculative_model is eagle3's checkpoint only
+        keys["eagle3"] = ("eagle3",)
+    models = manifest.get("models") or {}
     weights: dict[str, int | None] = {}
     per_token: dict[str, int | None] = {}
     source = "files"
     for role in ROLES:
-        entry = (manifest.get("models") or {}).get(role)
+        entry = next((models[k] for k in keys[role] if models.get(k)), None)
         if not entry:
             continue
         path = Path(entry.get("path", ""))
@@ -357,11 +316,12 @@ def load_variant_inputs(
             weights[role], source = entry.get("bytes"), "build.json"
         config = path / "config.json"
         if role != "medusa" and config.is_file():
+            field = "speculative_model" if role == "eagle3" else f"models.{role}"
             hf_config = read_json_object(
                 config,
                 label=f"{role} model config ",
                 missing_fix=fix,
-                bad_fix=f"fix it or point models.{role} at a model directory, then {fix}",
+                bad_fix=f"fix it or point {field} at a model directory, then {fix}",
             )
             per_token[role] = kv_bytes_per_token(hf_config, kv_dtype_bytes)
     return VariantMemoryInputs(

@@ -168,8 +168,10 @@ MEMORY_PARTS = (
     ("target_weights_bytes", "target weights"),
     ("draft_weights_bytes", "draft weights"),
     ("medusa_heads_bytes", "Medusa heads"),
+    ("eagle3_weights_bytes", "EAGLE-3 draft weights"),
     ("target_kv_pool_bytes", "target KV pool"),
     ("draft_kv_pool_bytes", "draft KV pool"),
+    ("eagle3_kv_pool_bytes", "EAGLE-3 KV (in the target's pool)"),
 )
 
 

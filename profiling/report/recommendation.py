@@ -321,7 +321,8 @@ def memory_costs(
 ) -> list[MemoryCost]:
     """One :class:`MemoryCost` per variant of ``memory`` (``comparison.memory_extra``),
     with the draft's KV pool from ``breakdown`` (memory_breakdown.csv ``draft_kv_max_blocks``,
-    ``draft_kv_pool_bytes``; None where absent). The largest concurrency without queueing
+    ``draft_kv_pool_bytes``, else ``eagle3_kv_pool_bytes``: the draft's share of the target's
+    blocks; None where absent). The largest concurrency without queueing
     comes from ``unqueued`` (variant → concurrency,
     :func:`trtbench.profiling.memory.kv_pressure.largest_unqueued_concurrency`); where it
     has none, None with :data:`QUEUE_NOTE`."""
@@ -335,6 +336,7 @@ def memory_costs(
             k = kv.loc[r.variant]
             blocks = _f(k.get("draft_kv_max_blocks"))
             pool = _f(k.get("draft_kv_pool_bytes"))
+            pool = pool if pool is not None else _f(k.get("eagle3_kv_pool_bytes"))
         calm = _f(unqueued.get(r.variant)) if unqueued is not None else None
         out.append(MemoryCost(str(r.variant), _f(r.extra_weights_bytes),
                               _f(r.extra_peak_bytes), str(r.peak_source or ""), blocks,

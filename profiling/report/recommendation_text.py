@@ -88,10 +88,14 @@ def _mem(rec: Recommendation) -> list[str]:
         p = _bytes(m.extra_peak_bytes) + (
             f" ({m.peak_source})" if m.peak_source else ""
         )
-        kv = ("no draft-model KV pool" if m.kv_blocks_speculation is None
-              else f"{m.kv_blocks_speculation:g} draft KV blocks")  # fmt: skip
-        if m.kv_pool_speculation_bytes is not None:
-            kv += f" ({format_bytes(m.kv_pool_speculation_bytes)})"
+        pool = m.kv_pool_speculation_bytes
+        if m.kv_blocks_speculation is not None:
+            kv = f"{m.kv_blocks_speculation:g} draft KV blocks"
+            kv += f" ({format_bytes(pool)})" if pool is not None else ""
+        elif pool is not None:
+            kv = f"{format_bytes(pool)}, its share of the target's blocks"
+        else:
+            kv = "no draft-model KV pool"
         unq = (
             _c(m.max_concurrency_unqueued)
             if m.max_concurrency_unqueued

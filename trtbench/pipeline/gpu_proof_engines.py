@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from trtbench.builders.reference.eagle3 import load_eagle3
 from trtbench.builders.reference.engine import ReferenceEngine
 from trtbench.builders.reference.loading import load_causal_lm, make_engine
 from trtbench.builders.reference.medusa_heads import load_medusa_heads
@@ -32,21 +33,24 @@ DTYPES = {
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,
 }
-# Most tokens one decode step of a mode can emit: baseline 1; draft_target and ngram (prompt
-# lookup, no extra model) K accepted + 1; medusa the tree's depth accepted + 1.
+# Most tokens one decode step of a mode can emit: baseline 1; draft_target, ngram (prompt
+# lookup, no extra model) and eagle3 (a chain of K) K accepted + 1; medusa the tree's depth
+# accepted + 1.
 MAX_TOKENS_PER_STEP = {
     "baseline": 1,
     "draft_target": DRAFT_LEN + 1,
     "ngram": DRAFT_LEN + 1,
     "medusa": max(len(c) for c in MEDUSA_TREE) + 1,
+    "eagle3": DRAFT_LEN + 1,
 }
 MODES = tuple(MAX_TOKENS_PER_STEP)
 _STEP_RANGE = re.compile(r"^decode_step#\d+$")
 
 
 def model_dirs(root: Path | None) -> dict[str, Path]:
-    """The target / draft / medusa directories: carried ones under ``root``, else the tiny
-    models of this machine's cache (made on first use, 1.5–3 min of CPU).
+    """The target / draft / medusa / eagle3 directories (``tiny_models.PARTS``): carried ones
+    under ``root``, else the tiny models of this machine's cache (made on first use, 2–4 min
+    of CPU).
 
     Raises:
         ConfigError: a part under ``root`` has no ``config.json``.
@@ -55,11 +59,12 @@ def model_dirs(root: Path | None) -> dict[str, Path]:
     if root is None:
         return ensure_tiny_models(tiny_models_dir())
     dirs = model_paths(Path(root))
+    parts = ", ".join(f"{part}/" for part in dirs)
     for part, path in dirs.items():
         if not (path / "config.json").is_file():
             raise ConfigError(
                 f"--models {root}: {part}/config.json is missing; carry the whole folder "
-                "scripts/make_tiny_models.py makes (target/, draft/, medusa/)"
+                f"scripts/make_tiny_models.py makes ({parts})"
             )
     return dirs
 
@@ -72,6 +77,7 @@ class ProofModels:
     target: torch.nn.Module
     draft: torch.nn.Module
     heads: torch.nn.Module
+    eagle3: torch.nn.Module
     tokenizer: object
     dirs: dict[str, Path]
 
@@ -96,6 +102,8 @@ class ProofModels:
             extra = {"draft_len": DRAFT_LEN}
         elif mode == "medusa":
             extra = {"heads": self.heads, "choices": MEDUSA_TREE}
+        elif mode == "eagle3":
+            extra = {"eagle3": self.eagle3, "draft_len": DRAFT_LEN}
         return make_engine(
             mode,
             self.target,
@@ -108,29 +116,34 @@ class ProofModels:
         )
 
     def param_bytes(self, mode: str) -> int:
-        """Bytes of the parameters an engine of ``mode`` holds, in the loaded dtype."""
+        """Bytes of the parameters an engine of ``mode`` holds, in the loaded dtype (the
+        EAGLE-3 draft's own: it shares the target's embedding, which it does not hold)."""
         parts = [self.target]
         parts += [self.draft] if mode == "draft_target" else []
         parts += [self.heads] if mode == "medusa" else []
+        parts += [self.eagle3] if mode == "eagle3" else []
         return sum(p.numel() * p.element_size() for m in parts for p in m.parameters())
 
 
 def load_models(
     dirs: dict[str, Path], dtype_name: str, device: torch.device
 ) -> ProofModels:
-    """Load target, draft and Medusa heads in ``dtype_name`` on ``device``.
+    """Load target, draft, Medusa heads and the EAGLE-3 draft in ``dtype_name`` on ``device``.
 
     Raises:
         BuildError: weights that do not match their config (``load_causal_lm``).
+        ConfigError: an EAGLE-3 checkpoint that does not fit the target (``load_eagle3``).
     """
     from transformers import AutoTokenizer
 
     dtype = DTYPES[dtype_name]
+    target = load_causal_lm(dirs["target"], dtype, device)
     return ProofModels(
         dtype_name,
-        load_causal_lm(dirs["target"], dtype, device),
+        target,
         load_causal_lm(dirs["draft"], dtype, device),
         load_medusa_heads(dirs["medusa"], dtype, device),
+        load_eagle3(dirs["eagle3"], target, dtype, device),
         AutoTokenizer.from_pretrained(dirs["target"]),
         dict(dirs),
     )

@@ -61,9 +61,8 @@ def breakdown_frame(
     rows = []
     for dtype in dtypes:
         for mode in modes:
-            roles = ["target"] + {"draft_target": ["draft"], "medusa": ["medusa"]}.get(
-                mode, []
-            )
+            extra = {"draft_target": "draft", "medusa": "medusa", "eagle3": "eagle3"}
+            roles = ["target"] + ([extra[mode]] if mode in extra else [])
             size = dtype_bytes(dtype)
             inputs = VariantMemoryInputs(
                 variant=f"{mode}-{dtype}",

@@ -9,7 +9,8 @@ steps. Expected values come from definitions, not from the code under test:
   ``MAX_TOKENS - 2`` full-batch steps remain, each of ``batch`` tokens;
 - tok/s and the speedup are recomputed from the CSV's raw sums (tokens, ns); the speedup is
   also the baseline's time per token over the mode's (step time / tokens per step);
-- a speculative step emits 1..K+1 tokens per row (draft_target K = 4; Medusa: 1..depth+1 = 4);
+- a speculative step emits 1..K+1 tokens per row (draft_target, ngram, eagle3 K = 4; Medusa:
+  1..depth+1 = 4);
 - KV-cache bytes = layers × 2 (K, V) × batch × KV heads × cache length × head_dim × 4 bytes,
   read from the target's config.json, cache length = max_seq_len + the widest step (1 for
   baseline) where max_seq_len = prompt 32 + max(MAX_TOKENS, (TRACE_STEPS + 2) × 5);
@@ -42,8 +43,8 @@ MAX_TOKENS = 10
 TRACE_STEPS = 5
 BATCHES = (1, 4)
 PROMPT_LEN = 32
-MODES = ("baseline", "draft_target", "ngram", "medusa")
-MAX_PER_STEP = {"baseline": 1, "draft_target": 5, "ngram": 5, "medusa": 4}
+MODES = ("baseline", "draft_target", "ngram", "medusa", "eagle3")  # the default: all
+MAX_PER_STEP = {"baseline": 1, "draft_target": 5, "ngram": 5, "medusa": 4, "eagle3": 5}
 SUMMARY_KEYS = {
     "gpu_proof_version", "settings", "environment", "elapsed_s", "cuda_only",
     "lossless", "errors", "speedups", "launch", "files",
@@ -197,13 +198,16 @@ def test_memory_figures_from_configs_and_files(proof, tiny_models):
     breakdown = read(out, "memory_breakdown.csv").set_index("variant")
     files = {
         role: sum(p.stat().st_size for p in tiny_models[role].glob("*.safetensors"))
-        for role in ("target", "draft", "medusa")
+        for role in ("target", "draft", "medusa", "eagle3")
     }
     assert breakdown.loc["baseline-float32", "target_weights_bytes"] == files["target"]
     assert breakdown.loc["draft_target-float32", "weights_total_bytes"] == (
         files["target"] + files["draft"]
     )
     assert breakdown.loc["medusa-float32", "medusa_heads_bytes"] == files["medusa"]
+    assert breakdown.loc["eagle3-float32", "weights_total_bytes"] == (
+        files["target"] + files["eagle3"]
+    )
     assert breakdown.loc["baseline-float32", "target_kv_bytes_per_token"] == (
         2 * layers * kv_heads * head_dim * 4
     )

@@ -116,9 +116,7 @@ def test_ngram_maps_the_match_lengths():
     }
 
 
-@pytest.mark.parametrize(
-    "mode, extra", [("eagle3", ", speculative_model: /m/e"), ("mtp", "")]
-)
+@pytest.mark.parametrize("mode, extra", [("mtp", "")])  # eagle3: test_vllm_eagle3_args
 def test_modes_vllm_cannot_serve_are_named(mode, extra):
     spec = parse_spec(
         "models: {target: /m/t}\n"

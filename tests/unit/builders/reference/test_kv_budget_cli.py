@@ -64,3 +64,25 @@ def test_a_budget_of_one_request_builds(target, tmp_path, capsys):
     # 0.9 × 18204 / 4096 = 3.9998 → 3 blocks < 4; 0.9 × 18205 / 4096 → 4
     assert build(target, tmp_path, capsys, kv_cache_budget_bytes=18204)[0] == 2
     assert build(target, tmp_path, capsys, kv_cache_budget_bytes=18205)[0] == 0
+
+
+def test_the_draft_models_kv_counts_in_the_byte_budget(target, tmp_path, capsys):
+    """A draft of the same shape doubles the bytes per token (512): 0.9 × 18205 / (512 ×
+    16) = 2 blocks < 4, so the budget that builds baseline is exit 2 for draft_target;
+    4 × 16 × 512 / 0.9 = 36408.9 → at least 36409."""
+    draft = save_model(random_llama(seed=1), tmp_path / "draft", make_tokenizer(64))
+    variant = {"name": "d", "mode": "draft_target", "max_draft_len": 2,
+               "max_input_len": 32, "max_seq_len": 64, "tokens_per_block": 16}  # fmt: skip
+    doc = {"name": "t", "backend": "reference",
+           "models": {"target": str(target), "draft": str(draft)}}  # fmt: skip
+    for budget, code in ((18205, 2), (36408, 2), (36409, 0)):
+        spec = tmp_path / "spec.yaml"
+        spec.write_text(yaml.safe_dump(
+            {**doc, "variants": [{**variant, "kv_cache_budget_bytes": budget}]}
+        ))  # fmt: skip
+        got, _, err = run_cli(
+            ["build", spec, "--out", tmp_path / f"run{budget}", "--dry-run"], capsys
+        )
+        assert got == code, (budget, err)
+        if code == 2:
+            assert "512 bytes per token" in err and "at least 36409" in err, err
