@@ -67,6 +67,14 @@ def answer(rec: Recommendation, policy: Policy | None) -> str:
         return f"Serve without speculation: {rec.winner_reason}."
     cross = next((c for c in rec.crossovers if c.variant == policy.variant), None)
     where = "at every measured concurrency"
+    mine = [t.over_baseline for t in rec.tiers
+            if t.best == policy.variant and t.over_baseline is not None]  # fmt: skip
+    if mine and all(m.significant is False for m in mine):
+        # best by point value only: say so rather than claim it pays everywhere
+        return (f"Serve `{policy.variant}` where the table below names it best, by point "
+                f"value only: {rec.winner_reason}; at none of those tiers is its margin "
+                "over the baseline significant (95 % intervals over passes): measure "
+                "more repeats before acting on it.")  # fmt: skip
     if policy.max_concurrency is not None:
         where = f"up to concurrency {policy.max_concurrency}, speculation off above"
         if cross is not None and cross.estimate is not None:

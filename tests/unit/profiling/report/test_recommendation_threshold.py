@@ -28,3 +28,47 @@ def test_scheduled_len_by_mode(mode, expected):
 def test_scheduled_len_bounded_by_k_and_at_least_one():
     assert scheduled_len(RATES, 2, accept_threshold("ngram")) == 2
     assert scheduled_len([0.05, 0.01], 2, accept_threshold("ngram")) == 1
+
+
+def _rec(significant):
+    from trtbench.profiling.report.recommendation import (
+        OBJECTIVE_INFO,
+        Margin,
+        Recommendation,
+        TierChoice,
+    )
+
+    objective = OBJECTIVE_INFO["output_tok_s"]
+    tiers = tuple(
+        TierChoice(
+            f"c{c}",
+            c,
+            "ngram",
+            100.0,
+            None,
+            Margin(
+                "baseline",
+                1.2,
+                0.9 if not significant else 1.1,
+                1.5,
+                significant,
+                "paired ratio",
+            ),
+        )  # fmt: skip
+        for c in (1, 2)
+    )
+    return Recommendation(
+        objective, "baseline", tiers, (), (), (), "ngram", "best at 2 of 2"
+    )
+
+
+def test_answer_says_when_no_margin_over_the_baseline_is_significant():
+    from trtbench.profiling.report.recommendation_config import Policy
+    from trtbench.profiling.report.recommendation_text import answer
+
+    policy = Policy("ngram", "ngram", 4, None, None, ())
+    weak = answer(_rec(False), policy)
+    assert "by point value only" in weak and "not" not in weak.split(":")[0]
+    assert "at none of those tiers is its margin over the baseline significant" in weak
+    strong = answer(_rec(True), policy)
+    assert strong == "Serve `ngram` at every measured concurrency; best at 2 of 2."
