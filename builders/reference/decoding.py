@@ -181,7 +181,30 @@ class BaselineDecoder:
         return Proposal(tuple(tokens), proposed, accepted)
 
 
-class DraftTargetDecoder(BaselineDecoder):
+class ChainDecoder(BaselineDecoder):
+    """A decoder that drafts a chain of up to ``k`` tokens per row, how many by batch size
+    (``policy``: ``adaptive.py``; default always ``k``); verification feeds K + 1 tokens."""
+
+    def __init__(
+        self, target: ModelRunner, k: int, policy: DraftLenPolicy | None = None
+    ) -> None:
+        super().__init__(target)
+        self.k = k
+        self.policy = policy or DraftLenPolicy(k)
+        self.proposed_per_step = k
+
+    def verify_lengths(self) -> tuple[int, ...]:
+        """The target's step lengths: K + 1 per scheduled K, and 1 when steps may be plain."""
+        verify = {n + 1 for n in self.policy.lengths()}
+        if self.policy.adaptive:
+            verify.add(1)
+        return tuple(sorted(verify))
+
+    def verify_tokens(self, batch_size: int) -> int:
+        return self.policy.draft_len(batch_size) + 1
+
+
+class DraftTargetDecoder(ChainDecoder):
     """The draft proposes K tokens per row (K batched draft forwards); the target verifies
     K+1 positions per row in one batched forward.
 
@@ -201,20 +224,14 @@ class DraftTargetDecoder(BaselineDecoder):
         k: int,
         policy: DraftLenPolicy | None = None,
     ) -> None:
-        super().__init__(target)
+        super().__init__(target, k, policy)
         self.draft = draft
-        self.k = k
-        self.policy = policy or DraftLenPolicy(k)
-        self.proposed_per_step = k
 
     def runners(self) -> tuple[ModelRunner, ...]:
         return (self.target, self.draft)
 
     def step_lengths(self) -> dict[str, tuple[int, ...]]:
-        verify = {n + 1 for n in self.policy.lengths()}
-        if self.policy.adaptive:
-            verify.add(1)
-        return {"target": tuple(sorted(verify)), "draft": (1, 2)}
+        return {"target": self.verify_lengths(), "draft": (1, 2)}
 
     def _after_prefill(self, slot: int, row: Row, last_hidden: torch.Tensor) -> None:
         self.draft.prefill(slot, row.seq[:-1])
@@ -232,9 +249,6 @@ class DraftTargetDecoder(BaselineDecoder):
             for d, p in zip(drafts, self._pick(logits, [i]), strict=True):
                 d.extend(p)
         return drafts
-
-    def verify_tokens(self, batch_size: int) -> int:
-        return self.policy.draft_len(batch_size) + 1
 
     def step(self, allow: Sequence[bool] | None = None) -> list[Proposal]:
         """Draft K per row, verify ``[last, d1..dK]`` of all rows in one forward; each row

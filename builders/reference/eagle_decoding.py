@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import torch
 
 from trtbench.builders.reference.adaptive import DraftLenPolicy
-from trtbench.builders.reference.decoding import BaselineDecoder, Proposal, Row
+from trtbench.builders.reference.decoding import ChainDecoder, Proposal, Row
 from trtbench.builders.reference.eagle3 import Eagle3Draft
 from trtbench.builders.reference.runner import ModelRunner
 
@@ -89,7 +89,7 @@ class Eagle3Runner(ModelRunner):
         return out, out  # no LM head here (the caller's positions only)
 
 
-class Eagle3Decoder(BaselineDecoder):
+class Eagle3Decoder(ChainDecoder):
     """EAGLE-3 chain drafts for every row, verified in one batched target forward.
 
     Args:
@@ -106,24 +106,15 @@ class Eagle3Decoder(BaselineDecoder):
         k: int,
         policy: DraftLenPolicy | None = None,
     ) -> None:
-        super().__init__(target)
+        super().__init__(target, k, policy)
         self.draft = draft
-        self.k = k
-        self.policy = policy or DraftLenPolicy(k)
-        self.proposed_per_step = k
         self._pending: list[torch.Tensor] = []
 
     def runners(self) -> tuple[ModelRunner, ...]:
         return (self.target, self.draft)
 
     def step_lengths(self) -> dict[str, tuple[int, ...]]:
-        verify = {n + 1 for n in self.policy.lengths()}
-        if self.policy.adaptive:
-            verify.add(1)
-        return {"target": tuple(sorted(verify))}
-
-    def verify_tokens(self, batch_size: int) -> int:
-        return self.policy.draft_len(batch_size) + 1
+        return {"target": self.verify_lengths()}
 
     def _fuse(self, aux: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():

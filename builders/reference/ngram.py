@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trtbench.builders.reference.adaptive import DraftLenPolicy
-from trtbench.builders.reference.decoding import BaselineDecoder, Proposal
+from trtbench.builders.reference.decoding import ChainDecoder, Proposal
 from trtbench.builders.reference.runner import ModelRunner
 
 
@@ -80,7 +80,7 @@ def propose_ngram(tokens: Sequence[int], settings: NgramSettings, k: int) -> lis
     return []
 
 
-class NgramDecoder(BaselineDecoder):
+class NgramDecoder(ChainDecoder):
     """Prompt-lookup drafts per row, verified for all rows in one batched target forward.
 
     Rows draft different counts (0..K; a row with no match feeds its last token alone and
@@ -100,17 +100,12 @@ class NgramDecoder(BaselineDecoder):
         settings: NgramSettings,
         policy: DraftLenPolicy | None = None,
     ) -> None:
-        super().__init__(target)
-        self.k = k
+        super().__init__(target, k, policy)
         self.settings = settings
-        self.policy = policy or DraftLenPolicy(k)
-        self.proposed_per_step = k
 
     def step_lengths(self) -> dict[str, tuple[int, ...]]:
-        return {"target": tuple(sorted({1, *(n + 1 for n in self.policy.lengths())}))}
-
-    def verify_tokens(self, batch_size: int) -> int:
-        return self.policy.draft_len(batch_size) + 1
+        # a step where no row finds a match is plain, whatever the policy
+        return {"target": tuple(sorted({1, *self.verify_lengths()}))}
 
     def step(self, allow: Sequence[bool] | None = None) -> list[Proposal]:
         """Look up each row's drafts and verify ``[last, *drafts]`` of every row at once;
