@@ -13,7 +13,8 @@ import pytest
 
 @pytest.fixture(scope="session")
 def tiny_models() -> dict[str, Path]:
-    """Paths of the small real models: ``{"target", "draft", "medusa"}`` (made on first use)."""
+    """Paths of the small real models: ``{"target", "draft", "medusa", "eagle3"}`` (made on
+    first use; a spec's ``models:`` takes the first three: ``run_specs.spec_models``)."""
     from trtbench.builders.reference.tiny_models import ensure_tiny_models
     from trtbench.paths import tiny_models_dir
 

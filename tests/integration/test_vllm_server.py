@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from tests.support.faults import still_running, wait_for
+from tests.support.run_specs import spec_models
 from trtbench.errors import ConfigError
 from trtbench.spec import ModelsSpec, VariantSpec
 from trtbench.spec_serving import resolve_vllm_python
@@ -49,7 +50,7 @@ def serve(python: Path, models: dict[str, Path], tmp: Path, variant: VariantSpec
         VllmServerConfig(
             python=python,
             variant=variant,
-            models=ModelsSpec(**models),
+            models=ModelsSpec(**spec_models(models)),
             log_path=tmp / "server" / f"{variant.name}.log",
             ready_timeout_s=400,
             settings=SETTINGS,
@@ -115,7 +116,7 @@ def test_second_start_is_refused_and_a_dead_start_says_why(
         VllmServerConfig(
             python=vllm_python,
             variant=variant,
-            models=ModelsSpec(**tiny_models),
+            models=ModelsSpec(**spec_models(tiny_models)),
             log_path=tmp_path / "server" / "bad.log",
             ready_timeout_s=200,
             settings=VllmSettings(0.25, 0, ("--max-num-seqs", "0")),

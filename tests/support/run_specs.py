@@ -17,6 +17,12 @@ from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec, DeploySpec, ModelsSpec, VariantSpec
 
 
+def spec_models(models: Mapping[str, Path]) -> dict[str, Path]:
+    """The entries of ``tiny_models`` a spec's ``models:`` takes (target, draft, medusa); the
+    EAGLE-3 checkpoint is a variant's ``speculative_model``, not a ``models:`` entry."""
+    return {k: v for k, v in models.items() if k in ModelsSpec.model_fields}
+
+
 def reference_run_spec(
     name: str,
     models: Mapping[str, Path],
@@ -45,7 +51,7 @@ def reference_run_spec(
     return {
         "name": name,
         "backend": "reference",
-        "models": {k: str(v) for k, v in models.items()},
+        "models": {k: str(v) for k, v in spec_models(models).items()},
         "variants": [{**v, **limits} for v in variants],
         "deploy": deploy,
         "loadtest": {
@@ -76,7 +82,7 @@ def deployed_reference_run(
     spec = BenchSpec(
         name=name,
         backend="reference",
-        models=ModelsSpec(**models),
+        models=ModelsSpec(**spec_models(models)),
         variants=variants,
         deploy=DeploySpec(ready_timeout_s=120, reference_device="cpu"),
     )
