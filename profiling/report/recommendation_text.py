@@ -134,8 +134,14 @@ def recommendation_lines(
         est = "-" if c.estimate is None else f"{c.estimate:.1f}"
         between = (f"interval [{_c(c.low)}, {_c(c.high) if c.high else 'above the top tier'}]"
                    if c.low is not None or c.high is not None else "")  # fmt: skip
-        lines.append(f"- Crossover of `{c.variant}`: pays up to {_c(c.pays_up_to)}, stops at "
-                     f"{_c(c.stops_at)}, estimate {est}{', ' + between if between else ''} "
+        how = ("by point value" if c.basis.startswith("no interval")
+               else "significantly (95 % interval)")  # fmt: skip
+        run = (f"beats the baseline {how} at every tier from the lowest up to "
+               f"{_c(c.pays_up_to)}" if c.pays_up_to is not None
+               else f"does not beat the baseline {how} at the lowest tier")  # fmt: skip
+        first = f", first tier where it does not: {_c(c.stops_at)}" if c.stops_at else ""
+        lines.append(f"- Crossover of `{c.variant}`: {run}{first}; its point margin over the "
+                     f"baseline crosses 1 at ≈ {est}{', ' + between if between else ''} "
                      f"({c.basis}).")  # fmt: skip
     lines += ["", "Memory each choice costs (vs the baseline):", "", *_mem(rec)]
     if rec.excluded:
