@@ -84,7 +84,7 @@ class ContractView:
 
 @dataclass(frozen=True)
 class Snippet:
-    """One target's config text (``language``: yaml | json | text), the data behind it and
+    """One target's config text (``language``: yaml | bash | text), the data behind it and
     what the reader must know (fields left out, unconfirmed ones)."""
 
     target: str
@@ -302,7 +302,7 @@ def vllm_snippet(policy: Policy) -> Snippet:
             "no batch-size schedule: the variant's K is unknown (Medusa: the heads)"
         )
     text = f"vllm serve MODEL --speculative-config '{json.dumps(config)}'"
-    return Snippet("vLLM 0.32", "json", text, config, tuple(notes))
+    return Snippet("vLLM 0.32", "bash", text, config, tuple(notes))
 
 
 def engine_snippet(rec: Recommendation, policy: Policy | None) -> Snippet:
