@@ -139,7 +139,9 @@ def recommendation_lines(
         run = (f"beats the baseline {how} at every tier from the lowest up to "
                f"{_c(c.pays_up_to)}" if c.pays_up_to is not None
                else f"does not beat the baseline {how} at the lowest tier")  # fmt: skip
-        first = f", first tier where it does not: {_c(c.stops_at)}" if c.stops_at else ""
+        first = (
+            f", first tier where it does not: {_c(c.stops_at)}" if c.stops_at else ""
+        )
         lines.append(f"- Crossover of `{c.variant}`: {run}{first}; its point margin over the "
                      f"baseline crosses 1 at ≈ {est}{', ' + between if between else ''} "
                      f"({c.basis}).")  # fmt: skip
