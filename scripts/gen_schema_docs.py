@@ -14,6 +14,7 @@ from trtbench.export import schema_markdown
 from trtbench.plan.settings import PLAN_SCHEMA
 from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA
 from trtbench.profiling.loadtest.outputs import OUTPUTS_SCHEMA
+from trtbench.profiling.loadtest.rounds_table import ROUNDS_SCHEMA
 from trtbench.profiling.loadtest.schemas import (
     REQUESTS_SCHEMA,
     RESPONSES_SCHEMA,
@@ -34,6 +35,12 @@ SECTIONS = (
     ("loadtest/requests.csv", "one row per request (failed ones too)", REQUESTS_SCHEMA),
     ("loadtest/responses.csv", "one row per streamed response", RESPONSES_SCHEMA),
     ("loadtest/summary.csv", "one row per variant × tier", SUMMARY_SCHEMA),
+    (
+        "loadtest/rounds.csv",
+        "one row per measured cell (variant × tier × round): its figures, when it ran and "
+        "what else used the host meanwhile; paired ratios are formed from these",
+        ROUNDS_SCHEMA,
+    ),
     (
         "loadtest/outputs.csv",
         "one row per successful request: its output, for the lossless gate",

@@ -99,6 +99,7 @@ class RunData:
     memory_breakdown: pd.DataFrame | None = None
     steps: pd.DataFrame | None = None
     acceptance: pd.DataFrame | None = None
+    rounds: pd.DataFrame | None = None
 
     @property
     def name(self) -> str:
@@ -111,6 +112,12 @@ class RunData:
             if info.mode == "baseline":
                 return info.name
         return "baseline" if "baseline" in self.variants else None
+
+    @property
+    def design(self) -> str:
+        """How the run measured its variants in time (run.json ``design.name``); runs
+        made before designs existed measured each variant's passes in a row."""
+        return str((self.run.get("design") or {}).get("name") or "sequential")
 
 
 BUILD_FIX = "run `trtbench build` again for this variant, or delete its engines/ folder"
@@ -174,6 +181,7 @@ def _run_sections(run: dict[str, Any], path: Path, names: list[str]) -> None:
     """Check the ``run.json`` sections read here: ``build.variants.<v>``, ``loadtest.<v>``."""
     fields: dict[str | tuple[str, ...], type] = {
         "build": dict, ("build", "variants"): dict, "loadtest": dict, "host": dict,
+        "design": dict, ("design", "name"): str,
     }  # fmt: skip
     for name in names:
         fields[("build", "variants", name)] = dict
@@ -321,7 +329,8 @@ def load_run(root: Path, schemas: Mapping[str, Schema] | None = None) -> RunData
         root: the run directory.
         schemas: the producers' CSV schemas by file: ``"summary"`` (``SUMMARY_SCHEMA``),
             ``"memory_breakdown"`` (``MEMORY_BREAKDOWN_SCHEMA``), ``"steps"``
-            (``STEP_SCHEMA``), ``"acceptance"`` (``ACCEPTANCE_SCHEMA``). The core cannot import them (docs/architecture.md), so the
+            (``STEP_SCHEMA``), ``"acceptance"`` (``ACCEPTANCE_SCHEMA``), ``"rounds"``
+            (``ROUNDS_SCHEMA``). The core cannot import them (docs/architecture.md), so the
             caller passes them; a CSV without one is checked for its structure, its key
             columns (``variant``, ``tier``) and its unit-suffixed columns (numbers).
 
@@ -379,5 +388,8 @@ def load_run(root: Path, schemas: Mapping[str, Schema] | None = None) -> RunData
             schemas.get("acceptance"),
             BREAKDOWN_FIX,
             ("variant", "tier"),
+        ),
+        rounds=_optional_csv(
+            rd.rounds_csv, schemas.get("rounds"), SUMMARY_FIX, ("variant", "tier")
         ),
     )

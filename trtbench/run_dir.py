@@ -130,6 +130,11 @@ class RunDir:
         return self.loadtest_dir / "summary.csv"
 
     @property
+    def rounds_csv(self) -> Path:
+        """One row per measured cell (variant × tier × round): figures, time, host load."""
+        return self.loadtest_dir / "rounds.csv"
+
+    @property
     def acceptance_csv(self) -> Path:
         """Speculative acceptance per draft position and histogram (long format)."""
         return self.loadtest_dir / "acceptance.csv"

@@ -25,6 +25,7 @@ from typing import Annotated, Literal
 
 import yaml
 from pydantic import (
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -34,6 +35,7 @@ from pydantic import (
 )
 
 from trtbench.errors import ConfigError
+from trtbench.spec_design import CoResidentField, DesignFields
 from trtbench.spec_kv import KvCacheVariantFields
 from trtbench.spec_llmapi import (
     LLMAPI_PATH_KEYS,
@@ -133,7 +135,7 @@ class VariantSpec(
         )
 
 
-class DeploySpec(VllmDeployFields, _Strict):
+class DeploySpec(VllmDeployFields, CoResidentField, _Strict):
     """How each variant is served by Triton.
 
     ``instance_count``: instances of each Python-backend model (the reference model,
@@ -177,7 +179,7 @@ class DeploySpec(VllmDeployFields, _Strict):
 INT32_MAX = 2**31 - 1
 
 
-class LoadtestSpec(_Strict):
+class LoadtestSpec(DesignFields, _Strict):
     """The request stream sent to every variant, tier by tier.
 
     Tiers (each listed once): ``request_rate`` (open loop, requests/s, ``arrival`` process
@@ -190,8 +192,10 @@ class LoadtestSpec(_Strict):
     Warmup requests go once per server, before the first tier, and are not recorded.
     Prompts: ``dataset`` (trtllm-bench JSONL) or synthetic lengths drawn with ``seed``.
     ``fixed_output_len`` sends min tokens = max tokens. SLOs (ms, upper bounds) give goodput.
-    ``repeats`` runs every tier that many times (each pass in a fresh tier order; the summary
-    gets the mean and 95 % interval over passes); ``warmup_s`` leaves the completions of each
+    ``repeats`` (or ``rounds``) runs every tier that many times, in rounds of the run's
+    ``design`` (:mod:`trtbench.spec_design`: every variant runs every tier once per round,
+    in a shuffled order; the summary gets the mean and 95 % interval over rounds);
+    ``warmup_s`` leaves the completions of each
     pass's first seconds out of the statistics (the start burst).
     """
 
@@ -216,7 +220,9 @@ class LoadtestSpec(_Strict):
     slo_ttft_ms: float | None = Field(default=None, gt=0)
     slo_tpot_ms: float | None = Field(default=None, gt=0)
     slo_e2e_ms: float | None = Field(default=None, gt=0)
-    repeats: int = Field(default=1, ge=1)
+    repeats: int = Field(
+        default=1, ge=1, validation_alias=AliasChoices("repeats", "rounds")
+    )
     warmup_s: float = Field(default=0.0, ge=0)
 
     @model_validator(mode="after")

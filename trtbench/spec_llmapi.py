@@ -203,6 +203,13 @@ def variant_backend_problem(v: _Variant, backend: str, where: str) -> str | None
 
     ``where`` names the variant in the message (``variants[2]``).
     """
+    if getattr(v, "handicap", 0.0) and (
+        backend != "reference" or getattr(v, "server", "triton") != "triton"
+    ):
+        return (
+            f"{where}.handicap: only the reference engine served by Triton applies it "
+            "(a calibration slowdown); remove it or use backend: reference"
+        )
     if backend == LLMAPI_BACKEND:
         if v.mode == "medusa":
             return f"{where}.mode: {MEDUSA_ON_LLMAPI}"

@@ -36,11 +36,15 @@ class ServingVariantFields(BaseModel):
 
     ``server``: ``triton`` (trtbench's Triton model repository, the default) or ``vllm``
     (``vllm serve`` with the variant mapped to its ``--speculative-config``).
+    ``handicap`` (reference backend only): after every decode step the engine waits this
+    share of the step's own duration, a known slowdown (0.1: about 9 % fewer tokens/s) that
+    checks whether a comparison can see a loss of that size (``docs/aa_check.md``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     server: Server = "triton"
+    handicap: float = Field(default=0.0, ge=0.0, le=10.0)
 
 
 class VllmDeployFields(BaseModel):

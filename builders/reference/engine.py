@@ -42,6 +42,7 @@ from trtbench.builders.reference.batcher import (
     Step,
 )
 from trtbench.builders.reference.decoding import BaselineDecoder, Greedy
+from trtbench.builders.reference.handicap import HandicappedBatcher
 from trtbench.builders.reference.kv_blocks import KvBlockPool
 from trtbench.errors import ConfigError
 
@@ -102,6 +103,8 @@ class ReferenceEngine:
     Attributes:
         eos_token_id: the tokenizer's end token (None if it has none).
         max_batch_size: sequences decoded together at most (in-flight batching).
+        handicap: the batcher's extra wait per decode step, as a share of the step
+            (the variant field ``handicap``; 0: none).
     """
 
     def __init__(
@@ -130,6 +133,7 @@ class ReferenceEngine:
         )
         self._batcher_lock = threading.Lock()
         self._batcher: InflightBatcher | None = None
+        self.handicap = 0.0
 
     @property
     def draft_len(self) -> int:
@@ -203,7 +207,11 @@ class ReferenceEngine:
         the first :meth:`submit` that asks for it)."""
         with self._batcher_lock:
             if self._batcher is None:
-                self._batcher = InflightBatcher(self.decoder, self.kv_pool)
+                self._batcher = (
+                    HandicappedBatcher(self.decoder, self.kv_pool, self.handicap)
+                    if self.handicap
+                    else InflightBatcher(self.decoder, self.kv_pool)
+                )
             return self._batcher
 
     def stats(self) -> ServingStats:

@@ -274,7 +274,7 @@ def engine_from_manifest(
         variant.get("prompt_lookup_max"),
         variant.get("max_matching_ngram_size"),
     )
-    return make_engine(
+    engine = make_engine(
         manifest.mode,
         target,
         AutoTokenizer.from_pretrained(manifest.tokenizer_dir),
@@ -292,6 +292,8 @@ def engine_from_manifest(
         kv_cache=kv_settings(variant),
         eagle3=eagle3,
     )
+    engine.handicap = float(variant.get("handicap") or 0.0)
+    return engine
 
 
 def kv_settings(variant: Mapping[str, Any]) -> KvCacheSettings:

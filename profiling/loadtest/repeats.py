@@ -34,6 +34,7 @@ from trtbench.profiling.loadtest.outcome import (
     TIER_FAILED,
     TIER_INTERRUPTED,
     TIER_PARTIAL,
+    LoadResult,
     TierOutcome,
 )
 from trtbench.profiling.loadtest.schedule import Tier
@@ -199,3 +200,14 @@ def _note(row: pd.Series, n: int, values: dict[str, object]) -> str:
         note = str(row.get("speedup_note") or "")
         return f"no speedup interval ({note})" if note else "no speedup interval"
     return ""
+
+
+def combine_results(earlier: LoadResult, later: LoadResult) -> LoadResult:
+    """One variant's result over two server starts (the ``rounds`` design serves it once
+    per round): tier outcomes merged per tier (:func:`merge_passes`), the first stop signal
+    and server failure kept."""
+    return LoadResult(
+        merge_passes([*earlier.tiers, *later.tiers]),
+        earlier.stop_signal or later.stop_signal,
+        earlier.server_failure or later.server_failure,
+    )

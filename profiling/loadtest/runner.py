@@ -26,20 +26,20 @@ from collections.abc import Callable, Sequence
 
 from trtbench.errors import LoadTestError
 from trtbench.profiling.loadtest.client_timing import wall_minus_perf_ns
-from trtbench.profiling.loadtest.health import HealthCheck, Watcher, threaded
+from trtbench.profiling.loadtest.health import HealthCheck, Watcher
 from trtbench.profiling.loadtest.loop_lag import LagHistogram, sample_loop_lag
 from trtbench.profiling.loadtest.outcome import LoadResult, TierOutcome, settle_tier
 from trtbench.profiling.loadtest.partition import WorkerShare
 from trtbench.profiling.loadtest.prompts import Prompt, TextTokenizer
 from trtbench.profiling.loadtest.record_sink import RecordSink
-from trtbench.profiling.loadtest.repeats import merge_passes, tier_passes
+from trtbench.profiling.loadtest.repeats import TierPass, merge_passes, tier_passes
 from trtbench.profiling.loadtest.response_parse import Exchange
 from trtbench.profiling.loadtest.responses import RequestSlot, exchange_to_all_records
 from trtbench.profiling.loadtest.schedule import Tier, iter_send_offsets_ns
-from trtbench.profiling.loadtest.server_counts import pass_delta
 from trtbench.profiling.loadtest.slots import OpenLoopGate
 from trtbench.profiling.loadtest.target import LoadSettings, LoadTarget, Progress
 from trtbench.profiling.loadtest.tasks import gather_until_stop
+from trtbench.profiling.loadtest.tier_pass import opened, run_pass, warm_up
 from trtbench.profiling.loadtest.transport import UNAVAILABLE, Transport, make_transport
 from trtbench.records import OutputRecord, RequestRecord, ResponseRecord
 from trtbench.stop_signals import loop_stop_handlers
@@ -230,86 +230,28 @@ class TierRunner:
         await gather_until_stop(tasks, self.stop)
 
 
-async def _warmup(runner: TierRunner, variant: str, tiers: Sequence[Tier]) -> None:
-    """``warmup_requests`` requests, at most the largest tier's concurrency at a time."""
-    n = runner.settings.warmup_requests
-    if n <= 0:
-        return
-    tier = Tier(concurrency=min(n, max(t.concurrency or 1 for t in tiers)))
-    gate = asyncio.Semaphore(tier.concurrency or 1)
-
-    async def warm(i: int) -> str | None:
-        async with gate:
-            slot = RequestSlot(variant, tier, -1 - i, time.perf_counter_ns())
-            return await runner.one(slot, record=False)
-
-    errors = [e for e in await asyncio.gather(*map(warm, range(n))) if e is not None]
-    if len(errors) == n and not runner.stop.is_set():
-        raise LoadTestError(
-            f"every warmup request to model {runner.target.interface.name!r} failed: "
-            f"{errors[0]}"
-        )
-
-
 async def _run(
     runner: TierRunner,
     variant: str,
     tiers: Sequence[Tier],
+    passes: Sequence[TierPass],
     seed: int,
     health: HealthCheck | None,
 ) -> None:
     loop = asyncio.get_running_loop()
     with loop_stop_handlers(loop, runner.on_signal):
-        transport = runner.transport = make_transport(runner.target, tiers)
-        await transport.open()
-        try:
-            check = threaded(health) if health is not None else transport.ready_check()
-            runner.watcher = Watcher(check, runner.on_dead)
-            runner.watcher.start()
+        async with opened(runner, tiers, health):
             sampler = asyncio.ensure_future(sample_loop_lag(runner.lag))
             try:
-                await _warmup(runner, variant, tiers)
-                runner.lag.pop_stats()  # the tiers' samples only (loop_lag.py)
-                await _tiers(runner, variant, tiers, seed)
+                await warm_up(runner, variant, tiers)
+                for one_pass in passes:
+                    if (
+                        await run_pass(runner, variant, one_pass, seed, len(tiers))
+                        is None
+                    ):
+                        break
             finally:
                 sampler.cancel()
-                await runner.watcher.stop()
-        finally:
-            await transport.close()
-
-
-async def _tiers(
-    runner: TierRunner, variant: str, tiers: Sequence[Tier], seed: int
-) -> None:
-    for one_pass in tier_passes(tiers, runner.settings.repeats, seed):
-        i, tier, runner.repeat = one_pass.index, one_pass.tier, one_pass.repeat
-        if runner.stop.is_set():
-            break
-        line_up = runner.before_tier  # several client processes wait for each other
-        if line_up is not None and not await asyncio.to_thread(line_up, tier):
-            break
-        before = await runner.transport.spec_counters()  # type: ignore[union-attr]
-        runner.current = TierOutcome(tier.label)
-        if runner.progress is not None:
-            runner.progress.tier_started(
-                variant, tier, runner.settings.requests_per_tier
-            )
-        try:
-            if tier.concurrency is not None:
-                await runner.closed_loop(variant, tier)
-            else:
-                pass_seed = seed + i + runner.repeat * len(tiers)
-                await runner.open_loop(variant, tier, pass_seed)
-        finally:
-            if runner.watcher is not None:
-                await runner.watcher.verify()  # never settle a tier on a dead server
-            after = await runner.transport.spec_counters()  # type: ignore[union-attr]
-            runner.current.spec_counts = pass_delta(before, after)  # server_counts.py
-            outcome = runner.end_tier()
-            if runner.progress is not None:
-                runner.progress.tier_ended()
-        done = f" (pass {runner.repeat + 1})" if runner.settings.repeats > 1 else ""
-        log.info("%s %s%s: %s", variant, tier.label, done, outcome.line())
 
 
 def run_load(
@@ -326,6 +268,7 @@ def run_load(
     health: HealthCheck | None = None,
     share: WorkerShare | None = None,
     before_tier: Callable[[Tier], bool] | None = None,
+    passes: Sequence[TierPass] | None = None,
 ) -> LoadResult:
     """Warm up, then run every tier against one served model, streaming records to ``sink``.
 
@@ -348,6 +291,10 @@ def run_load(
             (:class:`~trtbench.profiling.loadtest.partition.WorkerShare`; default: all).
         before_tier: a blocking call made (in a thread) before each tier pass, e.g. a
             barrier of the client processes; False ends the run before that pass.
+        passes: the tier passes to run, in order (default: every tier ``settings.repeats``
+            times, :func:`~trtbench.profiling.loadtest.repeats.tier_passes`); the
+            ``rounds`` design runs one round's passes per server start
+            (:mod:`trtbench.profiling.loadtest.design`).
 
     Returns:
         LoadResult: each tier's outcome; ``stop_signal`` after SIGINT/SIGTERM/SIGHUP (the
@@ -372,7 +319,9 @@ def run_load(
     switch = sys.getswitchinterval()
     sys.setswitchinterval(min(switch, GIL_SWITCH_S))
     try:
-        asyncio.run(_run(runner, variant, tiers, seed, health))
+        if passes is None:
+            passes = tier_passes(tiers, settings.repeats, seed)
+        asyncio.run(_run(runner, variant, tiers, passes, seed, health))
     finally:
         sys.setswitchinterval(switch)
     runner.result.tiers = merge_passes(runner.result.tiers)  # one outcome per tier

@@ -24,6 +24,7 @@ from trtbench.profiling.loadtest.metrics import (
     request_metrics,
     stat_column,
 )
+from trtbench.profiling.loadtest.rounds_table import INTERFERENCE_COLUMNS
 from trtbench.profiling.loadtest.trusted_summary import (
     IN_WINDOW,
     REPEAT_SUMMARY_COLUMNS,
@@ -120,6 +121,7 @@ SUMMARY_SCHEMA: tuple[Column, ...] = (
     Column("event_loop_lag_p99_ms", "client event-loop lag (actual − intended wake of a 10 ms sampler) — 99th percentile (≤ 1.9 % high)", False),
     Column("event_loop_lag_max_ms", "client event-loop lag — maximum", False),
     *REPEAT_SUMMARY_COLUMNS,
+    *INTERFERENCE_COLUMNS,
     *LOSSLESS_SUMMARY_COLUMNS,
     *ACCEPTANCE_SUMMARY_COLUMNS,
 )  # fmt: skip

@@ -81,11 +81,13 @@ IN_WINDOW = Column(
 
 @dataclass(frozen=True)
 class TrustedSummary:
-    """summary.csv rows, the requests' ``in_window`` flags and warnings (one line each)."""
+    """summary.csv rows, the requests' ``in_window`` flags, warnings (one line each) and
+    the summary rows of each pass alone (``repeat`` column: the round)."""
 
     summary: pd.DataFrame
     in_window: pd.Series
     warnings: list[str] = field(default_factory=list)
+    passes: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _responses_of(responses: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
@@ -155,7 +157,7 @@ def summarize_trusted(
             f"{k} of {n} completions: its figures rest on a few late requests; exclude "
             "less or send more requests per tier"
         )
-    summary = summarize(req, resp, slos, baseline, statuses)
+    summary = in_tier_order(summarize(req, resp, slos, baseline, statuses))
     passes = per_pass(req, resp, baseline, statuses, summary)
     summary = repeat_stats(summary, passes)
     summary = pd.concat([summary, n_ok_flags(summary)], axis=1)
@@ -164,4 +166,19 @@ def summarize_trusted(
     if {"variant", "tier"} <= set(summary.columns):
         summary = summary.merge(sources, on=["variant", "tier"], how="left")
     warnings += retokenized_warnings(sources)
-    return TrustedSummary(summary, kept, warnings)
+    return TrustedSummary(summary, kept, warnings, passes)
+
+
+def in_tier_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows by variant (first seen first), then tier by concurrency or request rate: the
+    tiers of a shuffled round come out in the order a reader expects."""
+    if frame.empty or "concurrency" not in frame:
+        return frame
+    first = {v: i for i, v in enumerate(dict.fromkeys(frame["variant"]))}
+    key = pd.DataFrame({
+        "v": frame["variant"].map(first),
+        "c": pd.to_numeric(frame["concurrency"], errors="coerce"),
+        "r": pd.to_numeric(frame.get("request_rate_per_s"), errors="coerce"),
+    }, index=frame.index)  # fmt: skip
+    order = key.sort_values(["v", "c", "r"], kind="stable", na_position="last").index
+    return frame.loc[order].reset_index(drop=True)

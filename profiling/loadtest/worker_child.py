@@ -22,6 +22,7 @@ from trtbench.profiling.loadtest.outcome import LoadResult
 from trtbench.profiling.loadtest.partition import WorkerShare
 from trtbench.profiling.loadtest.prompts import Prompt, TextTokenizer
 from trtbench.profiling.loadtest.record_sink import CsvRecordSink, RecordFiles
+from trtbench.profiling.loadtest.repeats import TierPass
 from trtbench.profiling.loadtest.runner import run_load
 from trtbench.profiling.loadtest.schedule import Tier
 from trtbench.profiling.loadtest.target import LoadSettings, LoadTarget
@@ -41,6 +42,7 @@ class WorkerJob:
     seed: int
     files: Sequence[RecordFiles]
     relay_health: bool
+    passes: Sequence[TierPass] | None = None
 
 
 def barrier_timeout_s(settings: LoadSettings) -> float:
@@ -135,6 +137,7 @@ def worker_main(k: int, job: WorkerJob, ipc: dict[str, Any]) -> None:
                 job.target, job.prompts, job.tiers, settings, job.variant,
                 job.tokenizer, SharedCounter(ipc["counts"], k), job.seed, sink=sink,
                 health=health, share=share, before_tier=before_tier,
+                passes=job.passes,
             )  # fmt: skip
         events.put(("result", k, result))
     except BaseException as exc:  # noqa: BLE001 - handed to the parent, which raises

@@ -50,6 +50,7 @@ from trtbench.profiling.loadtest.outcome import LoadResult
 from trtbench.profiling.loadtest.partition import merge_results
 from trtbench.profiling.loadtest.prompts import Prompt, TextTokenizer
 from trtbench.profiling.loadtest.record_sink import RecordFiles
+from trtbench.profiling.loadtest.repeats import TierPass
 from trtbench.profiling.loadtest.schedule import Tier
 from trtbench.profiling.loadtest.target import LoadSettings, LoadTarget, Progress
 from trtbench.profiling.loadtest.worker_child import WorkerJob, worker_main
@@ -246,6 +247,7 @@ def run_workers(
     files: Sequence[RecordFiles],
     health: HealthCheck | None = None,
     on_start: Callable[[Sequence[int]], None] | None = None,
+    passes: Sequence[TierPass] | None = None,
 ) -> LoadResult:
     """:func:`~trtbench.profiling.loadtest.runner.run_load` with ``len(files)`` client
     processes; worker k streams its records to ``files[k]``.
@@ -256,6 +258,8 @@ def run_workers(
         files: one pair of part files per worker (their number is N ≥ 1).
         health: a blocking server check polled by the parent (see the module doc).
         on_start: called with the workers' process ids once they run (tests).
+        passes: the tier passes to run (default: every tier, every repeat; as
+            ``run_load``).
 
     Returns:
         The merged :class:`LoadResult` (``stop_signal`` after a stop signal, as one
@@ -268,7 +272,8 @@ def run_workers(
     if not files:
         raise ValueError("run_workers needs one RecordFiles per worker")
     job = WorkerJob(target, tuple(prompts), tuple(tiers), settings, variant, tokenizer,
-                    seed, tuple(files), health is not None)  # fmt: skip
+                    seed, tuple(files), health is not None,
+                    None if passes is None else tuple(passes))  # fmt: skip
     parent = _Parent(job, progress)
     done = threading.Event()
     watcher: threading.Thread | None = None

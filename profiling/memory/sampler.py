@@ -29,13 +29,13 @@ from typing import Any, Literal
 import pandas as pd
 
 from trtbench.export import Column, conform, records_to_frame, write_csv
-from trtbench.profiling.memory.nvml import GpuDevice, GpuReader, try_open_nvml
-from trtbench.profiling.memory.proctree import (
+from trtbench.proctree import (
     PROC,
     proc_available,
     process_tree,
     tree_rss_bytes,
 )
+from trtbench.profiling.memory.nvml import GpuDevice, GpuReader, try_open_nvml
 from trtbench.profiling.memory.sampling import PeriodicSampler
 
 log = logging.getLogger(__name__)

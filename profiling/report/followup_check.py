@@ -1,44 +1,36 @@
-"""The follow-up check of a recommendation: measured again over the same tiers, does the
-recommended config keep up with the best fixed variant of the original run at every tier?
-(pure: tier tables in, typed records, a JSON-ready dict and Markdown out)
+"""The follow-up check of a recommendation: served side by side with the run's best fixed
+variant, tier by tier, is the recommended config as good? (pure: rounds.csv rows in, typed
+records, a JSON-ready dict and Markdown out)
+
+The follow-up (``trtbench follow-up``) serves the recommended config and, at each tier, the
+variant the run found best there, in interleaved rounds: round r of the recommended config
+and round r of the best fixed variant are measured back to back. So the check compares like
+with like, from one measurement, instead of a new measurement against the old run's figures
+(which reads any change of the host between the two runs as a difference).
 
 Definitions:
 
-* Compared figure: the objective's own figure where repeats give it a per-variant
-  interval (``output_tok_s``: tier table ``output_tokens_per_s``); for ``tpot_p50`` the TPOT
-  *mean* stands in (repeats give no p50 interval; the recommendation's margin over the
-  baseline uses the same stand-in); ``goodput`` has no interval: no check (:func:`check_basis`
-  returns None).
-* Interval: the 95 % Student-t interval over the passes on the log scale
-  (summary.csv ``*_ci95_low`` / ``*_ci95_high``, ``profiling/loadtest/repeats.py``), the one
-  ``recommendation.py`` reads to call two variants apart.
-* Criterion at a tier, higher-better figure: **pass** when the recommended config is not
-  significantly worse than the best fixed variant, i.e. the upper end of its interval
-  reaches the lower end of the best's: ``rec_high >= best_low``; lower-better, mirrored:
-  ``rec_low <= best_high``. A fail is what ``recommendation.py`` calls a significant
-  difference (disjoint intervals) with the best fixed variant on top.
-* Ratio: recommended / best of the point values (the pooled figures the recommendation
-  shows), interval ``[rec_low / best_high, rec_high / best_low]`` from the interval ends (as
-  the recommendation's margin over its runner-up). The criterion is the same statement as
-  "the ratio interval reaches 1" (from above for higher-better, from below for lower-better).
-* Tier status: ``pass``, ``fail``, or ``unchecked`` (the follow-up did not measure the tier
-  or its tier is not complete — partial, failed, interrupted — or either side has no interval
-  or rests on fewer than :data:`MIN_PASSES` passes: a stopped run's two-pass interval,
-  t(0.975, 1) = 12.7, would pass almost anything).
-  Verdict: ``pass`` when every tier of the recommendation passes, ``fail`` when one fails,
-  else ``incomplete``.
+* Figure: the objective's per-round figure (rounds.csv: ``output_tokens_per_s``,
+  ``tpot_p50_ms`` or ``request_goodput_per_s``; :mod:`trtbench.profiling.report.margins`).
+* Ratio at a tier: recommended over best, paired by round and oriented so that > 1 means the
+  recommended config is better (:func:`~trtbench.profiling.report.paired.paired_ratio`),
+  with its 95 % interval over the rounds.
+* Stage 1, at a tier: **pass** when the interval reaches 1 (not significantly worse);
+  *suspect* when it lies wholly below 1.
+* Stage 2, confirmation: every suspect tier is measured again in fresh rounds (new servers,
+  a new round order); it **fails** only when the confirmation is significantly worse too,
+  else it passes ("not confirmed"). An answer that does not hold when asked again is not a
+  failure.
+* ``unchecked``: a tier either side did not complete, or with fewer than
+  :data:`~trtbench.profiling.report.paired.MIN_ROUNDS` paired rounds.
+* Verdict: ``pass`` when every tier passes, ``fail`` when one fails, else ``incomplete``.
 
-False failures. For two identical configs measured with n = 3 passes each, per-pass values
-log-normal with the same spread, the rule fails a tier when the difference of the two
-log-means exceeds the sum of the half-widths ``t(0.975, 2) s / sqrt(3)`` (t = 4.30): about
-0.2 % of tiers, 0.9 % of four-tier checks. The best fixed variant is the maximum of several
-variants, which favours it: when four equally good variants compete, about 0.7 % per tier
-(2.6 % per four-tier check). A shift of the host between the two runs by one pass-to-pass
-standard deviation raises it to 2 to 4 % per tier (simulated, ``tests/unit/profiling/report/
-test_followup_check.py``). The price of so few false failures is power: with three passes
-the check catches only large losses (on the demo's tiers, ratio intervals such as 0.94x
-[0.65, 1.37] at c4 and 0.99x [0.30, 3.26] at c1 mean a fail needs the recommended config
-below roughly 70 % of the best at c4, 30 % at c1).
+Error rates. Two identical configs are suspect at a tier with probability 2.5 % (one side of
+a 95 % interval) and fail only when the independent confirmation says so too: about
+0.025² ≈ 0.06 % per tier, 0.25 % per four-tier check, when the rounds' ratios are
+independent and log-normal (the A/A figures of ``docs/aa_check.md`` measure it on real
+runs). The price is power: a loss is caught when both stages see it (measured with a
+deliberately slowed config in ``docs/aa_check.md``).
 """
 
 from __future__ import annotations
@@ -50,114 +42,77 @@ from typing import Any
 
 import pandas as pd
 
-from trtbench.profiling.report.recommendation import OBJECTIVE_INFO
+from trtbench.profiling.report.margins import OBJECTIVE_INFO
+from trtbench.profiling.report.paired import MIN_ROUNDS, PairedRatio, paired_ratio
 from trtbench.profiling.report.uncertainty import interval_text
 
 FOLLOW_UP_DIR = "follow-up"
 """The follow-up run's directory inside the original run directory."""
+CONFIRM_DIR = "confirm"
+"""The confirmation's run directory inside :data:`FOLLOW_UP_DIR`."""
 CHECK_JSON = "check.json"
 """The check's document inside :data:`FOLLOW_UP_DIR`."""
-CHECK_SCHEMA_VERSION = 1
-MIN_PASSES = 3
-"""Passes (summary.csv ``repeats_count``) each side needs at a tier to be checked."""
-PASS, FAIL, UNCHECKED = "pass", "fail", "unchecked"
+CHECK_SCHEMA_VERSION = 2
+PASS, FAIL, UNCHECKED, SUSPECT = "pass", "fail", "unchecked", "suspect"
 CRITERION = (
-    "at each complete tier the recommended config passes when it is not significantly worse "
-    "than the best fixed variant of the run: the upper end of its 95 % interval reaches the "
-    "lower end of the best's (higher-better figure; mirrored for a lower-better one)"
+    "at each tier the recommended config and the run's best fixed variant are measured side "
+    "by side in interleaved rounds; the tier fails when the paired ratio recommended / best "
+    "is significantly below 1 (its 95 % interval over rounds lies below 1) and a "
+    "confirmation in fresh rounds says so again"
 )
 FALSE_FAILURE = (
-    "two identical configs fail a tier about 0.2 % of the time with 3 passes each (0.7 % "
-    "when the best is the top of four equal variants; 2-4 % after a host shift of one "
-    "pass-to-pass standard deviation between the runs); with 3 passes only large losses fail"
+    "two identical configs fail a tier about 0.06 % of the time (2.5 % to be suspect, times "
+    "2.5 % to be confirmed), about 0.25 % of four-tier checks"
 )
 
 
 @dataclass(frozen=True)
 class CheckBasis:
-    """The figure a check compares: tier-table ``column`` and its interval columns
-    ``<interval>_ci95_low`` / ``_high``; ``note``: a stand-in's reason ('' for none)."""
+    """The figure a check compares: rounds.csv ``column``, its orientation and labels."""
 
     objective: str
     column: str
-    interval: str
     higher_is_better: bool
     label: str
     unit: str
-    note: str = ""
 
 
-def check_basis(objective: str) -> CheckBasis | None:
-    """The :class:`CheckBasis` of ``objective`` (module docstring); None when repeats give
-    it no per-variant interval (goodput).
+def check_basis(objective: str) -> CheckBasis:
+    """The :class:`CheckBasis` of ``objective``.
 
     Raises:
-        KeyError: ``objective`` is not a key of ``recommendation.OBJECTIVE_INFO``.
+        KeyError: ``objective`` is not a key of ``margins.OBJECTIVE_INFO``.
     """
     info = OBJECTIVE_INFO[objective]
-    if info.value_interval is not None:
-        return CheckBasis(objective, info.column, info.value_interval,
-                          info.higher_is_better, info.label, info.unit)  # fmt: skip
-    if objective == "tpot_p50":
-        return CheckBasis(objective, "tpot_mean_ms", "tpot_mean_ms", False, "TPOT mean",
-                          "ms", "TPOT mean stands in for TPOT p50: repeats give no p50 "
-                          "interval")  # fmt: skip
-    return None
+    return CheckBasis(objective, info.rounds_column, info.higher_is_better, info.label,
+                      info.unit)  # fmt: skip
 
 
 @dataclass(frozen=True)
-class Estimate:
-    """A point value, its 95 % interval and the passes behind it (None: not available)."""
+class StageResult:
+    """One stage at one tier: the paired ratio recommended / best (> 1: recommended
+    better), its 95 % interval, the rounds and the stage's reading."""
 
-    value: float | None
+    ratio: float | None
     low: float | None
     high: float | None
-    passes: int | None = None
-
-    @property
-    def has_interval(self) -> bool:
-        """A value with both interval ends."""
-        return None not in (self.value, self.low, self.high)
-
-
-@dataclass(frozen=True)
-class TierCheck:
-    """The check at one tier (module docstring); ``ratio*``: recommended / best."""
-
-    tier: str
-    concurrency: float | None
-    best: str
-    best_estimate: Estimate
-    recommended: Estimate
-    ratio: float | None
-    ratio_low: float | None
-    ratio_high: float | None
+    rounds: int
     status: str
     reason: str
 
 
-def not_worse(rec: Estimate, best: Estimate, higher_is_better: bool) -> bool:
-    """The criterion: ``rec.high >= best.low`` (higher better) or ``rec.low <= best.high``.
+@dataclass(frozen=True)
+class TierCheck:
+    """The check at one tier: the best fixed variant, stage 1, the confirmation (None when
+    stage 1 did not call for one) and the final status."""
 
-    Raises:
-        ValueError: either lacks an interval.
-    """
-    if not (rec.has_interval and best.has_interval):
-        raise ValueError("the criterion needs both intervals")
-    if higher_is_better:
-        return float(rec.high) >= float(best.low)  # type: ignore[arg-type]
-    return float(rec.low) <= float(best.high)  # type: ignore[arg-type]
-
-
-def ratio_interval(rec: Estimate, best: Estimate) -> tuple[float | None, ...]:
-    """``(rec / best, rec.low / best.high, rec.high / best.low)``; None where a figure is
-    missing or a divisor is not positive."""
-
-    def div(a: float | None, b: float | None) -> float | None:
-        return None if a is None or b is None or b <= 0 else a / b
-
-    return (div(rec.value, best.value), div(rec.low, best.high),
-            div(rec.high, best.low))  # fmt: skip
+    tier: str
+    concurrency: float | None
+    best: str
+    first: StageResult
+    confirm: StageResult | None
+    status: str
+    reason: str
 
 
 def _num(v: object) -> float | None:
@@ -168,71 +123,77 @@ def _num(v: object) -> float | None:
     return None if math.isnan(x) else x
 
 
-def _row(frame: pd.DataFrame, variant: str, tier: str) -> pd.Series | None:
-    hit = frame[(frame["variant"] == variant) & (frame["tier"] == tier)]
-    return None if hit.empty else hit.iloc[0]
+def _incomplete(summary: pd.DataFrame, variants: Sequence[str], tier: str) -> str:
+    """Why ``tier`` is not complete for one of ``variants`` ('' when it is for both)."""
+    for v in variants:
+        hit = summary[(summary["variant"].astype(str) == v)
+                      & (summary["tier"].astype(str) == tier)]  # fmt: skip
+        if hit.empty:
+            return f"`{v}` was not measured at {tier}"
+        status = str(hit.iloc[0].get("tier_status") or "complete")
+        if status != "complete":
+            why = str(hit.iloc[0].get("tier_status_reason") or "")
+            return f"`{v}` {tier} is {status}" + (f" ({why})" if why else "")
+    return ""
 
 
-def _estimate(row: pd.Series | None, basis: CheckBasis) -> Estimate:
-    if row is None:
-        return Estimate(None, None, None)
-    passes = _num(row.get("repeats_count"))
-    return Estimate(_num(row.get(basis.column)),
-                    _num(row.get(f"{basis.interval}_ci95_low")),
-                    _num(row.get(f"{basis.interval}_ci95_high")),
-                    None if passes is None else int(passes))  # fmt: skip
-
-
-def _status(row: pd.Series | None, rec: Estimate, best: Estimate,
-            basis: CheckBasis) -> tuple[str, str]:  # fmt: skip
-    if row is None:
-        return UNCHECKED, "the follow-up did not measure this tier"
-    status = str(row.get("tier_status") or "complete")
-    if status != "complete":
-        reason = str(row.get("tier_status_reason") or "")
-        return UNCHECKED, f"follow-up tier {status}" + (
-            f" ({reason})" if reason else ""
-        )
-    if not best.has_interval:
-        return UNCHECKED, "the best fixed variant has no interval at this tier"
-    if not rec.has_interval:
-        return UNCHECKED, "the recommended config has no interval at this tier"
-    for side, e in (("the best fixed variant", best), ("the recommended config", rec)):
-        if (e.passes or 0) < MIN_PASSES:
-            return UNCHECKED, (f"{side} has {e.passes or 0} passes at this tier, the check "
-                               f"needs {MIN_PASSES}")  # fmt: skip
-    if not_worse(rec, best, basis.higher_is_better):
-        return PASS, "intervals reach each other"
-    return FAIL, "significantly worse than the best fixed variant (disjoint intervals)"
-
-
-def check_tiers(
-    original: pd.DataFrame,
-    follow_up: pd.DataFrame,
-    best: Mapping[str, str],
+def stage_result(
+    rounds: pd.DataFrame,
+    summary: pd.DataFrame,
     recommended: str,
+    best: str,
+    tier: str,
     basis: CheckBasis,
-) -> list[TierCheck]:
-    """One :class:`TierCheck` per tier of ``best``, in its order.
+) -> StageResult:
+    """One stage's reading at ``tier`` (module docstring): pass, suspect or unchecked."""
+    bad = _incomplete(summary, [recommended, best], tier)
+    if bad:
+        return StageResult(None, None, None, 0, UNCHECKED, bad)
+    pr: PairedRatio = paired_ratio(rounds, recommended, best, tier, basis.column,
+                                   basis.higher_is_better)  # fmt: skip
+    ratio = None if math.isnan(pr.ratio) else pr.ratio
+    if pr.low is None or pr.high is None:
+        return StageResult(ratio, None, None, pr.rounds, UNCHECKED,
+                           f"{pr.rounds} paired rounds, the check needs {MIN_ROUNDS}")  # fmt: skip
+    if pr.high < 1.0:
+        return StageResult(ratio, pr.low, pr.high, pr.rounds, SUSPECT,
+                           "significantly worse than the best fixed variant")  # fmt: skip
+    return StageResult(ratio, pr.low, pr.high, pr.rounds, PASS,
+                       "not significantly worse (the interval reaches 1)")  # fmt: skip
 
-    Args:
-        original: the original run's tier table (``comparison.tier_table``).
-        follow_up: the follow-up run's tier table.
-        best: tier label → the best fixed variant there (recommendation.json ``tiers``).
-        recommended: the follow-up's variant name.
-        basis: the compared figure (:func:`check_basis`).
-    """
-    out = []
-    for tier, name in best.items():
-        mine = _row(original, name, tier)
-        theirs = _row(follow_up, recommended, tier)
-        b, r = _estimate(mine, basis), _estimate(theirs, basis)
-        status, reason = _status(theirs, r, b, basis)
-        conc = _num(mine.get("concurrency")) if mine is not None else None
-        out.append(
-            TierCheck(tier, conc, name, b, r, *ratio_interval(r, b), status, reason)
+
+def settle(
+    tier: str,
+    concurrency: float | None,
+    best: str,
+    first: StageResult,
+    confirm: StageResult | None,
+) -> TierCheck:
+    """A tier's final status from its stages (module docstring)."""
+    if first.status != SUSPECT:
+        return TierCheck(
+            tier, concurrency, best, first, None, first.status, first.reason
         )
-    return out
+    if confirm is None or confirm.status == UNCHECKED:
+        why = "the confirmation did not run" if confirm is None else confirm.reason
+        return TierCheck(tier, concurrency, best, first, confirm, UNCHECKED,
+                         f"suspect, not confirmed: {why}")  # fmt: skip
+    if confirm.status == SUSPECT:
+        return TierCheck(tier, concurrency, best, first, confirm, FAIL,
+                         "significantly worse, confirmed in fresh rounds")  # fmt: skip
+    return TierCheck(tier, concurrency, best, first, confirm, PASS,
+                     "significantly worse in stage 1, not confirmed in fresh rounds")  # fmt: skip
+
+
+def suspects(checks: Sequence[StageResult], tiers: Sequence[str]) -> list[str]:
+    """The tiers whose stage-1 reading is suspect (they are measured again)."""
+    return [t for t, c in zip(tiers, checks, strict=True) if c.status == SUSPECT]
+
+
+def concurrency_of(summary: pd.DataFrame, tier: str) -> float | None:
+    """The concurrency of ``tier`` in a summary (None: a request-rate tier or absent)."""
+    hit = summary[summary["tier"].astype(str) == tier]
+    return None if hit.empty else _num(hit.iloc[0].get("concurrency"))
 
 
 def verdict_of(tiers: Sequence[TierCheck]) -> str:
@@ -246,13 +207,13 @@ def verdict_of(tiers: Sequence[TierCheck]) -> str:
 
 def check_document(
     tiers: Sequence[TierCheck], basis: CheckBasis, recommended: Mapping[str, Any],
-    paths: Mapping[str, str],
+    paths: Mapping[str, str], rounds: int,
 ) -> dict[str, Any]:  # fmt: skip
-    """``check.json``: ``schema_version``, ``verdict`` and ``passed``, ``failed`` /
-    ``unchecked`` (tier labels), ``objective`` (the :class:`CheckBasis`), ``criterion``,
-    ``false_failure``, ``recommended`` (``variant``, ``from``, ``speculation``), ``paths``
-    (``run``, ``follow_up``) and ``tiers`` (each :class:`TierCheck`; estimates as
-    ``{value, low, high}``; values in the figure's unit)."""
+    """``check.json``: ``schema_version``, ``verdict``, ``passed``, ``failed`` /
+    ``unchecked`` / ``confirmed`` (tier labels), ``objective`` (the :class:`CheckBasis`),
+    ``criterion``, ``false_failure``, ``rounds`` (per stage), ``recommended`` (``variant``,
+    ``from``, ``speculation``), ``paths`` (``run``, ``follow_up``) and ``tiers`` (each
+    :class:`TierCheck`; ratios recommended / best, > 1: recommended better)."""
     verdict = verdict_of(tiers)
     return {
         "schema_version": CHECK_SCHEMA_VERSION,
@@ -260,36 +221,37 @@ def check_document(
         "passed": verdict == PASS,
         "failed": [t.tier for t in tiers if t.status == FAIL],
         "unchecked": [t.tier for t in tiers if t.status == UNCHECKED],
+        "confirmed": [t.tier for t in tiers if t.confirm is not None],
         "objective": asdict(basis),
         "criterion": CRITERION,
         "false_failure": FALSE_FAILURE,
+        "rounds": rounds,
         "recommended": dict(recommended),
         "paths": dict(paths),
         "tiers": [asdict(t) for t in tiers],
     }
 
 
-CHECK_HEADER = ("tier", "best fixed variant", "its value [95 %]",
-                "recommended [95 %]", "ratio rec/best [95 %]", "pass")  # fmt: skip
+CHECK_HEADER = ("tier", "best fixed variant", "ratio rec/best [95 %]",
+                "confirmation [95 %]", "pass")  # fmt: skip
+
+
+def _stage_text(stage: Mapping[str, Any] | None) -> str:
+    if not stage:
+        return "-"
+    text = interval_text(stage.get("ratio"), stage.get("low"), stage.get("high"))
+    return f"{text} ({stage.get('rounds', 0)} rounds)" if text != "-" else "-"
 
 
 def check_rows(doc: Mapping[str, Any]) -> list[tuple[str, ...]]:
     """The table of a ``check.json`` document, one row of :data:`CHECK_HEADER` cells per
     tier (for report.md and the terminal)."""
-    unit = (doc.get("objective") or {}).get("unit", "")
-    spec = ".3g" if unit == "ms" else ".1f"
     rows = []
     for t in doc.get("tiers") or []:
-        b, r = t.get("best_estimate") or {}, t.get("recommended") or {}
         status = str(t.get("status"))
-        mark = {PASS: "yes", FAIL: "NO"}.get(status, f"unchecked: {t.get('reason')}")
-        rows.append((
-            str(t.get("tier")), str(t.get("best")),
-            interval_text(b.get("value"), b.get("low"), b.get("high"), spec, ""),
-            interval_text(r.get("value"), r.get("low"), r.get("high"), spec, ""),
-            interval_text(t.get("ratio"), t.get("ratio_low"), t.get("ratio_high")),
-            mark,
-        ))  # fmt: skip
+        mark = {PASS: "yes", FAIL: "NO"}.get(status, "unchecked")
+        rows.append((str(t.get("tier")), str(t.get("best")), _stage_text(t.get("first")),
+                     _stage_text(t.get("confirm")), f"{mark}: {t.get('reason')}"))  # fmt: skip
     return rows
 
 
@@ -298,10 +260,11 @@ def verdict_line(doc: Mapping[str, Any]) -> str:
     name = (doc.get("recommended") or {}).get("variant", "?")
     failed, unchecked = doc.get("failed") or [], doc.get("unchecked") or []
     if doc.get("verdict") == PASS:
-        return f"`{name}` keeps up with the best fixed variant at every tier: pass."
+        return (f"`{name}` keeps up with the best fixed variant at every tier, measured "
+                "side by side: pass.")  # fmt: skip
     if doc.get("verdict") == FAIL:
         return (f"`{name}` is significantly worse than the best fixed variant at "
-                f"{', '.join(failed)}: fail.")  # fmt: skip
+                f"{', '.join(failed)}, confirmed in fresh rounds: fail.")  # fmt: skip
     return (f"`{name}` could not be checked at {', '.join(unchecked) or 'any tier'}: "
             "incomplete.")  # fmt: skip
 
@@ -319,13 +282,14 @@ def check_lines(doc: Mapping[str, Any]) -> list[str]:
     rec = doc.get("recommended") or {}
     spec = rec.get("speculation")
     how = f"`speculation: {_flow(spec)}`" if spec else "no `speculation:` (fixed)"
+    better = "higher" if obj.get("higher_is_better") else "lower"
     lines = ["## Follow-up check", "", f"**{verdict_line(doc)}**", "",
              f"The recommended config `{rec.get('variant')}` (from `{rec.get('from')}`, "
-             f"{how}) was measured again over the same tiers, repeats, requests and seed "
-             f"in `{FOLLOW_UP_DIR}/` (`trtbench follow-up`). "
-             f"Figure: {obj.get('label')} ({obj.get('unit')}, "
-             f"{'higher' if obj.get('higher_is_better') else 'lower'} is better)"
-             + (f"; {obj['note']}" if obj.get("note") else "") + ".", "",
+             f"{how}) was served beside the run's best fixed variant of each tier, in "
+             f"{doc.get('rounds')} interleaved rounds, in `{FOLLOW_UP_DIR}/` (`trtbench "
+             f"follow-up`). Figure: {obj.get('label')} ({obj.get('unit')}, {better} is "
+             "better); ratios are recommended / best, > 1: the recommended config is "
+             "better.", "",
              f"Criterion: {doc.get('criterion')}. False failures: "
              f"{doc.get('false_failure')}.", "",
              "| " + " | ".join(CHECK_HEADER) + " |",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from trtbench.export import Schema
 from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA
 from trtbench.profiling.loadtest.outputs import OUTPUTS_SCHEMA
+from trtbench.profiling.loadtest.rounds_table import ROUNDS_SCHEMA
 from trtbench.profiling.loadtest.schemas import SUMMARY_SCHEMA
 from trtbench.profiling.memory.breakdown import MEMORY_BREAKDOWN_SCHEMA
 from trtbench.profiling.traces.schemas import STEP_SCHEMA
@@ -16,4 +17,5 @@ RUN_CSV_SCHEMAS: dict[str, Schema] = {
     "steps": STEP_SCHEMA,
     "acceptance": ACCEPTANCE_SCHEMA,
     "outputs": OUTPUTS_SCHEMA,
+    "rounds": ROUNDS_SCHEMA,
 }

@@ -4,22 +4,22 @@ typed records out).
 
 Definitions:
 
-* Objective (``trtbench/spec_report.py``): ``output_tok_s`` (tier table
-  ``output_tokens_per_s``, higher better), ``tpot_p50`` (``tpot_p50_ms``, lower better),
-  ``goodput`` (summary.csv ``request_goodput_per_s``, higher better).
-* Margin of A over B: ``A / B`` for a higher-better objective, ``B / A`` for a lower-better
-  one (> 1: A is better).
-* Significant: the 95 % intervals say so. Over the baseline: the paired ratio interval
-  over passes (summary.csv ``output_token_throughput_speedup_ratio`` for output_tok_s;
-  ``tpot_speedup_ratio``, a TPOT *mean* ratio, stands in for tpot_p50) lies above 1. Over
-  another variant: the two variants' intervals of the objective are disjoint (the reading
-  of ``uncertainty.py``; only output_tok_s has per-variant intervals). Without an interval:
-  ``significant`` is None and the basis says why.
+* Objective, margin of A over B and its interval: :mod:`trtbench.profiling.report.margins`
+  (the objective's per-round figure, round r of A over round r of B, from rounds.csv).
+* Significant: the margin's 95 % interval lies above 1. Without an interval (fewer than 3
+  rounds): ``significant`` is None and the basis says why.
+* Interference: a tier whose best, runner-up or baseline was measured while other processes
+  took a share of the host (summary.csv ``interference_flag``) names them in
+  ``interference``: the evidence there may read slow.
 * Crossover of a speculative variant: going up the complete tiers where it and the baseline
   are measured, ``pays_up_to`` is the largest concurrency of the leading run of tiers where
-  it beats the baseline (significantly where there is an interval, else by the point value);
-  ``stops_at`` the first tier where it does not. ``estimate``: where the margin crosses 1,
-  linear in log2(concurrency) between the last tier with margin ≥ 1 and the next (as
+  its point margin over the baseline is at least 1; ``stops_at`` the first tier where it is
+  below 1. The point value decides, not significance: a tier whose margin is near 1 costs
+  little either way, while capping speculation at the last *significant* tier would turn it
+  off wherever a noisy tier's interval happens to reach 1. ``significant_up_to``: the
+  largest concurrency of the leading run where it is significantly better (None: not at the
+  lowest tier, or no interval). ``estimate``: where the margin crosses 1, linear in
+  log2(concurrency) between the last tier with margin ≥ 1 and the next (as
   ``comparison.crossovers``); interval ``[low, high]`` = [last tier significantly better,
   first tier significantly worse] (None: not bounded by a measured tier).
 * Only ``tier_status == complete`` rows are used; the others are named in ``excluded``.
@@ -28,63 +28,23 @@ Definitions:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
 from trtbench.profiling.loadtest.repeats import repeat_columns
+from trtbench.profiling.report.margins import (
+    OBJECTIVE_INFO,
+    Margin,
+    ObjectiveInfo,
+    as_float,
+    margin_of,
+)
 
-NO_REPEATS = "no interval: run with loadtest.repeats ≥ 3"
-
-
-@dataclass(frozen=True)
-class ObjectiveInfo:
-    """How an objective reads the tables (module docstring)."""
-
-    name: str
-    column: str
-    higher_is_better: bool
-    label: str
-    unit: str
-    value_interval: str | None
-    ratio_interval: str | None
-    interval_note: str
-
-
-OBJECTIVE_INFO = {
-    "output_tok_s": ObjectiveInfo(
-        "output_tok_s", "output_tokens_per_s", True, "output tok/s", "tok/s",
-        "output_tokens_per_s", "output_token_throughput_speedup_ratio",
-        "paired output tok/s ratio over passes"),
-    "tpot_p50": ObjectiveInfo(
-        "tpot_p50", "tpot_p50_ms", False, "TPOT p50", "ms", None, "tpot_speedup_ratio",
-        "TPOT mean ratio over passes (repeats give no p50 interval)"),
-    "goodput": ObjectiveInfo(
-        "goodput", "request_goodput_per_s", True, "goodput", "req/s", None, None,
-        "repeats give no goodput interval"),
-}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Margin:
-    """How much better the chosen variant is than ``over`` at one tier.
-
-    Attributes:
-        over: the variant compared with.
-        ratio: margin (> 1: better; module docstring).
-        low: lower 95 % bound of the margin, where an interval exists (else None).
-        high: upper bound, likewise.
-        significant: the intervals say it is better (None: no interval).
-        basis: how ``significant`` was judged, or why it could not be.
-    """
-
-    over: str
-    ratio: float
-    low: float | None
-    high: float | None
-    significant: bool | None
-    basis: str
+MarginOf = Callable[[pd.Series, pd.Series, ObjectiveInfo, bool], Margin]
 
 
 @dataclass(frozen=True)
@@ -98,6 +58,7 @@ class TierChoice:
     runner_up: Margin | None
     over_baseline: Margin | None
     excluded: tuple[str, ...] = ()
+    interference: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -111,6 +72,7 @@ class Crossover:
     low: float | None
     high: float | None
     basis: str
+    significant_up_to: float | None = None
 
 
 @dataclass(frozen=True)
@@ -149,14 +111,6 @@ class Recommendation:
     winner_reason: str
 
 
-def _f(v: object) -> float | None:
-    try:
-        x = float(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(x) else x
-
-
 def objective_frame(
     tiers: pd.DataFrame, summary: pd.DataFrame, objective: str
 ) -> pd.DataFrame:
@@ -172,6 +126,10 @@ def objective_frame(
     if info.ratio_interval:
         _, low, high = repeat_columns(info.ratio_interval)
         cols.update({low: "ratio_low", high: "ratio_high"})
+    if "interference_flag" in summary:
+        extra["interference_flag"] = summary["interference_flag"].map(
+            lambda v: str(v).strip().lower() == "true"
+        )
     for src, dst in cols.items():
         raw = summary[src] if src in summary else pd.Series(np.nan, index=summary.index)
         extra[dst] = pd.to_numeric(raw, errors="coerce").astype(float)
@@ -185,39 +143,6 @@ def objective_frame(
     return out  # both speedup ratios are oriented "> 1: the variant is better"
 
 
-def _no_interval_basis(row: pd.Series, info: ObjectiveInfo) -> str:
-    repeats = _f(row.get("repeats_count"))
-    if repeats is not None and repeats >= 2:
-        return f"no interval for {info.label}: {info.interval_note}"
-    return NO_REPEATS
-
-
-def _margin(
-    best: pd.Series, other: pd.Series, info: ObjectiveInfo, paired: bool
-) -> Margin:
-    a, b = float(best["value"]), float(other["value"])
-    top, bottom = (a, b) if info.higher_is_better else (b, a)
-    ratio = top / bottom if bottom > 0 else math.nan  # nan: a zero figure, no ratio
-    if paired:  # other is the baseline: the paired interval (variant over baseline)
-        low, high = _f(best["ratio_low"]), _f(best["ratio_high"])
-        if low is not None and high is not None:
-            return Margin(str(other["variant"]), ratio, low, high, low > 1.0,
-                          f"95 % interval of the {info.interval_note}")  # fmt: skip
-    else:
-        bounds = [_f(best["value_low"]), _f(best["value_high"]),
-                  _f(other["value_low"]), _f(other["value_high"])]  # fmt: skip
-        if all(b is not None for b in bounds):
-            lo_a, hi_a, lo_b, hi_b = (float(b or 0.0) for b in bounds)
-            apart = lo_a > hi_b if info.higher_is_better else hi_a < lo_b
-            low = lo_a / hi_b if info.higher_is_better else lo_b / hi_a
-            high = hi_a / lo_b if info.higher_is_better else hi_b / lo_a
-            return Margin(str(other["variant"]), ratio, low, high, apart,
-                          "disjoint 95 % intervals" if apart else "overlapping 95 % intervals")  # fmt: skip
-    return Margin(
-        str(other["variant"]), ratio, None, None, None, _no_interval_basis(best, info)
-    )
-
-
 def excluded_rows(frame: pd.DataFrame) -> list[str]:
     """``variant tier: status (reason)`` for every row that is not a complete tier."""
     bad = frame[frame["tier_status"] != "complete"]
@@ -228,11 +153,25 @@ def excluded_rows(frame: pd.DataFrame) -> list[str]:
     ]
 
 
+def _flagged(*rows: pd.Series | None) -> tuple[str, ...]:
+    """The variants of ``rows`` measured under interference (summary.csv flag)."""
+    out = []
+    for r in rows:
+        flag = None if r is None else r.get("interference_flag")
+        if flag is not None and not pd.isna(flag) and bool(flag):
+            out.append(str(r["variant"]))  # type: ignore[index]
+    return tuple(out)
+
+
 def best_per_tier(
-    frame: pd.DataFrame, info: ObjectiveInfo, baseline: str | None
+    frame: pd.DataFrame,
+    info: ObjectiveInfo,
+    baseline: str | None,
+    margin: MarginOf = margin_of,
 ) -> list[TierChoice]:
     """One :class:`TierChoice` per tier label with a complete, valued row (``frame``:
-    :func:`objective_frame`), in order of concurrency."""
+    :func:`objective_frame`), in order of concurrency; ``margin`` computes each margin
+    (:func:`~trtbench.profiling.report.margins.margin_of` with the run's rounds)."""
     out = []
     order = frame.sort_values(["concurrency", "request_rate_per_s", "tier"])
     for tier, g in order.groupby("tier", sort=False):
@@ -244,13 +183,16 @@ def best_per_tier(
             ["value", "variant"], ascending=[not info.higher_is_better, True]
         )
         best = ranked.iloc[0]
-        runner = _margin(best, ranked.iloc[1], info, False) if len(ranked) > 1 else None
+        second = ranked.iloc[1] if len(ranked) > 1 else None
+        runner = margin(best, second, info, False) if second is not None else None
         base = ranked[ranked["variant"] == baseline]
-        over_base = None
+        over_base = base_row = None
         if baseline is not None and not base.empty and best["variant"] != baseline:
-            over_base = _margin(best, base.iloc[0], info, True)
-        out.append(TierChoice(str(tier), _f(best["concurrency"]), str(best["variant"]),
-                              float(best["value"]), runner, over_base, excluded))  # fmt: skip
+            base_row = base.iloc[0]
+            over_base = margin(best, base_row, info, True)
+        flagged = tuple(dict.fromkeys(_flagged(best, second, base_row)))
+        out.append(TierChoice(str(tier), as_float(best["concurrency"]), str(best["variant"]),
+                              float(best["value"]), runner, over_base, excluded, flagged))  # fmt: skip
     return out
 
 
@@ -260,7 +202,11 @@ def _crossing(x0: float, m0: float, x1: float, m1: float) -> float:
 
 
 def crossover_of(
-    frame: pd.DataFrame, variant: str, info: ObjectiveInfo, baseline: str
+    frame: pd.DataFrame,
+    variant: str,
+    info: ObjectiveInfo,
+    baseline: str,
+    margin: MarginOf = margin_of,
 ) -> Crossover:
     """:class:`Crossover` of ``variant`` against ``baseline`` on the concurrency tiers where
     both are complete (module docstring)."""
@@ -274,32 +220,35 @@ def crossover_of(
     mine = mine.loc[common].sort_values("concurrency")
     points = []
     for tier, r in mine.iterrows():
-        m = _margin(r, base.loc[tier], info, True)
+        m = margin(r, base.loc[tier], info, True)
         points.append((float(r["concurrency"]), m))
     has_interval = bool(points) and all(m.significant is not None for _, m in points)
     missing = [m.basis for _, m in points if m.significant is None]
-    basis = (f"95 % interval of the {info.interval_note}" if has_interval
+    basis = (points[0][1].basis if has_interval
              else (missing[0] if missing else "no tier where both are measured"))  # fmt: skip
-    pays = stops = estimate = low = high = None
-    beats = [(c, m.significant if has_interval else m.ratio > 1.0) for c, m in points]
-    for c, ok in beats:
-        if not ok:
+    pays = stops = estimate = low = high = surely = None
+    for c, m in points:
+        if not m.ratio >= 1.0:  # NaN (a zero figure) ends the run too
             stops = c
             break
         pays = c
+    for c, m in points if has_interval else []:
+        if not m.significant:
+            break
+        surely = c
     for (c0, m0), (c1, m1) in zip(points, points[1:], strict=False):
         if m0.ratio >= 1.0 > m1.ratio:
             estimate = _crossing(c0, m0.ratio, c1, m1.ratio)
             break
     if has_interval:
-        low = pays
+        low = surely
         after = [
             c
             for c, m in points
-            if (pays is None or c > pays) and m.high is not None and m.high < 1.0
+            if (surely is None or c > surely) and m.high is not None and m.high < 1.0
         ]
         high = after[0] if after else None
-    return Crossover(variant, pays, stops, estimate, low, high, basis)
+    return Crossover(variant, pays, stops, estimate, low, high, basis, surely)
 
 
 QUEUE_NOTE = (
@@ -334,12 +283,12 @@ def memory_costs(
         blocks = pool = None
         if kv is not None and r.variant in kv.index:
             k = kv.loc[r.variant]
-            blocks = _f(k.get("draft_kv_max_blocks"))
-            pool = _f(k.get("draft_kv_pool_bytes"))
-            pool = pool if pool is not None else _f(k.get("eagle3_kv_pool_bytes"))
-        calm = _f(unqueued.get(r.variant)) if unqueued is not None else None
-        out.append(MemoryCost(str(r.variant), _f(r.extra_weights_bytes),
-                              _f(r.extra_peak_bytes), str(r.peak_source or ""), blocks,
+            blocks = as_float(k.get("draft_kv_max_blocks"))
+            pool = as_float(k.get("draft_kv_pool_bytes"))
+            pool = pool if pool is not None else as_float(k.get("eagle3_kv_pool_bytes"))
+        calm = as_float(unqueued.get(r.variant)) if unqueued is not None else None
+        out.append(MemoryCost(str(r.variant), as_float(r.extra_weights_bytes),
+                              as_float(r.extra_peak_bytes), str(r.peak_source or ""), blocks,
                               pool, calm, UNQUEUED_NOTE if calm is not None else QUEUE_NOTE))  # fmt: skip
     return out
 
@@ -352,6 +301,8 @@ def recommend(
     memory: pd.DataFrame | None = None,
     breakdown: pd.DataFrame | None = None,
     unqueued: pd.Series | None = None,
+    rounds: pd.DataFrame | None = None,
+    design: str = "sequential",
 ) -> Recommendation:
     """The recommendation of one run (module docstring for every definition).
 
@@ -364,18 +315,23 @@ def recommend(
         breakdown: memory_breakdown.csv (the draft's KV pool).
         unqueued: variant → largest concurrency served without queueing (None: the server
             reported no KV / queue metrics).
+        rounds: rounds.csv rows, the margins' paired intervals (None: a run written
+            before rounds.csv; the summary's intervals stand in).
+        design: the run's design (run.json ``design.name``; runs before it: sequential).
 
     Raises:
         KeyError: ``objective`` is not a key of :data:`OBJECTIVE_INFO`.
     """
     info = OBJECTIVE_INFO[objective]
     frame = objective_frame(tiers, summary, objective)
-    chosen = best_per_tier(frame, info, baseline)
+    margin = partial(margin_of, rounds=rounds, design=design)
+    chosen = best_per_tier(frame, info, baseline, margin)
     speculative = frame["mode"].notna() & (frame["mode"] != "baseline")  # None: unknown
     spec = sorted(set(frame.loc[speculative, "variant"].astype(str)))
     if baseline is not None:
         spec = [v for v in spec if v != baseline]
-    cross = [crossover_of(frame, v, info, baseline) for v in spec] if baseline else []
+    cross = [crossover_of(frame, v, info, baseline, margin) for v in spec
+             if baseline]  # fmt: skip
     wins = {v: sum(c.best == v for c in chosen) for v in spec}
     reach = {c.variant: c.pays_up_to or 0.0 for c in cross}
     ranked = sorted(spec, key=lambda v: (-wins[v], -reach.get(v, 0.0), v))

@@ -25,7 +25,12 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from trtbench.profiling.report.recommendation import Margin, Recommendation
+from trtbench.profiling.report.recommendation import (
+    Crossover,
+    Margin,
+    Recommendation,
+    TierChoice,
+)
 from trtbench.profiling.report.recommendation_config import Policy, Snippet
 from trtbench.units import format_bytes
 
@@ -36,51 +41,105 @@ def _c(v: float | None) -> str:
     return "-" if v is None else f"{v:g}"
 
 
-def _margin(m: Margin | None) -> str:
+def _pct(m: Margin) -> str:
+    """``+14.2 % [-3.8, +35.7]`` (the margin as a change, with its interval)."""
+    text = f"{(m.ratio - 1) * 100:+.1f} %"
+    if m.low is not None and m.high is not None:
+        text += f" [{(m.low - 1) * 100:+.1f}, {(m.high - 1) * 100:+.1f}]"
+    return text
+
+
+def _verdict(m: Margin) -> str:
+    if m.significant is None:
+        return "no interval"
+    if m.significant:
+        return "significant"
+    return "significantly worse" if m.high is not None and m.high < 1.0 \
+        else "not significant"  # fmt: skip
+
+
+def _margin(m: Margin | None, name: bool = False) -> str:
+    """A margin cell: change, interval, verdict (and the variant it is over)."""
     if m is None or m.ratio != m.ratio:  # no margin, or a zero figure (NaN ratio)
         return "-"
-    pct = f"{(m.ratio - 1) * 100:+.1f} % over `{m.over}`"
-    if m.low is not None and m.high is not None:
-        pct += f" [{(m.low - 1) * 100:+.1f}, {(m.high - 1) * 100:+.1f}]"
-    if m.significant is None:
-        return pct + " (no interval)"
-    return (
-        pct
-        + ("; significant" if m.significant else "; not significant")
-        + f" ({m.basis})"
+    over = f" over `{m.over}`" if name else ""
+    return f"{_pct(m)}{over}, {_verdict(m)}"
+
+
+def _evidence(t: TierChoice) -> str:
+    rounds = max((m.rounds for m in (t.over_baseline, t.runner_up) if m is not None),
+                 default=0)  # fmt: skip
+    basis = next((m.basis for m in (t.over_baseline, t.runner_up) if m is not None), "")
+    design = next(
+        (d for d in ("interleaved", "rounds", "sequential") if d in basis), ""
     )
+    text = f"{rounds} {design} rounds" if rounds else (basis or "-")
+    if t.interference:
+        text += "; interference: " + ", ".join(f"`{v}`" for v in t.interference)
+    return text
 
 
 def _unjudged(rec: Recommendation) -> list[str]:
-    """Why some margins have no interval, once per reason."""
-    reasons = [m.basis for t in rec.tiers for m in (t.runner_up, t.over_baseline)
-               if m is not None and m.significant is None]  # fmt: skip
-    return [
-        f"Margins marked (no interval): {r.removeprefix('no interval: ')}."
-        for r in dict.fromkeys(reasons)
-    ]
+    """How the margins were judged, once per basis (the table's cells say only the verdict)."""
+    bases = [m.basis for t in rec.tiers for m in (t.over_baseline, t.runner_up)
+             if m is not None]  # fmt: skip
+    return [f"Intervals: {b}." for b in dict.fromkeys(bases)]
+
+
+def _tier_list(tiers: list[str]) -> str:
+    return ", ".join(tiers) if tiers else "none"
 
 
 def answer(rec: Recommendation, policy: Policy | None) -> str:
-    """The one-line answer: which variant, up to which concurrency."""
+    """The one-sentence answer: which variant, up to which concurrency, how sure."""
     if policy is None:
         return f"Serve without speculation: {rec.winner_reason}."
     cross = next((c for c in rec.crossovers if c.variant == policy.variant), None)
-    where = "at every measured concurrency"
-    mine = [t.over_baseline for t in rec.tiers
+    mine = [t for t in rec.tiers
             if t.best == policy.variant and t.over_baseline is not None]  # fmt: skip
-    if mine and all(m.significant is False for m in mine):
+    sure = [t.tier for t in mine if t.over_baseline and t.over_baseline.significant]
+    if mine and not sure and all(t.over_baseline.significant is False for t in mine):
         # best by point value only: say so rather than claim it pays everywhere
         return (f"Serve `{policy.variant}` where the table below names it best, by point "
                 f"value only: {rec.winner_reason}; at none of those tiers is its margin "
-                "over the baseline significant (95 % intervals over passes): measure "
-                "more repeats before acting on it.")  # fmt: skip
+                "over the baseline significant (95 % intervals over rounds): measure "
+                "more rounds before acting on it.")  # fmt: skip
+    where = "at every measured concurrency"
     if policy.max_concurrency is not None:
         where = f"up to concurrency {policy.max_concurrency}, speculation off above"
-        if cross is not None and cross.estimate is not None:
-            bounds = f" [{_c(cross.low)}, {_c(cross.high) if cross.high else '>'}]"
-            where += f" (crossover ≈ {cross.estimate:.1f}{bounds if cross.low else ''})"
-    return f"Serve `{policy.variant}` {where}; {rec.winner_reason}."
+        if cross is not None and cross.stops_at is not None:
+            where += f" (at {cross.stops_at:g} it no longer beats the baseline)"
+    how = ""
+    if any(t.over_baseline.significant is not None for t in mine):
+        how = (f"; its margin over the baseline is significant at {_tier_list(sure)} "
+               f"(of the {len(mine)} tiers it wins)")  # fmt: skip
+    return f"Serve `{policy.variant}` {where}: {rec.winner_reason}{how}."
+
+
+def _crossover_line(c: Crossover) -> str:
+    if c.pays_up_to is None:
+        run = "its point margin over the baseline is below 1 at the lowest tier"
+    else:
+        run = f"beats the baseline by point value from the lowest tier up to {_c(c.pays_up_to)}"
+        if c.stops_at is not None:
+            run += f", not at {_c(c.stops_at)}"
+        else:
+            run += " (every measured tier: measure higher concurrencies to find where it stops)"
+    if c.basis.startswith("no interval"):
+        sure = f"no interval ({c.basis.removeprefix('no interval: ')})"
+    elif c.significant_up_to is None:
+        sure = "significantly better at none of the leading tiers"
+    else:
+        sure = f"significantly better up to {_c(c.significant_up_to)}"
+    cross = ""
+    if c.estimate is not None:
+        cross = f"; its point margin crosses 1 at ≈ {c.estimate:.1f}"
+        if c.low is not None or c.high is not None:
+            hi = _c(c.high) if c.high else "above the top tier"
+            cross += (
+                f", interval [{_c(c.low) if c.low else 'below the lowest tier'}, {hi}]"
+            )
+    return f"- `{c.variant}`: {run}; {sure}{cross}."
 
 
 def _bytes(v: float | None) -> str:
@@ -118,33 +177,29 @@ def _mem(rec: Recommendation) -> list[str]:
 def recommendation_lines(
     rec: Recommendation, policy: Policy | None, snippets: Sequence[Snippet]
 ) -> list[str]:
-    """Markdown lines of the Recommendation section (heading included)."""
+    """Markdown lines of the Recommendation section (heading included): the answer in one
+    sentence, then per tier the winner, its margins over the baseline and the runner-up with
+    their intervals and the rounds behind them; crossovers, memory, the config."""
     o = rec.objective
     lines = ["## Recommendation", "",
              f"**{answer(rec, policy)}**", "",
-             f"Objective: {o.label} ({'higher' if o.higher_is_better else 'lower'} is better; "
-             "spec `report.objective`, or `trtbench report RUN --objective`).", "",
-             "| tier | best | " + o.label + " | margin over runner-up | margin over baseline |",
-             "|---|---|---|---|---|"]  # fmt: skip
+             f"| tier | best by {o.label} | {o.unit} | vs baseline | vs runner-up | "
+             "evidence |", "|---|---|---|---|---|---|"]  # fmt: skip
     for t in rec.tiers:
-        lines.append(f"| {t.tier} | `{t.best}` | {t.value:.4g} {o.unit} | "
-                     f"{_margin(t.runner_up)} | {_margin(t.over_baseline)} |")  # fmt: skip
-    lines += ["", *_unjudged(rec), ""]
-    for c in rec.crossovers:
-        est = "-" if c.estimate is None else f"{c.estimate:.1f}"
-        between = (f"interval [{_c(c.low)}, {_c(c.high) if c.high else 'above the top tier'}]"
-                   if c.low is not None or c.high is not None else "")  # fmt: skip
-        how = ("by point value" if c.basis.startswith("no interval")
-               else "significantly (95 % interval)")  # fmt: skip
-        run = (f"beats the baseline {how} at every tier from the lowest up to "
-               f"{_c(c.pays_up_to)}" if c.pays_up_to is not None
-               else f"does not beat the baseline {how} at the lowest tier")  # fmt: skip
-        first = (
-            f", first tier where it does not: {_c(c.stops_at)}" if c.stops_at else ""
-        )
-        lines.append(f"- Crossover of `{c.variant}`: {run}{first}; its point margin over the "
-                     f"baseline crosses 1 at ≈ {est}{', ' + between if between else ''} "
-                     f"({c.basis}).")  # fmt: skip
+        lines.append(f"| {t.tier} | `{t.best}` | {t.value:.4g} | "
+                     f"{_margin(t.over_baseline)} | {_margin(t.runner_up, name=True)} | "
+                     f"{_evidence(t)} |")  # fmt: skip
+    lines += ["", f"Objective: {o.label} ({'higher' if o.higher_is_better else 'lower'} is "
+              "better; spec `report.objective`, or `trtbench report RUN --objective`). "
+              "Margins: the best variant's advantage, 95 % interval in brackets; "
+              "significant: the interval excludes 0.", *_unjudged(rec)]  # fmt: skip
+    if any(t.interference for t in rec.tiers):
+        lines += ["", "Some of this evidence was measured while other processes used the "
+                  "host (the evidence column names them): re-run on a quiet machine "
+                  "before relying on those tiers."]  # fmt: skip
+    if rec.crossovers:
+        lines += ["", "Where each speculative variant stops paying:", ""]
+        lines += [_crossover_line(c) for c in rec.crossovers]
     lines += ["", "Memory each choice costs (vs the baseline):", "", *_mem(rec)]
     if rec.excluded:
         lines += ["", "Not used (not complete tiers): " + "; ".join(rec.excluded) + "."]

@@ -22,10 +22,10 @@ from trtbench.profiling.loadtest.repeats import repeat_columns
 from trtbench.profiling.loadtest.sample_checks import MIN_SAMPLES
 
 INTERVAL_LEGEND = (
-    "Speedups with repeated passes (loadtest.repeats > 1) are the geometric mean over passes "
-    "with its 95 % interval, `mean [low, high]` (Student t on the log scale; pass r against "
-    "the baseline's pass r); "
-    "with one pass, the ratio of the pooled figures. 'thin': a percentile resting on fewer "
+    "Speedups with several rounds (loadtest.repeats > 1) are the geometric mean over rounds "
+    "with its 95 % interval, `mean [low, high]` (Student t on the log scale; round r of the "
+    "variant against round r of the baseline: the design above says how close in time); "
+    "with one round, the ratio of the pooled figures. 'thin': a percentile resting on fewer "
     "samples than it needs (p95: 20, p99: 100)."
 )
 TPOT_SPEEDUP = "tpot_speedup_ratio"

@@ -15,7 +15,12 @@ from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.options import run_dir_argument
 from trtbench.commands.terminal import TierProgress, print_outcome
 from trtbench.errors import CheckFailedError
-from trtbench.pipeline.followup import FollowUpResult, plan_follow_up, run_follow_up
+from trtbench.pipeline.followup import (
+    DEFAULT_ROUNDS,
+    FollowUpResult,
+    plan_follow_up,
+    run_follow_up,
+)
 from trtbench.profiling.report.followup_check import (
     CHECK_HEADER,
     check_rows,
@@ -52,23 +57,30 @@ def _print_check(result: FollowUpResult) -> None:
 
 @click.command("follow-up")
 @run_dir_argument()
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=3),
+    default=DEFAULT_ROUNDS,
+    show_default=True,
+    help="Interleaved rounds of the check (and of its confirmation, if one is needed).",
+)
 @click.pass_context
-def follow_up(ctx: click.Context, run_dir: Path) -> None:
-    """Check RUN_DIR's recommendation by measuring it again.
+def follow_up(ctx: click.Context, run_dir: Path, rounds: int) -> None:
+    """Check RUN_DIR's recommendation by measuring it again, side by side.
 
     Serves the recommended config (RUN_DIR/recommendation.json: the winning variant with the
-    snippet's `speculation:`, or the baseline when no speculative variant wins) over the
-    same tiers, repeats, requests and seed as a run of its own in RUN_DIR/follow-up/. At
-    each tier it passes when it is not significantly worse than the run's best fixed
-    variant there: the upper end of its 95 % interval reaches the lower end of the best's
-    (mirrored for a lower-better objective); the ratio recommended / best is shown with its
-    interval. Writes RUN_DIR/follow-up/check.json and renders RUN_DIR/report.md again with
-    a "Follow-up check" section.
+    snippet's `speculation:`, or the baseline when no speculative variant wins) beside the
+    run's best fixed variant of each tier, in interleaved rounds (each round runs the two
+    back to back at every tier, in a shuffled order), into RUN_DIR/follow-up/. At each tier
+    it compares them by the paired ratio recommended / best over the rounds: a tier whose
+    95 % interval lies below 1 is measured again in fresh rounds (RUN_DIR/follow-up/confirm/)
+    and fails only if that confirms it. Writes RUN_DIR/follow-up/check.json and renders
+    RUN_DIR/report.md again with a "Follow-up check" section.
 
     Exit status: 0 when every tier passes, 1 when a tier fails or could not be checked, 2
-    for bad input (no recommendation.json, a run without repeats ≥ 3, no recorded spec).
+    for bad input (no recommendation.json, no recorded spec, --rounds below 3).
     """
-    plan = plan_follow_up(run_dir)  # every input checked before the first build
+    plan = plan_follow_up(run_dir, rounds)  # every input checked before the first build
     claim_run_dir(plan.run)
     ctx.with_resource(run_dir_lock(plan.out.root, ctx.command_path))
     result = run_follow_up(plan, TierProgress())
@@ -80,7 +92,8 @@ def follow_up(ctx: click.Context, run_dir: Path) -> None:
     if doc.get("verdict") == "fail":
         raise CheckFailedError(
             f"follow-up check failed at {', '.join(doc['failed'])}: the recommended config "
-            f"is significantly worse than the best fixed variant; see {result.check_path}"
+            f"is significantly worse than the best fixed variant, measured side by side "
+            f"and confirmed in fresh rounds; see {result.check_path}"
         )
     if not doc.get("passed"):
         unchecked = ", ".join(doc.get("unchecked") or []) or "no tier"

@@ -1,18 +1,19 @@
-"""``trtbench follow-up RUN``: measure the recommended config again and check it against the
-run's best fixed variant at every tier.
+"""``trtbench follow-up RUN``: serve the recommended config beside the run's best fixed variants
+and check it at every tier, paired in time.
 
 1. :func:`plan_follow_up` (every input, before anything is built): RUN's recorded spec
-   (``run.json`` ``build.spec``), ``recommendation.json`` (its objective must have a per-variant
-   interval, the run ``loadtest.repeats`` ≥ 3), the follow-up spec (the recorded spec with one
-   variant, the recommended config: :mod:`trtbench.pipeline.followup_spec`) and the
-   preflight of ``trtbench run`` for it.
+   (``run.json`` ``build.spec``), ``recommendation.json`` (its objective, its best fixed
+   variant per tier), the follow-up spec (:mod:`trtbench.pipeline.followup_spec`: the
+   recommended config plus each best fixed variant, ``rounds`` rounds) and the preflight of
+   ``trtbench run`` for it.
 2. :func:`run_follow_up`: the same stages as ``trtbench run`` (:func:`trtbench.pipeline.run.
-   run_bench`: build, serve, tiers over the same repeats, requests and seed, CSVs) into
-   ``RUN/follow-up/``; then per tier the check of
-   :mod:`trtbench.profiling.report.followup_check` (criterion and false-failure rate there)
-   against the original run's best fixed variant (recommendation.json ``tiers``), written to
-   ``RUN/follow-up/check.json``, and RUN's report.md rendered again with its "Follow-up
-   check" section.
+   run_bench`) into ``RUN/follow-up/``, in interleaved rounds where the servers fit together
+   (the recommended config runs every tier, each best fixed variant the tiers where it was
+   best); then per tier the paired check of :mod:`trtbench.profiling.report.followup_check`.
+   A tier that reads significantly worse is measured again in fresh rounds (a new round
+   order, new servers) in ``RUN/follow-up/confirm/``, and fails only if the confirmation
+   agrees. The result goes to ``RUN/follow-up/check.json`` and RUN's report.md is rendered
+   again with its "Follow-up check" section.
 
 A stop signal or a dead server keeps what finished: the tiers it did not complete are
 ``unchecked`` in check.json, the verdict ``incomplete``.
@@ -21,7 +22,8 @@ A stop signal or a dead server keeps what finished: the tiers it did not complet
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+import shutil
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,30 +35,40 @@ from trtbench.pipeline.followup_spec import follow_up_spec, recommended_variant
 from trtbench.pipeline.loadtest import LoadtestOutcome
 from trtbench.pipeline.preflight import preflight_run
 from trtbench.pipeline.recommend import RECOMMENDATION_JSON
-from trtbench.pipeline.report import variants_frame, write_report
+from trtbench.pipeline.report import write_report
 from trtbench.pipeline.run import RunProgress, run_bench
 from trtbench.profiling.loadtest.prompts import Prompt
-from trtbench.profiling.report.comparison import tier_table
 from trtbench.profiling.report.followup_check import (
     CHECK_JSON,
+    CONFIRM_DIR,
     FOLLOW_UP_DIR,
-    MIN_PASSES,
     CheckBasis,
+    StageResult,
     check_basis,
     check_document,
-    check_tiers,
+    concurrency_of,
+    settle,
+    stage_result,
+    suspects,
 )
 from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
+from trtbench.profiling.report.paired import MIN_ROUNDS
 from trtbench.profiling.report.recommendation_text import SCHEMA_VERSION
 from trtbench.run_data import load_run
 from trtbench.run_dir import RunDir, write_json_atomic
 from trtbench.spec import BenchSpec
+from trtbench.spec_design import resolve_design
+from trtbench.spec_report import GOODPUT_FIX, SLO_FIELDS
 
 log = logging.getLogger(__name__)
 
 REC_FIX = "render it again with `trtbench report RUN`"
 REC_FIELDS = {"objective.name": str, "winner": str, "baseline": str, "tiers": list,
               "snippets": list}  # fmt: skip
+DEFAULT_ROUNDS = 8
+"""Rounds of each stage of the follow-up (``--rounds``)."""
+CONFIRM_SEED_STEP = 1
+"""The confirmation's ``loadtest.seed`` is the follow-up's plus this: a new round order."""
 
 
 @dataclass(frozen=True)
@@ -65,10 +77,10 @@ class FollowUpPlan:
 
     Attributes:
         run: the original run directory; out: ``RUN/follow-up``.
-        spec: the follow-up spec (one variant: the recommended config).
+        spec: the follow-up spec (the recommended config first, then the best fixed ones).
         source: the variant of the run the config came from.
         basis: the compared figure; best: tier label → best fixed variant there.
-        original: the original run's tier table; prompts: the follow-up's prompts.
+        prompts: the follow-up's prompts (the confirmation sends the same).
     """
 
     run: RunDir
@@ -77,13 +89,21 @@ class FollowUpPlan:
     source: str
     basis: CheckBasis
     best: dict[str, str]
-    original: pd.DataFrame
     prompts: list[Prompt]
 
     @property
     def variant(self) -> str:
-        """The follow-up's variant name."""
+        """The follow-up's variant name (the recommended config)."""
         return self.spec.variants[0].name
+
+    def tiers_of(self, tiers: list[str] | None = None) -> dict[str, list[str]]:
+        """Variant → the tiers it measures: the recommended config every tier of
+        ``tiers`` (default: every tier with a best), each best fixed variant its own."""
+        tiers = list(self.best) if tiers is None else tiers
+        out: dict[str, list[str]] = {self.variant: tiers}
+        for tier in tiers:
+            out.setdefault(self.best[tier], []).append(tier)
+        return out
 
 
 @dataclass(frozen=True)
@@ -124,86 +144,95 @@ def _recommendation(rd: RunDir) -> tuple[Path, dict[str, Any]]:
 
 def _basis(objective: object, path: Path) -> CheckBasis:
     try:
-        basis = check_basis(str(objective))
+        return check_basis(str(objective))
     except KeyError:
         raise ConfigError(
             f"{path}: unknown objective {objective!r}; {REC_FIX}"
         ) from None
-    if basis is None:
-        raise ConfigError(
-            f"{path}: objective {objective} has no per-variant 95 % interval (repeats give "
-            "none), so the follow-up check cannot be made; render the recommendation with "
-            "`trtbench report RUN --objective output_tok_s` (or tpot_p50) first"
-        )
-    return basis
 
 
-def plan_follow_up(root: Path) -> FollowUpPlan:
+def plan_follow_up(root: Path, rounds: int = DEFAULT_ROUNDS) -> FollowUpPlan:
     """Check every input of ``trtbench follow-up RUN`` before anything is built.
 
+    Args:
+        root: the run directory.
+        rounds: rounds of each stage (at least 3: a paired interval needs them).
+
     Raises:
-        ConfigError: RUN is missing or records no spec, recommendation.json is missing,
-            its objective has no interval (goodput), the run has ``loadtest.repeats`` < 3
-            (no interval: the check cannot be made), no best fixed variant has an
-            interval, the recommended config does not validate, or ``trtbench run``'s
-            preflight fails for it.
-        DataFileError: run.json, recommendation.json or a CSV of RUN is damaged.
+        ConfigError: RUN is missing or records no spec, recommendation.json is missing or
+            names no complete tier, ``rounds`` < 3, the follow-up spec does not validate or
+            cannot be measured in its design, or ``trtbench run``'s preflight fails for it.
+        DataFileError: run.json or recommendation.json is damaged.
         ServerStartError: no tritonserver, a fixed port taken (the preflight).
     """
+    if rounds < MIN_ROUNDS:
+        raise ConfigError(
+            f"--rounds {rounds}: a paired interval needs {MIN_ROUNDS} rounds or more; use "
+            f"--rounds {DEFAULT_ROUNDS}"
+        )
     rd = RunDir(Path(root))
     recorded = _recorded_spec(rd)
     path, rec = _recommendation(rd)
     basis = _basis((rec.get("objective") or {}).get("name"), path)
-    repeats = int((recorded.get("loadtest") or {}).get("repeats") or 1)
-    if repeats < MIN_PASSES:
-        raise ConfigError(
-            f"{rd.root} ran with loadtest.repeats {repeats}: the follow-up check compares "
-            f"95 % intervals over passes and cannot be made; run it again with "
-            f"loadtest.repeats: {MIN_PASSES} or more"
-        )
     best = {str(t["tier"]): str(t["best"]) for t in rec["tiers"]
             if isinstance(t, dict) and t.get("tier") and t.get("best")}  # fmt: skip
     if not best:
         raise ConfigError(f"{path} has no complete tier to check; {REC_FIX}")
-    run = load_run(rd.root, RUN_CSV_SCHEMAS)
-    original = tier_table(run.summary, variants_frame(run), run.baseline)
-    low = f"{basis.interval}_ci95_low"
-    rows = original.set_index(["variant", "tier"])
-    if not any((v, t) in rows.index and pd.notna(rows.loc[(v, t), low])
-               for t, v in best.items()):  # fmt: skip
-        raise ConfigError(
-            f"{rd.summary_csv}: no best fixed variant has a 95 % interval of {basis.label} "
-            "(passes with no measured request?), so the follow-up check cannot be made; "
-            "run it again"
-        )
     variant, source = recommended_variant(recorded, rec, str(path))
-    spec = follow_up_spec(recorded, variant, f"{rd.run_json} build.spec + {path}")
+    slos = [(recorded.get("loadtest") or {}).get(k) for k in SLO_FIELDS]
+    if basis.objective == "goodput" and not any(slos):
+        raise ConfigError(f"{path}: objective goodput needs SLOs: {GOODPUT_FIX}")
+    spec = follow_up_spec(recorded, variant, list(best.values()), rounds,
+                          f"{rd.run_json} build.spec + {path}")  # fmt: skip
+    resolve_design(spec, spec.variants)  # a design these variants cannot have: exit 2
     out = RunDir(rd.root / FOLLOW_UP_DIR)
     prompts = preflight_run(spec, out)
-    return FollowUpPlan(rd, out, spec, source, basis, best, original, prompts)
+    return FollowUpPlan(rd, out, spec, source, basis, best, prompts)
 
 
-def _follow_up_tiers(plan: FollowUpPlan, outcome: LoadtestOutcome) -> pd.DataFrame:
-    """The follow-up's tier table; empty when it measured nothing (an older summary.csv
-    in RUN/follow-up is not read)."""
-    if outcome.summary.empty or not plan.out.summary_csv.is_file():
-        return pd.DataFrame(columns=["variant", "tier", "tier_status"])
-    run = load_run(plan.out.root, RUN_CSV_SCHEMAS)
-    return tier_table(run.summary, variants_frame(run), None)
+def _stage(
+    plan: FollowUpPlan, out: RunDir, outcome: LoadtestOutcome, tiers: list[str]
+) -> list[StageResult]:
+    """Each tier's reading of one stage (unchecked when it measured nothing)."""
+    if outcome.summary.empty or not out.summary_csv.is_file():
+        nothing = StageResult(None, None, None, 0, "unchecked", "nothing was measured")
+        return [nothing for _ in tiers]
+    run = load_run(out.root, RUN_CSV_SCHEMAS)
+    rounds = run.rounds if run.rounds is not None else pd.DataFrame()
+    return [stage_result(rounds, run.summary, plan.variant, plan.best[t], t, plan.basis)
+            for t in tiers]  # fmt: skip
+
+
+def _confirm(
+    plan: FollowUpPlan, tiers: list[str], progress: RunProgress | None
+) -> tuple[LoadtestOutcome, list[StageResult]]:
+    """Stage 2: ``tiers`` again, in fresh rounds, into ``RUN/follow-up/confirm``."""
+    out = RunDir(plan.out.root / CONFIRM_DIR)
+    loadtest = plan.spec.loadtest
+    spec = plan.spec.model_copy(update={"loadtest": loadtest.model_copy(
+        update={"seed": loadtest.seed + CONFIRM_SEED_STEP})})  # fmt: skip
+    log.info("confirming %s in fresh rounds", ", ".join(tiers))
+    if progress is not None:
+        progress.stage(f"confirming {', '.join(tiers)} in {loadtest.repeats} fresh rounds "
+                       "(stage 1 read them significantly worse)")  # fmt: skip
+    outcome = run_bench(spec, out, (), progress, plan.prompts, plan.tiers_of(tiers))
+    return outcome, _stage(plan, out, outcome, tiers)
 
 
 def run_follow_up(
     plan: FollowUpPlan, progress: RunProgress | None = None
 ) -> FollowUpResult:
-    """Run the follow-up, check it, write check.json and RUN's report.md again.
+    """Run the follow-up (and a confirmation where stage 1 reads a tier worse), check it,
+    write check.json and RUN's report.md again.
 
     Args:
         plan: from :func:`plan_follow_up`.
         progress: per-tier progress (the CLI's bar).
 
     Returns:
-        The outcome (as ``trtbench run``'s, for its table and warnings), the check
-        document (``followup_check.check_document``) and the paths written.
+        The outcome (the last stage's, as ``trtbench run``'s, for its table and warnings;
+        its warnings include the first stage's), the check document
+        (``followup_check.check_document``) and the paths written.
 
     Raises:
         What :func:`trtbench.pipeline.run.run_bench` raises (build, deploy or server
@@ -211,15 +240,29 @@ def run_follow_up(
     """
     check_path = plan.out.root / CHECK_JSON
     check_path.unlink(missing_ok=True)  # never leave an earlier follow-up's verdict
-    outcome = run_bench(plan.spec, plan.out, (), progress, plan.prompts)
-    tiers = check_tiers(plan.original, _follow_up_tiers(plan, outcome), plan.best,
-                        plan.variant, plan.basis)  # fmt: skip
+    shutil.rmtree(plan.out.root / CONFIRM_DIR, ignore_errors=True)
+    outcome = run_bench(
+        plan.spec, plan.out, (), progress, plan.prompts, plan.tiers_of()
+    )
+    tiers = list(plan.best)
+    first = _stage(plan, plan.out, outcome, tiers)
+    again = suspects(first, tiers)
+    summary = outcome.summary
+    confirm: dict[str, StageResult] = {}
+    if again and not outcome.interrupted:
+        second, results = _confirm(plan, again, progress)
+        confirm = dict(zip(again, results, strict=True))
+        outcome = replace(second, warnings=[*outcome.warnings, *second.warnings])
+    checks = [settle(t, concurrency_of(summary, t) if len(summary) else None,
+                     plan.best[t], f, confirm.get(t))
+              for t, f in zip(tiers, first, strict=True)]  # fmt: skip
     v = plan.spec.variants[0]
     speculation = v.speculation.model_dump(exclude_none=True) if v.speculation else None
     recommended = {"variant": v.name, "from": plan.source, "mode": v.mode,
                    "max_draft_len": v.max_draft_len, "speculation": speculation}  # fmt: skip
     paths = {"run": str(plan.run.root), "follow_up": str(plan.out.root)}
-    document = check_document(tiers, plan.basis, recommended, paths)
+    document = check_document(checks, plan.basis, recommended, paths,
+                              plan.spec.loadtest.repeats)  # fmt: skip
     write_json_atomic(check_path, document)
     warnings: list[str] = []
     report: Path | None = None

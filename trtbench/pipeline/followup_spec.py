@@ -1,5 +1,6 @@
-"""The spec of a follow-up run: the original run's recorded spec with one variant, the
-recommended config (read from ``run.json`` and ``recommendation.json``; no I/O here).
+"""The spec of a follow-up run: the original run's recorded spec with the recommended config
+beside the run's best fixed variants (read from ``run.json`` and ``recommendation.json``; no
+I/O here).
 
 * The recorded spec is ``run.json`` ``build.spec``: every field written out, defaults included
   (``BenchSpec.model_dump(mode="json")``, ``builders/build.py``). Read back as given it would
@@ -15,7 +16,7 @@ recommended config (read from ``run.json`` and ``recommendation.json``; no I/O h
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
@@ -118,17 +119,32 @@ def recommended_variant(
 
 
 def follow_up_spec(
-    recorded: Mapping[str, Any], variant: Mapping[str, Any], source: str
+    recorded: Mapping[str, Any],
+    variant: Mapping[str, Any],
+    best: Sequence[str],
+    rounds: int,
+    source: str,
 ) -> BenchSpec:
-    """The recorded spec with ``variant`` as its only variant, named ``<name>-follow-up``;
-    loadtest (tiers, repeats, requests, seed), deploy and profile as recorded.
+    """The recorded spec with the recommended ``variant`` and the recorded variants named in
+    ``best`` (the run's best fixed variant of each tier), named ``<name>-follow-up``;
+    ``loadtest.repeats`` = ``rounds``; tiers, requests, seed, deploy and profile as recorded.
 
     Raises:
-        ConfigError: the result does not validate (``source`` names where it came from).
+        ConfigError: a name of ``best`` is not a recorded variant, or the result does not
+            validate (``source`` names where it came from).
     """
     data = without_defaults(BenchSpec, recorded)
-    data["variants"] = [dict(variant)]
+    fields = {
+        v.get("name"): v for v in data.get("variants") or [] if isinstance(v, Mapping)
+    }
+    if missing := [b for b in best if b not in fields]:
+        raise ConfigError(
+            f"{source} names best fixed variant {missing[0]!r}, which is not a variant of "
+            "the run's recorded spec; render the report again with `trtbench report RUN`"
+        )
+    data["variants"] = [dict(variant), *(dict(fields[b]) for b in dict.fromkeys(best))]
     data["name"] = f"{data.get('name', 'bench')}-follow-up"
+    data["loadtest"] = {**(data.get("loadtest") or {}), "repeats": rounds}
     try:
         return BenchSpec.model_validate(data)
     except ValidationError as exc:

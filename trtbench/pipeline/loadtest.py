@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,47 +16,30 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trtbench.data_files import read_csv_checked
 from trtbench.errors import ConfigError, LoadTestError
-from trtbench.export import write_csv
-from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA, acceptance_table
-from trtbench.profiling.loadtest.client_timing import (
-    add_loop_lag,
-    client_warnings,
-    tier_loop_lags,
-)
+from trtbench.pipeline.loadtest_files import record_files, write_loadtest
 from trtbench.profiling.loadtest.grpc_client import (
     ENDPOINTS,
     RequestOptions,
     probe_model,
 )
 from trtbench.profiling.loadtest.health import HealthCheck
-from trtbench.profiling.loadtest.lossless import lossless_warnings, with_lossless
-from trtbench.profiling.loadtest.metrics import TierStatuses, osl_warnings
 from trtbench.profiling.loadtest.openai_client import connect_openai
 from trtbench.profiling.loadtest.outcome import (  # noqa: F401 (result_json, failure_lines: re-exported)
     LoadResult,
     failure_lines,
     result_json,
 )
-from trtbench.profiling.loadtest.outputs import OUTPUTS_CSV, merge_outputs
 from trtbench.profiling.loadtest.prompts import (
     Prompt,
     TextTokenizer,
     load_dataset,
     synthetic_prompts,
 )
-from trtbench.profiling.loadtest.record_sink import CsvRecordSink, RecordFiles
+from trtbench.profiling.loadtest.record_sink import CsvRecordSink
+from trtbench.profiling.loadtest.repeats import TierPass
 from trtbench.profiling.loadtest.runner import run_load
 from trtbench.profiling.loadtest.schedule import Tier, plan_tiers
-from trtbench.profiling.loadtest.schemas import (
-    REQUESTS_SCHEMA,
-    RESPONSES_SCHEMA,
-    SUMMARY_SCHEMA,
-    read_records_csv,
-    requests_table,
-)
-from trtbench.profiling.loadtest.server_counts import add_server_counts
 from trtbench.profiling.loadtest.target import (
     API_GRPC,
     LoadSettings,
@@ -65,7 +47,6 @@ from trtbench.profiling.loadtest.target import (
     Progress,
     check_workers_api,
 )
-from trtbench.profiling.loadtest.trusted_summary import summarize_trusted
 from trtbench.profiling.loadtest.workers import run_in_parts
 from trtbench.run_dir import RunDir
 from trtbench.spec import LoadtestSpec
@@ -73,7 +54,6 @@ from trtbench.spec import LoadtestSpec
 log = logging.getLogger(__name__)
 
 DURATION_PROMPT_POOL = 256
-STATUS_COLUMNS = ("variant", "tier", "tier_status", "tier_status_reason")
 
 
 @dataclass(frozen=True)
@@ -185,19 +165,6 @@ def connect(
     return LoadTarget(url, interface, kind, options)
 
 
-def record_files(run_dir: RunDir, variant: str) -> RecordFiles:
-    """Where ``variant``'s records stream during its tiers: ``loadtest/parts/<variant>.*.csv``.
-
-    They are merged into ``requests.csv`` / ``responses.csv`` by :func:`write_loadtest`
-    and removed; parts left behind by a killed process are replaced by the next
-    measurement of that variant.
-    """
-    parts = run_dir.loadtest_dir / "parts"
-    stem = re.sub(r"[^A-Za-z0-9._-]", "_", variant)  # a --variant label is free text
-    return RecordFiles(parts / f"{stem}.requests.csv", parts / f"{stem}.responses.csv",
-                       parts / f"{stem}.outputs.csv")  # fmt: skip
-
-
 def measure(
     target: LoadTarget,
     spec: LoadtestSpec,
@@ -207,17 +174,21 @@ def measure(
     tokenizer: TextTokenizer | None = None,
     progress: Progress | None = None,
     health: HealthCheck | None = None,
+    passes: Sequence[TierPass] | None = None,
+    fresh: bool = True,
 ) -> LoadResult:
-    """Warm up and run every tier of ``spec`` against one served model, streaming its
-    records to :func:`record_files` (old parts of ``variant`` are removed first)."""
+    """Warm up and run ``passes`` (default: every tier of ``spec``, ``repeats`` times)
+    against one served model, streaming its records to :func:`record_files`. ``fresh``:
+    remove old parts of ``variant`` first (False: append, a later round of the ``rounds``
+    design)."""
     check_workers_api(target.api, spec.workers)
     files = record_files(run_dir, variant)
-    for path in (files.requests, files.responses, files.outputs):
+    for path in (files.requests, files.responses, files.outputs) if fresh else ():
         path.unlink(missing_ok=True)
     if spec.workers > 1:  # N client processes, parts merged into ``files``
         return run_in_parts(files, spec.workers, target, prompts, tiers_of(spec),
                             settings_of(spec), variant, tokenizer, progress, spec.seed,
-                            health=health)  # fmt: skip
+                            health=health, passes=passes)  # fmt: skip
     with CsvRecordSink(files) as sink:
         return run_load(
             target,
@@ -230,109 +201,8 @@ def measure(
             seed=spec.seed,
             sink=sink,
             health=health,
+            passes=passes,
         )
-
-
-def _existing(path: Path, replace: set[str]) -> pd.DataFrame | None:
-    if not path.is_file():
-        return None
-    old = read_records_csv(path)
-    return old[~old["variant"].isin(replace)]
-
-
-def _old_statuses(run_dir: RunDir, keep: set[str]) -> TierStatuses:
-    """Tier statuses of the variants kept from an earlier summary.csv (complete when the
-    file predates the column)."""
-    if not run_dir.summary_csv.is_file():
-        return {}
-    old = read_csv_checked(
-        run_dir.summary_csv,
-        SUMMARY_SCHEMA,
-        fix="re-run `trtbench loadtest` for its variants, or delete the file",
-        keys=("variant", "tier"),
-    )
-    if old["tier_status"].isna().all():  # written before the column existed
-        return {}
-    old = old[old["variant"].astype(str).isin(keep)].fillna("")
-    return {
-        (str(r.variant), str(r.tier)): (str(r.tier_status), str(r.tier_status_reason))
-        for r in old[list(STATUS_COLUMNS)].fillna("").itertuples()
-    }
-
-
-def _new_frames(run_dir: RunDir, variants: set[str]) -> tuple[list, list]:
-    requests, responses = [], []
-    for variant in sorted(variants):
-        files = record_files(run_dir, variant)
-        if files.requests.is_file():
-            requests.append(read_records_csv(files.requests))
-        if files.responses.is_file():
-            responses.append(read_records_csv(files.responses))
-    return requests, responses
-
-
-def write_loadtest(
-    run_dir: RunDir,
-    results: Mapping[str, LoadResult],
-    slos: Mapping[str, float] | None = None,
-    baseline: str | None = None,
-    warmup_s: float = 0.0,
-) -> tuple[pd.DataFrame, list[str]]:
-    """Merge the streamed records into requests/responses/summary CSVs; rows of other
-    variants already there stay. The summary is computed from the files.
-
-    Requests in flight at a stop were never written (each tier counts them as
-    ``unfinished``). Every tier gets its ``tier_status`` from ``results``. ``warmup_s``:
-    completions in each pass's first seconds are left out of the summary (requests.csv
-    marks them ``in_window`` false; :mod:`trtbench.profiling.loadtest.trusted_summary`).
-
-    Returns:
-        (summary frame, warnings).
-
-    Raises:
-        LoadTestError: no request finished anywhere (nothing to write).
-    """
-    replace = set(results)
-    new_req, new_resp = _new_frames(run_dir, replace)
-    old_req = _existing(run_dir.requests_csv, replace)
-    keep = set() if old_req is None else set(old_req["variant"].astype(str))
-    statuses = dict(_old_statuses(run_dir, keep))
-    for variant, result in results.items():
-        statuses |= {(variant, t.tier): (t.status, t.reason) for t in result.tiers}
-    req = _concat([old_req, *new_req])
-    resp = _concat([_existing(run_dir.responses_csv, replace), *new_resp])
-    if req.empty and not statuses:
-        raise LoadTestError("no request finished; nothing to write")
-    base = baseline if baseline in set(req.get("variant", ())) else None
-    trusted = summarize_trusted(req, resp, slos, base, statuses, warmup_s)
-    summary = trusted.summary
-    parts = [record_files(run_dir, v).outputs for v in sorted(replace)]
-    outputs = merge_outputs(run_dir.loadtest_dir / OUTPUTS_CSV, parts, replace)
-    summary = with_lossless(summary, outputs, base)
-    summary = add_loop_lag(summary, tier_loop_lags(results), run_dir.summary_csv)
-    summary, acceptance = add_server_counts(summary, acceptance_table(req, resp), results,
-                                            run_dir.summary_csv, run_dir.acceptance_csv)  # fmt: skip
-    if len(req):
-        table = requests_table(req).assign(in_window=trusted.in_window)
-        write_csv(table, run_dir.requests_csv, REQUESTS_SCHEMA)
-        write_csv(resp, run_dir.responses_csv, RESPONSES_SCHEMA)
-    write_csv(summary, run_dir.summary_csv, SUMMARY_SCHEMA)
-    write_csv(acceptance, run_dir.acceptance_csv, ACCEPTANCE_SCHEMA)
-    for variant in replace:
-        files = record_files(run_dir, variant)
-        files.requests.unlink(missing_ok=True)
-        files.responses.unlink(missing_ok=True)
-        files.outputs.unlink(missing_ok=True)
-    warnings = (osl_warnings(req) if len(req) else []) + trusted.warnings
-    warnings += client_warnings(summary, replace)  # client_timing.py
-    return summary, warnings + lossless_warnings(summary)
-
-
-def _concat(frames: list[pd.DataFrame | None]) -> pd.DataFrame:
-    present = [f for f in frames if f is not None and not f.empty]
-    if not present:
-        return pd.DataFrame()
-    return pd.concat(present, ignore_index=True)
 
 
 def run_loadtest(

@@ -135,7 +135,8 @@ def recommend_run(
     )
     check_goodput_slos(chosen, bool(slos) or bool(measured))
     rec = recommend(tiers, run.summary, chosen, run.baseline, memory,
-                    run.memory_breakdown, unqueued_concurrency(kv))  # fmt: skip
+                    run.memory_breakdown, unqueued_concurrency(kv), run.rounds,
+                    run.design)  # fmt: skip
     policy = make_policy(rec, variants, tiers, run.acceptance)
     snippets = _snippets(run, rec, policy)
     return RunRecommendation(recommendation_lines(rec, policy, snippets),

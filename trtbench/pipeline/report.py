@@ -35,6 +35,7 @@ from trtbench.profiling.report.comparison import (
     memory_extra,
     tier_table,
 )
+from trtbench.profiling.report.design_section import design_lines
 from trtbench.profiling.report.followup_check import (
     CHECK_JSON,
     CHECK_SCHEMA_VERSION,
@@ -153,6 +154,7 @@ def _header(a: RunAnalysis) -> list[str]:
         gpus = host.get("gpus") or "none"
         lines.append(f"Host: {host.get('hostname', '?')}, GPUs: {gpus}.")
     lines += _stopped(run, set(a.tiers["variant"]))
+    lines += design_lines(run, a.run.rounds)
     fits, _ = fit_run(a.run.summary, a.run.variants, a.run.baseline)
     for f in fits:
         alpha = f"α = {f.alpha:.3f}, " if f.alpha is not None else ""

@@ -1,14 +1,16 @@
-"""``trtbench run``: build → deploy (one server per variant, stopped after) → tiers → CSVs.
+"""``trtbench run``: build → deploy → tiers in rounds → CSVs → report.
 
-For each variant in spec order (:func:`trtbench.pipeline.serving.measure_variant`): render its
-model repository and start its tritonserver, or for ``server: vllm`` start its vLLM server, with
-the memory sampler already running (phase ``load``), warm up (phase ``warmup``), run every tier
-(phases ``tier:<label>``, with the server's ``/metrics`` scraped throughout), stop the server.
-Then write ``loadtest/{requests,responses,summary}.csv``, ``memory.csv``,
-``server_metrics.csv`` and ``memory_breakdown.csv``, and last ``report.md`` with
-``plots/*.png`` (the library call behind ``trtbench report``). A failure or Ctrl-C in the
-middle keeps what was measured: the CSVs are written for what finished and the server is
-stopped; a report that cannot be rendered is a warning, never a lost CSV.
+Each variant's server (its tritonserver with a rendered model repository, or for ``server:
+vllm`` its vLLM server) starts with the memory sampler already running (phase ``load``), is
+warmed up (phase ``warmup``) and measured tier by tier (phases ``tier:<label>``, ``/metrics``
+scraped throughout), in the run's design (:mod:`trtbench.pipeline.measuring`): by default
+every server up at once and the (tier, variant) cells interleaved in shuffled rounds, so each
+ratio pairs two variants measured side by side in time. Then write
+``loadtest/{requests,responses,summary,rounds}.csv``, ``memory.csv``, ``server_metrics.csv``
+and ``memory_breakdown.csv``, and last ``report.md`` with ``plots/*.png`` (the library call
+behind ``trtbench report``). A failure or Ctrl-C in the middle keeps what was measured: the
+CSVs are written for what finished and every server is stopped; a report that cannot be
+rendered is a warning, never a lost CSV.
 
 With ``profile.nsys`` each server runs under an nsys session that records one tier
 (:mod:`trtbench.pipeline.tier_capture`); nsys is looked up before anything is built.
@@ -17,6 +19,7 @@ With ``profile.nsys`` each server runs under an nsys session that records one ti
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,15 +33,18 @@ from trtbench.pipeline.loadtest import (
     result_json,
     write_loadtest,
 )
+from trtbench.pipeline.measuring import measure_variants, plan_design
 from trtbench.pipeline.report import write_report
-from trtbench.pipeline.serving import Collected, RunProgress, measure_variant
+from trtbench.pipeline.serving import Collected, RunProgress, own_tree
 from trtbench.pipeline.tier_capture import check_nsys
+from trtbench.profiling.loadtest.host_load import HostLoadMeter
 from trtbench.profiling.loadtest.prompts import Prompt
 from trtbench.profiling.memory.breakdown import (
     load_variant_inputs,
     memory_breakdown,
     write_memory_breakdown_csv,
 )
+from trtbench.profiling.memory.nvml import try_open_nvml
 from trtbench.profiling.memory.sampler import write_memory_csv
 from trtbench.profiling.memory.server_metrics import write_server_metrics_csv
 from trtbench.run_dir import RunDir
@@ -85,6 +91,7 @@ def run_bench(
     variants: tuple[str, ...] = (),
     progress: RunProgress | None = None,
     prompts: list[Prompt] | None = None,
+    tiers_of_variant: Mapping[str, Sequence[str]] | None = None,
 ) -> LoadtestOutcome:
     """Build, deploy, load-test and profile the variants of ``spec`` into ``out``.
 
@@ -95,6 +102,8 @@ def run_bench(
         progress: per-tier progress and stage lines (the CLI's rich bar).
         prompts: the prompts :func:`~trtbench.pipeline.preflight.preflight_run` made
             (default: made from the spec with the first variant's tokenizer).
+        tiers_of_variant: variant → the tier labels it measures (default: every tier;
+            the follow-up measures each best fixed variant where it was best).
 
     Returns:
         The load-test outcome (summary, warnings, interrupted flag) whose ``files`` are
@@ -109,20 +118,15 @@ def run_bench(
     """
     selected = spec.select(variants)
     nsys = check_nsys(spec)
+    plan = plan_design(spec, selected, tiers_of_variant)
     for manifest in build_variants(spec, [v.name for v in selected], None, out):
         if progress is not None:  # build_variants logged it already
             progress.stage(describe_build(manifest, dry_run=False))
-    got = Collected()
+    got = Collected(meter=HostLoadMeter(own_tree, try_open_nvml()[0]))
     failure: TrtbenchError | None = None
     stopped: int | None = None
     try:
-        for variant in selected:
-            prompts = measure_variant(out, spec, variant, prompts, progress, got, nsys)
-            result = got.results[variant.name]
-            if result.interrupted:
-                break
-            if result.server_failure is not None:  # the next variant has its own server
-                log.info("%s: %s", variant.name, result.server_failure)
+        measure_variants(out, spec, selected, prompts, progress, got, nsys, plan)
     except TrtbenchError as exc:
         failure = exc
     except (
@@ -167,7 +171,12 @@ def _finish(
         return outcome
     baseline = baseline_of(spec, list(got.results))
     summary, warnings = write_loadtest(
-        out, got.results, spec.loadtest.slos, baseline, spec.loadtest.warmup_s
+        out,
+        got.results,
+        spec.loadtest.slos,
+        baseline,
+        spec.loadtest.warmup_s,
+        got.cells,
     )
     if baseline is not None:  # later `trtbench loadtest --out` runs compare against it
         out.update_run_json("baseline", baseline)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -27,8 +28,11 @@ from trtbench.pipeline.preflight import check_served_prompts
 from trtbench.pipeline.tier_capture import TierCapture, analyze_capture, capture_for
 from trtbench.pipeline.vllm_deploy import vllm_server_for, vllm_tokenizer_dir
 from trtbench.profiling.loadtest.health import Health, HealthCheck
+from trtbench.profiling.loadtest.host_load import HostLoadMeter, HostSnapshot
 from trtbench.profiling.loadtest.outcome import LoadResult
 from trtbench.profiling.loadtest.prompts import Prompt, TextTokenizer
+from trtbench.profiling.loadtest.repeats import TierPass, combine_results
+from trtbench.profiling.loadtest.rounds_table import CellTiming
 from trtbench.profiling.loadtest.schedule import Tier
 from trtbench.profiling.loadtest.target import API_COMPLETIONS, LoadTarget, Progress
 from trtbench.profiling.memory.sampler import MemorySampler
@@ -58,9 +62,19 @@ class ManagedServer(Protocol):
     def health(self, timeout_s: float = 0.5) -> str | None: ...
 
 
+def own_tree() -> list[int]:
+    """trtbench's own process tree: this process, whose descendants are its client
+    workers and every server it started."""
+    return [os.getpid()]
+
+
 @dataclass
 class Collected:
-    """What the variants of a run produced so far (kept when a later one fails)."""
+    """What the variants of a run produced so far (kept when a later one fails).
+
+    ``cells``: when each tier pass ran and what else used the host meanwhile, measured by
+    ``meter`` around every pass (rounds.csv).
+    """
 
     results: dict[str, LoadResult] = field(default_factory=dict)
     memory: dict[str, pd.DataFrame] = field(default_factory=dict)
@@ -68,22 +82,49 @@ class Collected:
     seconds: dict[str, float] = field(default_factory=dict)
     traces: dict[str, list[Path]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    cells: list[CellTiming] = field(default_factory=list)
+    warned_nvml: bool = False
+    meter: HostLoadMeter = field(default_factory=lambda: HostLoadMeter(own_tree))
+
+    def keep_samples(self, variant: str, samplers: list) -> None:
+        """Keep what ``variant``'s samplers read (after an earlier start's, if any)."""
+        for sampler in samplers:
+            store = self.memory if isinstance(sampler, MemorySampler) else self.metrics
+            frame, old = sampler.frame(), store.get(variant)
+            both = [f for f in (old, frame) if f is not None and not f.empty]
+            store[variant] = pd.concat(both, ignore_index=True) if both else frame
 
 
 class TierMarking:
-    """Progress that also labels the samplers' phases with the tier (``tier:c8``) and
-    opens/closes the nsys collection around the profiled tier."""
+    """Progress that also labels the samplers' phases with the tier (``tier:c8``), opens and
+    closes the nsys collection around the profiled tier, and records each pass's
+    :class:`CellTiming` (its round: the passes of that variant and tier before it) with the
+    host's load meanwhile into ``cells``."""
 
     def __init__(
-        self, inner: Progress | None, samplers: list, capture: TierCapture | None = None
+        self,
+        inner: Progress | None,
+        samplers: list,
+        capture: TierCapture | None = None,
+        got: Collected | None = None,
     ) -> None:
-        self.inner, self.samplers, self.capture = inner, samplers, capture
+        self.inner, self.samplers, self.capture, self.got = (
+            inner,
+            samplers,
+            capture,
+            got,
+        )
+        self._open: tuple[str, str, int, float, HostSnapshot | None] | None = None
 
     def tier_started(self, variant: str, tier: Tier, total: int | None) -> None:
         if self.capture is not None:
             self.capture.tier_started(tier)
         for sampler in self.samplers:
             sampler.mark(f"tier:{tier.label}")
+        if self.got is not None:
+            snapshot = self.got.meter.start()
+            self._open = (variant, tier.label, time.perf_counter_ns(), time.time(),
+                          snapshot)  # fmt: skip
         if self.inner is not None:
             self.inner.tier_started(variant, tier, total)
 
@@ -94,6 +135,15 @@ class TierMarking:
     def tier_ended(self) -> None:
         if self.capture is not None:
             self.capture.tier_ended()
+        if self.got is not None and self._open is not None:
+            variant, label, start_ns, unix_s, snapshot = self._open
+            host = self.got.meter.stop(snapshot)
+            rounds = sum(
+                c.variant == variant and c.tier == label for c in self.got.cells
+            )
+            self.got.cells.append(CellTiming(variant, label, rounds, start_ns,
+                                             time.perf_counter_ns(), unix_s, host))  # fmt: skip
+            self._open = None
         if self.inner is not None:
             self.inner.tier_ended()
 
@@ -154,7 +204,20 @@ def sampled(
         yield samplers
 
 
-def measure_variant(
+@dataclass(frozen=True)
+class Served:
+    """A variant whose server is up and connected (inside :func:`served`)."""
+
+    variant: str
+    target: LoadTarget
+    tokenizer: TextTokenizer | None
+    prompts: list[Prompt]
+    marking: TierMarking
+    health: HealthCheck
+
+
+@contextlib.contextmanager
+def served(
     rd: RunDir,
     spec: BenchSpec,
     variant: VariantSpec,
@@ -162,21 +225,20 @@ def measure_variant(
     progress: RunProgress | None,
     got: Collected,
     nsys: Path | None = None,
-) -> list[Prompt]:
-    """Deploy, serve and load-test one variant; record its results in ``got``.
+) -> Iterator[Served]:
+    """Deploy and start ``variant``'s server inside its samplers and connect to it; on exit
+    stop it and keep what its samplers read in ``got`` (appended to an earlier start's).
 
     With ``nsys`` (``profile.nsys``) a Triton server runs under an nsys session that records
-    the profiled tier; the trace is analyzed once the server is stopped.
-
-    Returns:
-        The prompts used (made here from the variant's tokenizer when ``prompts`` is None).
+    the profiled tier; the trace is analyzed once the server is stopped. The memory sampler
+    warns about a missing NVML for the first server of a run only.
 
     Raises:
         DeployError, ServerStartError, LoadTestError, ConfigError: the variant could not be
-            deployed, started or measured (what was sampled is kept in ``got``).
+            deployed, started or connected to (what was sampled is kept in ``got``).
     """
     start = time.monotonic()
-    warn = not got.memory  # NVML missing: a WARNING for the first variant only
+    warn, got.warned_nvml = not got.warned_nvml, True  # NVML missing: one WARNING
     capture: TierCapture | None = None
     meta: RepoMetadata | None = None
     server: TritonServer | VllmServer
@@ -200,27 +262,53 @@ def measure_variant(
     samplers: list = []
     try:
         with sampled(server, variant.name, spec, warn) as samplers:
-            target, served = _connect(server, spec, tokenizer, meta)
-            _stage(progress, f"{variant.name}: serving {served} "
+            target, how = _connect(server, spec, tokenizer, meta)
+            _stage(progress, f"{variant.name}: serving {how} "
                              f"(ready after {time.monotonic() - start:.1f} s)")  # fmt: skip
-            marking = TierMarking(progress, samplers, capture)
-            got.results[variant.name] = measure(
-                target, spec.loadtest, variant.name, prompts, rd, tokenizer, marking,
-                health=server_health(server),
-            )  # fmt: skip
+            marking = TierMarking(progress, samplers, capture, got)
+            yield Served(variant.name, target, tokenizer, prompts, marking,
+                         server_health(server))  # fmt: skip
     finally:
-        for sampler in samplers:
-            frame = sampler.frame()
-            if isinstance(sampler, MemorySampler):
-                got.memory[variant.name] = frame
-            else:
-                got.metrics[variant.name] = frame
-        got.seconds[variant.name] = round(time.monotonic() - start, 3)
+        got.keep_samples(variant.name, samplers)
+        got.seconds[variant.name] = round(
+            got.seconds.get(variant.name, 0.0) + time.monotonic() - start, 3
+        )
         if capture is not None:
             capture.close()
             got.traces[variant.name], notes = analyze_capture(capture)
             got.notes.extend(notes)
-    return prompts
+
+
+def measure_variant(
+    rd: RunDir,
+    spec: BenchSpec,
+    variant: VariantSpec,
+    prompts: list[Prompt] | None,
+    progress: RunProgress | None,
+    got: Collected,
+    nsys: Path | None = None,
+    passes: Sequence[TierPass] | None = None,
+) -> list[Prompt]:
+    """Serve ``variant`` and run ``passes`` on it (default: every tier, every repeat); its
+    result in ``got`` (merged with an earlier start's: the ``rounds`` design serves a
+    variant once per round).
+
+    Returns:
+        The prompts used (made here from the variant's tokenizer when ``prompts`` is None).
+
+    Raises:
+        DeployError, ServerStartError, LoadTestError, ConfigError: the variant could not be
+            deployed, started or measured (what was sampled is kept in ``got``).
+    """
+    earlier = got.results.get(variant.name)
+    with served(rd, spec, variant, prompts, progress, got, nsys) as s:
+        result = measure(s.target, spec.loadtest, variant.name, s.prompts, rd,
+                         s.tokenizer, s.marking, health=s.health, passes=passes,
+                         fresh=earlier is None)  # fmt: skip
+    got.results[variant.name] = (
+        result if earlier is None else combine_results(earlier, result)
+    )
+    return s.prompts
 
 
 def _connect(

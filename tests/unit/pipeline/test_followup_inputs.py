@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.followup_runs import INTERVALS, make_run, spec_text
+from tests.support.followup_runs import make_run, spec_text
 from trtbench.pipeline.followup import plan_follow_up
 from trtbench.pipeline.followup_spec import (
     recommended_variant,
     without_defaults,
 )
 from trtbench.profiling.report.followup_check import (
+    PASS,
+    StageResult,
     check_basis,
     check_document,
-    check_tiers,
+    settle,
 )
 from trtbench.spec import BenchSpec, parse_spec
 
@@ -39,7 +40,10 @@ def test_plan_runs_the_recommended_config_over_the_same_tiers(run):
     wanted = snippet["config"]["variants"][0]["speculation"]
     assert wanted == {"max_concurrency": 1, "draft_len_schedule": {"1": 2}}
     plan = plan_follow_up(run)  # real preflight: tokenizer, tritonserver, prompts
-    (v,) = plan.spec.variants
+    # the recommended config, then the best fixed variant of each tier (c1 ngram, c2
+    # baseline), served side by side
+    v, *fixed = plan.spec.variants
+    assert [f.name for f in fixed] == ["ngram", "baseline"]
     assert (v.name, v.mode, v.max_draft_len) == ("ngram-recommended", "ngram", 4)
     assert v.prompt_lookup_max == 3  # the winner's own field is kept
     assert v.speculation.max_concurrency == 1
@@ -47,11 +51,14 @@ def test_plan_runs_the_recommended_config_over_the_same_tiers(run):
     lt = plan.spec.loadtest
     assert [lt.concurrency, lt.repeats, lt.requests_per_tier, lt.seed] == [
         [1, 2],
-        3,
+        8,  # the follow-up's own rounds (--rounds, default 8)
         4,
         5,
     ]
     assert plan.best == {"c1": "ngram", "c2": "baseline"}
+    assert plan.tiers_of() == {
+        "ngram-recommended": ["c1", "c2"], "ngram": ["c1"], "baseline": ["c2"],
+    }  # fmt: skip
     assert plan.out.root == run / "follow-up"
     assert not (run / "follow-up").exists()  # nothing built or written yet
 
@@ -93,7 +100,7 @@ def _no_spec(run):
         (lambda r: (r / "recommendation.json").unlink(), "recommendation.json does not exist"),
         (lambda r: (r / "recommendation.json").write_text('{"schema_version": 1, "tie'),
          "not valid JSON"),
-        (_goodput_objective, "objective goodput has no per-variant 95 % interval"),
+        (_goodput_objective, "objective goodput needs SLOs"),
         (_no_spec, "records no spec (build.spec)"),
     ],
 )  # fmt: skip
@@ -106,32 +113,24 @@ def test_bad_input_exits_2_with_one_line(run, capsys, damage, says):
     assert not (run / "follow-up").exists()
 
 
-def test_a_run_without_repeats_cannot_be_checked(tmp_path, tiny_models, capsys):
-    root = make_run(tmp_path / "once", tiny_models, repeats=1)
+def test_too_few_rounds_or_no_run_exit_2(run, tmp_path, capsys):
     capsys.readouterr()  # the report's own warnings
-    code, _, err = run_cli(["follow-up", root], capsys)
-    assert code == 2 and "loadtest.repeats 1" in err and err.count("\n") == 1
+    code, _, err = run_cli(["follow-up", run, "--rounds", "2"], capsys)
+    assert code == 2 and "--rounds" in err
     code, _, err = run_cli(["follow-up", tmp_path / "absent"], capsys)
     assert code == 2 and "does not exist" in err
 
 
 def test_report_shows_the_follow_up_check(run, capsys):
     assert "## Follow-up check" not in (run / "report.md").read_text()
-    original = pd.DataFrame([
-        {"variant": v, "tier": f"c{c}", "output_tokens_per_s": x,
-         "output_tokens_per_s_ci95_low": lo, "output_tokens_per_s_ci95_high": hi,
-         "tier_status": "complete", "repeats_count": 3, "concurrency": c}
-        for (v, c), (x, lo, hi, _, _) in INTERVALS.items()
-    ])  # fmt: skip
-    follow = original[original["variant"] == "ngram"].assign(
-        variant="ngram-recommended"
-    )
-    tiers = check_tiers(original, follow, {"c1": "ngram", "c2": "baseline"},
-                        "ngram-recommended", check_basis("output_tok_s"))  # fmt: skip
-    # c2: recommended 140 [130, 150] against baseline 150 [140, 160]: 150 >= 140, pass
-    assert [t.status for t in tiers] == ["pass", "pass"]
-    doc = check_document(tiers, check_basis("output_tok_s"),
-                         {"variant": "ngram-recommended", "from": "ngram"}, {})  # fmt: skip
+    basis = check_basis("output_tok_s")
+    stage = StageResult(1.02, 0.97, 1.07, 8, PASS, "not significantly worse")
+    checks = [
+        settle("c1", 1, "ngram", stage, None),
+        settle("c2", 2, "baseline", stage, None),
+    ]
+    doc = check_document(checks, basis, {"variant": "ngram-recommended", "from": "ngram"},
+                         {}, 8)  # fmt: skip
     (run / "follow-up").mkdir()
     (run / "follow-up" / "check.json").write_text(json.dumps(doc))
     code, _, _ = run_cli(["report", run], capsys)
@@ -139,4 +138,5 @@ def test_report_shows_the_follow_up_check(run, capsys):
     text = (run / "report.md").read_text()
     headings = [line for line in text.splitlines() if line.startswith("## ")]
     assert headings[:2] == ["## Recommendation", "## Follow-up check"]
-    assert "keeps up with the best fixed variant at every tier: pass" in text
+    assert "keeps up with the best fixed variant at every tier" in text
+    assert "| c1 | ngram | 1.02x [0.97, 1.07] (8 rounds) | - | yes:" in text

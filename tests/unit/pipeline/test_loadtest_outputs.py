@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from trtbench.pipeline.loadtest import record_files, write_loadtest
+from trtbench.pipeline.loadtest_files import record_files, write_loadtest
 from trtbench.profiling.loadtest.outcome import LoadResult, TierOutcome
 from trtbench.profiling.loadtest.outputs import ids_digest, read_outputs_csv
 from trtbench.profiling.loadtest.record_sink import CsvRecordSink

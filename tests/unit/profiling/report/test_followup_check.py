@@ -1,21 +1,24 @@
-"""The follow-up check's comparison on hand-worked intervals, and its false-failure rate by
-an independent simulation.
+"""The follow-up check on hand-worked rounds, and its error rates by an independent
+simulation.
 
-Hand-worked tiers (output tok/s, higher better; value [95 % low, high]):
+Hand-worked rounds (output tok/s, higher better; three rounds each, recommended "rec" against
+the best fixed "best"):
 
-    tier  best fixed        recommended        rec high vs best low      status
-    c1    110 [100, 120]    95 [90, 100]       100 >= 100: reaches       pass
-    c2    110 [100, 120]    95 [90, 99]        99 < 100: disjoint        fail
-    c4    200 [150, 260]    240 [230, 250]     250 >= 150                pass
-    c8    300 [280, 320]    (partial tier)                               unchecked
+    tier  rec             best            ratios rec/best          reading
+    c1    100, 100, 100   100, 100, 100   1, 1, 1                  interval [1, 1]: pass
+    c2    90, 99, 81      100, 110, 90    0.9, 0.9, 0.9            interval [0.9, 0.9]: suspect
+    c4    120, 80, 100    100, 100, 100   1.2, 0.8, 1.0            reaches 1: pass
+    c8    (rec partial)                                            unchecked
 
-Ratios (recommended / best; interval [rec low / best high, rec high / best low]):
-c1 95/110 = 0.8636 [90/120 = 0.75, 100/100 = 1.0]; c2 [0.75, 0.99]; c4 1.2 [230/260, 250/150].
-TPOT (lower better, mirrored): best 10 [9, 11]; rec 12 [11, 13] passes (11 <= 11), rec 12.5
-[11.5, 13] fails (11.5 > 11).
+c4 by hand: log ratios 0.18232, -0.22314, 0; mean -0.013607; squared deviations 0.038388,
+0.043905, 0.000185, sample sd sqrt(0.082478 / 2) = 0.20307; half-width t(0.975, 2) · sd / √3
+= 4.3027 · 0.20307 / 1.7321 = 0.50447; interval exp(-0.013607 ± 0.50447) = [0.59567,
+1.63374], geometric mean exp(-0.013607) = 0.98649.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pandas as pd
@@ -25,160 +28,145 @@ from scipy import stats
 from trtbench.profiling.report.followup_check import (
     FAIL,
     PASS,
+    SUSPECT,
     UNCHECKED,
-    Estimate,
+    StageResult,
     check_basis,
     check_document,
     check_lines,
     check_rows,
-    check_tiers,
-    not_worse,
+    settle,
+    stage_result,
+    suspects,
     verdict_of,
 )
 
-TOK = "output_tokens_per_s"
+TOK = check_basis("output_tok_s")
+ROUNDS = {
+    ("rec", "c1"): (100, 100, 100), ("best", "c1"): (100, 100, 100),
+    ("rec", "c2"): (90, 99, 81), ("best", "c2"): (100, 110, 90),
+    ("rec", "c4"): (120, 80, 100), ("best", "c4"): (100, 100, 100),
+    ("rec", "c8"): (50, 50, 50), ("best", "c8"): (100, 100, 100),
+}  # fmt: skip
 
 
-def tier_rows(variant, rows):
-    """Tier-table rows: (tier, value, low, high, status)."""
+def rounds_frame(data=ROUNDS, column="output_tokens_per_s") -> pd.DataFrame:
     return pd.DataFrame([
-        {"variant": variant, "tier": t, "concurrency": float(t[1:]), TOK: v,
-         f"{TOK}_ci95_low": lo, "repeats_count": 3, f"{TOK}_ci95_high": hi, "tier_status": s,
-         "tier_status_reason": "server died" if s != "complete" else ""}
-        for t, v, lo, hi, s in rows
+        {"variant": v, "tier": t, "round": r, column: x}
+        for (v, t), values in data.items() for r, x in enumerate(values)
     ])  # fmt: skip
 
 
-ORIGINAL = pd.concat([
-    tier_rows("ngram", [("c1", 110, 100, 120, "complete"), ("c2", 110, 100, 120, "complete"),
-                        ("c8", 300, 280, 320, "complete")]),
-    tier_rows("medusa", [("c4", 200, 150, 260, "complete")]),
-])  # fmt: skip
-FOLLOW_UP = tier_rows("rec", [
-    ("c1", 95, 90, 100, "complete"), ("c2", 95, 90, 99, "complete"),
-    ("c4", 240, 230, 250, "complete"), ("c8", 290, 250, 330, "partial"),
-])  # fmt: skip
-BEST = {"c1": "ngram", "c2": "ngram", "c4": "medusa", "c8": "ngram"}
+def summary_frame() -> pd.DataFrame:
+    rows = [{"variant": v, "tier": t, "tier_status": "complete", "concurrency": int(t[1:])}
+            for v in ("rec", "best") for t in ("c1", "c2", "c4", "c8")]  # fmt: skip
+    rows[3]["tier_status"], rows[3]["tier_status_reason"] = "partial", "server died"
+    return pd.DataFrame(rows)
 
 
-def checks():
-    return check_tiers(ORIGINAL, FOLLOW_UP, BEST, "rec", check_basis("output_tok_s"))
+def stages():
+    r, s = rounds_frame(), summary_frame()
+    return {
+        t: stage_result(r, s, "rec", "best", t, TOK) for t in ("c1", "c2", "c4", "c8")
+    }
 
 
-def test_status_per_tier_from_the_hand_worked_intervals():
-    got = {t.tier: t.status for t in checks()}
-    assert got == {"c1": PASS, "c2": FAIL, "c4": PASS, "c8": UNCHECKED}
-    c8 = checks()[3]
-    assert c8.reason == "follow-up tier partial (server died)"
-    assert verdict_of(checks()) == FAIL
+def test_stage_one_readings_from_the_hand_worked_rounds():
+    got = stages()
+    assert [got[t].status for t in ("c1", "c2", "c4", "c8")] == [
+        PASS, SUSPECT, PASS, UNCHECKED,
+    ]  # fmt: skip
+    assert got["c2"].ratio == pytest.approx(0.9)
+    assert (got["c2"].low, got["c2"].high) == pytest.approx((0.9, 0.9))
+    c4 = got["c4"]
+    assert c4.ratio == pytest.approx(0.98649, rel=1e-4)
+    assert (c4.low, c4.high) == pytest.approx((0.59567, 1.63374), rel=1e-4)
+    assert c4.rounds == 3
+    assert "partial" in got["c8"].reason and "server died" in got["c8"].reason
+    assert suspects(list(got.values()), list(got)) == ["c2"]
 
 
-def test_ratio_and_its_interval():
-    c1, c2, c4, _ = checks()
-    assert (c1.ratio, c1.ratio_low, c1.ratio_high) == pytest.approx(
-        (95 / 110, 0.75, 1.0)
-    )
-    assert (c2.ratio_low, c2.ratio_high) == pytest.approx((0.75, 0.99))
-    assert (c4.ratio, c4.ratio_low, c4.ratio_high) == pytest.approx(
-        (1.2, 230 / 260, 250 / 150)
-    )
-    assert c4.best == "medusa" and c4.best_estimate == Estimate(200, 150, 260, 3)
+def test_lower_better_is_oriented_so_above_one_means_the_recommended_is_better():
+    tpot = check_basis("tpot_p50")
+    data = {("rec", "c1"): (9, 9, 9), ("best", "c1"): (10, 10, 10)}
+    r = rounds_frame(data, "tpot_p50_ms")
+    s = summary_frame()
+    got = stage_result(r, s, "rec", "best", "c1", tpot)
+    assert got.ratio == pytest.approx(10 / 9) and got.status == PASS
 
 
-def test_lower_better_is_mirrored():
-    best = Estimate(10, 9, 11)
-    assert not_worse(Estimate(12, 11, 13), best, higher_is_better=False)
-    assert not not_worse(Estimate(12.5, 11.5, 13), best, higher_is_better=False)
-    basis = check_basis("tpot_p50")
-    assert (basis.column, basis.higher_is_better) == ("tpot_mean_ms", False)
-    assert "stands in" in basis.note
-    assert check_basis("goodput") is None  # no per-variant interval: no check
-    with pytest.raises(ValueError):
-        not_worse(Estimate(12, None, None), best, higher_is_better=False)
+def test_a_tier_on_fewer_than_three_paired_rounds_is_unchecked():
+    data = {("rec", "c1"): (100, 100), ("best", "c1"): (100, 100, 100)}
+    got = stage_result(rounds_frame(data), summary_frame(), "rec", "best", "c1", TOK)
+    assert got.status == UNCHECKED and got.rounds == 2 and "needs 3" in got.reason
+
+
+def test_settle_fails_only_when_the_confirmation_agrees():
+    first = stages()["c2"]
+    worse = StageResult(0.9, 0.85, 0.95, 6, SUSPECT, "")
+    fine = StageResult(0.98, 0.93, 1.03, 6, PASS, "")
+    assert settle("c2", 2, "best", first, worse).status == FAIL
+    assert settle("c2", 2, "best", first, fine).status == PASS
+    assert settle("c2", 2, "best", first, None).status == UNCHECKED
+    # a tier that passed stage 1 is not confirmed: its status is stage 1's
+    c1 = settle("c1", 1, "best", stages()["c1"], None)
+    assert c1.status == PASS and c1.confirm is None
 
 
 def test_verdicts():
-    c1, c2, c4, c8 = checks()
-    assert verdict_of([c1, c4]) == PASS
-    assert verdict_of([c1, c8]) == "incomplete"
+    p = settle("c1", 1, "b", StageResult(1, 0.9, 1.1, 3, PASS, ""), None)
+    u = settle("c8", 8, "b", StageResult(None, None, None, 0, UNCHECKED, "x"), None)
+    f = settle("c2", 2, "b", StageResult(0.9, 0.8, 0.95, 3, SUSPECT, ""),
+               StageResult(0.9, 0.8, 0.95, 3, SUSPECT, ""))  # fmt: skip
+    assert verdict_of([p, p]) == PASS
+    assert verdict_of([p, u]) == "incomplete"
+    assert verdict_of([p, u, f]) == FAIL
     assert verdict_of([]) == "incomplete"
-    assert verdict_of([c8, c2]) == FAIL
-
-
-def test_missing_tier_and_missing_interval_are_unchecked():
-    follow = FOLLOW_UP[FOLLOW_UP["tier"] != "c1"].copy()
-    follow.loc[follow["tier"] == "c4", f"{TOK}_ci95_low"] = np.nan
-    got = {t.tier: (t.status, t.reason) for t in
-           check_tiers(ORIGINAL, follow, BEST, "rec", check_basis("output_tok_s"))}  # fmt: skip
-    assert got["c1"] == (UNCHECKED, "the follow-up did not measure this tier")
-    assert got["c4"] == (
-        UNCHECKED,
-        "the recommended config has no interval at this tier",
-    )
-
-
-def test_a_tier_on_fewer_than_three_passes_is_unchecked():
-    """A stopped follow-up's tier may rest on 2 passes: t(0.975, 1) = 12.7 makes its
-    interval so wide that it would pass almost anything."""
-    follow = FOLLOW_UP.copy()
-    follow.loc[follow["tier"] == "c2", "repeats_count"] = 2  # c2 failed on 3 passes
-    c2 = check_tiers(ORIGINAL, follow, BEST, "rec", check_basis("output_tok_s"))[1]
-    assert (c2.status, c2.reason) == (
-        UNCHECKED,
-        "the recommended config has 2 passes at this tier, the check needs 3",
-    )
 
 
 def test_document_rows_and_section():
-    doc = check_document(checks(), check_basis("output_tok_s"),
-                         {"variant": "rec", "from": "ngram",
-                          "speculation": {"draft_len_schedule": {1: 2, 8: 1}}},
-                         {"run": "/r", "follow_up": "/r/follow-up"})  # fmt: skip
-    assert (doc["verdict"], doc["passed"], doc["failed"], doc["unchecked"]) == (
-        FAIL,
-        False,
-        ["c2"],
-        ["c8"],
-    )
+    got = stages()
+    checks = [settle(t, float(t[1:]), "best", got[t], None) for t in got]
+    doc = check_document(checks, TOK, {"variant": "rec", "from": "x"}, {}, 3)
+    assert (
+        doc["verdict"] == "incomplete"
+    )  # c2 suspect without a confirmation, c8 partial
+    assert doc["unchecked"] == ["c2", "c8"] and doc["failed"] == []
     rows = check_rows(doc)
-    assert rows[0] == ("c1", "ngram", "110.0 [100.0, 120.0]", "95.0 [90.0, 100.0]",
-                       "0.86x [0.75, 1.00]", "yes")  # fmt: skip
-    assert rows[1][-1] == "NO"
-    assert rows[3][-1].startswith("unchecked: follow-up tier partial")
-    text = "\n".join(check_lines(doc))
-    assert text.startswith("## Follow-up check")
-    assert "significantly worse than the best fixed variant at c2: fail" in text
-    assert "speculation: {draft_len_schedule: {1: 2, 8: 1}}" in text
+    assert rows[0][:3] == ("c1", "best", "1.00x [1.00, 1.00] (3 rounds)")
+    assert rows[1][3] == "-" and rows[1][4].startswith("unchecked")
+    lines = check_lines(doc)
+    assert lines[0] == "## Follow-up check"
+    assert "could not be checked at c2, c8: incomplete" in lines[2]
 
 
-def _interval_ends(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """95 % t-interval of the mean of each row of ``x`` (log values), written out here."""
-    n = x.shape[-1]
-    half = stats.t.ppf(0.975, n - 1) * x.std(axis=-1, ddof=1) / np.sqrt(n)
-    return x.mean(axis=-1) - half, x.mean(axis=-1) + half
+def _simulated_rates(
+    shift: float, n: int, trials: int, seed: int
+) -> tuple[float, float]:
+    """Independent of the code under test: per trial, n log-ratios of each stage drawn
+    normal(shift, 1); a stage is 'worse' when its t-interval's top is below 0. Returns the
+    share of trials suspect in stage 1, and the share failed (suspect in both stages)."""
+    rng = np.random.default_rng(seed)
+    t = stats.t.ppf(0.975, n - 1)
+
+    def worse() -> np.ndarray:
+        x = rng.normal(shift, 1.0, size=(trials, n))
+        return x.mean(axis=1) + t * x.std(axis=1, ddof=1) / math.sqrt(n) < 0
+
+    first, second = worse(), worse()
+    return float(first.mean()), float((first & second).mean())
 
 
 def test_false_failure_rate_of_two_identical_configs():
-    """The module docstring's figures: 3 log-normal passes per config, same spread."""
-    rng = np.random.default_rng(7)
-    trials = 200_000
-    best_low, best_high = _interval_ends(rng.normal(0, 0.2, (trials, 3)))
-    rec_low, rec_high = _interval_ends(rng.normal(0, 0.2, (trials, 3)))
-    fails = [
-        not not_worse(Estimate(1.0, np.exp(rl), np.exp(rh)),
-                      Estimate(1.0, np.exp(bl), np.exp(bh)), True)
-        for rl, rh, bl, bh in zip(rec_low[:20_000], rec_high[:20_000], best_low[:20_000],
-                                  best_high[:20_000], strict=True)
-    ]  # fmt: skip
-    vectorized = np.mean(rec_high < best_low)  # the same rule on every trial
-    assert np.mean(fails) == pytest.approx(np.mean((rec_high < best_low)[:20_000]))
-    assert 0.001 < vectorized < 0.004  # ≈ 0.2 % per tier
-    # the best as the top of four equally good variants (by mean): ≈ 0.7 % per tier
-    four = rng.normal(0, 0.2, (trials, 4, 3))
-    top = four.mean(axis=-1).argmax(axis=1)
-    low4, _ = _interval_ends(four[np.arange(trials), top])
-    assert 0.004 < np.mean(rec_high < low4) < 0.01
-    # a shift of one pass-to-pass sd between the runs: 2 % (one variant) to 4 % (four)
-    shifted = np.mean(rec_high - 0.2 < best_low)
-    assert 0.012 < shifted < 0.03
-    assert 0.03 < np.mean(rec_high - 0.2 < low4) < 0.06
+    suspect, failed = _simulated_rates(0.0, 6, 200_000, seed=1)
+    assert suspect == pytest.approx(0.025, abs=0.002)  # one side of a 95 % interval
+    assert failed == pytest.approx(0.025**2, abs=0.0003)  # the stated 0.06 % per tier
+
+
+def test_power_against_a_loss_of_one_and_a_half_spreads_per_round():
+    # A true loss of 1.5 sd of the round ratios (a 10 % loss against a ~6-7 % spread per
+    # round) over the follow-up's 8 rounds: noncentral t(7, -1.5 * sqrt(8)) below
+    # -t(0.975, 7) is 0.951 per stage (scipy.stats.nct), 0.904 for both.
+    suspect, failed = _simulated_rates(-1.5, 8, 100_000, seed=2)
+    assert suspect == pytest.approx(0.951, abs=0.005)
+    assert failed == pytest.approx(0.951**2, abs=0.006)

@@ -1,0 +1,167 @@
+"""The measuring stage of ``trtbench run`` and ``trtbench follow-up``: every variant's tiers, in
+the run's design (:mod:`trtbench.profiling.loadtest.design`, chosen by
+:func:`trtbench.spec_design.resolve_design`).
+
+* ``interleaved``: every variant's server is started (:func:`~trtbench.pipeline.serving.
+  served`), then the cells run one at a time over all of them
+  (:func:`~trtbench.profiling.loadtest.interleave.run_interleaved`); the servers stop at the
+  end, together.
+* ``rounds``: round by round, each variant served in the round's order, its passes of that
+  round run, its server stopped (``variants × rounds`` server starts, announced before).
+* ``sequential``: each variant served once, all its passes in a row.
+
+The plan is written to run.json ``design`` before the first server starts: the design, rounds,
+whether the servers were co-resident, server starts and the order of the cells
+(``[[round, tier, variant], …]``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trtbench.pipeline.loadtest import record_files, settings_of, tiers_of
+from trtbench.pipeline.serving import Collected, RunProgress, measure_variant, served
+from trtbench.profiling.loadtest.design import (
+    DESIGN_TEXT,
+    INTERLEAVED,
+    ROUNDS,
+    Cell,
+    order_json,
+    plan_cells,
+    rounds_of,
+    server_starts,
+)
+from trtbench.profiling.loadtest.interleave import Lane, run_interleaved
+from trtbench.profiling.loadtest.prompts import Prompt
+from trtbench.profiling.loadtest.record_sink import CsvRecordSink
+from trtbench.profiling.loadtest.repeats import TierPass
+from trtbench.run_dir import RunDir
+from trtbench.spec import BenchSpec, VariantSpec
+from trtbench.spec_design import ResolvedDesign, resolve_design
+
+log = logging.getLogger(__name__)
+
+
+def plan_design(
+    spec: BenchSpec,
+    variants: Sequence[VariantSpec],
+    tiers_of_variant: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[ResolvedDesign, list[Cell]]:
+    """The run's design and its cells (checked before anything is built).
+
+    Args:
+        spec: the bench spec.
+        variants: the variants to measure, in spec order.
+        tiers_of_variant: variant → the tier labels it measures (default: every tier).
+
+    Raises:
+        ConfigError: a design the variants cannot have (:func:`resolve_design`).
+    """
+    design = resolve_design(spec, variants)
+    cells = plan_cells(design.name, [v.name for v in variants], tiers_of(spec.loadtest),
+                       design.rounds, spec.loadtest.seed, tiers_of_variant)  # fmt: skip
+    return design, cells
+
+
+def design_line(design: ResolvedDesign, variants: int) -> str:
+    """What the terminal says before the first server starts."""
+    starts = server_starts(design.name, variants, design.rounds)
+    return (f"design {design.name}: {design.rounds} round(s), {starts} server start(s); "
+            f"{DESIGN_TEXT[design.name].split(':', 1)[1].strip()}")  # fmt: skip
+
+
+def _passes(cells: Sequence[Cell]) -> list[TierPass]:
+    return [TierPass(c.round, c.tier_index, c.tier) for c in cells]
+
+
+def _interleaved(
+    rd: RunDir,
+    spec: BenchSpec,
+    variants: Sequence[VariantSpec],
+    cells: Sequence[Cell],
+    prompts: list[Prompt] | None,
+    progress: RunProgress | None,
+    got: Collected,
+    nsys: Any,
+) -> None:
+    with contextlib.ExitStack() as stack:
+        lanes = []
+        for v in variants:
+            s = stack.enter_context(served(rd, spec, v, prompts, progress, got, nsys))
+            prompts = s.prompts
+            files = record_files(rd, v.name)
+            for path in (files.requests, files.responses, files.outputs):
+                path.unlink(missing_ok=True)
+            sink = stack.enter_context(CsvRecordSink(files))
+            lanes.append(Lane(v.name, s.target, sink, s.tokenizer, s.marking, s.health))
+        got.results.update(
+            run_interleaved(lanes, prompts or [], tiers_of(spec.loadtest),
+                            settings_of(spec.loadtest), cells, spec.loadtest.seed)
+        )  # fmt: skip
+
+
+def measure_variants(
+    rd: RunDir,
+    spec: BenchSpec,
+    variants: Sequence[VariantSpec],
+    prompts: list[Prompt] | None,
+    progress: RunProgress | None,
+    got: Collected,
+    nsys: Any = None,
+    plan: tuple[ResolvedDesign, list[Cell]] | None = None,
+) -> dict[str, Any]:
+    """Measure ``variants`` in the run's design; results, samples and cell timings go to
+    ``got`` (module docstring).
+
+    Args:
+        rd, spec, progress, got: as for :func:`~trtbench.pipeline.serving.measure_variant`.
+        variants: in spec order.
+        prompts: the preflight's prompts (None: made from the first variant's tokenizer).
+        nsys: the nsys executable (``profile.nsys``: each server under its own session;
+            with ``rounds`` the first round's servers only).
+        plan: :func:`plan_design`'s result (default: planned here).
+
+    Returns:
+        run.json's ``design`` record (also written there before the first server starts).
+
+    Raises:
+        ConfigError, DeployError, ServerStartError, LoadTestError: as ``measure_variant``
+            (what finished is kept in ``got``); ConfigError also for a design the variants
+            cannot have.
+    """
+    design, cells = plan or plan_design(spec, variants)
+    record = {**design.as_json(),
+              "server_starts": server_starts(design.name, len(variants), design.rounds),
+              "seed": spec.loadtest.seed, "order": order_json(cells)}  # fmt: skip
+    rd.update_run_json("design", record)
+    line = design_line(design, len(variants))
+    log.info("%s", line)
+    if progress is not None:
+        progress.stage(line)
+    if design.name == INTERLEAVED:
+        _interleaved(rd, spec, variants, cells, prompts, progress, got, nsys)
+        return record
+    by_name = {v.name: v for v in variants}
+    if design.name == ROUNDS:
+        for r in range(design.rounds):
+            for name in dict.fromkeys(c.variant for c in cells if c.round == r):
+                mine = rounds_of(cells, name)[r]
+                prompts = measure_variant(rd, spec, by_name[name], prompts, progress,
+                                          got, nsys if r == 0 else None, _passes(mine))  # fmt: skip
+                if got.results[name].interrupted:
+                    return record
+        return record
+    for v in variants:  # sequential
+        mine = [c for c in cells if c.variant == v.name]
+        prompts = measure_variant(rd, spec, v, prompts, progress, got, nsys,
+                                  _passes(mine))  # fmt: skip
+        if got.results[v.name].interrupted:
+            break
+        if (
+            got.results[v.name].server_failure is not None
+        ):  # the next has its own server
+            log.info("%s: %s", v.name, got.results[v.name].server_failure)
+    return record
