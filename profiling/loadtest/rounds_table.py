@@ -107,8 +107,10 @@ def _iso(unix_s: float) -> str:
 def _timing_rows(cells: Sequence[CellTiming]) -> pd.DataFrame:
     if not cells:
         return pd.DataFrame(columns=["variant", "tier", "round"])
-    t0 = min(c.start_ns for c in cells)
-    ordered = sorted(cells, key=lambda c: c.start_ns)
+    # A cell measured twice under one key (a variant measured again) keeps its last timing.
+    last = {(c.variant, c.tier, c.round): c for c in cells}
+    ordered = sorted(last.values(), key=lambda c: c.start_ns)
+    t0 = ordered[0].start_ns
     rows = []
     for position, c in enumerate(ordered):
         h = c.host
@@ -122,8 +124,7 @@ def _timing_rows(cells: Sequence[CellTiming]) -> pd.DataFrame:
             "gpu_other_used_bytes": h.gpu_other_used_bytes,
             "host_load_source": h.source, "interference_flag": is_flagged(h),
         })  # fmt: skip
-    # A cell measured twice under one key (a re-run of one variant) keeps its last timing.
-    return pd.DataFrame(rows).drop_duplicates(["variant", "tier", "round"], keep="last")
+    return pd.DataFrame(rows)
 
 
 def rounds_table(passes: pd.DataFrame, cells: Sequence[CellTiming]) -> pd.DataFrame:

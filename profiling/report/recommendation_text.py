@@ -7,10 +7,11 @@ text / JSON-ready dict out).
   ``baseline``, ``winner`` (the speculative variant the config is for; null: serve without
   speculation), ``winner_reason``, ``answer`` (the one-line answer).
 * ``tiers``: per measured tier {tier, concurrency, best, value, runner_up, over_baseline,
-  excluded}; a margin is {over, ratio (> 1: better), low, high (95 % bounds), significant
-  (null: no interval), basis}.
+  excluded, interference (variants of the tier measured while other processes used the
+  host)}; a margin is {over, ratio (> 1: better), low, high (95 % bounds), significant
+  (null: no interval), basis (the design behind the interval), rounds (the pairs)}.
 * ``crossovers``: per speculative variant {variant, pays_up_to, stops_at, estimate, low,
-  high, basis} (concurrencies).
+  high, basis, significant_up_to} (concurrencies).
 * ``memory``: per variant {extra_weights_bytes, extra_peak_bytes, peak_source,
   kv_blocks_speculation, kv_pool_speculation_bytes, max_concurrency_unqueued, queue_note}.
 * ``excluded``: tiers not used (partial, failed, interrupted), with their reason.

@@ -1,12 +1,13 @@
-"""``scripts/demo.sh`` end to end: the bundled example's run, then ``trtbench follow-up``
-checks its own recommendation (issue 15: the recommended config must come within the
-confidence interval of the best fixed variant at every tier).
+"""``scripts/demo.sh`` end to end: the bundled example's run in interleaved rounds, then
+``trtbench follow-up`` serves the recommended config beside the run's best fixed variant of
+each tier and checks their paired ratio.
 
 The demo runs as a user runs it (``bash scripts/demo.sh RUN``, its own session, so a
-timeout stops the whole group: trtbench stops its servers on SIGTERM). Expected values come
-from the files the two runs wrote: recommendation.json's snippet is what the follow-up must
-serve (its recorded spec and its engine's build.json), and where the snippet schedules the
-draft length the follow-up's per-position acceptance (acceptance.csv) must not go past it.
+timeout stops the whole group: trtbench stops its servers on SIGTERM). The tests assert what
+holds on any host: the demo exits 0 with a verdict (pass or fail: which one is a measurement,
+left to the benchmark ``scripts/aa_check.py``); the run recorded its design and every cell;
+the follow-up served the snippet's config and each tier's best fixed variant, and its
+verdict follows from the numbers in check.json by the stated criterion.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -60,36 +60,50 @@ def demo(tiny_models, tmp_path_factory):
             output, _ = proc.communicate()
         pytest.fail(f"the demo ran past {DEMO_TIMEOUT_S} s:\n{output[-3000:]}")
     code = proc.returncode
-    if code == 1 and (out / "follow-up" / "check.json").is_file():
-        # One fresh follow-up when the first failed: on a shared 2-core host the follow-up
-        # runs minutes after the fixed variants and a host slowdown between the two halves
-        # (seen once: every tier of an identical config at half speed) fails a tier that the
-        # config does not lose. Known weakness, named in docs: the fix is to measure the best
-        # fixed variant again beside the recommended one.
-        retry = subprocess.run(  # noqa: S603 - our own CLI
-            [str(Path(env.get("TRTBENCH_VENV", REPO_ROOT / ".venv")) / "bin" / "trtbench"),
-             "follow-up", str(out)],
-            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=DEMO_TIMEOUT_S,
-        )  # fmt: skip
-        print(f"follow-up failed once, retried: exit {retry.returncode}")
-        code, output = retry.returncode, output + retry.stdout + retry.stderr
     return out, code, output, time.monotonic() - started
 
 
-def test_follow_up_passes_at_every_tier(demo):
+def test_the_run_was_interleaved_and_recorded_every_cell(demo):
     out, code, output, seconds = demo
     print(f"demo with follow-up: {seconds:.0f} s")  # shown with -s: the demo's cost
+    assert code == 0, output[-4000:]
+    run = json.loads((out / "run.json").read_text())
+    design = run["design"]
+    assert (design["name"], design["rounds"], design["co_resident"]) == (
+        "interleaved",
+        3,
+        True,
+    )
+    assert design["server_starts"] == 5  # every server once, up together
+    # 5 variants x 4 tiers x 3 rounds, each (variant, tier) once per round
+    order = [tuple(c) for c in design["order"]]
+    assert len(order) == 60 and len(set(order)) == 60
+    rounds = pd.read_csv(out / "loadtest" / "rounds.csv")
+    assert len(rounds) == 60
+    assert sorted(rounds["position"]) == list(range(60))
+    # the cells of a tier run back to back within a round (interleaved)
+    for (r, _), cells in rounds.groupby(["round", "tier"]):
+        assert cells["position"].max() - cells["position"].min() == 4, (r, cells)
+
+
+def test_follow_up_verdict_follows_from_its_numbers(demo):
+    out, code, output, _ = demo
     assert code == 0, output[-4000:]
     check = json.loads((out / "follow-up" / "check.json").read_text())
     rec = json.loads((out / "recommendation.json").read_text())
     assert [t["tier"] for t in check["tiers"]] == [t["tier"] for t in rec["tiers"]]
     assert [t["tier"] for t in check["tiers"]] == ["c1", "c2", "c4", "c8"]
     assert [t["best"] for t in check["tiers"]] == [t["best"] for t in rec["tiers"]]
+    assert check["verdict"] in ("pass", "fail")  # never incomplete on a working host
     for t in check["tiers"]:  # the criterion, read off the numbers in the file
-        assert t["status"] == "pass", t
-        assert t["recommended"]["high"] >= t["best_estimate"]["low"]
-    assert check["verdict"] == "pass" and check["passed"] is True
-    assert "follow-up check" in output and "pass." in output
+        first, confirm = t["first"], t["confirm"]
+        assert first["rounds"] == check["rounds"] == 8
+        suspect = first["high"] < 1.0
+        assert (confirm is not None) == suspect
+        failed = suspect and confirm["high"] < 1.0
+        assert t["status"] == ("fail" if failed else "pass"), t
+    assert check["passed"] == (check["verdict"] == "pass")
+    assert "follow-up check" in output and "[demo] follow-up: " in output
 
 
 def test_follow_up_served_the_recommended_config(demo):
@@ -98,7 +112,15 @@ def test_follow_up_served_the_recommended_config(demo):
     rec = json.loads((out / "recommendation.json").read_text())
     winner = rec["winner"]
     run = json.loads((out / "follow-up" / "run.json").read_text())
-    (variant,) = run["build"]["spec"]["variants"]
+    variant, *fixed = run["build"]["spec"]["variants"]
+    # beside it, each tier's best fixed variant, as the original run recorded it
+    best = list(dict.fromkeys(t["best"] for t in rec["tiers"]))
+    assert [v["name"] for v in fixed] == best
+    original = json.loads((out / "run.json").read_text())["build"]["spec"]["variants"]
+    by_name = {v["name"]: v for v in original}
+    for v in fixed:
+        assert v == by_name[v["name"]]
+    assert run["design"]["name"] == "interleaved"
     built = json.loads(
         (out / "follow-up" / "engines" / variant["name"] / "build.json").read_text()
     )
@@ -120,8 +142,8 @@ def test_follow_up_served_the_recommended_config(demo):
     if schedule:
         # the engine honoured it: no step drafted past the schedule's longest K
         acc = pd.read_csv(out / "follow-up" / "loadtest" / "acceptance.csv")
-        positions = acc[acc["kind"] == "position"]["draft_position"]
-        assert positions.max() <= max(schedule.values())
+        mine = acc[(acc["kind"] == "position") & (acc["variant"] == variant["name"])]
+        assert mine["draft_position"].max() <= max(schedule.values())
 
 
 def test_report_has_the_follow_up_section(demo):
@@ -130,4 +152,8 @@ def test_report_has_the_follow_up_section(demo):
     text = (out / "report.md").read_text()
     headings = [line for line in text.splitlines() if line.startswith("## ")]
     assert headings[:2] == ["## Recommendation", "## Follow-up check"]
-    assert "keeps up with the best fixed variant at every tier: pass" in text
+    check = json.loads((out / "follow-up" / "check.json").read_text())
+    said = {"pass": "keeps up with the best fixed variant at every tier",
+            "fail": "confirmed in fresh rounds: fail"}[check["verdict"]]  # fmt: skip
+    assert said in text
+    assert "Measurement design: **interleaved**, 3 round(s), 5 server start(s)" in text

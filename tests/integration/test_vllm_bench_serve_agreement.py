@@ -64,7 +64,7 @@ CLIENT_NICE = -10  # both clients ahead of the server for the CPU (clients_first
 LAG_TRUST_MS = 50.0
 """The timing bounds hold where trtbench's client kept up: the largest p99 event-loop lag of
 its blocks at most this. Above it trtbench itself marks its stamps as late (summary
-``event_loop_lag_p99_ms``, a terminal warning past 5 ms): on a 2-core host shared with vLLM and
+``event_loop_lag_p99_ms``): on a 2-core host shared with vLLM and
 other jobs its loop lags by hundreds of ms, a request's whole stream lands in one read and
 TTFT ≈ E2E; the figures are then printed, not held (the exact checks always are)."""
 READY_S = 300

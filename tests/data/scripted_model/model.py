@@ -17,6 +17,10 @@ at the time the last token would have. Token k of a request is id ``100 + k % 50
 ``"t<id> "``; each step after the first reports ``draft_per_step`` proposed and
 ``tokens_per_step - 1`` accepted draft tokens. Deterministic: no randomness anywhere.
 
+``slow_file`` (a file path; empty: off): a request that starts while the file exists runs
+``slow_factor`` times slower (every offset of its timetable multiplied), a drift of the host
+that a test switches on by creating the file.
+
 ``send_log`` (a file path; empty: off) records the ground truth the load-test tests compare
 against: one line ``<request id> <response index> <time.monotonic_ns()>`` taken just before
 each response is sent. ``time.monotonic_ns`` and the client's ``time.perf_counter_ns`` read
@@ -25,6 +29,7 @@ time from the server's send to the client's record.
 """
 
 import json
+import os
 import queue
 import sys
 import threading
@@ -52,6 +57,8 @@ class TritonPythonModel:
         self.tokens_per_step = int(params.get("tokens_per_step", "2"))
         self.draft_per_step = int(params.get("draft_per_step", "4"))
         self.empty_final = params.get("empty_final", "true").lower() == "true"
+        self.slow_file = params.get("slow_file", "")
+        self.slow_factor = float(params.get("slow_factor", "2"))
         path = params.get("send_log", "")
         self.send_log = open(path, "a", buffering=1) if path else None  # noqa: SIM115
         self.log_lock = threading.Lock()
@@ -121,6 +128,8 @@ class TritonPythonModel:
             max_tokens = int(_scalar(request, "max_tokens", 16))
             stream = bool(_scalar(request, "stream", True))
             plan = self._plan(max(max_tokens, 1))
+            if self.slow_file and os.path.exists(self.slow_file):
+                plan = [(offset * self.slow_factor, k, n) for offset, k, n in plan]
             if not stream:
                 time.sleep(max(0.0, start + plan[-1][0] - time.monotonic()))
                 drafted = self.draft_per_step * (len(plan) - 1)

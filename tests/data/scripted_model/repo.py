@@ -24,6 +24,8 @@ DEFAULTS = {
     "draft_per_step": 4,
     "empty_final": "true",
     "send_log": "",  # a path: model.py records every response's send time there
+    "slow_file": "",  # a path: while it exists, new requests run slow_factor times slower
+    "slow_factor": 2.0,
 }
 
 

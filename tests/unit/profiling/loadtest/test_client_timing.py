@@ -17,7 +17,12 @@ from tritonclient.grpc import service_pb2
 from trtbench.export import records_to_frame
 from trtbench.profiling.loadtest.client_timing import (
     add_loop_lag,
+    arrival_limit_ms,
     client_warnings,
+    dispatch_lag_limit_ms,
+    itl_tolerance_ms,
+    loop_lag_limit_ms,
+    p50_tolerance_ms,
     tier_loop_lags,
     wall_minus_perf_ns,
 )
@@ -102,48 +107,135 @@ def test_summary_columns_by_hand():
     assert row["client_to_server_delay_p99_ms"] == pytest.approx(0.6)
 
 
-def test_warnings_name_the_tiers_and_the_limit_once_per_variant():
+def test_tolerance_of_a_p50_is_its_half_width_or_ten_percent():
+    # TTFT p50 40 ms: the floor is 10 % = 4 ms
+    assert p50_tolerance_ms(40.0, 30.0, 50.0) == pytest.approx(10.0)  # half-width 10
+    assert p50_tolerance_ms(40.0, 39.0, 41.0) == pytest.approx(4.0)  # 1 < the floor
+    assert p50_tolerance_ms(40.0) == pytest.approx(4.0)  # one pass: no interval
+    assert np.isnan(p50_tolerance_ms(np.nan, 30.0, 50.0))
+
+
+def test_itl_borrows_the_relative_half_width_of_tpot_mean():
+    # TPOT mean 8 ms in [6, 10]: ±2 / 8 = 25 % → ITL p50 5 ms ± 1.25 (> floor 0.5)
+    assert itl_tolerance_ms(5.0, 8.0, 6.0, 10.0) == pytest.approx(1.25)
+    # [7.8, 8.2]: ±2.5 % → 0.125 < the floor 10 % of 5 = 0.5
+    assert itl_tolerance_ms(5.0, 8.0, 7.8, 8.2) == pytest.approx(0.5)
+    assert itl_tolerance_ms(5.0) == pytest.approx(0.5)  # no TPOT interval
+    assert itl_tolerance_ms(5.0, 0.0, 0.0, 0.0) == pytest.approx(0.5)
+
+
+def test_the_three_limits():
+    assert dispatch_lag_limit_ms(40.0, 30.0, 50.0) == pytest.approx(10.0)
+    assert arrival_limit_ms(40.0) == pytest.approx(20.0)  # half of TTFT p50
+    # 1 ms of timer rounding + the smaller tolerance; NaNs are left out
+    assert loop_lag_limit_ms(4.0, 1.25) == pytest.approx(2.25)
+    assert loop_lag_limit_ms(np.nan, 0.5) == pytest.approx(1.5)
+    assert np.isnan(loop_lag_limit_ms(np.nan, np.nan))
+
+
+def row(tier, **values):
+    """A complete tier with TTFT p50 40 ms in [30, 50] (tolerance 10 ms) and ITL p50 5 ms
+    with TPOT mean 8 ms in [6, 10] (tolerance 1.25 ms): loop limit 1 + 1.25 = 2.25 ms,
+    arrival limit 20 ms. Delays default to nothing worth a line; rare ones (p99) are
+    large on purpose: they move no p50."""
+    base = {
+        "variant": "a", "tier": tier, "tier_status": "complete",
+        "time_to_first_token_p50_ms": 40.0, "time_to_first_token_p50_ms_ci95_low": 30.0,
+        "time_to_first_token_p50_ms_ci95_high": 50.0, "inter_token_latency_p50_ms": 5.0,
+        "time_per_output_token_mean_ms": 8.0,
+        "time_per_output_token_mean_ms_ci95_low": 6.0,
+        "time_per_output_token_mean_ms_ci95_high": 10.0,
+        "dispatch_lag_p50_ms": 0.1, "dispatch_lag_p99_ms": 100.0,
+        "client_to_server_delay_p50_ms": 1.0, "client_to_server_delay_p99_ms": 100.0,
+        "event_loop_lag_p50_ms": 0.3, "event_loop_lag_p99_ms": 100.0,
+        "event_loop_lag_max_ms": 500.0,
+    }  # fmt: skip
+    return base | values
+
+
+def test_a_quiet_tier_gives_no_line_whatever_its_rare_delays():
+    assert client_warnings(pd.DataFrame([row("c1")])) == []
+
+
+@pytest.mark.parametrize(
+    ("column", "over", "under", "start", "limit"),
+    [
+        ("dispatch_lag_p50_ms", 10.5, 9.5,
+         "a: p50 dispatch lag (sent − ready) over TTFT p50's uncertainty", "10.00"),
+        ("client_to_server_delay_p50_ms", 21.0, 19.0,
+         "a: server-side: p50 send → model arrival over half of TTFT p50", "20.00"),
+        ("event_loop_lag_p50_ms", 2.3, 2.2,
+         "a: p50 event-loop lag of the client over 1 ms timer rounding", "2.25"),
+    ],
+)  # fmt: skip
+def test_each_check_fires_just_over_its_limit_and_not_under(
+    column, over, under, start, limit
+):
+    summary = pd.DataFrame([row("c1", **{column: over}), row("c2", **{column: under})])
+    lines = client_warnings(summary)
+    assert len(lines) == 1 and lines[0].startswith(start)
+    assert f" at c1 {over:.2f} ms > {limit}: " in lines[0] and "c2" not in lines[0]
+
+
+def test_without_an_interval_the_floor_is_ten_percent():
+    # TTFT p50 40 ms, no interval → 4 ms; ITL p50 5 ms, no TPOT interval → 0.5 ms, so the
+    # loop limit is 1 + min(4, 0.5) = 1.5 ms
+    plain = {"time_to_first_token_p50_ms_ci95_low": np.nan,
+             "time_to_first_token_p50_ms_ci95_high": np.nan,
+             "time_per_output_token_mean_ms_ci95_low": np.nan,
+             "time_per_output_token_mean_ms_ci95_high": np.nan}  # fmt: skip
     summary = pd.DataFrame(
         [
-            # TTFT p50 200 ms: dispatch limit min(5, 10) = 5 → 6 warns; arrival limit
-            # max(5, 10) = 10 → 1 does not; loop 6 > 5 warns
-            {"variant": "a", "tier": "r1", "time_to_first_token_p50_ms": 200.0,
-             "dispatch_lag_p99_ms": 6.0, "client_to_server_delay_p99_ms": 1.0,
-             "event_loop_lag_p99_ms": 6.0},
-            # TTFT p50 20 ms: dispatch limit min(5, 1) = 1 → 1.5 warns; arrival limit
-            # max(5, 1) = 5 → 7 warns; loop 4.9 does not
-            {"variant": "a", "tier": "r2", "time_to_first_token_p50_ms": 20.0,
-             "dispatch_lag_p99_ms": 1.5, "client_to_server_delay_p99_ms": 7.0,
-             "event_loop_lag_p99_ms": 4.9},
-            # not complete: not a measurement, no warning
-            {"variant": "a", "tier": "r3", "tier_status": "interrupted",
-             "time_to_first_token_p50_ms": 20.0, "dispatch_lag_p99_ms": 100.0,
-             "client_to_server_delay_p99_ms": 100.0, "event_loop_lag_p99_ms": 100.0},
-            {"variant": "other", "tier": "r1", "time_to_first_token_p50_ms": 20.0,
-             "dispatch_lag_p99_ms": 100.0, "client_to_server_delay_p99_ms": 100.0,
-             "event_loop_lag_p99_ms": 100.0},
+            row("c1", **plain, dispatch_lag_p50_ms=4.1, event_loop_lag_p50_ms=1.6),
+            row("c2", **plain, dispatch_lag_p50_ms=3.9, event_loop_lag_p50_ms=1.4),
         ]
-    )  # fmt: skip
-    summary.loc[summary["tier_status"].isna(), "tier_status"] = "complete"
-    lines = client_warnings(summary, {"a"})
-    assert len(lines) == 3
-    assert lines[0].startswith("a: p99 dispatch lag (sent − ready) over 5 ms or 5 %")
-    assert "at r1 6.00 ms > 5.00, r2 1.50 ms > 1.00:" in lines[0]
-    assert lines[1].startswith("a: p99 send → model arrival over 5 ms and 5 %")
-    assert "at r2 7.00 ms > 5.00:" in lines[1] and "not client lag" in lines[1]
-    assert lines[2].startswith(
-        "a: p99 event-loop lag of the client over 5 ms at r1 6.00"
     )
-    assert all("r3" not in line and "\n" not in line for line in lines)
+    lines = client_warnings(summary)
+    assert len(lines) == 2
+    assert "at c1 4.10 ms > 4.00: " in lines[0] and "c2" not in lines[0]
+    assert "at c1 1.60 ms > 1.50: " in lines[1] and "c2" not in lines[1]
+
+
+def test_lines_per_variant_skip_incomplete_tiers_other_variants_and_old_files():
+    summary = pd.DataFrame(
+        [
+            row("c1", dispatch_lag_p50_ms=11.0),
+            row("c2", dispatch_lag_p50_ms=12.0),
+            # not complete: not a measurement, no warning
+            row("c3", tier_status="interrupted", dispatch_lag_p50_ms=100.0),
+            row("c1", variant="other", dispatch_lag_p50_ms=100.0),
+        ]
+    )
+    lines = client_warnings(summary, {"a"})
+    assert len(lines) == 1 and "\n" not in lines[0]
+    assert "at c1 11.00 ms > 10.00, c2 12.00 ms > 10.00: " in lines[0]
+    assert "--workers N" in lines[0] and "c3" not in lines[0]
+    # a summary from before event_loop_lag_p50_ms: its p99 and max are not judged
+    old = pd.DataFrame([row("c1")]).drop(columns=["event_loop_lag_p50_ms"])
+    assert client_warnings(old) == []
+
+
+def test_warnings_on_a_summary_computed_from_records():
+    # RECS at one pass: TTFT 49.6, 30, 10 → p50 30, tolerance 10 % = 3 ms; dispatch lag
+    # p50 1 ms; ITL: gaps 100, 70, 10 ms before 2-token responses → samples 50, 50, 35,
+    # 35, 5, 5 → p50 35, tolerance 3.5 ms; loop limit 1 + min(3, 3.5) = 4 ms
+    req = records_to_frame(RECS)
+    resp = records_to_frame([x for r in RECS for x in responses_of(r)])
+    summary = summarize(req, resp)
+    assert summary["inter_token_latency_p50_ms"].iloc[0] == pytest.approx(35)
+    lags = {("v", "r10"): (5.0, 9.0, 9.0)}
+    lines = client_warnings(add_loop_lag(summary, lags))
+    assert len(lines) == 1 and "at r10 5.00 ms > 4.00: " in lines[0]
+    assert client_warnings(add_loop_lag(summary, {("v", "r10"): (3.9, 9.0, 9.0)})) == []
 
 
 def test_loop_lag_columns_from_results_and_from_the_old_summary(tmp_path):
     first = TierOutcome("r1", loop_lag=LagStats(0.1, 0.8, 2.0, 50))
     second = TierOutcome("r1", loop_lag=LagStats(0.2, 0.5, 3.0, 50))  # a second pass
     lags = tier_loop_lags({"new": LoadResult(tiers=[first, second, TierOutcome("r2")])})
-    assert lags == {("new", "r1"): (0.8, 3.0)}  # the larger of the passes
+    assert lags == {("new", "r1"): (0.2, 0.8, 3.0)}  # the larger of the passes
     old = tmp_path / "summary.csv"
-    pd.DataFrame(
+    pd.DataFrame(  # written before event_loop_lag_p50_ms
         {"variant": ["old"], "tier": ["c1"], "event_loop_lag_p99_ms": [1.5],
          "event_loop_lag_max_ms": [4.0]}
     ).to_csv(old, index=False)  # fmt: skip
@@ -151,6 +243,8 @@ def test_loop_lag_columns_from_results_and_from_the_old_summary(tmp_path):
         {"variant": ["old", "new", "new"], "tier": ["c1", "r1", "r2"]}
     )
     out = add_loop_lag(summary, lags, old)
+    assert np.isnan(out["event_loop_lag_p50_ms"].iloc[0])
+    assert out["event_loop_lag_p50_ms"].iloc[1] == 0.2
     assert out["event_loop_lag_p99_ms"].tolist()[:2] == [1.5, 0.8]
     assert out["event_loop_lag_max_ms"].tolist()[:2] == [4.0, 3.0]
     assert np.isnan(out["event_loop_lag_p99_ms"].iloc[2])

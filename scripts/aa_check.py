@@ -1,0 +1,182 @@
+"""A/A check of the measurement design: how often two identical variants are called
+"significantly" different, interleaved vs sequential, on an idle host, with a CPU burner on
+one core the whole time, and with a burner started halfway through the run (a drift).
+
+Usage: .venv/bin/python scripts/aa_check.py [--rounds 18] [--block 3] [--out runs/aa]
+       [--designs interleaved,sequential] [--conditions idle,burner,halfway]
+
+Spec: the tiny reference models (scripts/make_tiny_models.py), five variants: twin baselines
+``base-a`` / ``base-b``, twin Medusa variants ``medusa-a`` / ``medusa-b`` and ``medusa-slow``
+(``handicap: 0.1``, every decode step 10 % longer: about 9 % fewer tokens/s), at concurrency 1
+and 4, 16 requests per cell. One ``trtbench run`` per design and condition with ``--rounds``
+rounds; its rounds are then cut into blocks of ``--block`` consecutive rounds, each block read
+as a run of the demo's size (3 rounds): per block, tier and twin pair, the paired output tok/s
+ratio over the block's rounds (``profiling/report/paired.py``) is "significant" when its 95 %
+interval excludes 1. In a ``sequential`` run block k pairs passes 3k..3k+2 of one twin with
+the same passes of the other, measured a whole variant's run later, as in a sequential run of
+the demo. The printed rate is the share of twin comparisons called significant (nominal 5 %,
+two-sided), with its 95 % Clopper-Pearson interval; "power" is the share of blocks where
+``medusa-slow`` is significantly slower than ``medusa-a`` (a 9 % loss).
+
+Prints one row per design and condition, and writes ``OUT/aa_results.md``. Figures measured
+while building trtbench are in docs/aa_check.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+from scipy import stats
+
+from trtbench.profiling.report.paired import paired_ratio
+
+ROOT = Path(__file__).resolve().parents[1]
+TWINS = (("base-a", "base-b"), ("medusa-a", "medusa-b"))
+TREE = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]
+COLUMN = "output_tokens_per_s"
+DONE = re.compile(r"tier_pass: .* \(round \d+\): ")
+
+
+def spec_text(cache: Path, design: str, rounds: int, tiers: list[int]) -> str:
+    """The A/A spec (module docstring) as YAML."""
+    common = {"dtype": "float32", "max_batch_size": 8, "max_input_len": 256,
+              "max_seq_len": 512}  # fmt: skip
+    medusa = {"mode": "medusa", "medusa_choices": TREE, **common}
+    variants = [
+        {"name": "base-a", "mode": "baseline", **common},
+        {"name": "base-b", "mode": "baseline", **common},
+        {"name": "medusa-a", **medusa},
+        {"name": "medusa-b", **medusa},
+        {"name": "medusa-slow", "handicap": 0.1, **medusa},
+    ]
+    return yaml.safe_dump({
+        "name": f"aa-{design}", "backend": "reference",
+        "models": {k: str(cache / "tiny-models" / k) for k in ("target", "medusa")},
+        "variants": variants,
+        "deploy": {"ready_timeout_s": 180},
+        "loadtest": {"design": design, "concurrency": tiers, "repeats": rounds,
+                     "requests_per_tier": 16, "warmup_requests": 2, "input_len_mean": 32,
+                     "output_len_mean": 48, "seed": 0},
+    }, sort_keys=False)  # fmt: skip
+
+
+def burner() -> subprocess.Popen:
+    """A busy loop on one core (the house's standard noise)."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def run_one(spec: Path, out: Path, condition: str, cells: int) -> float:
+    """``trtbench run SPEC`` under ``condition``; returns its wall time (s)."""
+    cmd = [
+        str(ROOT / ".venv" / "bin" / "trtbench"),
+        "run",
+        str(spec),
+        "--out",
+        str(out),
+    ]
+    hog: subprocess.Popen | None = burner() if condition == "burner" else None
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stop = threading.Event()
+
+    def halfway() -> None:  # start the burner once half of the cells are done
+        nonlocal hog
+        log = out / "trtbench.log"
+        while not stop.wait(1.0):
+            text = log.read_text(errors="replace") if log.is_file() else ""
+            if len(DONE.findall(text)) >= cells // 2:
+                hog = burner()
+                return
+
+    watcher = threading.Thread(target=halfway, daemon=True)
+    if condition == "halfway":
+        watcher.start()
+    try:
+        code = proc.wait()
+    finally:
+        stop.set()
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+    if code != 0:
+        raise SystemExit(f"trtbench run exited {code}; see {out / 'trtbench.log'}")
+    return time.monotonic() - start
+
+
+def block_readings(rounds: pd.DataFrame, block: int) -> pd.DataFrame:
+    """One row per block × tier × comparison: its ratio, interval and verdict."""
+    rows = []
+    rounds = rounds.assign(block=rounds["round"] // block)
+    for b, part in rounds.groupby("block"):
+        if part["round"].nunique() < block:
+            continue  # a last, short block
+        for tier in sorted(part["tier"].unique()):
+            pairs = [*TWINS, ("medusa-a", "medusa-slow")]
+            for a, c in pairs:
+                pr = paired_ratio(part, a, c, tier, COLUMN)
+                rows.append({"block": b, "tier": tier, "pair": f"{a}/{c}",
+                             "twin": (a, c) in TWINS, "ratio": pr.ratio,
+                             "significant": bool(pr.low is not None
+                                                 and (pr.low > 1 or pr.high < 1)),
+                             "slower": bool(pr.low is not None and pr.low > 1)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def rate_text(k: int, n: int) -> str:
+    """``k/n = p % [low, high]`` with a 95 % Clopper-Pearson interval."""
+    if n == 0:
+        return "-"
+    low = stats.beta.ppf(0.025, k, n - k + 1) if k else 0.0
+    high = stats.beta.ppf(0.975, k + 1, n - k) if k < n else 1.0
+    return f"{k}/{n} = {k / n:.1%} [{low:.1%}, {high:.1%}]"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=18)
+    p.add_argument("--block", type=int, default=3)
+    p.add_argument("--tiers", default="1,4")
+    p.add_argument("--designs", default="interleaved,sequential")
+    p.add_argument("--conditions", default="idle,burner,halfway")
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "aa")
+    args = p.parse_args()
+    cache = Path(os.environ.get("TRTBENCH_CACHE", Path.home() / ".cache" / "trtbench"))
+    tiers = [int(t) for t in args.tiers.split(",")]
+    args.out.mkdir(parents=True, exist_ok=True)
+    lines = ["| design | condition | twins called significant | median abs log ratio "
+             "| handicap 0.1 seen (power) | wall s |", "|---|---|---|---|---|---|"]  # fmt: skip
+    print(lines[0])
+    for design in args.designs.split(","):
+        spec = args.out / f"aa-{design}.yaml"
+        spec.write_text(spec_text(cache, design, args.rounds, tiers))
+        for condition in args.conditions.split(","):
+            out = args.out / f"{design}-{condition}"
+            cells = 5 * len(tiers) * args.rounds
+            wall = run_one(spec, out, condition, cells)
+            readings = block_readings(pd.read_csv(out / "loadtest" / "rounds.csv"),
+                                      args.block)  # fmt: skip
+            twins = readings[readings["twin"]]
+            slow = readings[~readings["twin"]]
+            row = (f"| {design} | {condition} | "
+                   f"{rate_text(int(twins['significant'].sum()), len(twins))} | "
+                   f"{np.median(np.abs(np.log(twins['ratio']))):.3f} | "
+                   f"{rate_text(int(slow['slower'].sum()), len(slow))} | {wall:.0f} |")  # fmt: skip
+            print(row, flush=True)
+            lines.append(row)
+            readings.to_csv(out / "aa_blocks.csv", index=False)
+    (args.out / "aa_results.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out / 'aa_results.md'}")
+
+
+if __name__ == "__main__":
+    main()

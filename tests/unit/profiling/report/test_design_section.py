@@ -1,0 +1,127 @@
+"""report.md's lines on the measurement design and interference
+(``profiling/report/design_section.py``), from hand-written run.json and rounds.csv rows."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from trtbench.profiling.loadtest.design import DESIGN_TEXT
+from trtbench.profiling.report.design_section import design_lines, interference_lines
+
+
+def after_colon(design: str) -> str:
+    """DESIGN_TEXT's sentence without its leading ``<name>:``."""
+    return DESIGN_TEXT[design].split(":", 1)[1].strip()
+
+
+def test_interleaved_design_names_rounds_starts_and_co_residence():
+    run = {"design": {"name": "interleaved", "rounds": 5, "co_resident": True,
+                      "server_starts": 3, "asked": "auto"}}  # fmt: skip
+    lines = design_lines(run, None)
+    assert len(lines) == 1
+    line = lines[0]
+    assert line.startswith("Measurement design: **interleaved**, 5 round(s), ")
+    assert "3 server start(s), servers co-resident" in line
+    assert after_colon("interleaved") in line
+    assert "Every interval in this report is over these rounds." in line
+
+
+def test_rounds_design_one_server_at_a_time():
+    run = {"design": {"name": "rounds", "rounds": 3, "co_resident": False,
+                      "server_starts": 6}}  # fmt: skip
+    (line,) = design_lines(run, None)
+    assert "**rounds**, 3 round(s), 6 server start(s), one server at a time" in line
+    assert after_colon("rounds") in line
+
+
+def test_sequential_design_says_its_intervals_leave_out_drift():
+    run = {"design": {"name": "sequential", "rounds": 3, "co_resident": False,
+                      "server_starts": 2}}  # fmt: skip
+    (line,) = design_lines(run, None)
+    assert "**sequential**, 3 round(s), 2 server start(s), one server at a time" in line
+    assert "do NOT include drift" in line
+
+
+def test_no_design_recorded_reads_as_sequential():
+    for run in ({}, {"design": None}, {"design": "interleaved"}):  # not a mapping
+        (line,) = design_lines(run, None)
+        assert line.startswith("Measurement design: not recorded")
+        assert after_colon("sequential") in line
+        assert "**" not in line
+
+
+def test_server_starts_unknown_reads_as_a_question_mark():
+    (line,) = design_lines({"design": {"name": "interleaved", "rounds": 2}}, None)
+    assert "2 round(s), ? server start(s), one server at a time" in line
+
+
+def rounds_rows(cells: list[tuple[str, str, int, float, object]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        cells,
+        columns=[
+            "variant",
+            "tier",
+            "round",
+            "host_other_cpu_share",
+            "interference_flag",
+        ],
+    )
+
+
+# 6 cells; draft c1 flagged in rounds 0 and 1 (named once), base c4 in round 1 (GPU)
+FLAGGED = [
+    ("base", "c1", 0, 0.02, False),
+    ("draft", "c1", 0, 0.30, True),
+    ("base", "c4", 0, 0.05, False),
+    ("draft", "c1", 1, 0.15, True),
+    ("base", "c4", 1, 0.01, True),
+    ("draft", "c4", 1, 0.04, False),
+]
+
+
+@pytest.mark.parametrize("as_text", [False, True])  # in memory, or read back from CSV
+def test_flagged_cells_are_counted_and_named(as_text):
+    rows = rounds_rows(
+        [(v, t, r, s, str(f) if as_text else f) for v, t, r, s, f in FLAGGED]
+    )
+    (line,) = interference_lines(rows)
+    assert line.startswith("**Interference: 3 of 6 cells were measured")
+    assert "more than 10% of the host's CPU (up to 30%)" in line
+    assert "`draft` c1, `base` c4." in line
+    assert line.count("`draft` c1") == 1
+    assert "`draft` c4" not in line and "`base` c1" not in line
+
+
+def test_no_flagged_cell_states_the_largest_share():
+    rows = rounds_rows([
+        ("base", "c1", 0, 0.02, False), ("draft", "c1", 0, 0.08, False),
+        ("base", "c1", 1, math.nan, False),
+    ])  # fmt: skip
+    (line,) = interference_lines(rows)
+    assert line.startswith("Interference: none seen")
+    assert "at most 8% of the host's CPU" in line
+    assert "flag above 10%" in line
+
+
+def test_interference_not_measured_or_absent():
+    unmeasured = rounds_rows([("base", "c1", 0, math.nan, False),
+                              ("draft", "c1", 0, math.nan, False)])  # fmt: skip
+    assert interference_lines(unmeasured) == [
+        "Interference: not measured (no /proc on the host)."
+    ]
+    assert interference_lines(None) == []
+    assert interference_lines(rounds_rows([])) == []
+    figures_only = pd.DataFrame({"variant": ["a"], "tier": ["c1"], "round": [0]})
+    assert interference_lines(figures_only) == []
+
+
+def test_design_lines_append_the_interference_line():
+    run = {"design": {"name": "interleaved", "rounds": 2, "co_resident": True,
+                      "server_starts": 2}}  # fmt: skip
+    lines = design_lines(run, rounds_rows(FLAGGED))
+    assert len(lines) == 2
+    assert lines[0].startswith("Measurement design: **interleaved**")
+    assert lines[1].startswith("**Interference: 3 of 6 cells")
