@@ -117,8 +117,8 @@ def run_interleaved(
             ``seed + i + r · len(tiers)``, the same for every variant).
 
     Returns:
-        Variant → its :class:`LoadResult` (one outcome per tier, passes merged; a stop
-        signal is recorded in every variant's result).
+        Variant → its :class:`LoadResult` (one outcome per tier in ``tiers`` order, passes
+        merged; a stop signal is recorded in every variant's result).
 
     Raises:
         LoadTestError: no prompts, a text-only model without a tokenizer, or every warmup
@@ -147,6 +147,8 @@ def run_interleaved(
         asyncio.run(_drive(runners, lanes, cells, tiers, seed))
     finally:
         sys.setswitchinterval(switch)
+    rank = {tier.label: i for i, tier in enumerate(tiers)}
     for runner in runners.values():
-        runner.result.tiers = merge_passes(runner.result.tiers)
+        merged = merge_passes(runner.result.tiers)
+        runner.result.tiers = sorted(merged, key=lambda o: rank.get(o.tier, len(rank)))
     return {name: runner.result for name, runner in runners.items()}

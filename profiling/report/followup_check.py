@@ -42,7 +42,7 @@ from typing import Any
 
 import pandas as pd
 
-from trtbench.profiling.report.margins import OBJECTIVE_INFO
+from trtbench.profiling.report.margins import OBJECTIVE_INFO, as_float
 from trtbench.profiling.report.paired import MIN_ROUNDS, PairedRatio, paired_ratio
 from trtbench.profiling.report.uncertainty import interval_text
 
@@ -115,14 +115,6 @@ class TierCheck:
     reason: str
 
 
-def _num(v: object) -> float | None:
-    try:
-        x = float(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(x) else x
-
-
 def _incomplete(summary: pd.DataFrame, variants: Sequence[str], tier: str) -> str:
     """Why ``tier`` is not complete for one of ``variants`` ('' when it is for both)."""
     for v in variants:
@@ -193,7 +185,7 @@ def suspects(checks: Sequence[StageResult], tiers: Sequence[str]) -> list[str]:
 def concurrency_of(summary: pd.DataFrame, tier: str) -> float | None:
     """The concurrency of ``tier`` in a summary (None: a request-rate tier or absent)."""
     hit = summary[summary["tier"].astype(str) == tier]
-    return None if hit.empty else _num(hit.iloc[0].get("concurrency"))
+    return None if hit.empty else as_float(hit.iloc[0].get("concurrency"))
 
 
 def verdict_of(tiers: Sequence[TierCheck]) -> str:

@@ -22,14 +22,13 @@ wide margins around the scripted values.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from tests.support.data import get_test_data_dir
+from tests.support.scripted_triton import scripted_repo_module
 from trtbench.pipeline.loadtest import connect
 from trtbench.profiling.loadtest.design import INTERLEAVED, SEQUENTIAL, plan_cells
 from trtbench.profiling.loadtest.interleave import Lane, run_interleaved
@@ -55,11 +54,7 @@ def twins(tmp_path_factory):
     """Two scripted servers, ``a`` and ``b``, sharing one slow_file (absent at first)."""
     root = tmp_path_factory.mktemp("twins")
     slow = root / "slow"
-    spec = importlib.util.spec_from_file_location(
-        "scripted_repo", get_test_data_dir("scripted_model") / "repo.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = scripted_repo_module()
     servers = {}
     for name in ("a", "b"):
         repo = module.write_scripted_repo(

@@ -102,7 +102,10 @@ STUB = "triton_python_backend_stub"
 
 
 def bench_spec(models: dict[str, Path]) -> dict:
-    """Two reference variants, three closed-loop tiers of a few seconds each."""
+    """Two reference variants, three closed-loop tiers of a few seconds each, measured one
+    variant after the other (``design: sequential``) so that base's tier c2 follows its c1:
+    the faults come at a known cell. A dead lane of the interleaved design stops that
+    variant's later cells the same way (``profiling/loadtest/interleave.py``)."""
     return reference_run_spec(
         "faults",
         models,
@@ -116,6 +119,7 @@ def bench_spec(models: dict[str, Path]) -> dict:
         requests=REQUESTS,
         output_tokens=OUTPUT_TOKENS,
         concurrency=(1, 2, 4),
+        design="sequential",
     )
 
 

@@ -19,7 +19,6 @@ must be received after it was sent.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -31,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.support.data import get_test_data_dir
+from tests.support.scripted_triton import scripted_repo_module
 from trtbench.cli import main
 from trtbench.export import Column
 from trtbench.profiling.loadtest.schemas import (
@@ -46,14 +45,6 @@ pytestmark = pytest.mark.integration
 TOLERANCE_MS = 2.0
 
 
-def _repo_module():
-    path = get_test_data_dir("scripted_model") / "repo.py"
-    spec = importlib.util.spec_from_file_location("scripted_repo", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def send_log(tmp_path_factory) -> Path:
     """Where the scripted model records each response's send time."""
@@ -63,7 +54,7 @@ def send_log(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, send_log):
     tmp = tmp_path_factory.mktemp("scripted")
-    repo = _repo_module().write_scripted_repo(
+    repo = scripted_repo_module().write_scripted_repo(
         tmp / "repo", {"scripted": {"send_log": str(send_log)}}, with_wrong_inputs=True
     )
     models = ("scripted", "wrong_inputs")

@@ -8,6 +8,7 @@ import contextlib
 import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 from tests.support.data import get_test_data_dir
 from trtbench.triton_repo.server import ServerConfig, TritonServer
@@ -17,16 +18,22 @@ SCRIPT = {"first_delay_ms": 2, "step_ms": 2, "tokens_per_step": 1}
 """Scripted model timing: one token every 2 ms, so a tier makes many records quickly."""
 
 
+def scripted_repo_module() -> ModuleType:
+    """``tests/data/scripted_model/repo.py`` loaded as a module (``write_scripted_repo``,
+    ``DEFAULTS``): it lives beside the model it writes, outside any package."""
+    path = get_test_data_dir("scripted_model") / "repo.py"
+    spec = importlib.util.spec_from_file_location("scripted_repo", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @contextlib.contextmanager
 def scripted_server(root: Path) -> Iterator[TritonServer]:
     """A started :class:`TritonServer` of the scripted model :data:`MODEL` (timing
     :data:`SCRIPT`), repository and ``server.log`` under ``root``, stopped with its
     process group when the block ends."""
-    path = get_test_data_dir("scripted_model") / "repo.py"
-    spec = importlib.util.spec_from_file_location("scripted_repo", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    repo = module.write_scripted_repo(root / "repo", {MODEL: SCRIPT})
+    repo = scripted_repo_module().write_scripted_repo(root / "repo", {MODEL: SCRIPT})
     config = ServerConfig(repo, root / "server.log", models=(MODEL,))
     with TritonServer(config) as server:
         yield server

@@ -56,12 +56,15 @@ __all__ = ["RunProgress", "baseline_of", "render_report", "run_bench"]
 log = logging.getLogger(__name__)
 
 
-def _write_profiles(rd: RunDir, got: Collected) -> None:
-    """memory.csv, server_metrics.csv and memory_breakdown.csv from what was sampled."""
-    frames = [f for f in got.memory.values() if not f.empty]
+def _write_profiles(rd: RunDir, got: Collected, order: list[str]) -> None:
+    """memory.csv, server_metrics.csv and memory_breakdown.csv from what was sampled,
+    variants in spec ``order`` (servers may finish in any order)."""
+    memory = {n: got.memory[n] for n in order if n in got.memory}
+    frames = [f for f in memory.values() if not f.empty]
     if frames:
         write_memory_csv(pd.concat(frames, ignore_index=True), rd.memory_csv)
-    metrics = [f for f in got.metrics.values() if not f.empty]
+    metrics = [got.metrics[n] for n in order if n in got.metrics]
+    metrics = [f for f in metrics if not f.empty]
     if metrics:
         write_server_metrics_csv(
             pd.concat(metrics, ignore_index=True), rd.server_metrics_csv
@@ -69,10 +72,10 @@ def _write_profiles(rd: RunDir, got: Collected) -> None:
     inputs = [
         load_variant_inputs(
             rd.build_json(name),
-            memory=memory,
+            memory=frame,
             server_metrics=got.metrics.get(name),
         )
-        for name, memory in got.memory.items()
+        for name, frame in memory.items()
         if rd.build_json(name).is_file()
     ]
     if inputs:
@@ -81,8 +84,10 @@ def _write_profiles(rd: RunDir, got: Collected) -> None:
 
 def baseline_of(spec: BenchSpec, names: list[str]) -> str | None:
     """The first measured variant whose mode is baseline (the speedups' reference)."""
-    return next((v.name for v in spec.variants if v.mode == "baseline"
-                 and v.name in names), None)  # fmt: skip
+    baselines = (
+        v.name for v in spec.variants if v.mode == "baseline" and v.name in names
+    )
+    return next(baselines, None)
 
 
 def run_bench(
@@ -146,7 +151,7 @@ def _finish(
     signals = [r.stop_signal for r in got.results.values() if r.stop_signal]
     stop_signal = stopped or (signals[0] if signals else None)
     failures = failure_lines(got.results)
-    _write_profiles(out, got)
+    _write_profiles(out, got, [v.name for v in spec.variants])
     out.update_run_json(
         "run",
         {

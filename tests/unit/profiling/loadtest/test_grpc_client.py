@@ -11,6 +11,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from tests.support.data import get_test_data_dir
+from tests.support.scripted_triton import scripted_repo_module
 from trtbench.errors import LoadTestError
 from trtbench.profiling.loadtest.grpc_client import (
     RequestOptions,
@@ -22,9 +23,16 @@ from trtbench.profiling.loadtest.grpc_client import (
 
 def scripted_config(**overrides) -> model_config_pb2.ModelConfig:
     text = (get_test_data_dir("scripted_model") / "config.pbtxt.in").read_text()
-    values = {"name": "m", "max_batch_size": 8, "first_delay_ms": 0, "first_tokens": 1,
-              "step_ms": 0, "tokens_per_step": 1, "draft_per_step": 0,
-              "empty_final": "true", "send_log": "", **overrides}  # fmt: skip
+    values = {
+        **scripted_repo_module().DEFAULTS,
+        "name": "m",
+        "max_batch_size": 8,
+        "first_delay_ms": 0,
+        "step_ms": 0,
+        "tokens_per_step": 1,
+        "draft_per_step": 0,
+        **overrides,
+    }
     return text_format.Parse(
         Template(text).substitute(values), model_config_pb2.ModelConfig()
     )
