@@ -3,7 +3,7 @@
 # build, deploy, load-test and report baseline / draft-target / Medusa / n-gram / EAGLE-3 in
 # interleaved rounds, then check the recommendation (trtbench follow-up): the recommended
 # config served beside the run's best fixed variant of each tier, side by side in time.
-#   scripts/demo.sh [RUN_DIR]     (default runs/tiny-cpu)
+#   scripts/demo.sh [RUN_DIR [SPEC]]     (defaults runs/tiny-cpu, examples/tiny-cpu.yaml)
 # Exit status: 0 when both steps ran to a verdict, pass or fail (printed, and recorded in
 # RUN_DIR/follow-up/check.json); else the failing step's (2: bad input, 1: a server died or a
 # tier could not be checked, 128+N: stopped by signal N).
@@ -12,8 +12,9 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh reference,cpu-server
 VENV=${TRTBENCH_VENV:-.venv}
 OUT=${1:-runs/tiny-cpu}
-printf '[demo] %s\n' "trtbench run examples/tiny-cpu.yaml --out $OUT"
-"$VENV/bin/trtbench" run examples/tiny-cpu.yaml --out "$OUT"
+SPEC=${2:-examples/tiny-cpu.yaml}
+printf '[demo] %s\n' "trtbench run $SPEC --out $OUT"
+"$VENV/bin/trtbench" run "$SPEC" --out "$OUT"
 printf '[demo] %s\n' "trtbench follow-up $OUT"
 status=0
 "$VENV/bin/trtbench" follow-up "$OUT" || status=$?
