@@ -4,5 +4,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh reference,cpu-server,test
 VENV=${TRTBENCH_VENV:-.venv}
-printf '[test] %s\n' "python -m pytest $*"
-exec "$VENV/bin/python" -m pytest "$@"
+# Two pytest workers (pytest-xdist; TRTBENCH_TEST_WORKERS, 0 = in this process): much of the
+# suite waits on servers, so the two cores are kept busy. Tests that share the session's
+# vLLM servers carry xdist_group("vllm") and run on one worker (--dist loadgroup).
+# --durations=25: the slowest tests are printed on every run (CI's log too), so a new slow
+# one is seen when it appears (docs/testing.md: the budget).
+ARGS=(-n "${TRTBENCH_TEST_WORKERS:-2}" --dist loadgroup --durations=25)
+printf '[test] %s\n' "python -m pytest ${ARGS[*]} $*"
+exec "$VENV/bin/python" -m pytest "${ARGS[@]}" "$@"

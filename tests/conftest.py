@@ -21,6 +21,21 @@ def tiny_models() -> dict[str, Path]:
     return ensure_tiny_models(tiny_models_dir())
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``pytest -n N --dist loadgroup`` (``scripts/test.sh``), keep each test file
+    on one worker, as ``--dist loadfile`` would: its module-scoped servers then start
+    once. A file marked ``xdist_group(NAME)`` joins the files sharing that name instead
+    (the session's vLLM servers, ``tests/integration/conftest.py``). Runs before
+    pytest-xdist reads the marks."""
+    for item in items:
+        if (
+            "integration" in item.keywords
+            and item.get_closest_marker("xdist_group") is None
+        ):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
 @pytest.fixture(autouse=True)
 def _drop_cli_log_handlers():
     """Each CLI call installs its terminal handler and run log on the root logger; remove
