@@ -11,6 +11,7 @@ server's group is left.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import socket
@@ -167,9 +168,10 @@ def clear_prompts(engine, count: int) -> list[str]:
 
 
 def test_concurrent_streams_are_batched_in_flight(run_dir):
-    """4 concurrent streams on one draft-target server: each gets its own tokens, and the
+    """4 concurrent streams on one draft-target server: each gets its own tokens, and
     generations overlap in time (a one-request-at-a-time server would serve them one after
-    another: disjoint first..last token intervals)."""
+    another: disjoint first..last token intervals). Only one overlapping pair is required:
+    on a busy host a client thread can start after another's request already ended."""
     engine = load_engine(run_dir.engine_dir("draft_target"), device="cpu")
     prompts = clear_prompts(engine, 4)
     want = [
@@ -193,7 +195,12 @@ def test_concurrent_streams_are_batched_in_flight(run_dir):
         (r[-1].scalar("first_token_time_ns"), r[-1].scalar("last_token_time_ns"))
         for r in results.values()
     ]
-    assert max(first for first, _ in spans) < min(last for _, last in spans)
+    overlapping = [
+        (a, b)
+        for a, b in itertools.combinations(sorted(spans), 2)
+        if b[0] < a[1]  # b's first token before a's last
+    ]
+    assert overlapping, spans
     assert "in-flight batching, max_batch_size 8, torch threads 1" in log
 
 

@@ -139,10 +139,10 @@ def test_a_death_the_parent_sees_stops_every_worker(scripted, tmp_path):
     t0 = time.monotonic()
     result = run_workers(
         target, [Prompt("p", "hello", 1, 16, "words")], [Tier(concurrency=2)],
-        LoadSettings(requests_per_tier=None, duration_s=30, warmup_requests=0),
+        LoadSettings(requests_per_tier=None, duration_s=300, warmup_requests=0),
         "dead", files=files, health=health,
     )  # fmt: skip
-    assert time.monotonic() - t0 < 20  # not the 30 s tier
+    assert time.monotonic() - t0 < 150  # the death ended the tier, not its 300 s
     assert result.server_failure == "tritonserver exited with code -9"
     (tier,) = result.tiers
     assert tier.status == "partial" and tier.requests > 0

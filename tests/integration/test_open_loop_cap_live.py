@@ -3,10 +3,11 @@
 ``--request-rate 100 --max-concurrency 1`` with constant arrivals asks for a request every
 10 ms while one slot needs far longer per request (24 tokens from the tiny model on CPU),
 so the requests queue for the slot: each waits longer than the one before, while the
-client's own lag (sent − ready) stays small and never more than one request is in flight
-(checked from the records' send and end times). The reference model reports when each
-request reached ``execute`` (``arrival_time_ns``), so the client→server delay is there,
-non-negative and small (same machine).
+client's own lag (sent − ready) stays small beside that wait and never more than one
+request is in flight (checked from the records' send and end times). The reference model
+reports when each request reached ``execute`` (``arrival_time_ns``), so the client→server
+delay is there, non-negative and ends before the request does. The quiet-host figures
+(lag under 10 ms, delay under 20 ms) are printed by ``scripts/bench_timing.py``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 
 from tests.support.cli import run_cli
 from tests.support.run_specs import deployed_reference_run
+from tests.support.timing import report_timing
 from trtbench.pipeline.deploy import serve
 from trtbench.run_dir import RunDir
 from trtbench.spec import VariantSpec
@@ -57,13 +59,17 @@ def test_one_slot_queues_requests_and_the_client_keeps_up(run_dir, tmp_path, cap
     # the wait for the slot grows request by request
     queue_ms = ((req["ready_ns"] - req["scheduled_ns"]) / 1e6).to_numpy()
     assert queue_ms[0] == 0 and (queue_ms[1:] > queue_ms[:-1]).all(), queue_ms
-    # the client's own lag stays small
+    # the client's own lag is small beside the wait for the slot it measures (a quiet
+    # host keeps it under 10 ms: scripts/bench_timing.py)
     lag_ms = (req["sent_ns"] - req["ready_ns"]) / 1e6
-    assert lag_ms.max() < 10, lag_ms.tolist()
-    # the server's arrival is there and lies shortly after the send
+    report_timing("open loop: client lag (sent - ready) max", lag_ms.max(), 10, "ms")
+    assert (lag_ms >= 0).all() and lag_ms.max() < queue_ms[-1] / 2, lag_ms.tolist()
+    # the server's arrival is there, after the send and before the request ended
     delay_ms = (req["server_arrival_ns"] - req["sent_ns"]) / 1e6
     assert req["server_arrival_ns"].notna().all()
-    assert (delay_ms >= 0).all() and delay_ms.max() < 20, delay_ms.tolist()
+    report_timing("open loop: client-to-server delay max", delay_ms.max(), 20, "ms")
+    assert (delay_ms >= 0).all(), delay_ms.tolist()
+    assert (req["server_arrival_ns"] < req["end_ns"]).all()
     row = pd.read_csv(out / "loadtest" / "summary.csv").iloc[0]
     assert row["max_concurrency"] == 1
     assert row["client_queue_time_max_ms"] == pytest.approx(queue_ms.max(), rel=1e-6)

@@ -5,13 +5,12 @@ of the tiny target: two tiers of 4 requests, token ids from the server, lengths 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.vllm_serve import openai_loadtest, vllm_server
+from tests.support.vllm_serve import openai_loadtest
 from trtbench.profiling.loadtest.openai_client import OpenAITransport, connect_openai
 from trtbench.profiling.loadtest.prompts import Prompt
 from trtbench.profiling.loadtest.responses import RequestSlot, exchange_to_all_records
@@ -19,20 +18,18 @@ from trtbench.profiling.loadtest.schedule import Tier
 from trtbench.profiling.loadtest.target import API_COMPLETIONS
 from trtbench.triton_repo.ports import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.xdist_group("vllm"),
+]  # one worker: shared servers
 
 OUTPUT_TOKENS = 8
-CHAT_TEMPLATE = Path(__file__).resolve().parents[1] / "data" / "chat_template.jinja"
 
 
-@pytest.fixture(scope="module")
-def vllm_url(tiny_models, tmp_path_factory):
-    """``http://127.0.0.1:PORT/v1`` of a vLLM server of the tiny target, in its own process
-    group (stopped with the whole group at the end)."""
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    extra = ["--chat-template", str(CHAT_TEMPLATE)]  # the tiny models have none
-    with vllm_server(tiny_models["target"], log, extra) as url:
-        yield url
+@pytest.fixture
+def vllm_url(vllm_target_url) -> str:
+    """The session's vLLM server of the tiny target (tests/integration/conftest.py)."""
+    return vllm_target_url
 
 
 def test_loadtest_completions_two_tiers(vllm_url, tiny_models, tmp_path, capsys):

@@ -17,9 +17,12 @@ import httpx
 import pandas as pd
 import pytest
 
-from tests.support.vllm_serve import openai_loadtest, vllm_server
+from tests.support.vllm_serve import openai_loadtest
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.xdist_group("vllm"),
+]  # one worker: shared servers
 
 K = 4
 OUTPUT_TOKENS = 12
@@ -43,15 +46,10 @@ def scrape(metrics: str) -> dict[str, float]:
     return out
 
 
-@pytest.fixture(scope="module")
-def spec_url(tiny_models, tmp_path_factory):
-    config = {"method": "draft_model", "model": str(tiny_models["draft"]),
-              "num_speculative_tokens": K}  # fmt: skip
-    log = tmp_path_factory.mktemp("vllm-spec") / "server.log"
-    with vllm_server(
-        tiny_models["target"], log, ["--speculative-config", json.dumps(config)]
-    ) as url:
-        yield url
+@pytest.fixture
+def spec_url(vllm_draft_url) -> str:
+    """The session's vLLM draft-model server, K = :data:`K` (tests/integration/conftest.py)."""
+    return vllm_draft_url
 
 
 def test_tier_acceptance_from_prometheus(

@@ -35,13 +35,11 @@ emitted tokens imply by exactly Σ a.
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import pytest
 import torch
 
-from tests.support import vllm_serve
 from tests.support.crosscheck import (
     CLEAR_MARGIN,
     complete_all,
@@ -52,11 +50,14 @@ from tests.support.crosscheck import (
     step_frames,
     target_margins,
 )
-from tests.support.vllm_serve import vllm_server
+from tests.support.vllm_serve import DETAILED, DRAFT_K, serve_target
 from trtbench.profiling.loadtest.acceptance import acceptance_summary, acceptance_table
 from trtbench.profiling.loadtest.server_counts import position_rows
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.xdist_group("vllm"),
+]  # one worker: shared servers
 
 PROMPT_LEN = 32
 GREEDY_PROMPTS, GREEDY_TOKENS = 32, 64
@@ -64,9 +65,6 @@ SPEC_PROMPTS, SPEC_TOKENS = 16, 48
 K = 4  # draft_target
 CHAIN = [[0], [0, 0], [0, 0, 0]]  # Medusa: all 3 heads of the tiny model, top-1 each
 MAX_SEQ = 256
-SERVE = ["--enforce-eager", "--seed", "0"]
-DETAILED = ["--per-request-spec-decode-metrics", "detailed"]
-READY_S = 300  # readiness on a shared 2-core machine (vllm_serve's default is 180 s)
 
 
 @pytest.fixture(scope="module")
@@ -120,24 +118,13 @@ def accepted_per_step(steps) -> list[int]:
     return [s.draft_accepted for s in steps if s.draft_proposed > 0]
 
 
-@contextlib.contextmanager
-def serve(tiny_models, tmp_path_factory, name, extra):
-    """``vllm_server`` of the tiny target with :data:`SERVE` + ``extra``, ready in
-    :data:`READY_S`."""
-    log = tmp_path_factory.mktemp(f"vllm-{name}") / "server.log"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(vllm_serve, "READY_TIMEOUT_S", READY_S)
-        with vllm_server(tiny_models["target"], log, [*SERVE, *extra]) as url:
-            yield url
-
-
 # --- greedy -----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="class")
-def baseline_url(tiny_models, tmp_path_factory):
-    with serve(tiny_models, tmp_path_factory, "baseline", []) as url:
-        yield url
+@pytest.fixture
+def baseline_url(vllm_target_url) -> str:
+    """The session's vLLM server of the tiny target (tests/integration/conftest.py)."""
+    return vllm_target_url
 
 
 class TestGreedy:
@@ -278,13 +265,12 @@ def check_cut(ref, url, model, mode, steps, clear, drafts_per_step):
           f"{delta.accepted:g} accepted = {emitted_accepted} emitted + {dropped} cut")  # fmt: skip
 
 
-@pytest.fixture(scope="class")
-def draft_url(tiny_models, tmp_path_factory):
-    config = {"method": "draft_model", "model": str(tiny_models["draft"]),
-              "num_speculative_tokens": K}  # fmt: skip
-    extra = [*DETAILED, "--speculative-config", json.dumps(config)]
-    with serve(tiny_models, tmp_path_factory, "draft", extra) as url:
-        yield url
+@pytest.fixture
+def draft_url(vllm_draft_detailed_url) -> str:
+    """The session's vLLM draft-model server with per-request counts, K = :data:`K`
+    (tests/integration/conftest.py)."""
+    assert K == DRAFT_K
+    return vllm_draft_detailed_url
 
 
 class TestDraftTarget:
@@ -296,11 +282,13 @@ class TestDraftTarget:
 
 @pytest.fixture(scope="class")
 def medusa_url(tiny_models, tmp_path_factory):
-    config = {"method": "medusa", "model": str(tiny_models["medusa"]),
-              "num_speculative_tokens": len(CHAIN)}  # fmt: skip
+    config = {
+        "method": "medusa",
+        "model": str(tiny_models["medusa"]),
+        "num_speculative_tokens": len(CHAIN),
+    }
     extra = [*DETAILED, "--speculative-config", json.dumps(config)]
-    with serve(tiny_models, tmp_path_factory, "medusa", extra) as url:
-        yield url
+    yield from serve_target(tiny_models, tmp_path_factory, "medusa", extra)
 
 
 class TestMedusaChain:

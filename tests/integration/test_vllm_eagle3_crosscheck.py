@@ -20,7 +20,6 @@ import json
 import pytest
 import torch
 
-from tests.support import vllm_serve
 from tests.support.crosscheck import (
     CLEAR_MARGIN,
     complete_all,
@@ -29,14 +28,16 @@ from tests.support.crosscheck import (
     step_frames,
     target_margins,
 )
-from tests.support.vllm_serve import vllm_server
+from tests.support.vllm_serve import DETAILED, serve_target
 from trtbench.profiling.loadtest.acceptance import acceptance_summary, acceptance_table
 from trtbench.profiling.loadtest.server_counts import position_rows
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.xdist_group("vllm"),
+]  # one worker: shared servers
 
 PROMPTS, PROMPT_LEN, TOKENS, K = 16, 32, 48, 4
-READY_S = 300
 
 
 @pytest.fixture(scope="module")
@@ -62,15 +63,13 @@ def ref(tiny_models):
 
 @pytest.fixture(scope="module")
 def eagle_url(tiny_models, tmp_path_factory):
-    config = {"method": "eagle3", "model": str(tiny_models["eagle3"]),
-              "num_speculative_tokens": K}  # fmt: skip
-    extra = ["--enforce-eager", "--seed", "0", "--per-request-spec-decode-metrics",
-             "detailed", "--speculative-config", json.dumps(config)]  # fmt: skip
-    log = tmp_path_factory.mktemp("vllm-eagle3") / "server.log"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(vllm_serve, "READY_TIMEOUT_S", READY_S)
-        with vllm_server(tiny_models["target"], log, extra) as url:
-            yield url
+    config = {
+        "method": "eagle3",
+        "model": str(tiny_models["eagle3"]),
+        "num_speculative_tokens": K,
+    }
+    extra = [*DETAILED, "--speculative-config", json.dumps(config)]
+    yield from serve_target(tiny_models, tmp_path_factory, "eagle3", extra)
 
 
 def tokens(steps) -> list[int]:

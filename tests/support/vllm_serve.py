@@ -19,6 +19,13 @@ from tests.support.cli import run_cli
 from trtbench.triton_repo.ports import free_port
 
 VLLM_PYTHON = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"
+DRAFT_K = 4
+"""``num_speculative_tokens`` of the session's shared draft-model server
+(``vllm_draft_url`` in tests/integration/conftest.py)."""
+DETAILED = ["--per-request-spec-decode-metrics", "detailed"]
+"""Per-request speculative counts in each response; vLLM accepts it only with
+``--speculative-config``, and trtbench then reads counts from the responses, not from
+Prometheus."""
 READY_TIMEOUT_S = 400  # a draft-model server warms up for minutes on 2 busy cores
 
 
@@ -57,6 +64,26 @@ def vllm_server(model: Path, log: Path, extra: Sequence[str] = ()) -> Iterator[s
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         stop_group(proc)
+
+
+SERVE = ["--enforce-eager", "--seed", "0", "--no-enable-prefix-caching"]
+"""Flags of every tiny-target server the tests share: eager (no graph capture on CPU),
+seeded, no prefix caching (a repeated prompt is prefilled again, as the
+``vllm bench serve`` agreement test assumes)."""
+
+
+def serve_target(
+    tiny_models: dict[str, Path], tmp_path_factory, name: str, extra: Sequence[str]
+) -> Iterator[str]:
+    """Yield the ``/v1`` URL of vLLM serving ``tiny_models["target"]`` with :data:`SERVE` +
+    ``extra``, logging to a fresh ``vllm-<name>/server.log``; for a fixture to ``yield from``.
+
+    Raises:
+        pytest.fail.Exception: the server exits or is not ready in :data:`READY_TIMEOUT_S`.
+    """
+    log = tmp_path_factory.mktemp(f"vllm-{name}") / "server.log"
+    with vllm_server(tiny_models["target"], log, [*SERVE, *extra]) as url:
+        yield url
 
 
 def openai_loadtest(

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from tritonclient.grpc import service_pb2
 
+from tests.support.timing import report_timing
 from trtbench.export import records_to_frame
 from trtbench.profiling.loadtest.client_timing import (
     add_loop_lag,
@@ -319,4 +320,7 @@ def test_the_sampler_sees_a_blocked_loop():
     stats = asyncio.run(scenario())
     assert stats is not None and stats.samples >= 5
     assert stats.max_ms >= 50  # the blocked wake came ≥ 55 ms late
-    assert stats.p50_ms < 30  # the other wakes were not held up (a loaded box: loose)
+    assert stats.p50_ms < stats.max_ms / 2  # the median wake is not the held-up one
+    report_timing(
+        "event-loop lag sampler: p50 of unblocked wakes", stats.p50_ms, 30, "ms"
+    )
