@@ -26,6 +26,7 @@ load generator: TPOT mean, ICL p50 − server's   ≤ 2 ms        within 40 % (a
 open loop: client lag max / delay max           ≤ 10 / 20 ms  < half the slot wait / causal
 watcher: exit / verify() reported after         ≤ 0.45/0.15 s one check made
 run lock: second writer refused after           ≤ 2 s         raises (a wait would hang)
+run lock: second CLI writer refused after       ≤ 5 s         exits 2 while the first runs
 tiny models: cached set found in                ≤ 0.5 s       torch never imported
 event-loop lag sampler: p50 of unblocked wakes  ≤ 30 ms       < half the blocked wake
 vllm bench serve agreement: relative gaps       ≤ 1.0 / 2.0   exact counts and definitions
@@ -47,6 +48,8 @@ TESTS = [
     "tests/integration/test_loopback.py",
     "tests/integration/test_faults.py::"
     "test_killed_server_stops_its_tier_long_before_a_request_timeout",
+    "tests/integration/test_faults.py::"
+    "test_second_writer_is_refused_at_once_naming_the_holder",
     "tests/integration/test_loadgen_ground_truth.py::"
     "test_ttft_and_itl_match_the_script_at_concurrency_1_and_16",
     "tests/integration/test_open_loop_cap_live.py",

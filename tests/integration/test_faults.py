@@ -449,14 +449,15 @@ class Writers:
 
 @pytest.fixture(scope="module")
 def writers(scripted, tmp_path_factory) -> Writers:
-    """``loadtest --out RUN`` for 8 s (variant ``first``, c4), its part file polled every
+    """``loadtest --out RUN`` for 30 s (variant ``first``, c4: long enough that the second
+    writer's imports end well inside it on a saturated core), its part file polled every
     50 ms; once it has rows, a second ``loadtest --out RUN`` (variant ``second``)."""
     logs = tmp_path_factory.mktemp("writers")
     out = logs / "run"
     part = out / "loadtest" / "parts" / "first.requests.csv"
     first = start_cli(
         loadtest_args(
-            scripted, out, "first", "--concurrency", "4", "--duration-s", "8"
+            scripted, out, "first", "--concurrency", "4", "--duration-s", "30"
         ),
         logs,
         "first",
@@ -501,8 +502,10 @@ def test_second_writer_is_refused_at_once_naming_the_holder(writers, scripted):
     assert f"trtbench PID {writers.first.pid}" in err[0], err[0]
     # at once: it did not wait for the holder (the time after its imports, which take
     # seconds on a busy machine and are not what the lock does)
-    assert writers.first_alive_after_second
-    assert writers.second_took < 5.0, writers.second_took
+    assert writers.first_alive_after_second  # it did not wait for the holder
+    report_timing(
+        "run lock: second CLI writer refused after", writers.second_took, 5.0, "s"
+    )
     # the first writer's results are intact
     out = writers.out
     assert writers.first_code == 0, writers.first.stderr()

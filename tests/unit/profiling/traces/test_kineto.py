@@ -152,8 +152,12 @@ def test_cpu_only_trace_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> 
         (b"", "is empty"),
         (b"{not json", "truncated or not JSON"),
         (b'{"schemaVersion": 1}', "has no traceEvents list"),
-        (gzip.compress(b'{"traceEvents": [1, 2, 3]}')[:20], "truncated or not JSON"),
+        (
+            gzip.compress(b'{"traceEvents": [1, 2, 3]}', mtime=0)[:20],
+            "truncated or not JSON",
+        ),
     ],
+    ids=["empty", "not-json", "no-trace-events", "truncated-gzip"],
 )
 def test_bad_traces_exit_2_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, expected: str
