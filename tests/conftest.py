@@ -21,19 +21,28 @@ def tiny_models() -> dict[str, Path]:
     return ensure_tiny_models(tiny_models_dir())
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``pytest -n N --dist loadgroup`` (``scripts/test.sh``), keep each test file
-    on one worker, as ``--dist loadfile`` would: its module-scoped servers then start
-    once. A file marked ``xdist_group(NAME)`` joins the files sharing that name instead
-    (the session's vLLM servers, ``tests/integration/conftest.py``). Runs before
-    pytest-xdist reads the marks."""
+    """Refuse a test that uses the session's vLLM servers from a file the scheduler does
+    not keep on their worker (``tests/support/xdist_schedule.py``): under two workers
+    it would start each server a second time."""
+    from tests.support.xdist_schedule import SHARED_VLLM_FILES, SHARED_VLLM_FIXTURES
+
     for item in items:
-        if (
-            "integration" in item.keywords
-            and item.get_closest_marker("xdist_group") is None
-        ):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        path = item.nodeid.split("::", 1)[0]
+        used = SHARED_VLLM_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if used and path not in SHARED_VLLM_FILES:
+            raise pytest.UsageError(
+                f"{path} uses {sorted(used)}: add it to SHARED_VLLM_FILES in "
+                "tests/support/xdist_schedule.py"
+            )
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Each file on one worker, the vLLM-sharing files together, slowest first
+    (``tests/support/xdist_schedule.py``)."""
+    from tests.support.xdist_schedule import SlowestFirstFileScheduling
+
+    return SlowestFirstFileScheduling(config, log)
 
 
 @pytest.fixture(autouse=True)

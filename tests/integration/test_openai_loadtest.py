@@ -18,10 +18,7 @@ from trtbench.profiling.loadtest.schedule import Tier
 from trtbench.profiling.loadtest.target import API_COMPLETIONS
 from trtbench.triton_repo.ports import free_port
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.xdist_group("vllm"),
-]  # one worker: shared servers
+pytestmark = pytest.mark.integration
 
 OUTPUT_TOKENS = 8
 

@@ -19,10 +19,7 @@ import pytest
 
 from tests.support.vllm_serve import openai_loadtest
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.xdist_group("vllm"),
-]  # one worker: shared servers
+pytestmark = pytest.mark.integration
 
 K = 4
 OUTPUT_TOKENS = 12

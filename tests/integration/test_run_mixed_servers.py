@@ -26,10 +26,7 @@ from tests.support.run_specs import reference_run_spec, write_spec
 from trtbench.errors import ConfigError
 from trtbench.spec_serving import resolve_vllm_python
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.xdist_group("vllm"),
-]  # one worker: shared servers
+pytestmark = pytest.mark.integration
 
 K = 4
 OUTPUT_TOKENS = 12

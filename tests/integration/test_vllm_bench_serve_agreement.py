@@ -45,10 +45,7 @@ from tests.support.cli import run_cli
 from tests.support.timing import report_timing
 from trtbench.profiling.loadtest.prompts import TextTokenizer
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.xdist_group("vllm"),
-]  # one worker: shared servers
+pytestmark = pytest.mark.integration
 
 CONCURRENCY = 4
 PER_BLOCK = 16

@@ -54,10 +54,7 @@ from tests.support.vllm_serve import DETAILED, DRAFT_K, serve_target
 from trtbench.profiling.loadtest.acceptance import acceptance_summary, acceptance_table
 from trtbench.profiling.loadtest.server_counts import position_rows
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.xdist_group("vllm"),
-]  # one worker: shared servers
+pytestmark = pytest.mark.integration
 
 PROMPT_LEN = 32
 GREEDY_PROMPTS, GREEDY_TOKENS = 32, 64

@@ -32,10 +32,7 @@ from tests.support.vllm_serve import DETAILED, serve_target
 from trtbench.profiling.loadtest.acceptance import acceptance_summary, acceptance_table
 from trtbench.profiling.loadtest.server_counts import position_rows
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.xdist_group("vllm"),
-]  # one worker: shared servers
+pytestmark = pytest.mark.integration
 
 PROMPTS, PROMPT_LEN, TOKENS, K = 16, 32, 48, 4
 

@@ -29,10 +29,7 @@ from trtbench.spec_serving import resolve_vllm_python
 from trtbench.vllm_server.args import VllmSettings
 from trtbench.vllm_server.server import VllmServer, VllmServerConfig
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.xdist_group("vllm"),
-]  # one worker: shared servers
+pytestmark = pytest.mark.integration
 
 PROMPT = "def read_config(path):\n    "
 MAX_TOKENS = 16
