@@ -61,6 +61,13 @@ def test_a_config_four_times_slower_fails_the_gate(tmp_path, tiny_models, capsys
     mine = acc[(acc["kind"] == "position") & (acc["variant"] == "ngram-recommended")]
     assert mine["draft_position"].max() <= 2
     assert (run / "follow-up" / "confirm" / "loadtest" / "rounds.csv").is_file()
+    # the confirmation started the servers in the reverse order of stage 1
+    order = {}
+    for stage in (".", "confirm"):
+        recorded = json.loads((run / "follow-up" / stage / "run.json").read_text())
+        order[stage] = [v["name"] for v in recorded["build"]["spec"]["variants"]]
+    assert order["."] == ["ngram-recommended", "ngram", "baseline"]
+    assert order["confirm"] == ["baseline", "ngram", "ngram-recommended"]
     text = (run / "report.md").read_text()
     assert "## Follow-up check" in text
     assert "significantly worse than the best fixed variant at c1, c2" in text

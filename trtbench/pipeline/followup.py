@@ -12,8 +12,9 @@ and check it at every tier, paired in time.
    best); then per tier the paired check of :mod:`trtbench.profiling.report.followup_check`.
    A tier that reads significantly worse is measured again in fresh rounds (a new round
    order, new servers) in ``RUN/follow-up/confirm/``, and fails only if the confirmation
-   agrees. The result goes to ``RUN/follow-up/check.json`` and RUN's report.md is rendered
-   again with its "Follow-up check" section.
+   agrees (its servers started in the reverse order). The result goes to
+   ``RUN/follow-up/check.json`` and RUN's report.md is rendered again with its "Follow-up
+   check" section.
 
 A stop signal or a dead server keeps what finished: the tiers it did not complete are
 ``unchecked`` in check.json, the verdict ``incomplete``.
@@ -206,11 +207,16 @@ def _stage(
 def _confirm(
     plan: FollowUpPlan, tiers: list[str], progress: RunProgress | None
 ) -> tuple[LoadtestOutcome, list[StageResult]]:
-    """Stage 2: ``tiers`` again, in fresh rounds, into ``RUN/follow-up/confirm``."""
+    """Stage 2: ``tiers`` again, in fresh rounds, into ``RUN/follow-up/confirm``, with
+    the variants in reverse order (the best fixed variants' servers start first), so that
+    whatever favours a server by its place in the start order counts against the
+    recommended config in one stage and for it in the other."""
     out = RunDir(plan.out.root / CONFIRM_DIR)
-    loadtest = plan.spec.loadtest
-    spec = plan.spec.model_copy(update={"loadtest": loadtest.model_copy(
-        update={"seed": loadtest.seed + CONFIRM_SEED_STEP})})  # fmt: skip
+    loadtest = plan.spec.loadtest.model_copy(
+        update={"seed": plan.spec.loadtest.seed + CONFIRM_SEED_STEP}
+    )
+    variants = list(reversed(plan.spec.variants))
+    spec = plan.spec.model_copy(update={"loadtest": loadtest, "variants": variants})
     log.info("confirming %s in fresh rounds", ", ".join(tiers))
     if progress is not None:
         progress.stage(f"confirming {', '.join(tiers)} in {loadtest.repeats} fresh rounds "
