@@ -72,10 +72,12 @@ class LazyGroup(click.Group):
 )
 @click.pass_context
 def cli(ctx: click.Context, debug: bool, verbose: bool, log_level: str | None) -> None:
-    """Build, deploy, load-test and profile draft-target vs Medusa speculative decoding.
+    """Build, deploy, load-test and profile speculative decoding: draft model, Medusa,
+    EAGLE-3, MTP and n-gram against a baseline.
 
-    Backends: `trtllm` (TensorRT-LLM engines, NGC container, GPU) and `reference`
-    (PyTorch, CPU or GPU). Every stage reads and writes one run directory; the terminal
+    Backends: `trtllm` (TensorRT-LLM engines, NGC container, GPU), `trtllm-pytorch`
+    (its LLM API) and `reference` (PyTorch, CPU or GPU); a variant with `server: vllm`
+    is served by vLLM. Every stage reads and writes one run directory; the terminal
     shows progress and results, the full log is RUN_DIR/trtbench.log.
     """
     configure_logging(terminal_level(log_level, verbose, debug), debug)

@@ -26,7 +26,8 @@ from trtbench.spec import load_spec
 def run(spec: Path, variants: tuple[str, ...], out: Path | None) -> None:
     """Build, deploy, load-test and profile SPEC's variants; print them side by side.
 
-    One tritonserver per variant, stopped after its tiers. Writes RUN_DIR/loadtest/*.csv,
+    One server per variant; by default all stay up and the (tier, variant) cells run in
+    shuffled interleaved rounds (`loadtest.design`). Writes RUN_DIR/loadtest/*.csv,
     memory.csv, server_metrics.csv, memory_breakdown.csv and run.json, then renders
     report.md and plots/*.png from them (as `trtbench report RUN_DIR`). With
     `profile: {nsys: true, nsys_tier: I}` each server runs under Nsight Systems and tier I
