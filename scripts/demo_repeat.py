@@ -38,10 +38,10 @@ def summarize(run: Path) -> dict:
     if check.is_file():
         doc = json.loads(check.read_text())
         out["verdict"] = doc.get("verdict")
-        out["ratios"] = {
-            t["tier"]: round(t["first"]["ratio"], 2)
+        out["ratios"] = {  # an unchecked tier has no ratio: "-"
+            t["tier"]: "-" if ratio is None else round(ratio, 2)
             for t in doc.get("tiers") or []
-            if t.get("first")
+            for ratio in [(t.get("first") or {}).get("ratio")]
         }
     return out
 
