@@ -25,10 +25,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Refuse a test that uses the session's vLLM servers from a file the scheduler does
     not keep on their worker (``tests/support/xdist_schedule.py``): under two workers
     it would start each server a second time."""
-    from tests.support.xdist_schedule import SHARED_VLLM_FILES, SHARED_VLLM_FIXTURES
+    from tests.support.xdist_schedule import (
+        SHARED_VLLM_FILES,
+        SHARED_VLLM_FIXTURES,
+        file_of,
+    )
 
     for item in items:
-        path = item.nodeid.split("::", 1)[0]
+        path = file_of(item.nodeid)
         used = SHARED_VLLM_FIXTURES.intersection(getattr(item, "fixturenames", ()))
         if used and path not in SHARED_VLLM_FILES:
             raise pytest.UsageError(

@@ -48,10 +48,15 @@ SLOW_UNITS_S = {
 }
 
 
+def file_of(nodeid: str) -> str:
+    """The file part of pytest's ``path::name[params]`` node id."""
+    return nodeid.split("::", 1)[0]
+
+
 def unit_of(nodeid: str) -> str:
     """The work unit of a test: its file, or :data:`VLLM_GROUP` for the files sharing the
-    session's vLLM servers. ``nodeid``: pytest's ``path::name[params]``."""
-    path = nodeid.split("::", 1)[0]
+    session's vLLM servers."""
+    path = file_of(nodeid)
     return VLLM_GROUP if path in SHARED_VLLM_FILES else path
 
 
