@@ -7,8 +7,10 @@ what the server adds on a busy host (its send log below is the truth the test us
 proposed and 1 accepted draft token per step after the first (4 verify steps; the first
 response is the prefill): acceptance length 1 + 4 / 4 = 2.0 per request and pooled, draft
 acceptance rate 4 / 16 = 0.25, and position 1 accepted in 4 of 4 steps, positions 2..4
-never. Measured intervals (ITL, ICL, TPOT) must match the server's within 40 %: a factor of
-2 (tokens counted as chunks or the reverse) fails, a busy host does not.
+never. The ITL and ICL medians must match the server's within 40 %: a factor of 2 (tokens
+counted as chunks or the reverse) fails, a busy host does not; the ITL and TPOT means must
+equal their definitions computed from the client's own stamps (a mean is moved by one
+stalled response on a busy host).
 
 TTFT and E2E also hold what the server itself adds on top of the script (gRPC, scheduling,
 the Python backend waking a thread and passing the response over IPC: 1–5 ms, more on a
@@ -123,6 +125,30 @@ def server_times(out: Path, send_log: Path) -> pd.DataFrame:
     )
 
 
+def client_means(out: Path) -> pd.DataFrame:
+    """Per tier, from the client's stamps alone (responses.csv, requests.csv): the mean
+    per-token ITL (a gap before a response of n tokens is n samples of gap / n) and the mean
+    TPOT ((last token − first token) / (output tokens − first response's tokens))."""
+    responses = pd.read_csv(out / "loadtest" / "responses.csv")
+    carrying = responses[responses["tokens"] > 0].sort_values(["request_id", "index"])
+    gap = carrying.groupby("request_id")["received_ns"].diff() / 1e6
+    later = carrying[gap.notna()]
+    requests = pd.read_csv(out / "loadtest" / "requests.csv").set_index("request_id")
+    tier_of = requests["tier"]
+    per_token = pd.Series(
+        (gap[gap.notna()] / later["tokens"]).repeat(later["tokens"]).to_numpy(),
+        index=later["request_id"].map(tier_of).repeat(later["tokens"]).to_numpy(),
+    )
+    decode = requests["output_tokens"] - requests["first_response_tokens"]
+    tpot = (requests["last_token_ns"] - requests["first_token_ns"]) / 1e6 / decode
+    return pd.DataFrame(
+        {
+            "itl_ms": per_token.groupby(level=0).mean(),
+            "tpot_ms": tpot.groupby(tier_of).mean(),
+        }
+    )
+
+
 def test_ttft_and_itl_match_the_script_at_concurrency_1_and_16(
     server, send_log, tmp_path
 ):
@@ -137,6 +163,7 @@ def test_ttft_and_itl_match_the_script_at_concurrency_1_and_16(
     assert list(summary.columns) == columns(SUMMARY_SCHEMA)
     summary = summary.set_index("tier")
     truth = server_times(tmp_path, send_log).groupby("tier").median()
+    means = client_means(tmp_path)
     for tier in ("c1", "c16"):
         row = summary.loc[tier]
         assert row["error_count"] == 0
@@ -150,11 +177,18 @@ def test_ttft_and_itl_match_the_script_at_concurrency_1_and_16(
         assert e2e - truth.loc[tier, "e2e_ms"] < HOST_MARGIN_MS
         # Per token, per chunk: a figure off by a factor of 2 (chunks counted as tokens,
         # or the reverse) is caught; a lag of the host is not mistaken for one.
+        # Medians against the server's; a mean is moved by one stalled response on a
+        # busy host (seen: an ITL mean of 12.6 ms against the script's 5), so the means
+        # are held to their definitions over the client's own stamps instead.
         tpot, icl = truth.loc[tier, "tpot_ms"], truth.loc[tier, "icl_ms"]
-        assert row["inter_token_latency_mean_ms"] == pytest.approx(tpot, rel=0.4)
         assert row["inter_token_latency_p50_ms"] == pytest.approx(tpot, rel=0.4)
-        assert row["time_per_output_token_mean_ms"] == pytest.approx(tpot, rel=0.4)
         assert row["inter_chunk_latency_p50_ms"] == pytest.approx(icl, rel=0.4)
+        assert row["inter_token_latency_mean_ms"] == pytest.approx(
+            means.loc[tier, "itl_ms"], rel=1e-9
+        )
+        assert row["time_per_output_token_mean_ms"] == pytest.approx(
+            means.loc[tier, "tpot_ms"], rel=1e-9
+        )
         for name, mine, theirs in (
             ("TTFT p50", ttft, truth.loc[tier, "ttft_ms"]),
             ("E2E p50", e2e, truth.loc[tier, "e2e_ms"]),

@@ -88,15 +88,20 @@ def _interleaved(
     nsys: Any,
 ) -> None:
     with contextlib.ExitStack() as stack:
-        lanes = []
+        lanes, stops = [], []
         for v in variants:
             s = stack.enter_context(served(rd, spec, v, prompts, progress, got, nsys))
+            stops.append(s.stop_soon)
             prompts = s.prompts
             files = record_files(rd, v.name)
             for path in (files.requests, files.responses, files.outputs):
                 path.unlink(missing_ok=True)
             sink = stack.enter_context(CsvRecordSink(files))
             lanes.append(Lane(v.name, s.target, sink, s.tokenizer, s.marking, s.health))
+        # First when the stack unwinds: every server is signalled before the first stop
+        # waits, so they shut down side by side.
+        for stop in stops:
+            stack.callback(stop)
         got.results.update(
             run_interleaved(lanes, prompts or [], tiers_of(spec.loadtest),
                             settings_of(spec.loadtest), cells, spec.loadtest.seed)

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -214,6 +214,10 @@ class Served:
     prompts: list[Prompt]
     marking: TierMarking
     health: HealthCheck
+    stop_soon: Callable[[], None]
+    """End the server's scrapes (their last read while it still serves) and send it
+    SIGTERM without waiting; leaving :func:`served` then waits for the exit. For a caller
+    that holds several servers, so they shut down side by side."""
 
 
 @contextlib.contextmanager
@@ -266,8 +270,14 @@ def served(
             _stage(progress, f"{variant.name}: serving {how} "
                              f"(ready after {time.monotonic() - start:.1f} s)")  # fmt: skip
             marking = TierMarking(progress, samplers, capture, got)
+
+            def stop_soon() -> None:
+                for sampler in samplers[1:]:  # the scrapers; memory samples to the end
+                    sampler.stop()
+                server.signal_stop()
+
             yield Served(variant.name, target, tokenizer, prompts, marking,
-                         server_health(server))  # fmt: skip
+                         server_health(server), stop_soon)  # fmt: skip
     finally:
         got.keep_samples(variant.name, samplers)
         got.seconds[variant.name] = round(

@@ -1,0 +1,114 @@
+"""Stopping several managed processes side by side (``ManagedProcess.signal_stop``).
+
+The processes are real Python children that note every SIGTERM they get (the moment, on
+``time.monotonic_ns()``, which every process of the host shares) and exit a while after the
+first one, as a tritonserver does while it unloads its models. A stand-in only for the
+server binary: the signalling, waiting and group kill under test are trtbench's own.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from trtbench.managed_process import ManagedProcess, ProcessWording
+
+CHILD = """
+import signal, sys, time
+out = sys.argv[1]
+def on_term(signum, frame):
+    with open(out, "a") as f:
+        f.write(f"term {time.monotonic_ns()}\\n")
+signal.signal(signal.SIGTERM, on_term)
+with open(out, "a") as f:
+    f.write("ready\\n")
+while True:
+    time.sleep(0.05)
+    terms = [l for l in open(out) if l.startswith("term")]
+    if terms and time.monotonic_ns() - int(terms[0].split()[1]) > 1.0e9:
+        with open(out, "a") as f:
+            f.write(f"exit {time.monotonic_ns()}\\n")
+        sys.exit(0)
+"""
+"""Ready at once; on SIGTERM notes it, exits 1 s after the first one (0)."""
+
+
+class SlowToStop(ManagedProcess):
+    """The CHILD script as a managed process (its notes in ``notes``)."""
+
+    wording = ProcessWording(
+        label="slow-to-stop", header="slow-to-stop", not_serving="is not ready",
+        port_taken=(), ports="its ports", retry_with="a retry", slow="the host is busy",
+        poll_s=0.05,
+    )  # fmt: skip
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder / "process.log", ready_timeout_s=60.0)
+        self.notes = folder / "notes.txt"
+
+    def start(self) -> SlowToStop:
+        self._start_attempts(False, "its ready note")
+        return self
+
+    def _next_argv(self) -> list[str]:
+        return [sys.executable, "-c", CHILD, str(self.notes)]
+
+    def _launch_env(self) -> dict[str, str]:
+        return {}
+
+    def _waiting_for(self) -> str | None:
+        ready = self.notes.is_file() and "ready" in self.notes.read_text()
+        return None if ready else "its ready note"
+
+    def _health_url(self) -> str | None:
+        return None
+
+    def _reason_in(self, text: str) -> str:
+        return text.strip()[-200:]
+
+    def stamps(self, kind: str) -> list[int]:
+        """The monotonic ns of each ``kind`` note (``term`` or ``exit``)."""
+        lines = self.notes.read_text().splitlines()
+        return [int(line.split()[1]) for line in lines if line.startswith(kind)]
+
+
+def test_signalled_processes_stop_side_by_side_with_one_sigterm_each(tmp_path):
+    folders = [tmp_path / "a", tmp_path / "b"]
+    for folder in folders:
+        folder.mkdir()
+    a, b = (SlowToStop(folder).start() for folder in folders)
+    try:
+        a.signal_stop()
+        b.signal_stop()
+        a.signal_stop()  # again: not signalled twice
+        assert a.stop() == 0
+        assert b.stop() == 0
+    finally:
+        a.stop()
+        b.stop()
+    for p in (a, b):
+        assert len(p.stamps("term")) == 1  # stop() did not signal it again
+        assert len(p.stamps("exit")) == 1
+    # b was signalled before a had exited: the two shut down side by side
+    assert b.stamps("term")[0] < a.stamps("exit")[0]
+
+
+def test_stop_without_signal_stop_signals_once_and_waits(tmp_path):
+    p = SlowToStop(tmp_path).start()
+    try:
+        assert p.stop() == 0
+    finally:
+        p.stop()
+    assert len(p.stamps("term")) == 1
+    assert p.stamps("exit")[0] > p.stamps("term")[0]
+    assert p.process is not None and p.process.poll() == 0
+
+
+def test_signal_stop_of_an_ended_or_unstarted_process_does_nothing(tmp_path):
+    p = SlowToStop(tmp_path)
+    p.signal_stop()  # never started
+    assert p.process is None
+    p.start()
+    p.stop()
+    p.signal_stop()  # ended
+    assert len(p.stamps("term")) == 1
