@@ -3,8 +3,8 @@
 ``build_variants`` is what ``trtbench build`` calls. Each backend is one function
 ``(spec, variant, out, *, dry_run, describe) -> BuildManifest``; :func:`backend_builder`
 picks it per variant (``spec.backend_of(variant)``, or ``--backend`` for all). One
-:class:`~trtbench.builders.manifest.ModelDescriber` serves all variants. Every
-``trtllm-pytorch`` variant is planned and checked before anything is written.
+:class:`~trtbench.builders.manifest.ModelDescriber` serves all variants. Every variant is
+checked (its backend's dry run, :func:`check_variants`) before the first one is built.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from typing import Any
 from trtbench.builders.manifest import (
     BuildManifest,
     ModelDescriber,
+    ModelFiles,
     host_info,
     library_versions,
     utc_now,
 )
-from trtbench.errors import ConfigError
+from trtbench.errors import ConfigError, ModelMismatchError
 from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec, VariantSpec
 from trtbench.spec_llmapi import LLMAPI_BACKEND, variant_backend_problem
@@ -47,14 +48,68 @@ def backend_builder(backend: str) -> Builder:
     return build_reference_variant
 
 
+def check_variants(
+    spec: BenchSpec,
+    names: Sequence[str] = (),
+    backend: str | None = None,
+    out: RunDir | None = None,
+    source: str | None = None,
+) -> list[BuildManifest]:
+    """Every check the build of the variants named (all when empty) makes, for all of them
+    before any is built; nothing is written and no model file is hashed. Each backend's
+    dry run is its checks: the reference backend's model directories (config, tokenizer,
+    weights against config.json, draft and heads against the target, the Medusa tree),
+    the engine-path and LLM-API plans.
+
+    Args:
+        spec, names, backend, out: as for :func:`build_variants`.
+        source: the spec file, put in front of a message (``bench.yaml: variants[1]…``).
+
+    Returns:
+        One dry-run manifest per variant, in spec order (models without hashes).
+
+    Raises:
+        ConfigError, ModelMismatchError: the first variant that would fail, naming
+            ``source``, the field and the fix; NotAvailableError as :func:`build_variants`.
+    """
+    out = out or RunDir(Path("runs") / spec.name)
+    try:
+        variants = spec.select(tuple(names))
+        backends = {v.name: variant_backend(spec, v, backend) for v in variants}
+        check_engine_path_version(
+            spec, [v for v in variants if backends[v.name] == "trtllm"]
+        )
+        check_llmapi_plans(
+            spec, [v for v in variants if backends[v.name] == LLMAPI_BACKEND]
+        )
+        return [
+            backend_builder(backends[v.name])(
+                spec, v, out, dry_run=True, describe=_unhashed
+            )
+            for v in variants
+        ]
+    except (ConfigError, ModelMismatchError) as exc:
+        if source is None:
+            raise
+        raise type(exc)(f"{source}: {exc}") from None
+
+
+def _unhashed(path: Path) -> ModelFiles:
+    """A model directory described without reading its files (the check pass)."""
+    return ModelFiles(path=str(path))
+
+
 def build_variants(
     spec: BenchSpec,
     names: Sequence[str] = (),
     backend: str | None = None,
     out: RunDir | None = None,
     dry_run: bool = False,
+    checked: bool = False,
 ) -> list[BuildManifest]:
-    """Build the variants named (all when empty) and record the build in ``run.json``.
+    """Build the variants named (all when empty) and record the build in ``run.json``;
+    :func:`check_variants` runs first (unless ``checked``), so bad input of any variant
+    fails before the first one is built.
 
     Args:
         spec: the validated bench spec.
@@ -63,6 +118,7 @@ def build_variants(
             (default: each variant's ``backend``, else the spec's).
         out: the run directory (default ``runs/<spec name>`` under the current directory).
         dry_run: validate and return the manifests without writing anything.
+        checked: the caller ran :func:`check_variants` on the same arguments already.
 
     Returns:
         One manifest per variant, in spec order.
@@ -75,13 +131,12 @@ def build_variants(
     out = out or RunDir(Path("runs") / spec.name)
     variants = spec.select(tuple(names))
     backends = {v.name: variant_backend(spec, v, backend) for v in variants}
-    check_engine_path_version(
-        spec, [v for v in variants if backends[v.name] == "trtllm"]
-    )
-    if not dry_run:
-        check_llmapi_plans(
-            spec, [v for v in variants if backends[v.name] == LLMAPI_BACKEND]
+    if dry_run:
+        check_engine_path_version(
+            spec, [v for v in variants if backends[v.name] == "trtllm"]
         )
+    elif not checked:
+        check_variants(spec, names, backend, out)
     started = utc_now()
     describe = ModelDescriber()
     manifests = [

@@ -14,7 +14,11 @@ from dataclasses import dataclass
 import click
 
 from trtbench import __version__
-from trtbench.commands.logs import configure_logging, terminal_level
+from trtbench.commands.logs import (
+    configure_logging,
+    note_in_run_log,
+    terminal_level,
+)
 from trtbench.errors import TrtbenchError
 from trtbench.stop_signals import StopSignal, stop_signals
 
@@ -118,6 +122,7 @@ def main(argv: list[str] | None = None) -> None:
         with stop_signals():
             cli.main(args=args, prog_name="trtbench", standalone_mode=False)
     except StopSignal as exc:
+        note_in_run_log(f"stopped: {exc} (exit {exc.exit_code})")
         click.echo(f"trtbench: {exc}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
@@ -134,6 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except TrtbenchError as exc:
+        note_in_run_log(f"error: {exc} (exit {exc.exit_code})")
         if debug:
             raise
         click.echo(f"trtbench: error: {exc}", err=True)

@@ -21,6 +21,7 @@ from typing import Any
 
 from transformers import AutoTokenizer
 
+from trtbench.builders.checkpoint import check_weights_match_config
 from trtbench.builders.manifest import (
     BuildManifest,
     CudaGraphs,
@@ -107,7 +108,8 @@ def check_target(path: Path) -> tuple[Path, dict[str, int]]:
     """The target dir must hold config.json and a tokenizer; returns it and the vocab.
 
     Raises:
-        ConfigError: missing dir, config.json or tokenizer (naming ``models.target``).
+        ConfigError: missing dir, config.json or tokenizer, or weights that are not what
+            config.json describes (naming ``models.target``).
     """
     target = check_model_dir(path, "models.target", "target model")
     vocab = _tokenizer_vocab(target, "models.target")
@@ -116,7 +118,8 @@ def check_target(path: Path) -> tuple[Path, dict[str, int]]:
             f"models.target: {target} has no tokenizer ({', '.join(TOKENIZER_FILES[:2])}); "
             "save the tokenizer with the target model"
         )
-    _read_config(target, "models.target")
+    config = _read_config(target, "models.target")
+    check_weights_match_config(target, config, "models.target")
     return target, vocab
 
 
@@ -341,6 +344,7 @@ def build_reference_variant(
         where = "speculative_model" if variant.speculative_model else "models.draft"
         path = variant.speculative_model or models.draft
         roles["draft"] = check_model_dir(path, where, "draft model")
+        check_weights_match_config(roles["draft"], _read_config(path, where), where)
         check_draft(target, roles["draft"], target_vocab)
         draft_len = variant.draft_len
     elif variant.mode == "medusa":

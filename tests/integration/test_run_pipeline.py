@@ -225,3 +225,26 @@ def main_exit_code(argv: list[str]) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     return 0
+
+
+def test_a_server_that_does_not_start_is_recorded_in_the_log_and_run_json(
+    tiny_models, tmp_path, capsys
+):
+    """The terminal's error line is also what trtbench.log and run.json keep: a server
+    given 0.05 s to be ready (it needs seconds) fails its start."""
+    spec = reference_run_spec(
+        "no-start", tiny_models, [{"name": "base", "mode": "baseline"}],
+        max_batch_size=2, deploy={"ready_timeout_s": 0.05}, profile={},
+        requests=2, output_tokens=4,
+    )  # fmt: skip
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", str(write_spec(tmp_path, spec)), "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit_.value.code == 2, err
+    assert err.startswith("trtbench: error: ") and "was not ready after 0.05 s" in err
+    message = err.removeprefix("trtbench: error: ")
+    failure = json.loads((out / "run.json").read_text())["run"]["failure"]
+    assert failure == {"error": "ServerStartError", "message": message}
+    log = (out / "trtbench.log").read_text().splitlines()
+    assert log[-1].endswith(f"ERROR trtbench: error: {message} (exit 2)"), log[-1]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from trtbench.builders.build import build_variants, describe_build
+from trtbench.builders.build import build_variants, check_variants, describe_build
 from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.options import (
     run_dir_option,
@@ -45,9 +45,12 @@ def build(
     bench = load_spec(spec)
     run_dir = spec_run_dir(out, bench.name)
     preflight_build(run_dir, dry_run)
+    # every variant's checks before the first build, or before the run dir is touched
+    check_variants(bench, variants, backend, run_dir, source=str(spec))
     if not dry_run:
         claim_run_dir(run_dir)
-    for manifest in build_variants(bench, variants, backend, run_dir, dry_run):
+    built = build_variants(bench, variants, backend, run_dir, dry_run, checked=True)
+    for manifest in built:
         click.echo(describe_build(manifest, dry_run))
         if dry_run and manifest.model_extra and "dry_run_text" in manifest.model_extra:
             click.echo(manifest.model_extra["dry_run_text"])

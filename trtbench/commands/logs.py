@@ -139,3 +139,15 @@ def log_to_run_dir(run_dir: RunDir) -> None:
     handler.set_name(RUN_LOG_HANDLER)
     handler.setFormatter(logging.Formatter(DETAILED_FORMAT))
     _replace_handler(handler)
+
+
+def note_in_run_log(message: str, level: int = logging.ERROR) -> None:
+    """Write ``message`` to the current command's ``trtbench.log`` only (not the terminal,
+    which prints it itself): how a command ended, kept with the run. No-op before a run log
+    was opened (a command refused before it claimed a run directory writes none)."""
+    for handler in logging.getLogger().handlers:
+        if handler.get_name() == RUN_LOG_HANDLER:
+            record = logging.LogRecord(
+                "trtbench", level, __file__, 0, message, None, None
+            )
+            handler.handle(record)

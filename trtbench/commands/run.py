@@ -35,7 +35,7 @@ def run(spec: Path, variants: tuple[str, ...], out: Path | None) -> None:
     """
     bench = load_spec(spec)
     run_dir = spec_run_dir(out, bench.name)
-    prompts = preflight_run(bench, run_dir, variants)  # before the first build
+    prompts = preflight_run(bench, run_dir, variants, str(spec))  # before any build
     claim_run_dir(run_dir)
     outcome = run_bench(bench, run_dir, variants, TierProgress(), prompts)
     print_outcome(outcome)

@@ -18,7 +18,11 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from trtbench.builders.build import check_llmapi_plans, variant_backend
+from trtbench.builders.build import (
+    check_llmapi_plans,
+    check_variants,
+    variant_backend,
+)
 from trtbench.errors import ConfigError, ServerStartError
 from trtbench.json_files import read_json_object
 from trtbench.pipeline.loadtest import make_prompts, open_tokenizer, tiers_of
@@ -297,14 +301,19 @@ def check_workers(spec: LoadtestSpec, field: str = "--workers") -> None:
 
 
 def preflight_run(
-    spec: BenchSpec, run_dir: RunDir, variants: Sequence[str] = ()
+    spec: BenchSpec,
+    run_dir: RunDir,
+    variants: Sequence[str] = (),
+    source: str | None = None,
 ) -> list[Prompt]:
-    """Everything ``trtbench run`` needs, checked before the first build.
+    """Everything ``trtbench run`` needs, checked before the first build (every variant's
+    build checks too: :func:`~trtbench.builders.build.check_variants`).
 
     Args:
         spec: the validated bench spec.
         run_dir: where the run writes (``--out``).
         variants: the variants to run (default: all).
+        source: the spec file, named in front of a build check's message.
 
     Returns:
         The prompts the load test will send (checked against every selected variant).
@@ -313,7 +322,9 @@ def preflight_run(
         ConfigError: unknown variant, unwritable run directory, a bad
             ``deploy.tritonserver`` or ``deploy.mpirun``, bad tiers or
             ``profile.nsys_tier``, a bad dataset line, a prompt over a variant's limits,
-            a ``server: vllm`` variant vLLM cannot serve or no vLLM interpreter for it.
+            a ``server: vllm`` variant vLLM cannot serve or no vLLM interpreter for it, a
+            variant its build would refuse (model directories, weights, trees, plans).
+        ModelMismatchError: a draft or heads that do not fit the target.
         ServerStartError: no tritonserver found, a fixed port taken.
         NotAvailableError: ``profile.nsys`` without nsys.
     """
@@ -329,6 +340,7 @@ def preflight_run(
         check_tritonserver(spec.deploy.tritonserver, "deploy.tritonserver")
     check_mpirun(spec, selected)
     check_llmapi_variants(spec, selected)
+    check_variants(spec, [v.name for v in selected], None, run_dir, source)
     check_vllm_variants(spec.deploy.vllm_python, selected, spec.models)
     check_ports(spec.deploy)
     return check_spec_prompts(spec, selected, target_tokenizer(spec))

@@ -139,14 +139,18 @@ def run_bench(
     ) as exc:  # outside a tier (deploy, server start): keep what finished
         stopped = exc.signum
     finally:
-        outcome = _finish(out, spec, got, stopped)
+        outcome = _finish(out, spec, got, stopped, failure)
     if failure is not None:
         raise failure
     return outcome
 
 
 def _finish(
-    out: RunDir, spec: BenchSpec, got: Collected, stopped: int | None = None
+    out: RunDir,
+    spec: BenchSpec,
+    got: Collected,
+    stopped: int | None = None,
+    failure: TrtbenchError | None = None,
 ) -> LoadtestOutcome:
     signals = [r.stop_signal for r in got.results.values() if r.stop_signal]
     stop_signal = stopped or (signals[0] if signals else None)
@@ -165,6 +169,11 @@ def _finish(
             },
             "interrupted": stop_signal is not None,
             "stop_signal": None if stop_signal is None else signal_name(stop_signal),
+            # why the run stopped early (a server that did not start, a deploy error):
+            # the terminal's line, kept with the results
+            "failure": None
+            if failure is None
+            else {"error": type(failure).__name__, "message": str(failure)},
         },
     )
     traces = [p for files in got.traces.values() for p in files]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -347,3 +348,58 @@ def test_each_model_dir_is_hashed_once_per_build(model_dirs, tmp_path, monkeypat
     )
     target_files = {m.models["target"].sha256["config.json"] for m in manifests}
     assert target_files == {sha256(Path(model_dirs["target"]) / "config.json")}
+
+
+def _edited_copy(src: Path, dest: Path, **config) -> Path:
+    """A copy of model dir ``src`` whose config.json says ``config`` (weights unchanged)."""
+    shutil.copytree(src, dest)
+    doc = json.loads((dest / "config.json").read_text())
+    (dest / "config.json").write_text(json.dumps({**doc, **config}))
+    return dest
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        (
+            {"num_hidden_layers": 5},
+            ["num_hidden_layers 5", "hold 2 layers (indices 0..1)"],
+        ),
+        (
+            {"hidden_size": 48},
+            ["hidden_size 48", "model.embed_tokens.weight is [64, 32]"],
+        ),
+    ],
+)
+def test_weights_unlike_their_config_are_refused_before_anything_is_built(
+    model_dirs, tmp_path, capsys, config, words
+):
+    layers = json.loads((model_dirs["target"] / "config.json").read_text())
+    assert (
+        layers["num_hidden_layers"] == 2 and layers["hidden_size"] == 32
+    )  # the premise
+    target = _edited_copy(model_dirs["target"], tmp_path / "target", **config)
+    models = {"target": str(target)}
+    spec = make_spec(model_dirs, tmp_path, models=models,
+                     variants=[{"name": "base", "mode": "baseline"}])  # fmt: skip
+    code, _, err = run_cli(["build", spec, "--out", tmp_path / "run"], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"trtbench: error: {spec}: models.target: ")
+    for word in words:
+        assert word in err, (word, err)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("command", ["build", "run"])
+def test_a_bad_second_variant_fails_before_the_first_is_built(
+    model_dirs, tmp_path, capsys, command
+):
+    deep = [[0], [0, 0], [0, 0, 0], [0, 0, 0, 0]]  # deeper than the 3 heads
+    variants = [{"name": "base", "mode": "baseline"},
+                {"name": "deep", "mode": "medusa", "medusa_choices": deep}]  # fmt: skip
+    spec = make_spec(model_dirs, tmp_path, variants=variants)
+    code, _, err = run_cli([command, spec, "--out", tmp_path / "run"], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"trtbench: error: {spec}: variants[1].medusa_choices ")
+    assert "depth 4 exceeds num_medusa_heads 3" in err
+    assert not (tmp_path / "run").exists()  # nothing built, no run dir claimed

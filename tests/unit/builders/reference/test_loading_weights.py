@@ -17,7 +17,6 @@ from tests.support.cli import run_cli
 from tests.support.random_llama import make_tokenizer, random_llama, save_model
 from trtbench.builders.reference.loading import (
     load_causal_lm,
-    load_engine,
     weight_problems,
 )
 from trtbench.builders.reference.tiny_training import load_llama
@@ -139,8 +138,9 @@ def test_weight_problems_lists_every_kind_sorted():
     assert weight_problems({"missing_keys": set(), "unexpected_keys": set()}) == []
 
 
-def test_a_built_draft_whose_weights_lost_a_layer_is_refused_at_load(tmp_path, capsys):
-    """The build reads configs only; the engine load (what the Triton model runs) refuses."""
+def test_a_draft_whose_weights_lost_a_layer_is_refused_by_the_build(tmp_path, capsys):
+    """Config and weights are compared before anything is built (safetensors headers); the
+    engine load's strict check (above) stays for files changed afterwards."""
     tok = make_tokenizer(64)
     target = save_model(random_llama(0), tmp_path / "target", tok)
     draft = save_model(random_llama(1, layers=1), tmp_path / "draft", tok)
@@ -154,9 +154,9 @@ def test_a_built_draft_whose_weights_lost_a_layer_is_refused_at_load(tmp_path, c
         "variants": [{"name": "dt", "mode": "draft_target", "max_draft_len": 2,
                       "max_input_len": 16, "max_seq_len": 32}],
     }))  # fmt: skip
-    assert run_cli(["build", spec, "--out", tmp_path / "run"], capsys)[0] == 0
-    with pytest.raises(BuildError) as err:
-        load_engine(tmp_path / "run/engines/dt", device="cpu")
-    assert str(err.value).startswith(
-        f"model directory {draft}: missing 9 tensors: model.layers.1.input_layernorm.weight"
-    )
+    code, _, err = run_cli(["build", spec, "--out", tmp_path / "run"], capsys)
+    assert code == 2, err
+    line = err.strip().splitlines()[-1]  # after the save's progress bar
+    assert line.startswith(f"trtbench: error: {spec}: models.draft: ")
+    assert "num_hidden_layers 2, but its weights hold 1 layers (indices 0..0)" in line
+    assert not (tmp_path / "run").exists()

@@ -279,7 +279,8 @@ def test_eagle3_without_or_with_a_missing_draft_checkpoint(models, tmp_path, cap
     missing = {"name": "e", "mode": "eagle3", "speculative_model": str(tmp_path / "no")}
     line = cli_error(tmp_path, capsys, one_variant(models, missing))
     assert line == (
-        f"trtbench: error: variants[1].speculative_model: {tmp_path / 'no'} does not exist; set it "
+        f"trtbench: error: {tmp_path / 'spec.yaml'}: variants[1].speculative_model: "
+        f"{tmp_path / 'no'} does not exist; set it "
         "to the EAGLE-3 draft checkpoint dir"
     )
 
@@ -336,7 +337,8 @@ def test_unknown_version_and_backend_override(models, tmp_path, capsys):
     )
     line = cli_error(tmp_path, capsys, doc)
     assert line == (
-        "trtbench: error: trtllm_version: TensorRT-LLM 1.3.0rc29 has no LLM-API contract in "
+        f"trtbench: error: {tmp_path / 'spec.yaml'}: trtllm_version: TensorRT-LLM 1.3.0rc29 "
+        "has no LLM-API contract in "
         "trtbench; set trtllm_version to one of 1.2.1, 1.4.0rc4"
     )
     doc = one_variant(models, {"name": "n", "mode": "mtp"})

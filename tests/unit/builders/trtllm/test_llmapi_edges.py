@@ -87,10 +87,12 @@ def test_engine_path_variants_need_a_version_that_has_the_engine_path(
         {"name": "b", "mode": "baseline"},
         {"name": "e", "mode": "baseline", "backend": "trtllm"},
     )
-    code, _, err = run_cli(["build", write(tmp_path, doc), "--dry-run"], capsys)
+    path = write(tmp_path, doc)
+    code, _, err = run_cli(["build", path, "--dry-run"], capsys)
     assert code == 2, err
     assert err.strip() == (
-        "trtbench: error: variants[1].backend: trtllm (the TensorRT engine path) is gone "
+        f"trtbench: error: {path}: variants[1].backend: trtllm (the TensorRT engine path) "
+        "is gone "
         "from TensorRT-LLM 1.4.0rc4 (trtllm_version; the last with it is 1.3.0rc20); use "
         "trtllm_version: 1.2.1 for a spec with both paths, or backend: trtllm-pytorch"
     )
