@@ -143,10 +143,11 @@ def log_to_run_dir(run_dir: RunDir) -> None:
 
 def note_in_run_log(message: str, level: int = logging.ERROR) -> None:
     """Write ``message`` to the current command's ``trtbench.log`` only (not the terminal,
-    which prints it itself): how a command ended, kept with the run. No-op before a run log
-    was opened (a command refused before it claimed a run directory writes none)."""
+    which prints it itself): how a command ended, kept with the run. No-op until the run
+    log holds a record: a command that fails before it logged anything still leaves no run
+    directory behind (:class:`RunLogHandler`)."""
     for handler in logging.getLogger().handlers:
-        if handler.get_name() == RUN_LOG_HANDLER:
+        if isinstance(handler, RunLogHandler) and handler.stream is not None:
             record = logging.LogRecord(
                 "trtbench", level, __file__, 0, message, None, None
             )
