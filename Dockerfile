@@ -1,8 +1,9 @@
 # trtbench on an NGC image that carries TensorRT-LLM. Two image families, chosen with BASE_IMAGE:
 #  - nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3 (default): Triton + TensorRT-LLM 1.2.1,
-#    TensorRT 10.14.1, CUDA 13.1, Python 3.12 (research/trtllm_build.md §8). Both TensorRT-LLM
-#    paths: the engine path (backend: trtllm; the only Medusa path) and the LLM API (backend:
-#    trtllm-pytorch, served by Triton's llmapi model). NGC 26.04-26.07 carry 1.2.1.
+#    TensorRT 10.14.1, CUDA 13.1, Python 3.12 (triton-inference-server/server
+#    docs/introduction/compatibility.md). Both TensorRT-LLM paths: the engine path (backend:
+#    trtllm; the only Medusa path) and the LLM API (backend: trtllm-pytorch, served by Triton's
+#    llmapi model). NGC 26.04-26.07 carry 1.2.1.
 #  - nvcr.io/nvidia/tensorrt-llm/release:<version> (TensorRT-LLM's own image; the tag is the
 #    tensorrt_llm version, e.g. 1.3.0rc5 in its quick-start guide): the LLM API with trtllm-serve.
 #    Releases after 1.3.0rc20 have no engine path (trtbench refuses backend: trtllm there, exit 2);

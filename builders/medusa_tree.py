@@ -2,12 +2,14 @@
 
 A *choice* is a root path ``(k_1, ..., k_d)``: the rank-``k_1`` candidate of Medusa head 1, then
 the rank-``k_2`` candidate of head 2, ... The root (the base model's own token) is implicit, so ``n``
-choices verify ``n + 1`` tokens per step (research/trtllm_build.md §3). Position 0 is the root,
-position ``i + 1`` is ``choices[i]`` sorted by (depth, path) as Medusa's ``generate_medusa_buffers``.
+choices verify ``n + 1`` tokens per step (NVIDIA/TensorRT-LLM
+``docs/source/legacy/advanced/speculative-decoding.md``). Position 0 is the root, position
+``i + 1`` is ``choices[i]`` sorted by (depth, path) as Medusa's ``generate_medusa_buffers``.
 
 Text forms: Python lists ``"[[0], [0, 1]]"`` (``run.py --medusa_choices``) and Triton brace syntax
 ``"{0}, {0, 1}"`` (``tensorrt_llm`` parameter ``medusa_choices``); inside ``fill_template.py``
-arguments every comma needs a backslash, ``"{0}\\, {0\\, 1}"`` (research/triton_backend.md §1.2).
+arguments every comma needs a backslash, ``"{0}\\, {0\\, 1}"`` (NVIDIA/TensorRT-LLM
+``triton_backend/tools/fill_template.py`` splits its pairs on unescaped commas).
 
 Named trees: the lists in FasterDecoding/Medusa ``medusa/model/medusa_choices.py`` (``e2a5d20``),
 63 nodes each; ``mc_sim_7b_63`` is the TensorRT-LLM and Triton default.
@@ -146,7 +148,7 @@ def parse_choices(text: str) -> Choices:
 
     Accepts ``"[[0], [0, 1]]"``, ``"{0}, {0, 1}"``, ``"{{0}, {0, 1}}"`` and the
     ``fill_template.py`` form with escaped commas ``"{0}\\, {0\\, 1}"``
-    (research/triton_backend.md §1.2). Order and duplicates are kept; call
+    (``triton_backend/tools/fill_template.py``). Order and duplicates are kept; call
     :func:`validate_choices` for the structural rules.
 
     Raises:
@@ -209,9 +211,10 @@ def validate_choices(
 ) -> Choices:
     """Check a tree against the TensorRT-LLM C++ runtime rules; return it sorted.
 
-    Rules (research/trtllm_build.md §3, ``speculativeChoicesUtils.cpp``): a path at least,
-    none empty or duplicated, every prefix listed, ``len(choices) <= max_draft_len`` (the
-    engine's = ``--max_medusa_token_len``), depth ``<= num_heads``; ``None`` skips a limit.
+    Rules (NVIDIA/TensorRT-LLM ``cpp/tensorrt_llm/runtime/utils/speculativeChoicesUtils.cpp``):
+    a path at least, none empty or duplicated, every prefix listed,
+    ``len(choices) <= max_draft_len`` (the engine's = ``--max_medusa_token_len``), depth
+    ``<= num_heads``; ``None`` skips a limit.
 
     Raises:
         ConfigError: naming the first rule broken and how to fix it.
@@ -262,7 +265,7 @@ def render_brace(
     """Render Triton brace syntax, ``"{0}, {0, 1}"``, in the given order.
 
     ``escape_commas=True`` writes every comma as ``\\,`` for a ``fill_template.py`` argument
-    (research/triton_backend.md §1.2): ``"{0}\\, {0\\, 1}"``.
+    (``triton_backend/tools/fill_template.py``): ``"{0}\\, {0\\, 1}"``.
     """
     text = ", ".join("{" + ", ".join(str(k) for k in c) + "}" for c in choices)
     return text.replace(",", "\\,") if escape_commas else text
@@ -335,13 +338,13 @@ def expected_acceptance_length(
 
     ``accuracies[h][k]`` is the probability that the rank-``k`` candidate (the ``(k+1)``-th
     prediction) of head ``h + 1`` is the correct token — per rank, not cumulative top-k;
-    convert cumulative tables with :func:`per_rank_accuracies`. Formula (Medusa paper
-    App. C; research/speedup_anchors.md §2.5)::
+    convert cumulative tables with :func:`per_rank_accuracies`. Formula (Medusa paper,
+    Cai et al. 2024, arXiv 2401.10774, App. C)::
 
         E[tokens] = 1 + sum over nodes (k_1..k_d) of  a_1(k_1) * ... * a_d(k_d)
 
     The 1 is the base model's own token. Heads are positively correlated in practice,
-    so this underestimates measured acceptance (§2.5).
+    so this underestimates measured acceptance.
 
     Raises:
         ConfigError: bad tree, accuracies outside [0, 1], or a node whose head/rank has no
@@ -390,7 +393,7 @@ def per_rank_accuracies(cumulative: Sequence[Sequence[float]]) -> list[list[floa
 def packed_mask_words(max_draft_len: int) -> int:
     """int32 words per token of TensorRT-LLM's packed tree mask: ceil((max_draft_len+1)/32).
 
-    Source: research/trtllm_build.md §3 (``speculativeChoicesUtils.cpp``).
+    Source: NVIDIA/TensorRT-LLM ``cpp/tensorrt_llm/runtime/utils/speculativeChoicesUtils.cpp``.
 
     Raises:
         ConfigError: ``max_draft_len`` is negative.

@@ -2,10 +2,11 @@
 # Install trtbench into an NGC TensorRT-LLM image without replacing what the image carries.
 #   scripts/ngc_install.sh [--editable]      (run from anywhere; installs this checkout)
 # The image (nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3) already has torch, TensorRT
-# 10.14 and TensorRT-LLM 1.2.1 (research/trtllm_build.md §8). trtbench itself goes in with
-# --no-deps; its own light dependencies (pyproject [project].dependencies) are installed under a
-# constraints file that pins every package already in the image, so pip can add what is missing
-# but never upgrade or downgrade torch, tensorrt, tensorrt_llm or anything they depend on.
+# 10.14 and TensorRT-LLM 1.2.1 (triton-inference-server/server docs/introduction/compatibility.md).
+# trtbench itself goes in with --no-deps; its own light dependencies (pyproject
+# [project].dependencies) are installed under a constraints file that pins every package already
+# in the image, so pip can add what is missing but never upgrade or downgrade torch, tensorrt,
+# tensorrt_llm or anything they depend on.
 # The versions of torch / tensorrt / tensorrt_llm are compared before and after; a change fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,12 +1,12 @@
 """Find the ``tritonserver`` binary and prepare how it must be started (environment, backend
 directory, command line of one process or of an ``mpirun`` of ranks).
 
-Search order (DESIGN.md "Triton on a CPU machine"): an explicit path, ``$PATH``,
-``/opt/tritonserver/bin/tritonserver`` (NGC), then the binary bundled in the
-``nvidia-pytriton`` wheel. For the bundled one, a backend directory is assembled whose Python
-backend stub matches the running interpreter, and the server starts with ``LD_LIBRARY_PATH``
-led by the interpreter's ``LIBDIR`` and ``PATH`` led by its ``bin/`` (the stub links libpython
-dynamically and must load the same patch release as the interpreter's standard library).
+Search order: an explicit path, ``$PATH``, ``/opt/tritonserver/bin/tritonserver`` (NGC),
+then the binary bundled in the ``nvidia-pytriton`` wheel. For the bundled one, a backend
+directory is assembled whose Python backend stub matches the running interpreter, and the
+server starts with ``LD_LIBRARY_PATH`` led by the interpreter's ``LIBDIR`` and ``PATH`` led
+by its ``bin/`` (the stub links libpython dynamically and must load the same patch release
+as the interpreter's standard library).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def find_tritonserver(
     ngc_path: Path = NGC_TRITONSERVER,
     search_pytriton: bool = True,
 ) -> TritonBinary:
-    """Locate tritonserver in DESIGN.md order.
+    """Locate tritonserver in the search order of the module docstring.
 
     Args:
         explicit: ``--tritonserver`` / ``deploy.tritonserver``; when given, only it is used.
@@ -196,7 +196,7 @@ def mpirun_argv(
     ``mpirun --allow-run-as-root -n 1 <rank 0> : -n 1 <rank 1> …``; each rank is
     ``rank_argv`` plus ``--backend-config=python,shm-region-prefix-name=prefix{i}_``; ranks
     > 0 add ``--model-control-mode=explicit`` and one ``--load-model`` per TensorRT-LLM model
-    (research/triton_backend.md §4, ``launch_triton_server.py``).
+    (NVIDIA/TensorRT-LLM ``triton_backend/scripts/launch_triton_server.py``).
 
     Raises:
         ServerStartError: world_size < 2 or no TensorRT-LLM model for ranks > 0.

@@ -1,9 +1,11 @@
 """The tensors our Triton models exchange, and the repository metadata (``trtbench.json``).
 
 Client-facing tensor names and dtypes follow the TensorRT-LLM 1.2.1-era inflight-batcher
-ensemble (research/triton_backend.md §3: ``min_tokens`` and ``seed``, not ``min_length`` /
-``random_seed``). Every scalar input is ``dims: [1]`` under ``max_batch_size > 0``, so a client
-sends it as shape ``[1, 1]``. Our own additions, served by every repository trtbench renders:
+ensemble (``ensemble/config.pbtxt`` under NVIDIA/TensorRT-LLM
+``triton_backend/all_models/inflight_batcher_llm/``: ``min_tokens`` and ``seed``, not
+``min_length`` / ``random_seed``). Every scalar input is ``dims: [1]`` under
+``max_batch_size > 0``, so a client sends it as shape ``[1, 1]``. Our own additions, served
+by every repository trtbench renders:
 
 - ``output_ids`` INT32 ``[-1]``: the token ids *newly generated* in this response (a streamed
   response carries the tokens of one decode step; a non-streamed one all of them). The prompt
@@ -119,8 +121,9 @@ def _scalar(name: str, data_type: str, optional: bool = True) -> Tensor:
     return Tensor(name, data_type, optional=optional, scalar_reshape=True)
 
 
-# The TensorRT-LLM C++ backend model (research/triton_backend.md §3, TRT-LLM 1.2.1-era
-# names); only what trtbench's ensemble and BLS send, plus every output it may produce.
+# The TensorRT-LLM C++ backend model (``inflight_batcher_llm/tensorrt_llm/config.pbtxt``,
+# TRT-LLM 1.2.1-era names); only what trtbench's ensemble and BLS send, plus every output
+# it may produce.
 TRTLLM_INPUTS: tuple[Tensor, ...] = (
     Tensor("input_ids", "TYPE_INT32", (-1,), ragged=True),
     _scalar("input_lengths", "TYPE_INT32", optional=False),

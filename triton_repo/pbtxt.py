@@ -2,8 +2,9 @@
 
 Templates live in ``templates/`` (package data) and are filled with
 :class:`string.Template` (``${name}``); a missing value raises instead of leaving a
-placeholder behind (research/triton_backend.md §1.2: unfilled structural placeholders make
-a config unparseable).
+placeholder behind, as TensorRT-LLM's ``fill_template.py`` does (``safe_substitute``;
+NVIDIA/TensorRT-LLM ``triton_backend/tools/fill_template.py``): an unfilled placeholder in a
+structural field such as ``max_batch_size: ${…}`` makes a config unparseable.
 """
 
 from __future__ import annotations
@@ -138,5 +139,8 @@ def python_model_files(name: str, config: str, model_py: str) -> dict[str, str]:
 
 
 def medusa_brace(choices: Sequence[Sequence[int]]) -> str:
-    """Triton's brace syntax for medusa_choices, ``"{0}, {0, 1}"`` (research §2)."""
+    """Triton's brace syntax for medusa_choices, ``"{0}, {0, 1}"``.
+
+    Source: triton-inference-server/tensorrtllm_backend ``docs/model_config.md``.
+    """
     return ", ".join("{" + ", ".join(str(k) for k in path) + "}" for path in choices)

@@ -1,7 +1,7 @@
 """Render a Triton model repository from a build manifest and deploy options (pure).
 
 ``render_repository(manifest, engine_dir, deploy)`` returns ``{relative path: text}``; the
-caller writes it (``write.py``). Layouts (research/triton_backend.md §1–3):
+caller writes it (``write.py``). Layouts (NVIDIA/TensorRT-LLM ``triton_backend/all_models/``):
 
 - ``reference``: one decoupled Python-backend model ``ensemble`` running the PyTorch
   reference engine, with the TensorRT-LLM ensemble's tensor names (``interface.py``); here.

@@ -2,7 +2,8 @@
 
 ``ensemble`` (preprocessing → tensorrt_llm → postprocessing) with our own Python
 pre/postprocessing; draft_target adds ``tensorrt_llm_draft`` and our ``tensorrt_llm_bls``,
-which is the model to call (research/triton_backend.md §1–3).
+which is the model to call (the layout of NVIDIA/TensorRT-LLM
+``triton_backend/all_models/inflight_batcher_llm/``).
 """
 
 from __future__ import annotations
@@ -102,7 +103,10 @@ def ensemble_steps() -> list[EnsembleStep]:
 def trtllm_parameters(
     manifest: BuildManifest, engine_path: Path, deploy: DeploySpec, kv_fraction: float
 ) -> dict[str, str]:
-    """Parameters of one tensorrt_llm model (research §1.3; unset ones keep defaults)."""
+    """Parameters of one tensorrt_llm model; unset ones keep the backend's defaults.
+
+    Names and defaults: triton-inference-server/tensorrtllm_backend ``docs/model_config.md``.
+    """
     graphs = manifest.cuda_graphs.requested and manifest.cuda_graphs.available
     max_batch = variant_int(manifest, "max_batch_size")
     params = {

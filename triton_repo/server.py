@@ -1,12 +1,13 @@
 """A managed ``tritonserver`` process: start it, wait until ready, stop it.
 
-The binary is found by :func:`~trtbench.triton_repo.binary.find_tritonserver` (DESIGN.md order,
-including the nvidia-pytriton wheel with the libpython fix). Ports are the ones given (checked
-free) or picked free; if a picked port is taken between the check and the bind, the start is
-retried with new ports. For TP×PP > 1 (TensorRT-LLM in an NGC image) the server runs under
-``mpirun`` as one MPMD segment per rank, the way ``launch_triton_server.py`` builds it
-(research/triton_backend.md §4): every rank gets its own Python-backend shared-memory prefix
-and ``--disable-auto-complete-config``; ranks > 0 load only the TensorRT-LLM models.
+The binary is found by :func:`~trtbench.triton_repo.binary.find_tritonserver` (its search
+order, including the nvidia-pytriton wheel with the libpython fix). Ports are the ones given
+(checked free) or picked free; if a picked port is taken between the check and the bind, the
+start is retried with new ports. For TP×PP > 1 (TensorRT-LLM in an NGC image) the server
+runs under ``mpirun`` as one MPMD segment per rank, the way ``launch_triton_server.py``
+(NVIDIA/TensorRT-LLM ``triton_backend/scripts/``) builds it: every rank gets its own
+Python-backend shared-memory prefix and ``--disable-auto-complete-config``; ranks > 0 load
+only the TensorRT-LLM models.
 
 Every service binds ``ServerConfig.bind_address`` (default ``127.0.0.1``: this host only); a
 wider address logs a warning. Clients dial :func:`~trtbench.triton_repo.ports.dial_host` of it

@@ -1,8 +1,10 @@
 """Check a Triton model repository before a server sees it (``trtbench deploy --check``).
 
-Every ``config.pbtxt`` is parsed with ``tritonclient.grpc.model_config_pb2`` and
-``google.protobuf.text_format`` (research/triton_backend.md §6), then checked against the
-rules of research §7 and the gotchas at its end:
+Every ``config.pbtxt`` is parsed with ``tritonclient.grpc.model_config_pb2`` (shipped in the
+``tritonclient[grpc]`` wheel) and ``google.protobuf.text_format``, then checked against
+Triton's model repository rules (triton-inference-server/server ``docs/user_guide/``:
+``model_repository.md``, ``model_configuration.md``, ``ensemble_models.md``) and what a
+TensorRT-LLM deployment needs on top:
 
 - the config parses, its ``name`` equals the folder, no unfilled ``${…}`` is left;
 - a numeric version folder exists (not starting with ``0``; on disk only), and a Python model

@@ -3,7 +3,8 @@
 The files go to a temporary sibling folder first, which then replaces the destination, so a
 repository is never half-written and no stale model from an earlier render survives. Every
 model folder (one holding ``config.pbtxt``) gets a ``1/`` version folder, even when nothing
-lives in it (ensembles, TensorRT-LLM models: research/triton_backend.md §7).
+lives in it (ensembles, TensorRT-LLM models): Triton needs a numeric version folder per model
+(triton-inference-server/server ``docs/user_guide/model_repository.md``).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Times are ``time.perf_counter_ns()`` readings of the client process (CLOCK_MONOTONIC on
 Linux): comparable within one run, meaningless across machines. A failed request is a row
-with ``error`` set, never an exception (STYLE.md rule 5). The CSV layouts built from these
-records are in ``trtbench.profiling.loadtest.schemas``.
+with ``error`` set, never an exception. The CSV layouts built from these records are in
+``trtbench.profiling.loadtest.schemas``.
 """
 
 from __future__ import annotations

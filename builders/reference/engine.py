@@ -16,15 +16,16 @@ calls (or :meth:`~ReferenceEngine.submit` from a server) therefore share decode 
 request's tokens do not depend on what else is in the batch (greedy, lossless).
 
 Counting (TensorRT-LLM's ``total_draft_tokens`` / ``total_accepted_draft_tokens``,
-research/loadtest.md §3): ``draft_proposed`` is K for a draft_target or eagle3 step, the number of
-tree nodes for a Medusa step and the drafts the lookup found (0..K) for an ngram step (0 for
-baseline, for the prefill step and for a step that adaptive speculation left undrafted); ``draft_accepted``
-is the number of drafts verification accepted. A step emits ``accepted + 1`` tokens unless
-it is cut at ``max_tokens`` or after the end token. A step reports both counts: the drafts
-the engine accepted (``draft_accepted``, NOT reduced at a cut step, as vLLM counts them; the
-acceptance figures use it) and the tokens it emitted (``len(token_ids)``, cut; throughput and
-output length use it). Example: K = 4, 3 drafts accepted, 2 tokens of room left → the step
-emits 2 tokens and reports ``draft_accepted = 3``.
+triton-inference-server/tensorrtllm_backend ``docs/model_config.md``): ``draft_proposed`` is K
+for a draft_target or eagle3 step, the number of tree nodes for a Medusa step and the drafts
+the lookup found (0..K) for an ngram step (0 for baseline, for the prefill step and for a step
+that adaptive speculation left undrafted); ``draft_accepted`` is the number of drafts
+verification accepted. A step emits ``accepted + 1`` tokens unless it is cut at ``max_tokens``
+or after the end token. A step reports both counts: the drafts the engine accepted
+(``draft_accepted``, NOT reduced at a cut step, as vLLM counts them; the acceptance figures use
+it) and the tokens it emitted (``len(token_ids)``, cut; throughput and output length use it).
+Example: K = 4, 3 drafts accepted, 2 tokens of room left → the step emits 2 tokens and reports
+``draft_accepted = 3``.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ __all__ = ["ReferenceEngine", "ServingStats", "Step"]
 class ServingStats:
     """A snapshot of the engine's scheduler, named as TensorRT-LLM's Triton backend names
     its gauges (``nv_trt_llm_request_metrics`` / ``nv_trt_llm_kv_cache_block_metrics``,
-    research/triton_backend.md §5).
+    NVIDIA/TensorRT-LLM ``triton_backend/inflight_batcher_llm/src/custom_metrics_reporter/``).
 
     Attributes:
         active: requests running or waiting; ``scheduled``: rows in the latest decode step;

@@ -30,7 +30,8 @@ with what is left, and they too get verification blocks if some remain. So specu
 takes blocks that new requests would otherwise get: under pressure a speculative variant
 admits fewer requests at once. Source for the names: TensorRT-LLM ``KvCacheConfig``
 (``max_tokens``, ``free_gpu_memory_fraction``), ``trtllm-build --tokens_per_block`` (default
-32, research/trtllm_build.md) and the Triton backend's ``nv_trt_llm_kv_cache_block_metrics``.
+32, ``tensorrt_llm/plugin/plugin.py``) and the Triton backend's
+``nv_trt_llm_kv_cache_block_metrics``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Medusa heads in the FasterDecoding/Medusa checkpoint format: the module, save, load.
 
-Format (``research/trtllm_build.md`` §2; FasterDecoding/Medusa ``medusa/model/medusa_model.py``)::
+Format (FasterDecoding/Medusa ``medusa/model/medusa_model.py`` and
+``medusa/train/train_legacy.py``)::
 
     <dir>/config.json                 {"medusa_num_heads": N, "medusa_num_layers": L,
                                        "base_model_name_or_path": "...", "hidden_size": H,

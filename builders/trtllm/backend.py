@@ -69,7 +69,7 @@ logger = logging.getLogger(__name__)
 
 CUDA_GRAPHS_REASON = (
     "runtime knob of the TensorRT-LLM C++ executor (Triton tensorrt_llm parameters "
-    "cuda_graph_mode / cuda_graph_cache_size; research/trtllm_build.md §4)"
+    "cuda_graph_mode / cuda_graph_cache_size; tensorrtllm_backend docs/model_config.md)"
 )
 TREE_ATTENTION = (
     "gpt_attention plugin speculative-decoding mode: the packed tree mask "

@@ -188,7 +188,8 @@ def version_key(version: str) -> tuple[int, int, int, int, int] | None:
 
 def check_trtllm_version(version: str, contract: Contract) -> None:
     """Refuse a TensorRT-LLM without the engine path: before ``supported.min`` (1.0) or after
-    ``supported.last`` (1.3.0rc20, the last release with ``trtllm-build``; research §1).
+    ``supported.last`` (1.3.0rc20, the last release with ``trtllm-build``, per its
+    TensorRT-LLM release notes).
 
     Raises:
         NotAvailableError (exit 2): older (no ``_tensorrt_engine``) or newer (engine path

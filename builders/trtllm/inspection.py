@@ -1,6 +1,6 @@
 """Describe a TensorRT-LLM engine directory from its ``config.json`` (CPU only, no tensorrt_llm).
 
-Engine layout (research/trtllm_build.md §6, ``builder.py`` ``Engine.save``): ``config.json``
+Engine layout (NVIDIA/TensorRT-LLM ``tensorrt_llm/builder.py`` ``Engine.save``): ``config.json``
 (written by rank 0) and one ``rank{r}.engine`` per TP×PP rank. ``config.json`` =
 ``{"version", "pretrained_config": {architecture, dtype, mapping{world_size, tp_size, pp_size},
 quantization{quant_algo, kv_cache_quant_algo}, Medusa: max_draft_len, num_medusa_heads,

@@ -10,8 +10,10 @@ Each step is the ``tensorrt_llm._tensorrt_engine.LLM(...)`` call (``BuildConfig`
 ``llm.save(engine_dir)``. Medusa first converts base + heads to a TensorRT-LLM checkpoint with
 ``MedusaForCausalLm.from_hugging_face(...).save_checkpoint`` (per rank), because the LLM API
 cannot pass ``max_draft_len`` to the Medusa model config (it would stay at 63). The choices of
-plugins and shapes follow research/trtllm_build.md §1 and §4; the rules are checked by
-:mod:`trtbench.builders.trtllm.contract`.
+plugins and shapes follow ``trtllm-build``'s defaults (NVIDIA/TensorRT-LLM
+``tensorrt_llm/commands/build.py``, ``tensorrt_llm/plugin/plugin.py``) and TensorRT-LLM's
+``docs/source/legacy/performance/performance-tuning-guide/useful-build-time-flags.md``; the
+rules are checked by :mod:`trtbench.builders.trtllm.contract`.
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ class VariantPlan:
 
 
 def _plugins(variant: VariantSpec) -> dict[str, Any]:
-    """PluginConfig arguments: research §1a (Triton example + useful-build-time-flags)."""
+    """PluginConfig arguments: tensorrtllm_backend's README example + useful-build-time-flags."""
     fp8 = variant.quantization == "fp8"
     return {
         "gpt_attention_plugin": "auto",

@@ -27,7 +27,7 @@ from trtbench.builders.trtllm.plan import EngineStep, VariantPlan
 
 
 def _flag_value(value: Any) -> str:
-    """trtllm-build spelling: bools enable/disable, None disable (research §1b)."""
+    """trtllm-build spelling: bools enable/disable, None disable (``commands/build.py``)."""
     if value is True:
         return "enable"
     if value is False or value is None:

@@ -1,7 +1,7 @@
 """Speculative-decoding acceptance from per-step counts (pure): pooled, per position, histogram.
 
 One streamed response is one engine step on every streaming engine trtbench serves
-(research/loadtest.md §3). A **verify step** is a response whose ``draft_tokens`` (proposed)
+(``docs/metrics.md``). A **verify step** is a response whose ``draft_tokens`` (proposed)
 is > 0; the prefill response and every baseline step propose 0 and are not verify steps.
 Per (variant, tier), over the successful requests only, pooled (token-weighted):
 

@@ -1,6 +1,8 @@
 """Where the time before the server goes: slot wait, the client's own lag, the wire.
 
-Per request (all ``perf_counter_ns`` of the client, research/loadtest.md §1.9, §1.12, §2):
+Per request (all ``perf_counter_ns`` of the client; the queue terms as in ``vllm bench serve``,
+the server's timestamps from triton-inference-server/tensorrtllm_backend
+``docs/model_config.md``):
 
 - ``client_queue_time`` = ready − scheduled: waiting for a ``--max-concurrency`` slot
   (vLLM's ``client_queue_time``); 0 without a cap and in a closed loop.

@@ -1,10 +1,10 @@
 """Triton gRPC client for the load test: probe a model, build requests, send them.
 
 ``tritonclient.grpc.aio`` cannot ask for the empty final response (the ``triton_`` parameter
-prefix is reserved there; research/triton_backend.md §6), so requests are
-``service_pb2.ModelInferRequest`` messages built here and sent on a ``grpc.aio`` channel
-through ``GRPCInferenceServiceStub``. Each request opens its own ``ModelStreamInfer`` call,
-so per-request deadlines and cancellation need no bookkeeping.
+prefix is reserved there: ``tritonclient.utils.TRITON_RESERVED_REQUEST_PARAMS_PREFIX``), so
+requests are ``service_pb2.ModelInferRequest`` messages built here and sent on a ``grpc.aio``
+channel through ``GRPCInferenceServiceStub``. Each request opens its own ``ModelStreamInfer``
+call, so per-request deadlines and cancellation need no bookkeeping.
 
 :data:`ENDPOINTS` holds one async function per endpoint kind, all with the same signature
 (vLLM's ``ASYNC_REQUEST_FUNCS`` shape): ``stream`` (decoupled model, ``stream=true``),
@@ -114,7 +114,8 @@ def interface_from_config(config: model_config_pb2.ModelConfig) -> ModelInterfac
         inputs=inputs,
         outputs=tuple(o.name for o in config.output),
         # An ensemble's own config names no policy; Triton makes it decoupled when a step
-        # is (research/triton_backend.md §3), as in every TRT-LLM streaming deployment.
+        # is (triton-inference-server/core ``src/ensemble_scheduler/ensemble_utils.cc``),
+        # as in every TRT-LLM streaming deployment.
         decoupled=bool(config.model_transaction_policy.decoupled)
         or config.platform == "ensemble",
     )

@@ -1,6 +1,6 @@
 """Load-test metrics (pure): request/response records → per-request metrics → tier statistics.
 
-Definitions (research/loadtest.md §1 and §3; DESIGN.md "Measurement rules"):
+Definitions (``docs/metrics.md`` sets each beside AIPerf's, vLLM's and trtllm-bench's):
 
 - TTFT = first token-carrying response − send; E2E = last token-carrying response − send.
   A response without tokens (the empty final response) is neither a token nor the end of E2E.
@@ -255,7 +255,7 @@ def stat_column(metric: Metric, stat: str) -> str:
 def osl_mismatch(requests: pd.DataFrame) -> pd.Series:
     """True where OSL misses the requested length by more than min(5 %, 50 tokens).
 
-    The threshold is AIPerf's OSL-mismatch warning (research/loadtest.md §1.8).
+    The threshold is AIPerf's OSL-mismatch warning (https://github.com/ai-dynamo/aiperf).
     """
     r = _ok(requests)
     requested = r["requested_output_tokens"].astype(float)

@@ -6,10 +6,11 @@ lengths are ``max(1, round(N(mean, std)))`` drawn from the ``numpy.random.Genera
 in, so a seed gives the same prompts on every run. Without a tokenizer, a "token" is a
 whitespace-separated word (marked ``words`` in ``input_token_source``).
 
-Dataset lines follow trtllm-bench's ``prepare_dataset.py`` output (research/loadtest.md
-§1.10): ``{"task_id": …, "prompt": "…" | "input_ids": [...], "output_tokens": N}``. Every
-line is checked before anything is sent (UTF-8 bytes, one JSON object, text that can be sent,
-token ids inside the vocabulary, a positive ``output_tokens`` that fits ``max_tokens``);
+Dataset lines follow trtllm-bench's ``prepare_dataset.py`` output (NVIDIA/TensorRT-LLM
+``benchmarks/cpp/prepare_dataset.py``):
+``{"task_id": …, "prompt": "…" | "input_ids": [...], "output_tokens": N}``. Every line is
+checked before anything is sent (UTF-8 bytes, one JSON object, text that can be sent, token ids
+inside the vocabulary, a positive ``output_tokens`` that fits ``max_tokens``);
 :func:`check_prompt_limits` then holds the prompts against an engine's limits.
 """
 

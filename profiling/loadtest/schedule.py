@@ -1,6 +1,6 @@
-"""Load shape: tiers and intended send times, separate from sending (STYLE.md rule 6).
+"""Load shape: tiers and intended send times, separate from sending.
 
-Two modes (research/loadtest.md §1.9):
+Two modes (those of ``vllm bench serve`` and AIPerf):
 
 - concurrency (closed loop): N requests outstanding; a request is scheduled the moment a
   slot frees, so there are no send times to draw.

@@ -22,18 +22,18 @@ Definitions:
   config's ``dtype``/``torch_dtype``. An EAGLE-3 draft's is that of its own config (one
   decoder layer: ``2 × 1 × its KV heads × head_dim × dtype_bytes``).
 - **KV-cache pool**: ``max_blocks × tokens_per_block × KV bytes per token``, from TensorRT-LLM's
-  ``nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=max|tokens_per}`` (research/
-  triton_backend.md §5; a block holds its tokens for every layer). The series whose ``model``
-  label contains ``draft`` belong to the draft model, the others to the target. An EAGLE-3
-  draft has no pool of its own: its layer's KV lives in the target's blocks (TensorRT-LLM's
-  PyTorch backend, one-model EAGLE-3, its default: the KV cache manager gets the target's
-  layers + ``get_num_spec_layers`` = the draft's, ``_torch/speculative/utils.py``; the
-  reference engine sizes its one pool by target + draft bytes per token), so
-  ``eagle3_kv_pool_bytes`` is its share of those blocks, ``target_kv_max_blocks ×
-  tokens_per_block × eagle3 KV bytes per token``, beside the target's share. A draft model
-  without series of its own (the reference engine: one pool sized by target + draft bytes per
-  token) has its share the same way: ``draft_kv_pool_bytes`` = the target's block tokens ×
-  the draft's KV bytes per token.
+  ``nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=max|tokens_per}`` (NVIDIA/TensorRT-LLM
+  ``triton_backend/inflight_batcher_llm/src/custom_metrics_reporter/``; a block holds its tokens
+  for every layer). The series whose ``model`` label contains ``draft`` belong to the draft
+  model, the others to the target. An EAGLE-3 draft has no pool of its own: its layer's KV
+  lives in the target's blocks (TensorRT-LLM's PyTorch backend, one-model EAGLE-3, its default:
+  the KV cache manager gets the target's layers + ``get_num_spec_layers`` = the draft's,
+  ``_torch/speculative/utils.py``; the reference engine sizes its one pool by target + draft
+  bytes per token), so ``eagle3_kv_pool_bytes`` is its share of those blocks,
+  ``target_kv_max_blocks × tokens_per_block × eagle3 KV bytes per token``, beside the target's
+  share. A draft model without series of its own (the reference engine: one pool sized by
+  target + draft bytes per token) has its share the same way: ``draft_kv_pool_bytes`` = the
+  target's block tokens × the draft's KV bytes per token.
 - **Peaks** over the readings of the load-test phases (``phase`` starting ``tier:``): device
   memory used (sum over GPUs per reading, NVML), the server tree's device memory (NVML
   per-process), and the tree's RSS.

@@ -2,9 +2,10 @@
 
 Pure (DataFrame in → DataFrame out). Sources: TensorRT-LLM's gauges
 ``nv_trt_llm_request_metrics{request_type=active|waiting}`` and
-``nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=max|used}`` (research/
-triton_backend.md §5; the reference engine publishes them too), and the reference engine's
-counters ``trtbench_reference_counters{counter=…}`` (``triton_repo/templates/python/
+``nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=max|used}`` (NVIDIA/TensorRT-LLM
+``triton_backend/inflight_batcher_llm/src/custom_metrics_reporter/``; the reference engine
+publishes them too), and the reference engine's counters
+``trtbench_reference_counters{counter=…}`` (``triton_repo/templates/python/
 trtbench_model_utils.py``; per phase as :func:`~.server_metrics_views.counter_deltas`).
 
 Definitions, per variant × tier phase (``tier:…``) × model:

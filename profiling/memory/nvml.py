@@ -5,16 +5,18 @@ device or the driver cannot answer (``NVMLError_NotSupported``, ``NoPermission``
 versioned symbol, a lost GPU …): one column degrades, never the run. Each (device, query,
 error) is logged once per reader.
 
-Facts used (research/profiling.md §6-§7):
+Facts used (``pynvml.py`` of PyPI ``nvidia-ml-py`` 13.615.71, and the issues linked):
 
 - ``nvmlDeviceGetMemoryInfo(h, version=nvmlMemory_v2)`` reports ``reserved`` separately; v1
-  ``used`` includes the driver's reserved memory (A100 idle: 912 MB v1 vs 7.8 MB v2). v2 is
-  tried first, v1 is the fallback (then ``reserved_bytes`` is None).
+  ``used`` includes the driver's reserved memory (A100 idle: 912 MB v1 vs 7.8 MB v2,
+  https://github.com/Cldfire/nvml-wrapper/issues/57). v2 is tried first, v1 is the fallback
+  (then ``reserved_bytes`` is None).
 - ``nvmlDeviceGetComputeRunningProcesses`` (→ ``_v3``) raises ``NVMLLibraryMismatchError``
   on drivers without ``_v3``; ``_v2`` is the fallback. ``usedGpuMemory`` is None when NVML
   says "not available". PIDs are host PIDs: inside a container without ``--pid=host`` the
-  list is empty or holds foreign PIDs.
-- ``nvmlDeviceGetUtilizationRates`` raises NotSupported on MIG-enabled GPUs.
+  list is empty or holds foreign PIDs (https://github.com/NVIDIA/nvidia-docker/issues/179).
+- ``nvmlDeviceGetUtilizationRates`` raises NotSupported on MIG-enabled GPUs
+  (https://github.com/XuehaiPan/nvitop/issues/5).
 - ``nvmlDeviceGetPowerUsage`` is in mW; ``nvmlDeviceGetClockInfo(h, NVML_CLOCK_SM)`` in MHz.
 
 The library object is injected (``lib``), so tests drive the real reader with a small fake of

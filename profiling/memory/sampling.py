@@ -6,8 +6,8 @@ that overruns one or more deadlines makes the thread skip them (counted in ``mis
 instead of firing a burst. The thread records its own exceptions (``errors``, ``error_count``;
 logged once) and goes on; it gives up after :data:`MAX_CONSECUTIVE_ERRORS` failures in a row.
 ``mark(phase)`` labels the following readings and takes one reading at the boundary, so a
-phase's first reading is taken when it begins. ``__exit__`` always stops and joins the thread
-(STYLE.md rule 7: stopped in ``finally`` around the measured region).
+phase's first reading is taken when it begins. ``__exit__`` always stops and joins the thread,
+so a ``with`` block stops it as a ``finally`` around the measured region would.
 """
 
 from __future__ import annotations

@@ -2,12 +2,14 @@
 
 :class:`ServerMetricsScraper` (a :class:`~trtbench.profiling.memory.sampling.PeriodicSampler`) fetches
 the endpoint every ``interval_ms``, parses it with ``prometheus_client``'s text parser and keeps
-one :class:`MetricSample` per exposed sample — whatever families the server exposes
-(research/triton_backend.md §5): Triton's ``nv_inference_*`` counters and pending-request gauge,
-``nv_gpu_*`` / ``nv_cpu_*`` / ``nv_pinned_memory_pool_*``, and TensorRT-LLM's
-``nv_trt_llm_kv_cache_block_metrics``, ``nv_trt_llm_request_metrics``,
-``nv_trt_llm_runtime_memory_metrics`` …. ``mark(phase)`` scrapes at the boundary and ``stop()``
-scrapes once more, so every phase is bracketed by readings taken when it began and ended.
+one :class:`MetricSample` per exposed sample — whatever families the server exposes:
+Triton's ``nv_inference_*`` counters and pending-request gauge, ``nv_gpu_*`` / ``nv_cpu_*`` /
+``nv_pinned_memory_pool_*`` (triton-inference-server/server ``docs/user_guide/metrics.md``),
+and TensorRT-LLM's ``nv_trt_llm_kv_cache_block_metrics``, ``nv_trt_llm_request_metrics``,
+``nv_trt_llm_runtime_memory_metrics`` … (NVIDIA/TensorRT-LLM
+``triton_backend/inflight_batcher_llm/src/custom_metrics_reporter/``). ``mark(phase)`` scrapes
+at the boundary and ``stop()`` scrapes once more, so every phase is bracketed by readings taken
+when it began and ended.
 
 Names are kept as the server exposes them: ``prometheus_client``'s parser renames counter
 samples to OpenMetrics form (``nv_inference_count`` → ``nv_inference_count_total``), which

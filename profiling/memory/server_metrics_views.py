@@ -1,7 +1,9 @@
 """Pure views of the ``server_metrics.csv`` frame (DataFrame in → DataFrame out, no I/O).
 
 The frame is long format (:data:`~trtbench.profiling.memory.server_metrics.SERVER_METRICS_SCHEMA`).
-Families and their category labels (research/triton_backend.md §5):
+Families and their category labels (triton-inference-server/server
+``docs/user_guide/metrics.md``; NVIDIA/TensorRT-LLM
+``triton_backend/inflight_batcher_llm/src/custom_metrics_reporter/``):
 
 - ``nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=max|free|used|tokens_per|reused|
   fraction}`` — KV-cache blocks (counts; fraction = used/max);

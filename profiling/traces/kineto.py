@@ -1,9 +1,10 @@
 """PyTorch profiler (Kineto) Chrome-trace JSON: the :class:`KinetoTrace` facade.
 
-Facts used (``research/profiling.md`` §4): ``ts``/``dur`` are microseconds, integers in older
-traces (absolute epoch) and 3-decimal floats in newer ones (relative to ``baseTimeNanoseconds``);
-host calls are complete events of category ``cuda_runtime`` or ``cuda_driver`` (``cuLaunchKernel``
-of Triton/inductor kernels), GPU work is ``kernel``/``gpu_memcpy``/``gpu_memset`` (legacy
+Facts used (pytorch/kineto ``libkineto/src/output_json.cpp``; Holistic Trace Analysis
+``hta/common/trace.py``): ``ts``/``dur`` are microseconds, integers in older traces (absolute
+epoch) and 3-decimal floats in newer ones (relative to ``baseTimeNanoseconds``); host calls are
+complete events of category ``cuda_runtime`` or ``cuda_driver`` (``cuLaunchKernel`` of
+Triton/inductor kernels), GPU work is ``kernel``/``gpu_memcpy``/``gpu_memset`` (legacy
 ``Kernel``/``Memcpy``/``Memset``/``Runtime``); both carry ``args.correlation`` (the CUPTI id), and
 flow events (``ac2g``, legacy ``async_gpu``) with ``id`` = correlation bind the call (``s``) to its
 GPU event (``f``), used when ``args.correlation`` is missing. Graph-replayed kernels carry the

@@ -26,9 +26,10 @@ graph-launch calls, each call counted once however many kernels it launched. Wit
 GPU side is reported next to it, not mixed in: launch-to-start latency and GPU idle time.
 
 Formulas for ``kernel_launches.csv`` and ``launch_summary.csv`` follow NVIDIA's ``nsys stats``
-reports ``cuda_kern_exec_trace`` and ``cuda_kern_exec_sum`` (``research/profiling.md`` §2);
-``launch_delay_ns`` is Holistic Trace Analysis's launch delay (§3), extended to driver and graph
-launches.
+reports ``cuda_kern_exec_trace`` and ``cuda_kern_exec_sum`` (Python + SQL shipped in the Nsight
+Systems install, ``host-linux-x64/reports/``); ``launch_delay_ns`` is Holistic Trace Analysis's
+launch delay (facebookresearch/HolisticTraceAnalysis ``hta/analyzers/cuda_kernel_analysis.py``),
+extended to driver and graph launches.
 """
 
 from __future__ import annotations

@@ -1,15 +1,17 @@
 """Nsight Systems SQLite exports: the :class:`NsysReport` facade (schema-aware loader).
 
-Facts used (``research/profiling.md`` §1): the schema version is in ``META_DATA_EXPORT`` (nsys
->= 2023) or ``EXPORT_META_DATA`` (older); tables are created lazily and carry no indexes; columns
-drift between versions (resolved here with ``PRAGMA table_info``, never ``SELECT *``);
+Facts used (the SQLite Schema Reference of the Nsight Systems Analysis Guide,
+https://docs.nvidia.com/nsight-systems/AnalysisGuide/index.html, checked on the real exports listed
+in ``tests/data/README.md``): the schema version is in ``META_DATA_EXPORT`` (nsys >= 2023) or
+``EXPORT_META_DATA`` (older); tables are created lazily and carry no indexes; columns drift between
+versions (resolved here with ``PRAGMA table_info``, never ``SELECT *``);
 ``CUPTI_ACTIVITY_KIND_RUNTIME`` holds runtime and driver calls; GPU work joins its call on
 ``correlationId`` AND process (``globalPid = globalTid & ~0xFFFFFF``), as NVIDIA's
 ``cuda_kern_exec_*`` reports do. The export is opened read-only and never modified: the needed
 integer columns of the call table and of each GPU table are read as Arrow columns
-(:func:`~trtbench.profiling.traces.nsys_sqlite.read_columns`, threaded rowid ranges), the join
-runs in NumPy (one sort of the call keys, a binary search per GPU row; the first call per key is
-kept), and string ids are decoded once per distinct id.
+(:func:`~trtbench.profiling.traces.nsys_sqlite.read_columns`, threaded rowid ranges), the join runs
+in NumPy (one sort of the call keys, a binary search per GPU row; the first call per key is kept),
+and string ids are decoded once per distinct id.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """Run a command under ``nsys profile`` with the flags launch-overhead analysis needs.
 
-Flags (``research/profiling.md`` §2, nsys User Guide CLI table): ``--trace=cuda,nvtx`` (CUDA API +
-GPU activities + NVTX ranges; no OS-runtime tracing), ``--cuda-graph-trace=node`` (kernels of a
-graph replay get their own rows, carrying the ``cudaGraphLaunch`` correlation id; the default
-``graph`` keeps one row per replay), ``--sample=none --cpuctxsw=none`` (no CPU sampling or
-context-switch tracing), an optional capture range (``--capture-range=nvtx`` with
+Flags (Nsight Systems User Guide, CLI table,
+https://docs.nvidia.com/nsight-systems/UserGuide/index.html): ``--trace=cuda,nvtx`` (CUDA API + GPU
+activities + NVTX ranges; no OS-runtime tracing), ``--cuda-graph-trace=node`` (kernels of a graph
+replay get their own rows, carrying the ``cudaGraphLaunch`` correlation id; the default ``graph``
+keeps one row per replay), ``--sample=none --cpuctxsw=none`` (no CPU sampling or context-switch
+tracing), an optional capture range (``--capture-range=nvtx`` with
 ``--nvtx-capture=RANGE[@DOMAIN]``, or ``cudaProfilerApi``; both with ``--capture-range-end=stop``
-so the application keeps running), and ``--export=sqlite`` so ``OUT/NAME.sqlite`` is written
-next to ``OUT/NAME.nsys-rep``. NVTX capture on strings that are not registered (``torch.cuda.nvtx``)
+so the application keeps running), and ``--export=sqlite`` so ``OUT/NAME.sqlite`` is written next
+to ``OUT/NAME.nsys-rep``. NVTX capture on strings that are not registered (``torch.cuda.nvtx``)
 needs ``NSYS_NVTX_PROFILER_REGISTER_ONLY=0`` in the environment, which the runner sets.
 """
 

@@ -1,12 +1,12 @@
 """Record one window of a long-running process with an interactive Nsight Systems session.
 
-``nsys profile`` (:mod:`trtbench.profiling.traces.nsys_profile`) records a command from start to end,
-or inside a capture range that the *profiled process* opens: ``cudaProfilerStart``/``Stop`` or
-an NVTX range (``research/profiling.md`` §2). A tritonserver calls neither around a load tier
-(the tier is decided by the client), and ``--delay``/``--duration`` would have to guess how
-long the models take to load. So the server runs under an interactive session instead, the
-sequence the nsys User Guide documents as "Run application, start/stop collection multiple
-times" (Example Interactive CLI Command Sequences)::
+``nsys profile`` (:mod:`trtbench.profiling.traces.nsys_profile`) records a command from start to
+end, or inside a capture range that the *profiled process* opens: ``cudaProfilerStart``/``Stop`` or
+an NVTX range (the nsys User Guide's ``--capture-range``). A tritonserver calls neither around a
+load tier (the tier is decided by the client), and ``--delay``/``--duration`` would have to guess
+how long the models take to load. So the server runs under an interactive session instead, the
+sequence the nsys User Guide documents as "Run application, start/stop collection multiple times"
+(Example Interactive CLI Command Sequences)::
 
     nsys launch --session-new=S --trace=cuda,nvtx --cuda-graph-trace=node <server argv>
     nsys start  --session=S --sample=none --cpuctxsw=none --export=sqlite \\

@@ -1,12 +1,14 @@
 """Read-only access to an nsys SQLite export: validation, schema discovery, columnar fetches.
 
 The export is opened read-only (``mode=ro``); tables and columns are discovered, never assumed
-(``research/profiling.md`` §1: lazily created tables, columns that drift between versions, version
-in ``META_DATA_EXPORT`` or the older ``EXPORT_META_DATA``). Bulk query results come as Arrow
-columns from the ADBC SQLite driver (:func:`read_columns`: C code appends each cell to an Arrow
-buffer, no Python object per cell), then as NumPy ``int64`` arrays with NULL as :data:`NA`. Small
-integer pairs may travel packed in one 64-bit value (:func:`pack_sql`, split with
-:func:`unpack`), which saves a column. Metadata, string ids and NVTX ranges use ``sqlite3``.
+(Nsight Systems Analysis Guide, SQLite Schema Reference,
+https://docs.nvidia.com/nsight-systems/AnalysisGuide/index.html: lazily created tables, columns
+that drift between versions, version in ``META_DATA_EXPORT`` or the older ``EXPORT_META_DATA``).
+Bulk query results come as Arrow columns from the ADBC SQLite driver (:func:`read_columns`: C code
+appends each cell to an Arrow buffer, no Python object per cell), then as NumPy ``int64`` arrays
+with NULL as :data:`NA`. Small integer pairs may travel packed in one 64-bit value
+(:func:`pack_sql`, split with :func:`unpack`), which saves a column. Metadata, string ids and NVTX
+ranges use ``sqlite3``.
 """
 
 from __future__ import annotations

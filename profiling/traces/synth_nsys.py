@@ -1,8 +1,9 @@
 """Write small nsys-shaped SQLite exports for tests and benchmarks.
 
 The tables and columns are those of real ``nsys export --type sqlite`` files (schema 3.16.1 from
-nsys 2024.6.2; the oldest layout, schema 2.9.1 / 3.0.0 from nsys 2022.x: ``EXPORT_META_DATA``,
-no ``ENUM_*`` tables, no ``greenContextId``), see ``research/profiling.md`` §1. Like nsys, a table
+nsys 2024.6.2; the oldest layout, schema 2.9.1 / 3.0.0 from nsys 2022.x: ``EXPORT_META_DATA``, no
+``ENUM_*`` tables, no ``greenContextId``), see the exports listed in ``tests/data/README.md`` and,
+for schema 2.9.1, ``report1.sqlite`` of lsaeteurn/vectoraddition @ ``8c34d25``. Like nsys, a table
 is only created when it gets rows. Timestamps are integer ns; thread ids are serialized
 ``globalTid = (1 << 48) | (pid << 24) | tid`` and ``globalPid = globalTid & ~0xFFFFFF``.
 """

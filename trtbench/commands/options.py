@@ -1,4 +1,4 @@
-"""Options and arguments that several commands share, as reusable decorators (STYLE.md rule 2).
+"""Options and arguments that several commands share, as reusable decorators.
 
 Each returns a click decorator, so a command lists what it takes in one line per shared flag
 and every command spells the flag, its type and its help the same way::

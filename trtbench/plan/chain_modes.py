@@ -4,7 +4,7 @@ Every one of the three proposes a chain of K tokens per step, verified in one ta
 K+1 tokens. Expected tokens per step from per-position acceptance rates ``a_1..a_K`` (``a_j``:
 the chance position j is accepted once 1..j-1 were)::
 
-    E = 1 + Σ_{j=1..K} Π_{i<=j} a_i        (§2.2 with a_i = α gives (1-α^(K+1))/(1-α))
+    E = 1 + Σ_{j=1..K} Π_{i<=j} a_i        (a_i = α gives Leviathan's (1-α^(K+1))/(1-α))
 
 Draft cost per drafted token (a roofline pass over a "head" shape, ``planner.forward_pass_cost``):
 

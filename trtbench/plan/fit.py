@@ -4,15 +4,15 @@ Per speculative variant (pure functions on ``loadtest/summary.csv`` rows):
 
 * tokens per step E: the server-reported acceptance length where present, else the
   client's tokens per response (one response per decode step when streaming);
-* draft-target: α solves ``(1 - α^(γ+1)) / (1 - α) = E`` (research/speedup_anchors.md §2.2),
+* draft-target: α solves ``(1 - α^(γ+1)) / (1 - α) = E`` (Leviathan et al. 2023),
   E pooled over tiers weighted by their sample counts;
 * per-step cost: a step of the variant takes ``TPOT × E``, a baseline step ``TPOT_base``. At
-  the lowest concurrency, where the verify pass costs what a 1-token pass costs (§2.6),
+  the lowest concurrency, where the verify pass costs what a 1-token pass costs (memory-bound),
   ``TPOT × E / TPOT_base = γ c + 1`` gives the draft cost ratio c (clipped at 0); for
   Medusa the same ratio is the tree step's cost v relative to a baseline step;
-* predicted speedup per tier ``E / (γ c + 1)`` (Leviathan Thm 3.8, §2.3) or ``E / v``
+* predicted speedup per tier ``E / (γ c + 1)`` (Leviathan Thm 3.8) or ``E / v``
   (Medusa), and its error ``predicted / measured - 1``. A growing error with concurrency is
-  the verify pass leaving the memory-bound regime (§2.6).
+  the verify pass leaving the memory-bound regime.
 """
 
 from __future__ import annotations

@@ -4,14 +4,15 @@ All figures are vendor spec-sheet values for *dense* math (NVIDIA lists sparse p
 large, in bold; those are not used here). Memory is the spec-sheet capacity in decimal bytes.
 
 Sources:
-    H100 SXM5 and H200 SXM: research/speedup_anchors.md §3 (NVIDIA spec pages).
+    H100 SXM5 and H200 SXM: NVIDIA spec pages, https://www.nvidia.com/en-us/data-center/h100/
+        and https://www.nvidia.com/en-us/data-center/h200/.
     A100 SXM4 80GB: NVIDIA A100 datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4): 80 GB
         HBM2e, 2,039 GB/s, BF16 tensor 312 TFLOP/s dense; no FP8 tensor cores (Ampere).
     L40S: NVIDIA L40S datasheet: 48 GB GDDR6, 864 GB/s, BF16 tensor 362.05 TFLOP/s dense
         (733 sparse), FP8 733 TFLOP/s dense (1,466 sparse).
 
 GPU-to-GPU links (per direction; spec sheets quote the bidirectional total, twice as large):
-    H100 SXM5 and H200 SXM: NVLink 4, 900 GB/s total (research/speedup_anchors.md §3) =
+    H100 SXM5 and H200 SXM: NVLink 4, 900 GB/s total (the same spec pages) =
         450 GB/s each way (18 links x 25 GB/s).
     A100 SXM4: NVLink 3, 600 GB/s total (A100 datasheet) = 300 GB/s each way.
     L40S: no NVLink; PCIe Gen4 x16, 64 GB/s total (L40S datasheet) = 32 GB/s each way.
@@ -81,14 +82,14 @@ GPUS: dict[str, GpuSpec] = {
     g.name: g
     for g in (
         GpuSpec(
-            "h100-sxm", "H100 SXM5 80GB", 80 * _GB, 3.35 * _TB, 989 * _TB,
-            1979 * _TB, "research/speedup_anchors.md §3 (NVIDIA H100 spec page)",
+            "h100-sxm", "H100 SXM5 80GB", 80 * _GB, 3.35 * _TB, 989 * _TB, 1979 * _TB,
+            "https://www.nvidia.com/en-us/data-center/h100/ (NVIDIA H100 spec page)",
             450 * _GB, "NVLink 4",
         ),
         GpuSpec(
             "h200", "H200 SXM 141GB", 141 * _GB, 4.8 * _TB, 989 * _TB, 1979 * _TB,
-            "research/speedup_anchors.md §3 (NVIDIA H200 spec page)", 450 * _GB,
-            "NVLink 4",
+            "https://www.nvidia.com/en-us/data-center/h200/ (NVIDIA H200 spec page)",
+            450 * _GB, "NVLink 4",
         ),
         GpuSpec(
             "a100-sxm-80gb", "A100 SXM4 80GB", 80 * _GB, 2.039 * _TB, 312 * _TB, None,

@@ -43,7 +43,7 @@ class DraftSetup:
 
 @dataclass(frozen=True)
 class MedusaSetup:
-    """Medusa heads, the tree they verify and per-head per-rank accuracies (§2.5)."""
+    """Medusa heads, the tree they verify and per-head per-rank accuracies."""
 
     num_heads: int
     num_layers: int
@@ -53,7 +53,7 @@ class MedusaSetup:
 
     @property
     def tokens_per_step(self) -> float:
-        """A measured E when given (``plan --from-run``), else the §2.5 expectation."""
+        """A measured E when given (``plan --from-run``), else the tree's expectation."""
         if self.measured_tokens_per_step is not None:
             return self.measured_tokens_per_step
         return expected_acceptance_length(self.choices, self.accuracies)

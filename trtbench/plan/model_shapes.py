@@ -69,13 +69,14 @@ def shape_from_hf_config(config: Mapping[str, Any], name: str = "model") -> Mode
 
     Raises:
         ConfigError: a required key is missing or not a positive integer, or the config
-            describes a mixture-of-experts model (verification is not free there:
-            research/speedup_anchors.md §2.6, MoE caveat).
+            describes a mixture-of-experts model (verification is not free there: each
+            verified token can route to other experts; in NVIDIA/TensorRT-LLM issue #1798
+            Mixtral + Medusa took fewer steps for no latency gain).
     """
     if any(config.get(k) for k in _MOE_KEYS):
         raise ConfigError(
             f"{name} is a mixture-of-experts model; the planner models dense models only "
-            "(speculative verification reads more experts, §2.6); give a dense model"
+            "(speculative verification reads more experts); give a dense model"
         )
 
     def need(key: str, default: Any = None) -> int:

@@ -1,13 +1,14 @@
 """Analytic planner: predicted step time, tokens per step, speedup and memory per concurrency.
 
-Formulas (research/speedup_anchors.md):
+Formulas:
 
-* Tokens per target step of a draft chain of length γ with per-token acceptance α (§2.2,
-  Leviathan et al. 2023): ``E[N] = (1 - α^(γ+1)) / (1 - α)``.
-* Wall-time gain with draft/target step cost ratio c and verify/target cost ratio v (§2.3,
-  Thm 3.8 generalised): ``S = E[N] / (γ c + v)``; optimal γ maximises it (§2.4).
-* Medusa: ``E = 1 + Σ_nodes Π a_i(k_i)`` (§2.5, ``medusa_tree.expected_acceptance_length``).
-* Roofline of one forward pass over B sequences, each with T new tokens and context L (§2.6),
+* Tokens per target step of a draft chain of length γ with per-token acceptance α
+  (Leviathan et al. 2023, arXiv 2211.17192): ``E[N] = (1 - α^(γ+1)) / (1 - α)``.
+* Wall-time gain with draft/target step cost ratio c and verify/target cost ratio v
+  (Leviathan Thm 3.8 generalised): ``S = E[N] / (γ c + v)``; optimal γ maximises it.
+* Medusa: ``E = 1 + Σ_nodes Π a_i(k_i)`` (Medusa paper, arXiv 2401.10774, App. C;
+  ``medusa_tree.expected_acceptance_length``).
+* Roofline of one forward pass over B sequences, each with T new tokens and context L,
   per GPU of a ``tp x pp`` group (``parallel`` module doc; tp = pp = 1: one GPU)::
 
       bytes = weight_bytes / tp + B * L * kv_bytes_per_token * ceil(kv_heads/tp) / kv_heads
@@ -17,7 +18,7 @@ Formulas (research/speedup_anchors.md):
                       + (pp - 1) * (latency + B*T*hidden*2 B / link bandwidth)
 
   (pp stages each do 1/pp of the work one after another, so bytes and FLOPs sum to the tp
-  share.) Activations and KV writes are ignored (§2.6). L is the mean context while decoding,
+  share.) Activations and KV writes are ignored. L is the mean context while decoding,
   ``input_len + output_len / 2``.
 * Steps: baseline = target(B, 1); draft-target = γ draft(B, 1) + target(B, γ+1); Medusa =
   target(B, 1 + nodes) + heads (their weights read once, 2 FLOP per head parameter per

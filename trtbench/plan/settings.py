@@ -53,7 +53,7 @@ GREEDY = "greedy"
 T = TypeVar("T")
 
 # Cumulative top-1..top-5 training accuracies of Medusa-1 heads 1..5 (FasterDecoding/Medusa
-# assets/medusa_acc.csv, rows 7b/13b/33b; research/speedup_anchors.md §2.5), 4 decimals.
+# assets/medusa_acc.csv, rows 7b/13b/33b), 4 decimals.
 MEDUSA_ACCURACY_PRESETS: dict[str, tuple[tuple[float, ...], ...]] = {
     "vicuna-7b": ((0.5604, 0.6717, 0.7271, 0.7599, 0.7799),
                   (0.3164, 0.4236, 0.4851, 0.5282, 0.5625),
@@ -275,7 +275,7 @@ PLAN_SCHEMA: tuple[Column, ...] = (
     Column("mode", "baseline | draft_target | medusa | eagle3 | mtp | ngram"),
     Column("concurrency", "concurrent sequences B"),
     Column("step_time_ms", "predicted time of one decoding step (roofline)"),
-    Column("tokens_per_step", "expected tokens per step (§2.2 / §2.5)"),
+    Column("tokens_per_step", "expected tokens per step (draft chain or Medusa tree)"),
     Column("tpot_ms", "step_time_ms / tokens_per_step"),
     Column("output_tokens_per_s", "B / TPOT (system output token throughput)"),
     Column("speedup_ratio", "baseline TPOT / this mode's TPOT at the same B"),

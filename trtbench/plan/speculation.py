@@ -1,8 +1,9 @@
 """Speculative-decoding arithmetic: expected tokens per step, speedup, optimal γ, Medusa trees.
 
-Sources (research/speedup_anchors.md): §2.2 expected tokens per target step of a draft chain
-(Leviathan et al. 2023, i.i.d. acceptance α); §2.3 wall-time gain (Thm 3.8); §2.4 optimal γ;
-§2.5 greedy Medusa tree construction (Medusa paper App. C).
+Sources: Leviathan et al. 2023 (arXiv 2211.17192) for the expected tokens per target step of
+a draft chain (i.i.d. acceptance α), the wall-time gain (Thm 3.8) and the optimal γ (that gain
+maximised over integer γ; their Fig. 3 plots the optimum); the Medusa paper (Cai et al. 2024,
+arXiv 2401.10774, App. C) for the greedy tree construction.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from trtbench.errors import ConfigError
 
 
 def expected_tokens_per_step(alpha: float, draft_len: int) -> float:
-    """Expected tokens per target step, ``(1 - α^(γ+1)) / (1 - α)`` (§2.2); ``γ+1`` at α = 1.
+    """Expected tokens per target step, ``(1 - α^(γ+1)) / (1 - α)``; ``γ+1`` at α = 1.
 
     Raises:
         ConfigError: α outside [0, 1] or γ < 0.
@@ -32,7 +33,7 @@ def expected_tokens_per_step(alpha: float, draft_len: int) -> float:
 def leviathan_speedup(
     alpha: float, draft_len: int, cost_ratio: float, verify_ratio: float = 1.0
 ) -> float:
-    """Wall-time gain ``E[N] / (γ c + v)`` (Leviathan Thm 3.8; §2.3, v generalises the 1)."""
+    """Wall-time gain ``E[N] / (γ c + v)`` (Leviathan Thm 3.8; v generalises the 1)."""
     return expected_tokens_per_step(alpha, draft_len) / (
         draft_len * cost_ratio + verify_ratio
     )
@@ -41,7 +42,7 @@ def leviathan_speedup(
 def optimal_draft_len(
     alpha: float, cost_ratio: float, max_draft_len: int = 64
 ) -> tuple[int, float]:
-    """The integer γ in 1..max that maximises :func:`leviathan_speedup` (§2.4), and that gain."""
+    """The integer γ in 1..max that maximises :func:`leviathan_speedup`, and that gain."""
     return max(
         (
             (g, leviathan_speedup(alpha, g, cost_ratio))
@@ -52,7 +53,7 @@ def optimal_draft_len(
 
 
 def fit_alpha(tokens_per_step: float, draft_len: int) -> float:
-    """Invert §2.2: the α whose ``E[N]`` equals a measured acceptance length (bisection).
+    """Invert :func:`expected_tokens_per_step` (bisection): α from a measured acceptance length.
 
     Raises:
         ConfigError: the length lies outside [1, γ+1] (impossible for a chain of γ).
@@ -76,7 +77,7 @@ def fit_alpha(tokens_per_step: float, draft_len: int) -> float:
 def greedy_medusa_tree(
     accuracies: Sequence[Sequence[float]], num_nodes: int
 ) -> Choices:
-    """Best-first tree of ``num_nodes`` paths by path probability (§2.5, Medusa App. C).
+    """Best-first tree of ``num_nodes`` paths by path probability (Medusa App. C).
 
     Starts from ``(0,)``; each round adds, among every node's next sibling and first child
     (depth ≤ number of heads, rank < ranks given), the one with the largest product of

@@ -59,7 +59,7 @@ def _header(plan: Plan) -> list[str]:
             gopt, sopt = plan.optimal_draft
             line += (
                 f"; c = {plan.draft_cost_ratio:.3f} at B=1; optimal γ = {gopt} "
-                f"({sopt:.2f}x, §2.4)"
+                f"({sopt:.2f}x)"
             )
         lines.append(line)
     for c in i.chains:
@@ -79,7 +79,7 @@ def _header(plan: Plan) -> list[str]:
         lines.append(
             f"  medusa: {m.num_heads} heads x {m.num_layers} layer(s) "
             f"({heads / 1e9:.2f} B params, {format_bytes(heads * i.weight_bytes_per_param)}), "
-            f"tree {len(m.choices)} nodes, E = {m.tokens_per_step:.2f} (§2.5)"
+            f"tree {len(m.choices)} nodes, E = {m.tokens_per_step:.2f}"
         )
     return lines
 
@@ -153,7 +153,7 @@ def _num(value: object, fmt: str) -> str:
 
 
 FIT_LEGEND = (
-    "c = draft step / target step (Leviathan §2.3, from TPOT x E / baseline TPOT = γc + 1 at "
+    "c = draft step / target step (Leviathan Thm 3.8, from TPOT x E / baseline TPOT = γc + 1 at "
     "the lowest concurrency); v = whole step / baseline step (when γ is unknown, or Medusa)."
 )
 

@@ -1,7 +1,8 @@
 """Medusa choices: parsing, validation, tree layout and expected acceptance length.
 
-Expected values are worked out by hand below, or are facts from research/trtllm_build.md §3
-(mc_sim_7b_63: 63 nodes, depth 4, top-k [10, 10, 10, 2]) and research/speedup_anchors.md §2.5.
+Expected values are worked out by hand below, or are facts from FasterDecoding/Medusa
+``medusa/model/medusa_choices.py`` (mc_sim_7b_63: 63 nodes, depth 4, top-k [10, 10, 10, 2]) and
+``assets/medusa_acc.csv`` (per-head accuracies).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def test_mc_sim_7b_63_shape():
 @pytest.mark.parametrize("name", sorted(NAMED_TREES))
 def test_named_trees_are_complete_63_node_trees(name):
     tree = build_tree(name)  # raises if a prefix were missing or a path repeated
-    assert tree.num_nodes == 63  # trtllm_build.md §3: every named tree has 63 nodes
+    assert tree.num_nodes == 63  # every named tree has 63 nodes (medusa_choices.py)
     offsets = np.array(tree.position_offsets)
     # Each position sees itself, its ancestors and the root: depth + 1 positions.
     np.testing.assert_array_equal(tree.attention_mask.sum(axis=1), offsets + 1)
@@ -96,7 +97,8 @@ def test_named_trees_are_complete_63_node_trees(name):
 
 
 def test_modelopt_61_node_tree_fits_three_heads():
-    # trtllm_build.md §3: the ModelOpt Llama-3.1-8B-Medusa example drops [0,0,0,0] and
+    # The ModelOpt Llama-3.1-8B-Medusa example (NVIDIA/TensorRT-LLM
+    # examples/llm-api/_tensorrt_engine/llm_medusa_decoding.py) drops [0,0,0,0] and
     # [0,0,0,1] from mc_sim_7b_63, leaving 61 nodes of depth 3 for 3 heads.
     drop = ([0, 0, 0, 0], [0, 0, 0, 1])
     choices = [c for c in NAMED_TREES["mc_sim_7b_63"] if c not in drop]
@@ -129,7 +131,7 @@ def test_sort_and_expand():
         "[[0], [0, 1]]",
         "{0}, {0, 1}",
         "{{0}, {0, 1}}",
-        "{0}\\, {0\\, 1}",  # fill_template.py escapes (triton_backend.md §1.2)
+        "{0}\\, {0\\, 1}",  # fill_template.py escapes (TensorRT-LLM triton_backend/tools/)
         "  [[0],\n [0,1]] ",
     ],
 )
@@ -215,7 +217,7 @@ def test_validate_choices_accepts_and_sorts():
 @pytest.mark.parametrize(
     ("top1", "expected"),
     [
-        # Vicuna-7B Medusa-1 top-1 per head (speedup_anchors.md §2.5): .560 .316 .201 .147
+        # Vicuna-7B Medusa-1 top-1 per head (Medusa assets/medusa_acc.csv): .560 .316 .201 .147
         # 1 + .56 + .56*.316 + .17696*.201 + .03556896*.147
         #   = 1 + .56 + .17696 + .03556896 + .0052286371 = 1.7777575971 -> 1.78
         ((0.560, 0.316, 0.201, 0.147), 1.7777575971),

@@ -40,7 +40,7 @@ def test_chain_expectation_hand_values():
     # 1 + 0.8 + 0.8*0.7 + 0.8*0.7*0.6 = 1 + 0.8 + 0.56 + 0.336 = 2.696
     assert chain_tokens_per_step((0.8, 0.7, 0.6)) == pytest.approx(2.696)
     assert parse_rates("default", EAGLE3) == (0.8, 0.7, 0.6)
-    # a constant rate is Leviathan's chain (§2.2): (1 - 0.8^5) / 0.2 = 3.3616
+    # a constant rate is Leviathan's chain: (1 - 0.8^5) / 0.2 = 3.3616
     assert chain_tokens_per_step(parse_rates("0.8x4", EAGLE3)) == pytest.approx(3.3616)
     assert expected_tokens_per_step(0.8, 4) == pytest.approx(3.3616)
     for bad in ("abc", "1.2,0.5", ""):

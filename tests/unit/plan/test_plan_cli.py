@@ -18,8 +18,8 @@ def test_plan_prints_and_writes_csv(tmp_path):
             "--medusa-accuracies", "vicuna-7b", "--concurrency", "1,64", "--out", str(out)]  # fmt: skip
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
-    assert "E[N]=3.36" in result.output  # α = 0.8, γ = 4 (§2.2)
-    assert "E = 2.38" in result.output  # greedy 63-node tree on Vicuna-7B heads (§2.5)
+    assert "E[N]=3.36" in result.output  # α = 0.8, γ = 4 (Leviathan et al. 2023)
+    assert "E = 2.38" in result.output  # greedy 63-node tree on Vicuna-7B heads
     assert "Crossover medusa: slower than baseline from B =" in result.output
     # Sizes in binary units (1 GiB = 2**30 B, 1 MiB = 2**20 B), never decimal GB:
     # H100 80e9 B = 74.506 GiB; 90 % budget 72e9 B = 67.055 GiB; weights 16,060,522,496 B

@@ -1,4 +1,5 @@
-"""Planner formulas against research/speedup_anchors.md §2 and hand-worked rooflines."""
+"""Planner formulas against Leviathan et al. 2023 (arXiv 2211.17192), the Medusa paper's tree
+expectation (arXiv 2401.10774, App. C) and hand-worked rooflines."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ H100 = GPUS["h100-sxm"]
 
 
 def test_expected_tokens_alpha_08_gamma_4_is_3_36():
-    # (1 - 0.8^5) / (1 - 0.8) = (1 - 0.32768) / 0.2 = 3.3616  (§2.2)
+    # (1 - 0.8^5) / (1 - 0.8) = (1 - 0.32768) / 0.2 = 3.3616  (Leviathan et al. 2023)
     assert expected_tokens_per_step(0.8, 4) == pytest.approx(3.3616)
 
 
@@ -48,7 +49,8 @@ def test_expected_tokens_edges(alpha, gamma, tokens):
     assert expected_tokens_per_step(alpha, gamma) == tokens
 
 
-# research/speedup_anchors.md §2.4: (alpha, c) -> (optimal gamma, speedup)
+# (alpha, c) -> (optimal gamma, speedup): Leviathan et al. 2023's wall-time gain maximised over
+# integer gamma (their Fig. 3 plots the optimum); values computed independently of the planner
 OPTIMAL_TABLE = [
     (0.6, 0.02, 6, 2.17), (0.6, 0.05, 4, 1.92), (0.6, 0.10, 3, 1.67), (0.6, 0.20, 2, 1.40),
     (0.7, 0.02, 8, 2.76), (0.7, 0.05, 6, 2.35), (0.7, 0.10, 4, 1.98), (0.7, 0.20, 3, 1.58),
@@ -76,7 +78,7 @@ def test_fit_alpha_inverts_expected_tokens():
 
 
 def test_medusa_top1_chain_of_four_heads_on_vicuna_7b_is_1_78():
-    # §2.5: 1 + .5604 + .5604*.3164 + ...*.2010 + ...*.1474 = 1.7786
+    # Medusa assets/medusa_acc.csv: 1 + .5604 + .5604*.3164 + ...*.2010 + ...*.1474 = 1.7786
     acc = parse_accuracies("vicuna-7b", cumulative=False)
     setup = MedusaSetup(4, 1, ((0,), (0, 0), (0, 0, 0), (0, 0, 0, 0)), acc)
     assert setup.tokens_per_step == pytest.approx(1.7786, abs=1e-4)
@@ -85,7 +87,7 @@ def test_medusa_top1_chain_of_four_heads_on_vicuna_7b_is_1_78():
 
 @pytest.mark.parametrize(("preset", "expected"), [("vicuna-7b", 2.38), ("vicuna-13b", 2.48), ("vicuna-33b", 2.52)])  # fmt: skip
 def test_greedy_64_token_tree_matches_published_expectation(preset, expected):
-    # §2.5: greedy tree of 63 nodes + root on the top-5 accuracies -> 2.38 / 2.48 / 2.52
+    # greedy tree (Medusa App. C) of 63 nodes + root on the top-5 accuracies -> 2.38 / 2.48 / 2.52
     settings = PlanSettings(
         model="vicuna-7b", medusa_accuracies=preset, medusa_nodes=63
     )
@@ -157,7 +159,7 @@ def test_roofline_turns_compute_bound_with_many_tokens():
 
 def test_memory_bound_draft_speedup_equals_leviathan():
     # While both passes are memory-bound the verify pass costs a 1-token pass, so the
-    # planner's speedup is E / (γ c + 1) with c = t_draft / t_target (§2.3).
+    # planner's speedup is E / (γ c + 1) with c = t_draft / t_target (Leviathan Thm 3.8).
     draft = DraftSetup(resolve_model("llama-3.2-1b"), 4, 0.8)
     inputs = _inputs("llama-3-8b", draft=draft, dtype="bfloat16")
     c = (
@@ -203,7 +205,7 @@ def test_medusa_crossover_hand_worked():
 
 
 def test_gpu_table_and_errors():
-    # §3: ridge points H100 BF16 295, H200 BF16 206 FLOP/B
+    # ridge points (dense BF16 peak / HBM bandwidth, NVIDIA spec pages): H100 295, H200 206 FLOP/B
     assert round(get_gpu("H100").ridge_flops_per_byte()) == 295
     assert round(get_gpu("h200").ridge_flops_per_byte()) == 206
     with pytest.raises(ConfigError, match="FP8"):

@@ -1,7 +1,9 @@
 """Rendering model repositories for every mode of both backends (pure; no server).
 
-Expected values come from the issue and research/triton_backend.md (§1.3 parameters, §2
-draft-target / Medusa, §7 layout), worked out by hand for the manifests below.
+Expected values come from the issue, triton-inference-server/tensorrtllm_backend
+``docs/model_config.md`` (parameters, draft-target / Medusa) and Triton's repository layout
+(triton-inference-server/server ``docs/user_guide/model_repository.md``), worked out by hand
+for the manifests below.
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ def test_reference_is_one_decoupled_python_ensemble(mode):
     assert cfg.instance_group[0].count == 3
     assert params(cfg)["engine_dir"] == str(ENGINE_DIR)
     inputs = {t.name: (mc.DataType.Name(t.data_type), t.optional) for t in cfg.input}
-    # TRT-LLM ensemble names and dtypes (research §3), 1.2.1 era: min_tokens, seed
+    # TRT-LLM ensemble names and dtypes (inflight_batcher_llm/ensemble/config.pbtxt), 1.2.1
+    # era: min_tokens, seed
     assert inputs["text_input"] == ("TYPE_STRING", False)
     assert inputs["max_tokens"] == ("TYPE_INT32", False)
     assert inputs["stream"] == ("TYPE_BOOL", True)
@@ -151,7 +154,8 @@ def test_trtllm_draft_target_goes_through_bls():
     files = render_repository(manifest("trtllm", "draft_target"), ENGINE_DIR, deploy)
     target, draft = config(files, "tensorrt_llm"), config(files, "tensorrt_llm_draft")
     assert draft.name == "tensorrt_llm_draft"
-    # BLS calls both non-streaming (research §2: decoupled_mode False in the example)
+    # BLS calls both non-streaming (decoupled_mode False in the example of NVIDIA/TensorRT-LLM
+    # examples/draft_target_model/README.md)
     assert not target.model_transaction_policy.decoupled
     assert not draft.model_transaction_policy.decoupled
     assert params(draft)["gpt_model_path"] == "/runs/r/engines/v/draft"

@@ -3,7 +3,7 @@
 The expected tensors are written out by hand from TensorRT-LLM's
 ``triton_backend/all_models/llmapi/tensorrt_llm/config.pbtxt`` (@ c8c6df08bd0e); the model.yaml
 shape from the issue (``triton_config: {decoupled: true, max_batch_size: 0}``) and
-research/trtllm_llmapi.md §3.
+``triton_backend/all_models/llmapi/tensorrt_llm/1/model.yaml`` of the same repository.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """tritonserver command lines (single process and mpirun MPMD, every service bound to the
 bind address), binary search, log reading (header per start, the part since the latest start).
 
-The mpirun form follows ``launch_triton_server.py`` as described in research/triton_backend.md
-§4; the expected argv below is written out by hand from that description. Log excerpts are
-real tritonserver 2.51 output (``tests/data/server_logs``).
+The mpirun form follows ``launch_triton_server.py`` (NVIDIA/TensorRT-LLM
+``triton_backend/scripts/``); the expected argv below is written out by hand from what it
+builds. Log excerpts are real tritonserver 2.51 output (``tests/data/server_logs``).
 """
 
 from __future__ import annotations

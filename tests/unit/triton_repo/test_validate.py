@@ -1,4 +1,4 @@
-"""Repository validation rules (research/triton_backend.md §7) and ``trtbench deploy`` bad input.
+"""Repository validation rules (Triton's model repository docs) and ``trtbench deploy`` bad input.
 
 Each broken repository is a valid rendered one with one hand edit, so each test shows the
 rule it breaks. CLI runs go through ``trtbench.cli.main``: exit code 2 and one stderr line.

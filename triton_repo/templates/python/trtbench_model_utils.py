@@ -27,8 +27,8 @@ CANCEL_CHECK_EVERY = 4
 # How often the engine's gauges are published (TensorRT-LLM: stats_check_period_ms, 100).
 STATS_PERIOD_S = 0.1
 # (family, category label, {category: ServingStats field or callable}) as TensorRT-LLM's
-# backend names them (inflight_batcher_llm/src/custom_metrics_reporter; research/
-# triton_backend.md §5).
+# backend names them (NVIDIA/TensorRT-LLM
+# ``triton_backend/inflight_batcher_llm/src/custom_metrics_reporter/``).
 GAUGES = (
     ("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", {
         "max": "max_blocks", "free": "free_blocks", "used": "used_blocks",

@@ -1,8 +1,9 @@
 """trtbench draft-target BLS: speculative decoding over two ``tensorrt_llm`` models.
 
 Per request (batch 1, no streaming — TensorRT-LLM's documented limits for draft-target
-through BLS, research/triton_backend.md §2): tokenize ``text_input``, then repeat until
-``max_tokens`` tokens, the end id, or a target call that returns fewer tokens than asked:
+through BLS, triton-inference-server/tensorrtllm_backend ``docs/model_config.md``): tokenize
+``text_input``, then repeat until ``max_tokens`` tokens, the end id, or a target call that
+returns fewer tokens than asked:
 
 1. the draft model generates ``k = min(num_draft_tokens, room - 1)`` tokens (non-streaming,
    ``min_tokens = k``);

@@ -45,7 +45,7 @@ def test_absolute_timestamps_match_the_raw_events() -> None:
 
 
 def test_memory_rows_agree_with_hta_launch_rows() -> None:
-    # HTA 0.5.0 get_cuda_kernel_launch_stats on simple_add (research/profiling.md section 3):
+    # HTA 0.5.0 (PyPI holistictraceanalysis) get_cuda_kernel_launch_stats on simple_add:
     # (cpu_duration, gpu_duration, launch_delay) in us for correlations 14, 25 and 40
     launches = KinetoTrace(hta_trace("simple_add")).launches
     rows = launches.set_index("correlation_id").loc[[14, 25, 40]]
