@@ -23,6 +23,7 @@ from trtbench.builders.manifest import (
     utc_now,
 )
 from trtbench.errors import ConfigError, ModelMismatchError
+from trtbench.methods import METHODS
 from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec, VariantSpec
 from trtbench.spec_llmapi import LLMAPI_BACKEND, variant_backend_problem
@@ -268,11 +269,12 @@ def _trtllm_record(manifest: BuildManifest) -> dict[str, Any] | None:
 
 def describe_build(manifest: BuildManifest, dry_run: bool = False) -> str:
     """One line per variant: name, mode, draft size, bytes, seconds, CUDA graphs."""
-    if manifest.mode in ("draft_target", "eagle3", "ngram"):
+    length = METHODS[manifest.mode].draft_length if manifest.mode in METHODS else "none"
+    if length == "max_draft_len":
         draft = f"K={manifest.max_draft_len}"
-    elif manifest.mode == "mtp":
+    elif length == "num_nextn_predict_layers":
         draft = f"K={manifest.max_draft_len} (num_nextn_predict_layers)"
-    elif manifest.mode == "medusa" and manifest.medusa is not None:
+    elif length == "medusa_choices" and manifest.medusa is not None:
         depth = max(len(c) for c in manifest.medusa.choices)
         draft = (
             f"tree={len(manifest.medusa.choices)} nodes, depth {depth}, "

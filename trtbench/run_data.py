@@ -29,6 +29,7 @@ from trtbench.data_files import (
 )
 from trtbench.errors import ConfigError, DataFileError
 from trtbench.export import Schema
+from trtbench.methods import K_FROM_MAX_DRAFT_LEN
 from trtbench.run_dir import (
     BUILD_JSON_SCHEMA_VERSION,
     METADATA_SCHEMA_VERSION,
@@ -44,7 +45,7 @@ GRAPHS_ON, GRAPHS_OFF, GRAPHS_UNAVAILABLE, UNKNOWN = (
 )
 
 
-DRAFTING_MODES = ("draft_target", "ngram", "eagle3")  # modes whose K is max_draft_len
+DRAFTING_MODES = K_FROM_MAX_DRAFT_LEN  # modes whose K is max_draft_len
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,14 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trtbench import methods
 from trtbench.spec_speculation import check_speculation_fields
 
 Mode = Literal["baseline", "draft_target", "medusa", "eagle3", "mtp", "ngram"]
 Backend = Literal["reference", "trtllm", "trtllm-pytorch"]
 
 LLMAPI_BACKEND = "trtllm-pytorch"
-LLMAPI_ONLY_MODES = ("eagle3", "mtp", "ngram")  # + the reference backend, but for MTP
+LLMAPI_ONLY_MODES = methods.LLMAPI_ONLY_MODES  # + the reference backend, but for MTP
 LAST_ENGINE_PATH_VERSION = "1.3.0rc20"
 ENGINE_PATH_IMAGE = "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
 MEDUSA_ON_LLMAPI = (
@@ -255,8 +256,12 @@ def variant_backend_problem(v: _Variant, backend: str, where: str) -> str | None
     return None
 
 
-# LLM-API modes the reference engine cannot run yet (issue 14), with their decoding_type.
-REFERENCE_LACKS = {"mtp": "MTP"}
+# LLM-API modes the reference engine cannot run yet, with their decoding_type.
+REFERENCE_LACKS = {
+    m.name: m.llmapi_decoding_type
+    for m in methods.METHODS.values()
+    if m.llmapi_decoding_type is not None and "reference" not in m.backends
+}
 # LLM-API fields the reference backend honours too (ngram's size, adaptive speculation, the
 # EAGLE-3 checkpoint or draft dir).
 REFERENCE_FIELDS = ("max_matching_ngram_size", "speculation", "speculative_model")

@@ -15,19 +15,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trtbench import methods
 from trtbench.errors import ConfigError
 
 Server = Literal["triton", "vllm"]
 VLLM_VENV_NAME = ".venv-vllm"
 MAKE_VLLM_VENV = "bash scripts/bootstrap_vllm.sh"
 # Modes vLLM serves and the speculative method each maps to (vllm/config/speculative.py).
-VLLM_METHODS = {
-    "baseline": None,
-    "draft_target": "draft_model",
-    "medusa": "medusa",
-    "ngram": "ngram",
-    "eagle3": "eagle3",
-}
+VLLM_METHODS = methods.VLLM_METHODS  # mode → vLLM method (None: served without one)
 SERVING_PATH_KEYS = ("vllm_python",)  # resolved like models.*
 
 

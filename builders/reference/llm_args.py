@@ -40,15 +40,17 @@ from trtbench.builders.reference.loading import (
 )
 from trtbench.builders.reference.ngram import NgramSettings
 from trtbench.errors import ConfigError
+from trtbench.methods import METHODS
 from trtbench.spec_speculation import DEFAULT_NGRAM_MAX
 
 # decoding_type → the reference mode serving it (None: the reference engine lacks it yet).
 DECODING_MODES: dict[str, str | None] = {
-    "DraftTarget": "draft_target",
-    "Eagle3": "eagle3",
-    "Eagle": None,
-    "MTP": None,
-    "NGram": "ngram",
+    **{
+        m.llmapi_decoding_type: m.name if "reference" in m.backends else None
+        for m in METHODS.values()
+        if m.llmapi_decoding_type is not None
+    },
+    "Eagle": None,  # EAGLE-1: an LLM-API decoding type trtbench does not compare
 }
 # The trtbench mode name of decoding types the reference engine lacks (for the message).
 _MISSING_MODE = {"Eagle": "eagle (EAGLE-1)", "MTP": "mtp"}

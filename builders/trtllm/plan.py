@@ -34,6 +34,7 @@ from trtbench.builders.trtllm.calls import (
 )
 from trtbench.builders.trtllm.facts import ModelFacts, checkpoint_dtype
 from trtbench.errors import ConfigError
+from trtbench.methods import METHODS
 from trtbench.spec import VariantSpec
 
 # KV-cache share of free GPU memory for the executor the LLM API starts after a build.
@@ -274,7 +275,7 @@ def _medusa_step(
         variant,
         str(ckpt),
         facts.target_dir,
-        mode="MEDUSA",
+        mode=METHODS["medusa"].engine_mode,
         draft_len=draft_len,
         logits=False,
         spec_config=spec,
@@ -295,7 +296,7 @@ def _plain_steps(
             target,
             target,
             root,
-            mode="NONE",
+            mode=METHODS["baseline"].engine_mode,
             draft_len=0,
             logits=False,
         )
@@ -306,11 +307,11 @@ def _plain_steps(
     return (
         _plain_step(
             variant, "target", target, target, root / "target",
-            mode="DRAFT_TOKENS_EXTERNAL", draft_len=variant.draft_len, logits=logits,
+            mode=METHODS["draft_target"].engine_mode, draft_len=variant.draft_len, logits=logits,
         ),
         _plain_step(
             variant, "draft", facts.draft_dir, facts.draft_dir, root / "draft",
-            mode="NONE", draft_len=0, logits=logits,
+            mode=METHODS["baseline"].engine_mode, draft_len=0, logits=logits,
         ),
     )  # fmt: skip
 

@@ -30,10 +30,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trtbench.errors import ConfigError
+from trtbench.methods import CHAIN_METHODS
 from trtbench.plan.model_shapes import ModelShape
 
 EAGLE3, MTP, NGRAM = "eagle3", "mtp", "ngram"
-CHAIN_MODES = (EAGLE3, MTP, NGRAM)
+CHAIN_MODES = CHAIN_METHODS  # (eagle3, mtp, ngram)
 DEFAULT_RATES: dict[str, tuple[float, ...]] = {
     EAGLE3: (0.8, 0.7, 0.6),
     MTP: (0.85,),

@@ -1,0 +1,191 @@
+"""The speculative methods trtbench compares, one entry each: the registry.
+
+A variant's ``mode`` is a key of :data:`METHODS`. Every fact about a method that more than one
+part of trtbench needs lives in its :class:`Method` entry: which backends build it, what
+TensorRT-LLM calls it on each of its paths, what vLLM calls it, where its draft length comes
+from and which planner arithmetic predicts it. The tables the rest of trtbench used to keep
+(the LLM-API ``decoding_type`` map, vLLM's ``method`` map, the modes only the LLM-API path
+runs, the modes whose K is ``max_draft_len``, the planner's chain modes) are derived here;
+``tests/unit/core/test_methods.py`` holds the registry complete (every method has each piece,
+the spec accepts exactly these modes, every backend listed accepts the method and no other
+does).
+
+Names, from the sources that define them:
+
+* TensorRT-LLM LLM API: ``speculative_config.decoding_type`` of ``DraftTargetDecodingConfig``,
+  ``Eagle3DecodingConfig``, ``MTPDecodingConfig`` and ``NGramDecodingConfig``
+  (NVIDIA/TensorRT-LLM ``tensorrt_llm/llmapi/llm_args.py``); Medusa has no LLM-API
+  (PyTorch backend) implementation.
+* TensorRT-LLM engine path (1.2.1, ``trtllm-build``): ``SpeculativeDecodingMode`` members
+  ``NONE``, ``DRAFT_TOKENS_EXTERNAL`` and ``MEDUSA`` (``tensorrt_llm/models/modeling_utils.py``).
+* vLLM: ``--speculative-config`` ``method`` ``draft_model``, ``medusa``, ``eagle3`` and
+  ``ngram`` (vllm-project/vllm ``vllm/config/speculative.py``); trtbench does not map MTP to
+  vLLM.
+
+Adding a method: its entry here, its engine code on each backend listed (a decoder in
+``builders/reference/``, a mapping in ``builders/trtllm/``), its planner arithmetic, and the
+tests the registry test asks for (docs/architecture.md, "add a speculative method").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+BACKENDS = ("reference", "trtllm", "trtllm-pytorch")
+"""trtbench's build backends: its PyTorch engine, TensorRT engines, TensorRT-LLM's LLM API."""
+
+DraftLength = Literal[
+    "none", "max_draft_len", "medusa_choices", "num_nextn_predict_layers"
+]
+Planner = Literal["baseline", "draft_target", "medusa", "chain"]
+
+
+@dataclass(frozen=True)
+class Method:
+    """One speculative method (or the baseline).
+
+    Attributes:
+        name: the spec's ``mode`` value.
+        title: how reports and the terminal name it.
+        drafter: what proposes the draft tokens (report wording).
+        draft_length: the variant field that sets K (``medusa_choices``: the tree's node
+            count; ``none``: no drafts).
+        backends: the build backends that run it (of :data:`BACKENDS`).
+        llmapi_decoding_type: TensorRT-LLM LLM-API ``decoding_type`` (None: no LLM-API
+            speculative config: the baseline, or not on that path).
+        engine_mode: the engine path's ``SpeculativeDecodingMode`` member (None: not on it).
+        vllm_method: vLLM's ``--speculative-config`` method ("" for the baseline, served
+            without one; None: trtbench does not serve it with vLLM).
+        planner: which arithmetic ``trtbench plan`` uses (``chain``: a chain of K drafts
+            with per-position acceptance rates).
+    """
+
+    name: str
+    title: str
+    drafter: str
+    draft_length: DraftLength
+    backends: tuple[str, ...]
+    llmapi_decoding_type: str | None
+    engine_mode: str | None
+    vllm_method: str | None
+    planner: Planner
+
+    @property
+    def drafts(self) -> bool:
+        """Whether the method proposes draft tokens (everything but the baseline)."""
+        return self.draft_length != "none"
+
+
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method(
+            name="baseline",
+            title="baseline",
+            drafter="nothing (one token per step)",
+            draft_length="none",
+            backends=BACKENDS,
+            llmapi_decoding_type=None,
+            engine_mode="NONE",
+            vllm_method="",
+            planner="baseline",
+        ),
+        Method(
+            name="draft_target",
+            title="draft model",
+            drafter="a smaller model with its own KV cache",
+            draft_length="max_draft_len",
+            backends=BACKENDS,
+            llmapi_decoding_type="DraftTarget",
+            engine_mode="DRAFT_TOKENS_EXTERNAL",
+            vllm_method="draft_model",
+            planner="draft_target",
+        ),
+        Method(
+            name="medusa",
+            title="Medusa",
+            drafter="extra decoding heads on the target, verified as a tree",
+            draft_length="medusa_choices",
+            backends=("reference", "trtllm"),
+            llmapi_decoding_type=None,
+            engine_mode="MEDUSA",
+            vllm_method="medusa",
+            planner="medusa",
+        ),
+        Method(
+            name="eagle3",
+            title="EAGLE-3",
+            drafter="a one-layer head fed the target's hidden states",
+            draft_length="max_draft_len",
+            backends=("reference", "trtllm-pytorch"),
+            llmapi_decoding_type="Eagle3",
+            engine_mode=None,
+            vllm_method="eagle3",
+            planner="chain",
+        ),
+        Method(
+            name="mtp",
+            title="MTP",
+            drafter="the target's own multi-token-prediction layers",
+            draft_length="num_nextn_predict_layers",
+            backends=("trtllm-pytorch",),
+            llmapi_decoding_type="MTP",
+            engine_mode=None,
+            vllm_method=None,
+            planner="chain",
+        ),
+        Method(
+            name="ngram",
+            title="n-gram",
+            drafter="prompt lookup: the tokens after a match in the context",
+            draft_length="max_draft_len",
+            backends=("reference", "trtllm-pytorch"),
+            llmapi_decoding_type="NGram",
+            engine_mode=None,
+            vllm_method="ngram",
+            planner="chain",
+        ),
+    )
+}
+"""Every method, in the order the spec's ``mode`` lists them."""
+
+
+def method(name: str) -> Method:
+    """The registry entry of mode ``name``.
+
+    Raises:
+        KeyError: not a registered method (the spec refuses such a mode first).
+    """
+    return METHODS[name]
+
+
+def names_where(**facts: object) -> tuple[str, ...]:
+    """The method names whose attributes equal ``facts`` (e.g. ``planner="chain"``)."""
+    return tuple(
+        m.name
+        for m in METHODS.values()
+        if all(getattr(m, k) == v for k, v in facts.items())
+    )
+
+
+# Tables derived from the registry, for the modules that used to keep their own.
+LLMAPI_DECODING_TYPES = {
+    m.name: m.llmapi_decoding_type
+    for m in METHODS.values()
+    if m.llmapi_decoding_type is not None
+}
+"""mode → TensorRT-LLM LLM-API ``decoding_type``."""
+VLLM_METHODS = {
+    m.name: m.vllm_method or None for m in METHODS.values() if m.vllm_method is not None
+}
+"""mode → vLLM ``method`` (None: the baseline, no speculative config); unmapped modes absent."""
+LLMAPI_ONLY_MODES = tuple(
+    m.name for m in METHODS.values() if m.drafts and m.engine_mode is None
+)
+"""Methods the TensorRT engine path does not have (the LLM API does; some the reference
+backend too)."""
+K_FROM_MAX_DRAFT_LEN = names_where(draft_length="max_draft_len")
+"""Methods whose draft length K is the variant's ``max_draft_len``."""
+CHAIN_METHODS = names_where(planner="chain")
+"""Methods the planner predicts as a chain with per-position acceptance rates."""
