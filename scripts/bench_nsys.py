@@ -13,7 +13,7 @@ RSS 1.93 GiB; SQLite load alone 4.9 s per million kernels, now about 1.2 s wall)
 are the figure that carries across machine loads.
 
 The export has the table layout of a real nsys 2024.6 export (schema 3.16.1) and models a decode
-loop (see ``trtbench.profiling.traces.synth_nsys.write_decode_export``): 200 kernels per step, the first
+loop (see ``tests/support/synth_nsys.py``, ``write_decode_export``): 200 kernels per step, the first
 half of the steps launched eagerly (one ``cudaLaunchKernel`` per kernel), the second half replayed
 from a CUDA graph with node tracing (one ``cudaGraphLaunch`` per step). The analyzer runs as the
 real CLI in a child process; wall time, CPU time and the child's peak RSS are printed, then the
@@ -36,8 +36,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from trtbench.profiling.traces.synth_nsys import write_decode_export
 from trtbench.units import format_bytes
+
+# The export generator is a test fixture (tests/support), not part of the package; the clone's
+# root goes last on the path so that ``trtbench`` stays the installed package.
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+from tests.support.synth_nsys import write_decode_export  # noqa: E402
 
 KERNELS_PER_STEP = 200
 TARGET_S, TARGET_GIB = 20.0, 2.0

@@ -1,5 +1,5 @@
 """Profiler traces -> kernel launches and launch overhead per decode step (CUDA-graph aware).
 
-Lives here: nsys (reader, sqlite, profile, session, synthesizer), kineto, launches, launch_steps, schemas.
+Lives here: nsys (reader, sqlite, profile, session), kineto, launches, launch_steps, schemas.
 May import: core.
 """

@@ -155,7 +155,11 @@ class TritonPythonModel:
     def finalize(self):
         for _ in self.threads:
             self.queue.put(None)
+        # One second for all of them: a worker still serving a request whose client went
+        # away (a test that killed its load generator) would hold the unload (and the
+        # server's stop) for its whole script; the threads are daemons and end with the stub.
+        deadline = time.monotonic() + 1.0
         for thread in self.threads:
-            thread.join(timeout=5)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if self.send_log is not None:
             self.send_log.close()

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.support.data import external_fixture
+from tests.support.synth_nsys import write_decode_export
 from trtbench.cli import main
 from trtbench.errors import ConfigError, NotAvailableError
 from trtbench.pipeline.tier_capture import (
@@ -34,7 +35,6 @@ from trtbench.profiling.traces.nsys_session import (
     nsys_stop_argv,
     session_name,
 )
-from trtbench.profiling.traces.synth_nsys import write_decode_export
 from trtbench.run_dir import RunDir
 from trtbench.spec import BenchSpec
 

@@ -13,16 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.support.data import external_fixture
-from trtbench.cli import cli, main
-from trtbench.errors import ConfigError, TraceParseError
-from trtbench.profiling.traces.nsys import NsysReport
-from trtbench.profiling.traces.nsys_profile import (
-    NsysProfileSpec,
-    nsys_profile_argv,
-    wrap_with_nsys,
-)
-from trtbench.profiling.traces.schemas import KERNEL_LAUNCH_SCHEMA, STEP_SCHEMA
-from trtbench.profiling.traces.synth_nsys import (
+from tests.support.synth_nsys import (
     ApiRow,
     GraphTraceRow,
     KernelRow,
@@ -32,6 +23,15 @@ from trtbench.profiling.traces.synth_nsys import (
     global_pid,
     global_tid,
 )
+from trtbench.cli import cli, main
+from trtbench.errors import ConfigError, TraceParseError
+from trtbench.profiling.traces.nsys import NsysReport
+from trtbench.profiling.traces.nsys_profile import (
+    NsysProfileSpec,
+    nsys_profile_argv,
+    wrap_with_nsys,
+)
+from trtbench.profiling.traces.schemas import KERNEL_LAUNCH_SCHEMA, STEP_SCHEMA
 
 # cuda_kern_exec_trace written out independently: KERNEL x RUNTIME on correlationId and process
 EXEC_TRACE_SQL = """

@@ -10,18 +10,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from trtbench.profiling.traces import nsys_sqlite
-from trtbench.profiling.traces.launches import kernel_launch_trace, make_launch_frame
-from trtbench.profiling.traces.nsys import NsysReport
-from trtbench.profiling.traces.nsys_sqlite import NA, read_columns
-from trtbench.profiling.traces.schemas import LAUNCH_FRAME_COLUMNS
-from trtbench.profiling.traces.synth_nsys import (
+from tests.support.synth_nsys import (
     ApiRow,
     KernelRow,
     NsysExportWriter,
     global_pid,
     global_tid,
 )
+from trtbench.profiling.traces import nsys_sqlite
+from trtbench.profiling.traces.launches import kernel_launch_trace, make_launch_frame
+from trtbench.profiling.traces.nsys import NsysReport
+from trtbench.profiling.traces.nsys_sqlite import NA, read_columns
+from trtbench.profiling.traces.schemas import LAUNCH_FRAME_COLUMNS
 
 
 def write_table(path: Path, rows: list[tuple]) -> None:

@@ -12,10 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trtbench.cli import main
-from trtbench.errors import ConfigError, TraceParseError
-from trtbench.profiling.traces.nsys import NsysReport
-from trtbench.profiling.traces.synth_nsys import (
+from tests.support.synth_nsys import (
     ApiRow,
     KernelRow,
     NsysExportWriter,
@@ -24,6 +21,9 @@ from trtbench.profiling.traces.synth_nsys import (
     global_tid,
     write_decode_export,
 )
+from trtbench.cli import main
+from trtbench.errors import ConfigError, TraceParseError
+from trtbench.profiling.traces.nsys import NsysReport
 
 PID = 31
 GP = global_pid(PID)

@@ -11,14 +11,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from trtbench.cli import main
-from trtbench.data_files import read_parquet_checked
-from trtbench.errors import DataFileError
-from trtbench.export import Column, conform
-from trtbench.profiling.traces import table_io
-from trtbench.profiling.traces.nsys import NsysReport
-from trtbench.profiling.traces.schemas import STEP_SCHEMA
-from trtbench.profiling.traces.synth_nsys import (
+from tests.support.synth_nsys import (
     ApiRow,
     KernelRow,
     NsysExportWriter,
@@ -26,6 +19,13 @@ from trtbench.profiling.traces.synth_nsys import (
     global_tid,
     write_decode_export,
 )
+from trtbench.cli import main
+from trtbench.data_files import read_parquet_checked
+from trtbench.errors import DataFileError
+from trtbench.export import Column, conform
+from trtbench.profiling.traces import table_io
+from trtbench.profiling.traces.nsys import NsysReport
+from trtbench.profiling.traces.schemas import STEP_SCHEMA
 
 PID = 31
 ODD_NAMES = (
