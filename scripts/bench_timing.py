@@ -52,6 +52,8 @@ TESTS = [
     "test_second_writer_is_refused_at_once_naming_the_holder",
     "tests/integration/test_loadgen_ground_truth.py::"
     "test_ttft_and_itl_match_the_script_at_concurrency_1_and_16",
+    "tests/integration/test_loadgen_ground_truth.py::"
+    "test_non_streaming_endpoint_gives_one_response",
     "tests/integration/test_open_loop_cap_live.py",
     "tests/unit/profiling/loadtest/test_health.py",
     "tests/unit/core/test_run_lock.py",
