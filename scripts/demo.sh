@@ -26,4 +26,12 @@ elif [ "$status" = 1 ] && [ "$verdict" = fail ]; then
     printf '[demo] follow-up: fail. At the tiers named above the recommended config was measured worse than the best fixed variant, side by side and again in fresh rounds: the recommendation does not hold there (the demo itself worked; see the Follow-up check in %s).\n' "$OUT/report.md"
     status=0
 fi
+# The answer, last: what to serve and where the results are.
+rec="$OUT/recommendation.json"
+if [ -f "$rec" ]; then
+    answer=$("$VENV/bin/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["answer"])' "$rec" || echo "see $rec")
+    printf '[demo] recommendation: %s
+[demo] results: %s (report.md, recommendation.json, loadtest/*.csv, plots/)
+' "$answer" "$OUT"
+fi
 exit "$status"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import traceback
 from dataclasses import dataclass
 
 import click
@@ -112,7 +113,8 @@ def main(argv: list[str] | None = None) -> None:
     (:class:`~trtbench.errors.TrtbenchError`) and ``OSError`` (unwritable path, full disk)
     print one ``trtbench: error: …`` line and exit 2 (a library error may carry another
     ``exit_code``: 1 when a server died mid-measurement); ``--debug`` (anywhere before
-    ``--``) re-raises them with their traceback. SIGINT, SIGTERM and SIGHUP stop any
+    ``--``) prints a library error's traceback first and exits with the same code, and
+    re-raises the others with theirs. SIGINT, SIGTERM and SIGHUP stop any
     command (:mod:`trtbench.stop_signals`): what finished is kept and the exit code is
     128 + the signal number.
     """
@@ -140,8 +142,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except TrtbenchError as exc:
         note_in_run_log(f"error: {exc} (exit {exc.exit_code})")
-        if debug:
-            raise
+        if debug:  # the traceback, then the same line and exit code as without --debug
+            traceback.print_exc()
         click.echo(f"trtbench: error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except OSError as exc:

@@ -111,6 +111,9 @@ def test_follow_up_verdict_follows_from_its_numbers(demo):
         assert t["status"] == ("fail" if failed else "pass"), t
     assert check["passed"] == (check["verdict"] == "pass")
     assert "follow-up check" in output and "[demo] follow-up: " in output
+    # the demo ends with the answer and where the results are
+    rec = json.loads((out / "recommendation.json").read_text())
+    assert f"[demo] recommendation: {rec['answer']}\n[demo] results: {out} " in output
 
 
 def test_follow_up_served_the_recommended_config(demo):

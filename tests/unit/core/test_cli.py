@@ -39,10 +39,12 @@ def test_library_errors_are_one_line_and_debug_reraises(tmp_path, capsys):
         err
         == f"trtbench: error: spec file {missing} does not exist; pass the path to a bench spec YAML\n"
     )
-    from trtbench.errors import ConfigError
-
-    with pytest.raises(ConfigError):
-        main(["build", missing, "--debug"])
+    # --debug: the traceback first, then the same line and the same exit code
+    code, err = run(["build", missing, "--debug"], capsys)
+    assert code == 2
+    assert "Traceback (most recent call last)" in err and "ConfigError" in err
+    line = f"trtbench: error: spec file {missing} does not exist; "
+    assert err.endswith(line + "pass the path to a bench spec YAML\n")
 
 
 def test_debug_is_hoisted_but_not_past_double_dash():
