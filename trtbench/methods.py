@@ -47,8 +47,6 @@ class Method:
 
     Attributes:
         name: the spec's ``mode`` value.
-        title: how reports and the terminal name it.
-        drafter: what proposes the draft tokens (report wording).
         draft_length: the variant field that sets K (``medusa_choices``: the tree's node
             count; ``none``: no drafts).
         backends: the build backends that run it (of :data:`BACKENDS`).
@@ -62,8 +60,6 @@ class Method:
     """
 
     name: str
-    title: str
-    drafter: str
     draft_length: DraftLength
     backends: tuple[str, ...]
     llmapi_decoding_type: str | None
@@ -82,8 +78,6 @@ METHODS: dict[str, Method] = {
     for m in (
         Method(
             name="baseline",
-            title="baseline",
-            drafter="nothing (one token per step)",
             draft_length="none",
             backends=BACKENDS,
             llmapi_decoding_type=None,
@@ -93,8 +87,6 @@ METHODS: dict[str, Method] = {
         ),
         Method(
             name="draft_target",
-            title="draft model",
-            drafter="a smaller model with its own KV cache",
             draft_length="max_draft_len",
             backends=BACKENDS,
             llmapi_decoding_type="DraftTarget",
@@ -104,8 +96,6 @@ METHODS: dict[str, Method] = {
         ),
         Method(
             name="medusa",
-            title="Medusa",
-            drafter="extra decoding heads on the target, verified as a tree",
             draft_length="medusa_choices",
             backends=("reference", "trtllm"),
             llmapi_decoding_type=None,
@@ -115,8 +105,6 @@ METHODS: dict[str, Method] = {
         ),
         Method(
             name="eagle3",
-            title="EAGLE-3",
-            drafter="a one-layer head fed the target's hidden states",
             draft_length="max_draft_len",
             backends=("reference", "trtllm-pytorch"),
             llmapi_decoding_type="Eagle3",
@@ -126,8 +114,6 @@ METHODS: dict[str, Method] = {
         ),
         Method(
             name="mtp",
-            title="MTP",
-            drafter="the target's own multi-token-prediction layers",
             draft_length="num_nextn_predict_layers",
             backends=("trtllm-pytorch",),
             llmapi_decoding_type="MTP",
@@ -137,8 +123,6 @@ METHODS: dict[str, Method] = {
         ),
         Method(
             name="ngram",
-            title="n-gram",
-            drafter="prompt lookup: the tokens after a match in the context",
             draft_length="max_draft_len",
             backends=("reference", "trtllm-pytorch"),
             llmapi_decoding_type="NGram",
@@ -149,15 +133,6 @@ METHODS: dict[str, Method] = {
     )
 }
 """Every method, in the order the spec's ``mode`` lists them."""
-
-
-def method(name: str) -> Method:
-    """The registry entry of mode ``name``.
-
-    Raises:
-        KeyError: not a registered method (the spec refuses such a mode first).
-    """
-    return METHODS[name]
 
 
 def names_where(**facts: object) -> tuple[str, ...]:

@@ -45,11 +45,14 @@ def build(
     bench = load_spec(spec)
     run_dir = spec_run_dir(out, bench.name)
     preflight_build(run_dir, dry_run)
-    # every variant's checks before the first build, or before the run dir is touched
-    check_variants(bench, variants, backend, run_dir, source=str(spec))
-    if not dry_run:
+    # every variant's checks before the first build, or before the run dir is touched;
+    # a dry run is those checks
+    checked = check_variants(bench, variants, backend, run_dir, source=str(spec))
+    if dry_run:
+        built = checked
+    else:
         claim_run_dir(run_dir)
-    built = build_variants(bench, variants, backend, run_dir, dry_run, checked=True)
+        built = build_variants(bench, variants, backend, run_dir, checked=True)
     for manifest in built:
         click.echo(describe_build(manifest, dry_run))
         if dry_run and manifest.model_extra and "dry_run_text" in manifest.model_extra:

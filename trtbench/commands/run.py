@@ -37,5 +37,5 @@ def run(spec: Path, variants: tuple[str, ...], out: Path | None) -> None:
     run_dir = spec_run_dir(out, bench.name)
     prompts = preflight_run(bench, run_dir, variants, str(spec))  # before any build
     claim_run_dir(run_dir)
-    outcome = run_bench(bench, run_dir, variants, TierProgress(), prompts)
+    outcome = run_bench(bench, run_dir, variants, TierProgress(), prompts, checked=True)
     print_outcome(outcome)

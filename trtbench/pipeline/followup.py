@@ -221,7 +221,9 @@ def _confirm(
     if progress is not None:
         progress.stage(f"confirming {', '.join(tiers)} in {loadtest.repeats} fresh rounds "
                        "(stage 1 read them significantly worse)")  # fmt: skip
-    outcome = run_bench(spec, out, (), progress, plan.prompts, plan.tiers_of(tiers))
+    outcome = run_bench(  # the same variants stage 1's preflight checked
+        spec, out, (), progress, plan.prompts, plan.tiers_of(tiers), checked=True
+    )
     return outcome, _stage(plan, out, outcome, tiers)
 
 
@@ -247,8 +249,8 @@ def run_follow_up(
     check_path = plan.out.root / CHECK_JSON
     check_path.unlink(missing_ok=True)  # never leave an earlier follow-up's verdict
     shutil.rmtree(plan.out.root / CONFIRM_DIR, ignore_errors=True)
-    outcome = run_bench(
-        plan.spec, plan.out, (), progress, plan.prompts, plan.tiers_of()
+    outcome = run_bench(  # checked by preflight_run in the plan
+        plan.spec, plan.out, (), progress, plan.prompts, plan.tiers_of(), checked=True
     )
     tiers = list(plan.best)
     first = _stage(plan, plan.out, outcome, tiers)

@@ -97,6 +97,7 @@ def run_bench(
     progress: RunProgress | None = None,
     prompts: list[Prompt] | None = None,
     tiers_of_variant: Mapping[str, Sequence[str]] | None = None,
+    checked: bool = False,
 ) -> LoadtestOutcome:
     """Build, deploy, load-test and profile the variants of ``spec`` into ``out``.
 
@@ -109,6 +110,8 @@ def run_bench(
             (default: made from the spec with the first variant's tokenizer).
         tiers_of_variant: variant → the tier labels it measures (default: every tier;
             the follow-up measures each best fixed variant where it was best).
+        checked: the variants' build checks ran already
+            (:func:`~trtbench.pipeline.preflight.preflight_run`); not again before the build.
 
     Returns:
         The load-test outcome (summary, warnings, interrupted flag) whose ``files`` are
@@ -124,7 +127,8 @@ def run_bench(
     selected = spec.select(variants)
     nsys = check_nsys(spec)
     plan = plan_design(spec, selected, tiers_of_variant)
-    for manifest in build_variants(spec, [v.name for v in selected], None, out):
+    names = [v.name for v in selected]
+    for manifest in build_variants(spec, names, None, out, checked=checked):
         if progress is not None:  # build_variants logged it already
             progress.stage(describe_build(manifest, dry_run=False))
     got = Collected(meter=HostLoadMeter(own_tree, try_open_nvml()[0]))
