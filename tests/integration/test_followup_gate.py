@@ -31,12 +31,6 @@ pytestmark = pytest.mark.integration
 ROUNDS = 5
 
 
-def triton_stamp(line: str) -> str:
-    """``HH:MM:SS.ffffff`` of a tritonserver log line (``I1204 06:39:29.863114 …``); the
-    runs here do not cross midnight, so the text orders as the time does."""
-    return line.split()[1]
-
-
 def test_a_config_ten_times_slower_fails_the_gate(tmp_path, tiny_models, capsys):
     run = make_run(tmp_path / "run", tiny_models)
     path = run / "recommendation.json"
@@ -80,15 +74,6 @@ def test_a_config_ten_times_slower_fails_the_gate(tmp_path, tiny_models, capsys)
         order[stage] = [v["name"] for v in recorded["build"]["spec"]["variants"]]
     assert order["."] == ["ngram-recommended", "ngram", "baseline"]
     assert order["confirm"] == ["baseline", "ngram", "ngram-recommended"]
-    # the three servers were signalled before the first had unloaded its models: they
-    # shut down side by side (tritonserver's own log stamps)
-    began, unloaded = [], []
-    for log in (run / "follow-up" / "server").glob("*.log"):
-        lines = log.read_text().splitlines()
-        began += [triton_stamp(x) for x in lines if "Waiting for in-flight" in x]
-        unloaded += [triton_stamp(x) for x in lines if "Found 0 live models" in x]
-    assert len(began) == 3 and unloaded, (began, unloaded)
-    assert max(began) < min(unloaded)
     text = (run / "report.md").read_text()
     assert "## Follow-up check" in text
     assert "significantly worse than the best fixed variant at c1, c2" in text
