@@ -22,12 +22,12 @@ from trtbench.builders.manifest import (
     library_versions,
     utc_now,
 )
-from trtbench.errors import ConfigError, ModelMismatchError
-from trtbench.methods import METHODS
-from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec, VariantSpec
-from trtbench.spec_llmapi import LLMAPI_BACKEND, variant_backend_problem
-from trtbench.units import format_bytes
+from trtbench.core.errors import ConfigError, ModelMismatchError
+from trtbench.core.methods import METHODS
+from trtbench.core.run_dir import RunDir
+from trtbench.core.units import format_bytes
+from trtbench.spec.bench import BenchSpec, VariantSpec
+from trtbench.spec.llmapi import LLMAPI_BACKEND, variant_backend_problem
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 LAYER = re.compile(r"(?:^|\.)(?:layers|h|blocks)\.(\d+)\.")
 """A decoder layer's index in a tensor name (``model.layers.3.mlp.up_proj.weight``)."""

@@ -34,9 +34,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trtbench import __version__
-from trtbench.data_files import read_json_document, validation_problem
-from trtbench.errors import BuildError, DataFileError
-from trtbench.run_dir import BUILD_JSON_SCHEMA_VERSION, write_json_atomic
+from trtbench.core.data_files import read_json_document, validation_problem
+from trtbench.core.errors import BuildError, DataFileError
+from trtbench.core.run_dir import BUILD_JSON_SCHEMA_VERSION, write_json_atomic
 
 MANIFEST_NAME = "build.json"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".engine", ".json", ".model", ".txt")
@@ -200,7 +200,7 @@ def read_manifest(engine_dir: Path) -> BuildManifest:
         BuildError: the directory or manifest is missing ("run trtbench build").
         DataFileError: the manifest is not JSON (truncated), not a valid manifest (the
             message names the first bad field), or has a ``schema_version`` newer than
-            :data:`~trtbench.run_dir.BUILD_JSON_SCHEMA_VERSION`.
+            :data:`~trtbench.core.run_dir.BUILD_JSON_SCHEMA_VERSION`.
     """
     path = engine_dir / MANIFEST_NAME
     if not engine_dir.is_dir():

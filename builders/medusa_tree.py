@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 Choices = tuple[tuple[int, ...], ...]
 

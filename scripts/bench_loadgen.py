@@ -5,10 +5,10 @@ One tritonserver serves a model that streams one token per response as fast as t
 backend can send (tests/data/scripted_model with no delays). At each concurrency (default
 8 and 256), in alternating rounds, the same closed loop is driven by:
 
-- ``trtbench w1``: :func:`~trtbench.profiling.loadtest.runner.run_load` in this process
+- ``trtbench w1``: :func:`~trtbench.profiling.loadtest.driver.runner.run_load` in this process
   (health watcher, signal handlers and record making included; records kept in a list);
 - ``bare aio``: a bare ``tritonclient.grpc.aio`` loop (one ``stream_infer`` per request);
-- ``trtbench w2``: :func:`~trtbench.profiling.loadtest.workers.run_workers` with two client
+- ``trtbench w2``: :func:`~trtbench.profiling.loadtest.driver.workers.run_workers` with two client
   processes writing their CSV part files.
 
 Per client: responses/s (responses / (last response − first send)), dispatch lag p99
@@ -38,13 +38,13 @@ import pandas as pd
 import tritonclient.grpc.aio as grpcaio
 from tritonclient.grpc import InferInput
 
-from trtbench.profiling.loadtest.grpc_client import probe_model
-from trtbench.profiling.loadtest.prompts import Prompt
-from trtbench.profiling.loadtest.record_sink import RecordFiles
-from trtbench.profiling.loadtest.runner import run_load
-from trtbench.profiling.loadtest.schedule import Tier
-from trtbench.profiling.loadtest.target import LoadSettings, LoadTarget
-from trtbench.profiling.loadtest.workers import run_workers
+from trtbench.profiling.loadtest.clients.grpc_client import probe_model
+from trtbench.profiling.loadtest.clients.target import LoadSettings, LoadTarget
+from trtbench.profiling.loadtest.driver.runner import run_load
+from trtbench.profiling.loadtest.driver.workers import run_workers
+from trtbench.profiling.loadtest.records.record_sink import RecordFiles
+from trtbench.profiling.loadtest.workload.prompts import Prompt
+from trtbench.profiling.loadtest.workload.schedule import Tier
 from trtbench.triton_repo.server import ServerConfig, TritonServer
 
 ROOT = Path(__file__).resolve().parents[1]

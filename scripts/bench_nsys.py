@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trtbench.units import format_bytes
+from trtbench.core.units import format_bytes
 
 # The export generator is a test fixture (tests/support), not part of the package; the clone's
 # root goes last on the path so that ``trtbench`` stays the installed package.

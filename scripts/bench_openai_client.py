@@ -9,7 +9,7 @@ does (one ``data:`` event per token with ``choices[0].token_ids``, a usage chunk
 - ``aiohttp lines``: the baseline, a bare aiohttp session iterating ``resp.content`` by line
   and stamping each (no parsing), as a minimal peer client would;
 - ``sse_http reader``: trtbench's line reader alone (``sse_http.read_stamped_lines``);
-- ``transport``: :class:`~trtbench.profiling.loadtest.openai_client.OpenAITransport.send`,
+- ``transport``: :class:`~trtbench.profiling.loadtest.clients.openai_client.OpenAITransport.send`,
   the whole request as the runner sees it (stamps, SSE parsing, ParsedResponse per chunk);
 - ``httpx lines``: a bare ``httpx.AsyncClient`` ``aiter_lines`` loop (the old client's
   reader, for reference).
@@ -41,16 +41,22 @@ import httpx
 import numpy as np
 from aiohttp import web
 
-from trtbench.profiling.loadtest.grpc_client import ModelInterface, RequestOptions
-from trtbench.profiling.loadtest.openai_client import (
+from trtbench.profiling.loadtest.clients.grpc_client import (
+    ModelInterface,
+    RequestOptions,
+)
+from trtbench.profiling.loadtest.clients.openai_client import (
     COMPLETIONS,
     OpenAITransport,
     request_body,
     sse_to_parsed,
 )
-from trtbench.profiling.loadtest.prompts import Prompt
-from trtbench.profiling.loadtest.sse_http import open_session, read_stamped_lines
-from trtbench.profiling.loadtest.target import API_COMPLETIONS, LoadTarget
+from trtbench.profiling.loadtest.clients.sse_http import (
+    open_session,
+    read_stamped_lines,
+)
+from trtbench.profiling.loadtest.clients.target import API_COMPLETIONS, LoadTarget
+from trtbench.profiling.loadtest.workload.prompts import Prompt
 
 Send = Callable[[int], Awaitable[int]]
 

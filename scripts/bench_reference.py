@@ -49,7 +49,7 @@ from trtbench.builders.reference.loading import (
 from trtbench.builders.reference.medusa_heads import load_medusa_heads
 from trtbench.builders.reference.runner import ModelRunner
 from trtbench.builders.reference.tiny_models import ensure_tiny_models
-from trtbench.paths import tiny_models_dir
+from trtbench.core.paths import tiny_models_dir
 
 EXAMPLE_TREE = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]  # examples/tiny-cpu.yaml
 # Adaptive speculation (builders/reference/adaptive.py): K = 4 at batch 1, 2 at 2..4, no

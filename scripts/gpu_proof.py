@@ -25,7 +25,10 @@ import logging
 import sys
 from pathlib import Path
 
-from trtbench.errors import ConfigError, TrtbenchError
+from trtbench.core.errors import ConfigError, TrtbenchError
+
+# The harness lives beside the GPU tests (tests/gpu/proof/), not in the package.
+sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -74,8 +77,8 @@ def settings_from(args: argparse.Namespace):
     Raises:
         ConfigError: a list option that is not integers.
     """
-    from trtbench.pipeline.gpu_proof import ProofSettings
-    from trtbench.pipeline.gpu_proof_engines import MODES
+    from tests.gpu.proof.engines import MODES
+    from tests.gpu.proof.harness import ProofSettings
 
     dtypes = _words(args.dtypes)
     if args.trace_dtypes is None:
@@ -117,7 +120,7 @@ def main(argv: list[str] | None = None, log: bool = True) -> int:
         import torch
         from transformers.utils import logging as hf_logging
 
-        from trtbench.pipeline.gpu_proof import run_gpu_proof
+        from tests.gpu.proof.harness import run_gpu_proof
 
         hf_logging.disable_progress_bar()
         if args.threads > 0:

@@ -38,7 +38,7 @@ fi
 
 say "small real models"
 python3 scripts/make_tiny_models.py
-MODELS=$(python3 -c 'from trtbench.paths import tiny_models_dir; print(tiny_models_dir())')
+MODELS=$(python3 -c 'from trtbench.core.paths import tiny_models_dir; print(tiny_models_dir())')
 
 mkdir -p "$RUN"
 SPEC="$RUN/spec.yaml"

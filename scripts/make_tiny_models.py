@@ -32,8 +32,8 @@ from rich.progress import (
 )
 
 from trtbench.builders.reference.tiny_models import ensure_tiny_models, read_quality
-from trtbench.errors import TrtbenchError
-from trtbench.paths import tiny_models_dir
+from trtbench.core.errors import TrtbenchError
+from trtbench.core.paths import tiny_models_dir
 
 
 class Bars:

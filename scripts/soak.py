@@ -28,12 +28,9 @@ from pathlib import Path
 
 import psutil
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from builders.reference.tiny_models import ensure_tiny_models  # noqa: E402
-from trtbench.paths import tiny_models_dir  # noqa: E402
-from trtbench.triton_repo.interface import read_repo_metadata  # noqa: E402
+from trtbench.builders.reference.tiny_models import ensure_tiny_models
+from trtbench.core.paths import tiny_models_dir
+from trtbench.triton_repo.interface import read_repo_metadata
 
 MIB = 1024 * 1024
 CLIENT_TARGET_BYTES = 50 * 1000 * 1000

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtbench.errors import ServerStartError
+from trtbench.core.errors import ServerStartError
 from trtbench.triton_repo.ports import DEFAULT_BIND_ADDRESS, Ports, bind_flag_values
 
 NGC_TRITONSERVER = Path("/opt/tritonserver/bin/tritonserver")

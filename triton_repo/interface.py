@@ -29,9 +29,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from trtbench.data_files import read_json_document, validation_problem
-from trtbench.errors import DataFileError, DeployError
-from trtbench.run_dir import METADATA_NAME, METADATA_SCHEMA_VERSION
+from trtbench.core.data_files import read_json_document, validation_problem
+from trtbench.core.errors import DataFileError, DeployError
+from trtbench.core.run_dir import METADATA_NAME, METADATA_SCHEMA_VERSION
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trtbench.spec import DEFAULT_DRAFT_LEN, VariantSpec
+from trtbench.spec.bench import DEFAULT_DRAFT_LEN, VariantSpec
 
 if TYPE_CHECKING:  # plain data handed over by the caller (build.json)
     from trtbench.builders.manifest import BuildManifest
@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # plain data handed over by the caller (build.json)
 
 def variant_int(manifest: BuildManifest, key: str) -> int:
     """An integer field of the manifest's variant (``max_batch_size`` …); absent or null:
-    the bench spec's default for it (:class:`~trtbench.spec.VariantSpec`)."""
+    the bench spec's default for it (:class:`~trtbench.spec.bench.VariantSpec`)."""
     value = manifest.variant.get(key)
     return VariantSpec.model_fields[key].default if value is None else int(value)
 

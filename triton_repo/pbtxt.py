@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-from trtbench.errors import DeployError
+from trtbench.core.errors import DeployError
 from trtbench.triton_repo.interface import Tensor
 
 HELPER_MODULES = ("trtbench_model_utils.py", "trtbench_detok.py")

@@ -3,7 +3,7 @@ and its bind address (loopback ``127.0.0.1`` unless widened), in the forms trito
 flags and its clients need.
 
 The probes (:func:`port_in_use`, :func:`free_port`) and the address helpers are
-:mod:`trtbench.tcp_ports`, named here too; ports are probed on the address the server will
+:mod:`trtbench.core.tcp_ports`, named here too; ports are probed on the address the server will
 bind, with the matching address family.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trtbench.errors import ServerStartError
-from trtbench.tcp_ports import (
+from trtbench.core.errors import ServerStartError
+from trtbench.core.tcp_ports import (
     DEFAULT_BIND_ADDRESS,
     dial_host,
     free_port,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trtbench.spec import DeploySpec
+from trtbench.spec.bench import DeploySpec
 from trtbench.triton_repo import interface as io
 from trtbench.triton_repo.interface import RepoMetadata
 from trtbench.triton_repo.manifest_fields import base_metadata, variant_int

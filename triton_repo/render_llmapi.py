@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from trtbench.errors import DeployError
-from trtbench.spec import DeploySpec
+from trtbench.core.errors import DeployError
+from trtbench.spec.bench import DeploySpec
 from trtbench.triton_repo import llmapi_interface as lio
 from trtbench.triton_repo.interface import METADATA_NAME, RepoMetadata, tensor_types
 from trtbench.triton_repo.manifest_fields import base_metadata, variant_int

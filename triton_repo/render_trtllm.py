@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trtbench.errors import DeployError
-from trtbench.spec import DeploySpec
+from trtbench.core.errors import DeployError
+from trtbench.spec.bench import DeploySpec
 from trtbench.triton_repo import interface as io
 from trtbench.triton_repo.interface import RepoMetadata
 from trtbench.triton_repo.manifest_fields import (

@@ -14,7 +14,7 @@ wider address logs a warning. Clients dial :func:`~trtbench.triton_repo.ports.di
 (``grpc_url`` …), never ``localhost``. The log is appended to, one header line per start;
 reasons for a failure come only from what was written since the latest start.
 
-The process handling is :class:`~trtbench.managed_process.ManagedProcess`: the process runs in
+The process handling is :class:`~trtbench.core.managed_process.ManagedProcess`: the process runs in
 its own session; :meth:`TritonServer.stop` signals the whole process group (SIGTERM, then
 SIGKILL after a grace period), so no child (Python stubs, MPI ranks) outlives a run. Errors
 are one line and carry the log lines that say why.
@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trtbench.errors import ServerStartError
-from trtbench.managed_process import ManagedProcess, ProcessWording, http_get
+from trtbench.core.errors import ServerStartError
+from trtbench.core.managed_process import ManagedProcess, ProcessWording, http_get
 from trtbench.triton_repo.binary import (
     TritonBinary,
     find_tritonserver,

@@ -3,7 +3,7 @@ the latest start, its tail, and the lines that say why the server failed.
 
 The log is appended to, never truncated: every start adds a header line, so the output of an
 earlier attempt (or an earlier ``deploy --serve``) stays readable below the previous header.
-Writing and reading it is :mod:`trtbench.managed_process` (``read_since`` is named here too).
+Writing and reading it is :mod:`trtbench.core.managed_process` (``read_since`` is named here too).
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from trtbench import __version__, managed_process
-from trtbench.managed_process import NO_ERROR_LINES, read_since
+from trtbench import __version__
+from trtbench.core import managed_process
+from trtbench.core.managed_process import NO_ERROR_LINES, read_since
 
 __all__ = ["HEADER", "log_errors", "log_reason", "read_since", "start_header", "tail"]
 

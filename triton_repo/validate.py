@@ -27,7 +27,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from trtbench.errors import DeployError
+from trtbench.core.errors import DeployError
 from trtbench.triton_repo.interface import METADATA_NAME, RepoMetadata
 
 CONFIG_NAME = "config.pbtxt"

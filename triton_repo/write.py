@@ -16,8 +16,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from trtbench.errors import DeployError
-from trtbench.run_dir import current_umask
+from trtbench.core.errors import DeployError
+from trtbench.core.run_dir import current_umask
 
 log = logging.getLogger(__name__)
 

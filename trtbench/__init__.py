@@ -1,7 +1,7 @@
 """trtbench: which speculative-decoding method, up to which concurrency, at what memory cost.
 
-Lives here: the core every room uses (errors, paths, json_files, data_files, units, spec (+ spec_design, spec_llmapi, spec_speculation, spec_kv, spec_report, spec_paths, validation_errors), run_dir, run_lock, run_data, records, export, stop_signals, tcp_ports, managed_process, proctree) and cli.py.
-May import: nothing else of trtbench (cli.py, the entry point above everything, imports trtbench.commands).
+Lives here: cli.py (the entry point) and the floors: core/ and spec/ (ground), the subsystems builders/, triton_repo/, vllm_server/, profiling/ (top-level folders of the repository), plan/, then pipeline/ and commands/ (the roof).
+May import: core (cli.py, the entry point above everything, also imports trtbench.commands).
 """
 
 __version__ = "0.1.0"

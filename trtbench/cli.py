@@ -1,7 +1,7 @@
 """The ``trtbench`` command line: a click group whose commands live in ``trtbench.commands``.
 
 The CLI only parses options, calls one library function per command and prints. Library
-errors (:class:`trtbench.errors.TrtbenchError`) become one line on stderr and exit code 2;
+errors (:class:`trtbench.core.errors.TrtbenchError`) become one line on stderr and exit code 2;
 ``--debug`` shows the traceback instead.
 """
 
@@ -20,8 +20,8 @@ from trtbench.commands.logs import (
     note_in_run_log,
     terminal_level,
 )
-from trtbench.errors import TrtbenchError
-from trtbench.stop_signals import StopSignal, stop_signals
+from trtbench.core.errors import TrtbenchError
+from trtbench.core.stop_signals import StopSignal, stop_signals
 
 # command name -> "module:attribute", imported only when the command runs.
 COMMANDS: dict[str, str] = {
@@ -110,12 +110,12 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the CLI, map errors to one line and an exit code.
 
     Usage errors (unknown option, bad value), library errors
-    (:class:`~trtbench.errors.TrtbenchError`) and ``OSError`` (unwritable path, full disk)
+    (:class:`~trtbench.core.errors.TrtbenchError`) and ``OSError`` (unwritable path, full disk)
     print one ``trtbench: error: …`` line and exit 2 (a library error may carry another
     ``exit_code``: 1 when a server died mid-measurement); ``--debug`` (anywhere before
     ``--``) prints a library error's traceback first and exits with the same code, and
     re-raises the others with theirs. SIGINT, SIGTERM and SIGHUP stop any
-    command (:mod:`trtbench.stop_signals`): what finished is kept and the exit code is
+    command (:mod:`trtbench.core.stop_signals`): what finished is kept and the exit code is
     128 + the signal number.
     """
     args = hoist_debug(list(sys.argv[1:] if argv is None else argv))

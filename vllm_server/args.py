@@ -26,7 +26,7 @@ only with a chain tree ``[[0], [0, 0], …]`` (D = its depth) or with no tree (D
 LLM's ``NGramDecodingConfig``) matches the longest prompt suffix of up to
 ``max_matching_ngram_size`` tokens (default 2) down to 1, which is vLLM's
 ``prompt_lookup_max`` / ``prompt_lookup_min``; the variant may give those two directly
-(``trtbench.spec_speculation.ngram_window``). ``speculation`` (adaptive speculation) is
+(``trtbench.spec.speculation.ngram_window``). ``speculation`` (adaptive speculation) is
 refused: vLLM 0.32 has no batch-size-dependent speculation (``disable_by_batch_size`` went
 with its v0 engine). ``cuda_graphs: false`` (the default) is vLLM's
 ``--enforce-eager`` (no CUDA graphs, no torch.compile); ``dtype: auto`` serves float32, the
@@ -40,11 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtbench.errors import ConfigError
-from trtbench.json_files import read_json_object
-from trtbench.spec import ModelsSpec, VariantSpec
-from trtbench.spec_serving import VLLM_METHODS, resolve_vllm_python
-from trtbench.spec_speculation import ngram_window
+from trtbench.core.errors import ConfigError
+from trtbench.core.json_files import read_json_object
+from trtbench.spec.bench import ModelsSpec, VariantSpec
+from trtbench.spec.serving import VLLM_METHODS, resolve_vllm_python
+from trtbench.spec.speculation import ngram_window
 
 SERVER_MODULE = "vllm.entrypoints.launchers.api_server.entry"
 GIB = 2**30
@@ -239,7 +239,7 @@ def check_vllm_variants(
 
     Raises:
         ConfigError: see :func:`speculative_config` and
-            :func:`trtbench.spec_serving.resolve_vllm_python`.
+            :func:`trtbench.spec.serving.resolve_vllm_python`.
     """
     served = [v for v in variants if v.server == "vllm"]
     for v in served:

@@ -7,7 +7,7 @@ one signal to the group. It binds 127.0.0.1 on a given (checked free) or picked 
 stdout and stderr are appended to ``RUN_DIR/server/<variant>.log``, one header line per start.
 Ready means ``GET /health`` answers 200 and ``GET /v1/models`` lists the variant's name; a
 process that exits first, or a timeout, is a one-line :class:`ServerStartError` carrying the
-log's last error. The process handling is :class:`~trtbench.managed_process.ManagedProcess`.
+log's last error. The process handling is :class:`~trtbench.core.managed_process.ManagedProcess`.
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trtbench.errors import ServerStartError
-from trtbench.managed_process import (
+from trtbench.core.errors import ServerStartError
+from trtbench.core.managed_process import (
     NO_ERROR_LINES,
     ManagedProcess,
     ProcessWording,
     http_get,
 )
-from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec, ModelsSpec, VariantSpec
-from trtbench.spec_serving import resolve_vllm_python
-from trtbench.tcp_ports import free_port, port_in_use
+from trtbench.core.run_dir import RunDir
+from trtbench.core.tcp_ports import free_port, port_in_use
+from trtbench.spec.bench import BenchSpec, ModelsSpec, VariantSpec
+from trtbench.spec.serving import resolve_vllm_python
 from trtbench.vllm_server.args import VllmSettings, serve_argv
 
 HOST = "127.0.0.1"

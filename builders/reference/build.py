@@ -33,11 +33,11 @@ from trtbench.builders.manifest import (
     utc_now,
     write_manifest,
 )
-from trtbench.errors import ConfigError, ModelMismatchError
-from trtbench.json_files import read_json_object
-from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec, VariantSpec
-from trtbench.spec_speculation import ngram_window
+from trtbench.core.errors import ConfigError, ModelMismatchError
+from trtbench.core.json_files import read_json_object
+from trtbench.core.run_dir import RunDir
+from trtbench.spec.bench import BenchSpec, VariantSpec
+from trtbench.spec.speculation import ngram_window
 
 logger = logging.getLogger(__name__)
 

@@ -48,7 +48,7 @@ from transformers.models.llama.modeling_llama import (
     apply_rotary_pos_emb,
 )
 
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"
 WEIGHTS_NAME = "model.safetensors"

@@ -45,7 +45,7 @@ from trtbench.builders.reference.batcher import (
 from trtbench.builders.reference.decoding import BaselineDecoder, Greedy
 from trtbench.builders.reference.handicap import HandicappedBatcher
 from trtbench.builders.reference.kv_blocks import KvBlockPool
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from trtbench.errors import BuildError
+from trtbench.core.errors import BuildError
 
 SHOWN_KEYS = 3
 """Tensor names quoted per problem in a weights-mismatch message."""

@@ -40,7 +40,7 @@ import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 DEFAULT_TOKENS_PER_BLOCK = 32  # trtllm-build --tokens_per_block default
 MAX_UTILIZATION = "max_utilization"

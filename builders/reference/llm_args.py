@@ -39,9 +39,9 @@ from trtbench.builders.reference.loading import (
     resolve_dtype,
 )
 from trtbench.builders.reference.ngram import NgramSettings
-from trtbench.errors import ConfigError
-from trtbench.methods import METHODS
-from trtbench.spec_speculation import DEFAULT_NGRAM_MAX
+from trtbench.core.errors import ConfigError
+from trtbench.core.methods import METHODS
+from trtbench.spec.speculation import DEFAULT_NGRAM_MAX
 
 # decoding_type → the reference mode serving it (None: the reference engine lacks it yet).
 DECODING_MODES: dict[str, str | None] = {

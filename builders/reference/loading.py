@@ -41,8 +41,8 @@ from trtbench.builders.reference.kv_blocks import (
 )
 from trtbench.builders.reference.ngram import NgramDecoder, NgramSettings
 from trtbench.builders.reference.runner import ModelRunner
-from trtbench.errors import BuildError, NotAvailableError
-from trtbench.spec_speculation import ngram_window
+from trtbench.core.errors import BuildError, NotAvailableError
+from trtbench.spec.speculation import ngram_window
 
 logger = logging.getLogger(__name__)
 
@@ -297,7 +297,7 @@ def engine_from_manifest(
 
 
 def kv_settings(variant: Mapping[str, Any]) -> KvCacheSettings:
-    """The KV budget a built variant records (``trtbench/spec_kv.py``; fraction: the
+    """The KV budget a built variant records (``trtbench/spec/kv.py``; fraction: the
     deploy's ``kv_cache_free_gpu_mem_fraction`` the build recorded, else 0.9)."""
     return KvCacheSettings(
         tokens_per_block=int(variant.get("tokens_per_block") or 32),

@@ -15,7 +15,7 @@ import json
 import logging
 from pathlib import Path
 
-from trtbench.run_dir import write_json_atomic
+from trtbench.core.run_dir import write_json_atomic
 
 logger = logging.getLogger(__name__)
 

@@ -33,8 +33,8 @@ import torch
 from torch import nn
 
 from trtbench.builders.reference.medusa_config import VLLM_KEYS
-from trtbench.errors import BuildError, ModelMismatchError
-from trtbench.json_files import read_json_object
+from trtbench.core.errors import BuildError, ModelMismatchError
+from trtbench.core.json_files import read_json_object
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The small real models the reference backend serves, made once per machine and cached.
 
-Layout under ``root`` (``trtbench.paths.tiny_models_dir()`` by default)::
+Layout under ``root`` (``trtbench.core.paths.tiny_models_dir()`` by default)::
 
     target/   LlamaForCausalLM (HF save_pretrained) + tokenizer (PreTrainedTokenizerFast)
     draft/    a smaller LlamaForCausalLM, distilled from the target, + the same tokenizer files
@@ -57,8 +57,8 @@ from trtbench.builders.reference.tiny_recipe import (
     part_key,
     recipe_key,
 )
-from trtbench.errors import BuildError
-from trtbench.run_dir import write_json_atomic
+from trtbench.core.errors import BuildError
+from trtbench.core.run_dir import write_json_atomic
 
 logger = logging.getLogger(__name__)
 

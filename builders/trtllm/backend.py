@@ -61,9 +61,9 @@ from trtbench.builders.trtllm.run import (
     require_trtllm,
     run_plan,
 )
-from trtbench.errors import NotAvailableError
-from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec, VariantSpec
+from trtbench.core.errors import NotAvailableError
+from trtbench.core.run_dir import RunDir
+from trtbench.spec.bench import BenchSpec, VariantSpec
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ or index id). :func:`check_call` rejects an unknown field, a wrong type or enum 
 :func:`check_build_argv` rejects a ``trtllm-build`` flag or value the CLI does not have.
 
 The cross-field rules (the JSON's ``constraints``) live in
-:mod:`trtbench.builders.trtllm.rules`. Every failure is a :class:`~trtbench.errors.ConfigError`
+:mod:`trtbench.builders.trtllm.rules`. Every failure is a :class:`~trtbench.core.errors.ConfigError`
 naming the field and the fix.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from trtbench.builders.trtllm.calls import Call, EnumRef, PathArg, RankArg
-from trtbench.errors import ConfigError, NotAvailableError
+from trtbench.core.errors import ConfigError, NotAvailableError
 
 CONTRACT_FILE = "trtllm_1_2_1_contract.json"
 FP8_MIN_CAPABILITY = (8, 9)

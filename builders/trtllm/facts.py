@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trtbench.errors import ConfigError, ModelMismatchError
-from trtbench.json_files import read_json_object
-from trtbench.spec import ModelsSpec, VariantSpec
+from trtbench.core.errors import ConfigError, ModelMismatchError
+from trtbench.core.json_files import read_json_object
+from trtbench.spec.bench import ModelsSpec, VariantSpec
 
 CHECKPOINT_DTYPES = ("float32", "float16", "bfloat16")
 

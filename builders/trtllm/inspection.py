@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from trtbench.builders.manifest import MANIFEST_NAME, BuildManifest, read_manifest
-from trtbench.data_files import read_json_document
-from trtbench.errors import BuildError, DataFileError
-from trtbench.json_files import read_json_object
-from trtbench.run_dir import BUILD_JSON_SCHEMA_VERSION
-from trtbench.units import format_bytes
+from trtbench.core.data_files import read_json_document
+from trtbench.core.errors import BuildError, DataFileError
+from trtbench.core.json_files import read_json_object
+from trtbench.core.run_dir import BUILD_JSON_SCHEMA_VERSION
+from trtbench.core.units import format_bytes
 
 # SpeculativeDecodingMode (IntFlag, auto()): contract enums.SpeculativeDecodingMode.
 SPEC_MODE_BITS = {

@@ -51,10 +51,10 @@ from trtbench.builders.trtllm.llmapi_plan import (
     llm_args_for,
     render_llm_call,
 )
-from trtbench.errors import ConfigError
-from trtbench.json_files import read_json_object
-from trtbench.run_dir import RunDir, atomic_target
-from trtbench.spec import BenchSpec, VariantSpec
+from trtbench.core.errors import ConfigError
+from trtbench.core.json_files import read_json_object
+from trtbench.core.run_dir import RunDir, atomic_target
+from trtbench.spec.bench import BenchSpec, VariantSpec
 
 OPTIONS_NAME = "llm_api.yaml"
 PATH_NAME = "llm-api"

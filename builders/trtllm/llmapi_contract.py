@@ -12,7 +12,7 @@ evidence, note}``; ``confirmed`` only when read at the tag with its line, else `
 (``release_docs``, ``other_release_docs``, ``stored_copy``, ``second_hand``). Types: int, float,
 bool, str, path, list[int], list[list[int]], dict[int,int], mapping (opaque), enum (``choices``),
 ``object:<Class>`` (``dispatch: decoding_type``: the class named by the value's decoding_type).
-Every failure is a :class:`~trtbench.errors.ConfigError`: one line naming the field and the fix.
+Every failure is a :class:`~trtbench.core.errors.ConfigError`: one line naming the field and the fix.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from trtbench.builders.trtllm.llmapi_values import (
     check_bounds,
     check_rules,
 )
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 LLMAPI_VERSIONS: tuple[str, ...] = ("1.2.1", "1.4.0rc4")  # oldest → newest
 PYTORCH_BACKENDS = (None, "pytorch", "_autodeploy")

@@ -21,7 +21,7 @@ from trtbench.builders.trtllm.llmapi_contract import (
     is_partial,
     load_llmapi_contract,
 )
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 
 def unchecked_keys(args: Mapping[str, Any], contract: LlmApiContract) -> list[str]:

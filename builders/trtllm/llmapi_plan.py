@@ -26,9 +26,9 @@ from typing import Any
 
 from trtbench.builders.trtllm.llmapi_contract import LlmApiContract, check_llm_args
 from trtbench.builders.trtllm.llmapi_files import check_llm_api_yaml
-from trtbench.errors import ConfigError
-from trtbench.methods import LLMAPI_DECODING_TYPES
-from trtbench.spec import BenchSpec, VariantSpec
+from trtbench.core.errors import ConfigError
+from trtbench.core.methods import LLMAPI_DECODING_TYPES
+from trtbench.spec.bench import BenchSpec, VariantSpec
 
 DECODING_TYPES = LLMAPI_DECODING_TYPES  # mode → speculative_config.decoding_type
 MTP_KEY = "num_nextn_predict_layers"  # DeepSeek-V3 config.json: MTP modules after the last layer

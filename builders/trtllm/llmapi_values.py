@@ -2,7 +2,7 @@
 ``draft_len_schedule`` rules of ``tensorrt_llm/llmapi/llm_args.py``'s validators.
 
 Used by :mod:`~trtbench.builders.trtllm.llmapi_contract`; every failure is a one-line
-:class:`~trtbench.errors.ConfigError` naming the field (``where``).
+:class:`~trtbench.core.errors.ConfigError` naming the field (``where``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 
 def is_int(value: Any) -> bool:

@@ -33,9 +33,9 @@ from trtbench.builders.trtllm.calls import (
     call_to_json,
 )
 from trtbench.builders.trtllm.facts import ModelFacts, checkpoint_dtype
-from trtbench.errors import ConfigError
-from trtbench.methods import METHODS
-from trtbench.spec import VariantSpec
+from trtbench.core.errors import ConfigError
+from trtbench.core.methods import METHODS
+from trtbench.spec.bench import VariantSpec
 
 # KV-cache share of free GPU memory for the executor the LLM API starts after a build.
 BUILD_KV_CACHE_FRACTION = 0.2

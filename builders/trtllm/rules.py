@@ -22,7 +22,7 @@ from trtbench.builders.trtllm.contract import (
     check_call,
     check_fp8_capability,
 )
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 
 class EngineLike(Protocol):

@@ -27,8 +27,8 @@ from typing import Any, TextIO
 from trtbench.builders.trtllm.contract import Contract, check_trtllm_version
 from trtbench.builders.trtllm.inspection import EngineSummary, summarize_engine
 from trtbench.builders.trtllm.plan import EngineExpectation, EngineStep, VariantPlan
-from trtbench.errors import BuildError, NotAvailableError
-from trtbench.run_dir import write_json_atomic
+from trtbench.core.errors import BuildError, NotAvailableError
+from trtbench.core.run_dir import write_json_atomic
 
 logger = logging.getLogger(__name__)
 

@@ -48,13 +48,13 @@ from typing import Any
 
 import pandas as pd
 
-from trtbench.data_files import check_json_fields, read_json_document
-from trtbench.errors import ConfigError
-from trtbench.export import conform, write_csv
-from trtbench.json_files import read_json_object
+from trtbench.core.data_files import check_json_fields, read_json_document
+from trtbench.core.errors import ConfigError
+from trtbench.core.export import conform, write_csv
+from trtbench.core.json_files import read_json_object
+from trtbench.core.run_dir import BUILD_JSON_SCHEMA_VERSION
 from trtbench.profiling.memory.breakdown_schema import MEMORY_BREAKDOWN_SCHEMA
 from trtbench.profiling.memory.server_metrics_views import kv_cache_blocks
-from trtbench.run_dir import BUILD_JSON_SCHEMA_VERSION
 
 ROLES = ("target", "draft", "medusa", "eagle3")
 # build.json keys a role may be recorded under, in order (trtllm-pytorch: speculative_model)

@@ -7,7 +7,7 @@ target's pool, so its pool share is counted on the target's blocks).
 
 from __future__ import annotations
 
-from trtbench.export import Column
+from trtbench.core.export import Column
 
 MEMORY_BREAKDOWN_SCHEMA: tuple[Column, ...] = (
     Column("variant", "variant name"),

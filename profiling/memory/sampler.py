@@ -28,8 +28,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from trtbench.export import Column, conform, records_to_frame, write_csv
-from trtbench.proctree import (
+from trtbench.core.export import Column, conform, records_to_frame, write_csv
+from trtbench.core.proctree import (
     PROC,
     proc_available,
     process_tree,

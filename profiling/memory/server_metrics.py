@@ -35,9 +35,9 @@ from typing import Any
 import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
-from trtbench.data_files import read_csv_checked
-from trtbench.errors import DataFileError
-from trtbench.export import Column, conform, records_to_frame, write_csv
+from trtbench.core.data_files import read_csv_checked
+from trtbench.core.errors import DataFileError
+from trtbench.core.export import Column, conform, records_to_frame, write_csv
 from trtbench.profiling.memory.sampling import PeriodicSampler
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ def read_server_metrics_csv(path: Path) -> pd.DataFrame:
     """Read ``server_metrics.csv`` back (labels stay JSON text; ``model`` NaN → '').
 
     The file is checked against :data:`SERVER_METRICS_SCHEMA` by
-    :func:`trtbench.data_files.read_csv_checked` (``t_ns`` integers, ``value`` numbers,
+    :func:`trtbench.core.data_files.read_csv_checked` (``t_ns`` integers, ``value`` numbers,
     ``variant``/``family``/``sample`` never empty).
 
     Raises:

@@ -14,7 +14,7 @@ Format (AIPerf 0.13.0; ``aiperf/common/models/record_models.py`` ``MetricRecordI
   block per metric (``unit``, ``avg``, ``p50`` …); ``osl_mismatch_count.avg`` is read from it.
 * ``profile_export_aiperf.csv`` repeats the JSON's aggregates; it is not read.
 
-Every problem is a :class:`~trtbench.errors.ConfigError` naming the file (and line) and what is
+Every problem is a :class:`~trtbench.core.errors.ConfigError` naming the file (and line) and what is
 wrong; nothing is skipped silently.
 """
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 RECORDS_FILE = "profile_export.jsonl"
 AGGREGATE_FILE = "profile_export_aiperf.json"

@@ -1,7 +1,7 @@
 """AIPerf records → trtbench ``summary.csv`` rows (pure: typed records in, a DataFrame out).
 
 The statistics are recomputed from the per-request records of ``profile_export.jsonl`` with
-trtbench's own rules (:func:`trtbench.profiling.loadtest.metrics.describe`: numpy ``linear``
+trtbench's own rules (:func:`trtbench.profiling.loadtest.stats.metrics.describe`: numpy ``linear``
 percentiles, std with ddof 0 — the same as AIPerf 0.13.0's ``metric_result_from_array``), over
 the *successful* profiling-phase requests only: AIPerf's TTFT, ITL and request-latency
 aggregates include failed requests (``MetricFlags.PERCENTILE_INCLUDES_FAILED_REQUESTS``),
@@ -36,8 +36,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from trtbench.profiling.loadtest.metrics import METRICS, STATS, describe, stat_column
-from trtbench.profiling.loadtest.schemas import SUMMARY_SCHEMA
+from trtbench.profiling.loadtest.files.schemas import SUMMARY_SCHEMA
+from trtbench.profiling.loadtest.stats.metrics import (
+    METRICS,
+    STATS,
+    describe,
+    stat_column,
+)
 from trtbench.profiling.peers.aiperf_files import AiperfArtifacts, AiperfRecord
 
 _METRIC = {m.name: m for m in METRICS}
@@ -127,7 +132,7 @@ def tier_row(art: AiperfArtifacts, variant: str) -> dict[str, object]:
 
 def summary_frame(tiers: Sequence[AiperfArtifacts], variant: str) -> pd.DataFrame:
     """Summary rows of one AIPerf "run" (one artifact directory per tier), in
-    :data:`~trtbench.profiling.loadtest.schemas.SUMMARY_SCHEMA` column order, sorted by load."""
+    :data:`~trtbench.profiling.loadtest.files.schemas.SUMMARY_SCHEMA` column order, sorted by load."""
     rows = [tier_row(art, variant) for art in tiers]
     frame = pd.DataFrame(rows, columns=[c.name for c in SUMMARY_SCHEMA])
     return frame.sort_values(["concurrency", "request_rate_per_s"]).reset_index(

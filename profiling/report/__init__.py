@@ -1,5 +1,5 @@
 """The side-by-side analysis of a run and its renderings (pure frames in, text or PNG out).
 
-Lives here: comparison, recommendation (+ _config: the serving snippets, _text: its Markdown and JSON, margins: one variant over another by the objective), paired (ratios paired by round), design_section (how a run was measured in time), markdown, lossless_section, kv_section (KV capacity per variant), uncertainty (intervals, thin percentiles), followup_check (the recommended config against the best fixed variant per tier: `trtbench follow-up`), plots, inputs (the schemas of the CSVs a report reads).
-May import: core, profiling.loadtest, profiling.memory, profiling.traces.
+Lives here: comparison, recommendation (+ _config: the serving snippets, _text: its Markdown and JSON, margins: one variant over another by the objective), paired (ratios paired by round), design_section (how a run was measured in time), markdown, lossless_section, kv_section (KV capacity per variant), uncertainty (intervals, thin percentiles), followup_check (the recommended config against the best fixed variant per tier: `trtbench follow-up`), plots, inputs (the schemas of the CSVs a report reads), run_data (a run directory's files read back, for report, compare and plan --from-run).
+May import: core, spec, profiling.loadtest, profiling.memory, profiling.traces.
 """

@@ -3,14 +3,14 @@
 Per speculative variant, one row per tier: the pooled figures of ``summary.csv`` (acceptance
 length, draft acceptance rate, verify steps, where the counts came from) and the acceptance
 rate at each draft position from ``loadtest/acceptance.csv``
-(:mod:`trtbench.profiling.loadtest.acceptance` has the definitions and sources).
+(:mod:`trtbench.profiling.loadtest.stats.acceptance` has the definitions and sources).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from trtbench.profiling.loadtest.acceptance import POSITION, TOTALS
+from trtbench.profiling.loadtest.stats.acceptance import POSITION, TOTALS
 from trtbench.profiling.report.markdown import fmt_num, fmt_text, markdown_table
 
 MAX_POSITIONS = 12

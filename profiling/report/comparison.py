@@ -1,7 +1,7 @@
 """Side-by-side analysis of a run (pure: DataFrames in, DataFrames out; no I/O, no plotting).
 
 Inputs are the run directory's tables as read: ``loadtest/summary.csv``
-(:data:`trtbench.profiling.loadtest.schemas.SUMMARY_SCHEMA`), ``memory_breakdown.csv``
+(:data:`trtbench.profiling.loadtest.files.schemas.SUMMARY_SCHEMA`), ``memory_breakdown.csv``
 (:data:`trtbench.profiling.memory.breakdown.MEMORY_BREAKDOWN_SCHEMA`), ``traces/**/steps.csv``
 (:data:`trtbench.profiling.traces.schemas.STEP_SCHEMA`, plus a ``trace`` column naming the
 folder) and a variants table (``variant``, ``mode``, ``cuda_graphs``, ``streaming``).
@@ -28,8 +28,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from trtbench.profiling.loadtest.metrics import METRICS, stat_column
-from trtbench.profiling.loadtest.speedups import add_speedups
+from trtbench.profiling.loadtest.stats.metrics import METRICS, stat_column
+from trtbench.profiling.loadtest.stats.speedups import add_speedups
 from trtbench.profiling.report.uncertainty import tier_intervals
 
 _METRIC = {m.name: m for m in METRICS}

@@ -1,7 +1,7 @@
 """The lines of report.md that say how a run was measured in time and what else used the host
 (pure: run.json and rounds.csv in, Markdown lines out).
 
-* Design (run.json ``design``, :mod:`trtbench.profiling.loadtest.design`): which design, how
+* Design (run.json ``design``, :mod:`trtbench.profiling.loadtest.workload.design`): which design, how
   many rounds and server starts, and what that means for every interval of the report. A run
   that recorded no design measured each variant's passes in a row (sequential).
 * Interference (rounds.csv ``host_other_cpu_share``, ``interference_flag``): how many cells
@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from trtbench.profiling.loadtest.design import DESIGN_TEXT, SEQUENTIAL
-from trtbench.profiling.loadtest.host_load import OTHER_SHARE_LIMIT
+from trtbench.profiling.loadtest.records.host_load import OTHER_SHARE_LIMIT
+from trtbench.profiling.loadtest.workload.design import DESIGN_TEXT, SEQUENTIAL
 
 
 def design_lines(run: Mapping[str, Any], rounds: pd.DataFrame | None) -> list[str]:

@@ -1,13 +1,13 @@
-"""The schemas of the CSVs a report reads back, by the names ``trtbench.run_data.load_run``
+"""The schemas of the CSVs a report reads back, by the names ``trtbench.profiling.report.run_data.load_run``
 takes (the core cannot import them itself)."""
 
 from __future__ import annotations
 
-from trtbench.export import Schema
-from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA
-from trtbench.profiling.loadtest.outputs import OUTPUTS_SCHEMA
-from trtbench.profiling.loadtest.rounds_table import ROUNDS_SCHEMA
-from trtbench.profiling.loadtest.schemas import SUMMARY_SCHEMA
+from trtbench.core.export import Schema
+from trtbench.profiling.loadtest.files.outputs import OUTPUTS_SCHEMA
+from trtbench.profiling.loadtest.files.rounds_table import ROUNDS_SCHEMA
+from trtbench.profiling.loadtest.files.schemas import SUMMARY_SCHEMA
+from trtbench.profiling.loadtest.stats.acceptance import ACCEPTANCE_SCHEMA
 from trtbench.profiling.memory.breakdown import MEMORY_BREAKDOWN_SCHEMA
 from trtbench.profiling.traces.schemas import STEP_SCHEMA
 

@@ -3,7 +3,7 @@
 Per variant and tier: the share of requests whose output equals the baseline's output for
 the same prompt, the first divergence index where one does not, and a visible flag on any
 variant below 100 %. The columns are recomputed from ``loadtest/outputs.csv`` when it is
-given (:func:`trtbench.profiling.loadtest.lossless.with_lossless`), so the report always
+given (:func:`trtbench.profiling.loadtest.stats.lossless.with_lossless`), so the report always
 shows what the recorded outputs say.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from trtbench.profiling.loadtest.lossless import (
+from trtbench.profiling.loadtest.stats.lossless import (
     LOSSLESS_NAMES,
     STATUS_BASELINE,
     STATUS_MISMATCH,

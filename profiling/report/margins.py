@@ -1,7 +1,7 @@
 """How much better one variant is than another at a tier, by a run's objective, and how sure
 (pure: frame rows and rounds.csv in, :class:`Margin` out).
 
-* Objective (``trtbench/spec_report.py``): ``output_tok_s`` (tier table
+* Objective (``trtbench/spec/report.py``): ``output_tok_s`` (tier table
   ``output_tokens_per_s``, rounds.csv ``output_tokens_per_s``, higher better), ``tpot_p50``
   (``tpot_p50_ms``, lower better), ``goodput`` (summary.csv / rounds.csv
   ``request_goodput_per_s``, higher better).

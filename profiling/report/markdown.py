@@ -12,13 +12,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from trtbench.core.units import format_bytes
 from trtbench.profiling.report.comparison import COMPARED_METRICS
 from trtbench.profiling.report.uncertainty import (
     INTERVAL_LEGEND,
     overlap_notes,
     thin_notes,
 )
-from trtbench.units import format_bytes
 
 Format = Callable[[object], str]
 
@@ -35,7 +35,7 @@ def fmt_num(spec: str, suffix: str = "") -> Format:
 
 
 def fmt_bytes(v: object, signed: bool = False) -> str:
-    """Bytes via :func:`trtbench.units.format_bytes` (binary units); ``-`` when missing."""
+    """Bytes via :func:`trtbench.core.units.format_bytes` (binary units); ``-`` when missing."""
     return "-" if _missing(v) else format_bytes(float(v), signed=signed)
 
 

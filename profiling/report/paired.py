@@ -11,7 +11,7 @@ Definitions (per tier, over the rounds where both cells have a positive figure):
 * ratio of round r: ``A_r / B_r`` for a higher-better figure (output tok/s, goodput),
   ``B_r / A_r`` for a lower-better one (TPOT): > 1 means A is better.
 * estimate: the geometric mean of the round ratios; interval: the 95 % Student-t interval of
-  their logarithms, mapped back (``profiling/loadtest/repeats.py`` ``log_t_interval``; the
+  their logarithms, mapped back (``profiling/loadtest/workload/repeats.py`` ``log_t_interval``; the
   paired t-interval on the log scale, e.g. NIST/SEMATECH e-Handbook §7.3.1).
 * significant: the interval lies wholly above 1 (A better) — with 2.5 % false positives per
   direction when the two are identical and the rounds' ratios are independent and log-normal
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trtbench.profiling.loadtest.repeats import log_t_interval
+from trtbench.profiling.loadtest.workload.repeats import log_t_interval
 
 MIN_ROUNDS = 3
 """Rounds a paired interval needs to be stated (two give t(0.975, 1) = 12.7: no information)."""

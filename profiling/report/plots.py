@@ -17,8 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from trtbench.core.units import UNITS, byte_unit, format_bytes  # noqa: E402
 from trtbench.profiling.report.uncertainty import interval_of  # noqa: E402
-from trtbench.units import UNITS, byte_unit, format_bytes  # noqa: E402
 
 FIGSIZE = (7.5, 4.5)
 log = logging.getLogger(__name__)

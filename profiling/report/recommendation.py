@@ -35,7 +35,7 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from trtbench.profiling.loadtest.repeats import repeat_columns
+from trtbench.profiling.loadtest.workload.repeats import repeat_columns
 from trtbench.profiling.report.margins import (
     OBJECTIVE_INFO,
     Margin,

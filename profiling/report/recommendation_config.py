@@ -24,7 +24,7 @@ that version's contract table, handed in as :class:`ContractView`), vLLM 0.32
 (``--speculative-config`` JSON: ``num_speculative_tokens`` and
 ``num_speculative_tokens_per_batch_size``, ``vllm/config/speculative.py``; vLLM 0.32 has no
 ``disable_by_batch_size``), the engine path (which engine per concurrency range) and the
-trtbench variant (``speculation:``, ``trtbench/spec_speculation.py``).
+trtbench variant (``speculation:``, ``trtbench/spec/speculation.py``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import pandas as pd
 import yaml
 
 from trtbench.profiling.report.recommendation import Recommendation
-from trtbench.spec_serving import VLLM_METHODS
+from trtbench.spec.serving import VLLM_METHODS
 
 ACCEPT_THRESHOLD = 0.5
 LOOKUP_ACCEPT_THRESHOLD = 0.1  # n-gram: well above the verified token's cost share

@@ -26,6 +26,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from trtbench.core.units import format_bytes
 from trtbench.profiling.report.recommendation import (
     Crossover,
     Margin,
@@ -33,7 +34,6 @@ from trtbench.profiling.report.recommendation import (
     TierChoice,
 )
 from trtbench.profiling.report.recommendation_config import Policy, Snippet
-from trtbench.units import format_bytes
 
 SCHEMA_VERSION = 1
 

@@ -3,8 +3,8 @@ and text out).
 
 * A speedup with repeated passes prints as ``1.21x [1.10, 1.32]``: the geometric mean over
   passes and its 95 % Student-t interval on the log scale (summary.csv ``*_repeat_mean`` / ``*_ci95_low`` /
-  ``*_ci95_high``, from ``profiling/loadtest/repeats.py``); with one pass, the pooled ratio.
-* A percentile resting on fewer samples than ``profiling/loadtest/sample_checks.py``
+  ``*_ci95_high``, from ``profiling/loadtest/workload/repeats.py``); with one pass, the pooled ratio.
+* A percentile resting on fewer samples than ``profiling/loadtest/stats/sample_checks.py``
   asks (p95: 20, p99: 100) prints as ``41.2 (n=12, thin)``.
 * Two variants whose speedup intervals overlap at a tier are "not distinguishable at 95 %"
   (a conservative reading: disjoint 95 % intervals imply a difference, overlapping ones do
@@ -18,8 +18,8 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from trtbench.profiling.loadtest.repeats import repeat_columns
-from trtbench.profiling.loadtest.sample_checks import MIN_SAMPLES
+from trtbench.profiling.loadtest.stats.sample_checks import MIN_SAMPLES
+from trtbench.profiling.loadtest.workload.repeats import repeat_columns
 
 INTERVAL_LEGEND = (
     "Speedups with several rounds (loadtest.repeats > 1) are the geometric mean over rounds "

@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from trtbench.errors import ConfigError, TraceParseError
+from trtbench.core.errors import ConfigError, TraceParseError
 from trtbench.profiling.traces.launches import (
     LaunchAnalysis,
     LaunchTraceFacade,

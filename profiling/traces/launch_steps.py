@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 from trtbench.profiling.traces.schemas import (
     API_KINDS,
     GPU_KINDS,

@@ -326,7 +326,7 @@ class LaunchAnalysis:
     source: str = ""
 
     def tables(self) -> list[tuple[str, pd.DataFrame, tuple]]:
-        """``[(csv file name, frame, schema)]`` for ``trtbench.export.write_csv``."""
+        """``[(csv file name, frame, schema)]`` for ``trtbench.core.export.write_csv``."""
         return [
             ("kernel_launches.csv", self.kernel_launches, KERNEL_LAUNCH_SCHEMA),
             ("launch_summary.csv", self.launch_summary, LAUNCH_SUMMARY_SCHEMA),

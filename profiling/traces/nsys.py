@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from trtbench.errors import TraceParseError
+from trtbench.core.errors import TraceParseError
 from trtbench.profiling.traces.launches import (
     LaunchAnalysis,
     LaunchTraceFacade,

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from trtbench.errors import ConfigError, NotAvailableError, TraceParseError
-from trtbench.stop_signals import StopSignal
+from trtbench.core.errors import ConfigError, NotAvailableError, TraceParseError
+from trtbench.core.stop_signals import StopSignal
 
 logger = logging.getLogger(__name__)
 

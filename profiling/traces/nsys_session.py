@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtbench.errors import ConfigError, NotAvailableError, TraceParseError
+from trtbench.core.errors import ConfigError, NotAvailableError, TraceParseError
 from trtbench.profiling.traces.nsys_profile import (
     NsysProfileSpec,
     collection_flags,

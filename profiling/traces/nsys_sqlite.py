@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from trtbench.errors import ConfigError, TraceParseError
+from trtbench.core.errors import ConfigError, TraceParseError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NA = -1  # SQL COALESCE sentinel for NULL (every real value here is >= 0)

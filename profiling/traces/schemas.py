@@ -6,7 +6,7 @@ nanoseconds on the trace's own timeline (nsys: session time; Kineto: ``ts`` x 10
 
 from __future__ import annotations
 
-from trtbench.export import Column
+from trtbench.core.export import Column
 
 API_KINDS = ("kernel_launch", "graph_launch", "other")
 GPU_KINDS = ("kernel", "memcpy", "memset", "graph")

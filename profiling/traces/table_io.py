@@ -33,8 +33,8 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from trtbench.export import Schema, conform, write_csv
-from trtbench.run_dir import atomic_target
+from trtbench.core.export import Schema, conform, write_csv
+from trtbench.core.run_dir import atomic_target
 
 FORMATS = ("csv", "parquet")
 CHUNK_ROWS = 131_072
@@ -130,7 +130,7 @@ def write_csv_fast(frame: pd.DataFrame, path: Path, schema: Schema) -> Path:
     """Write ``frame`` conformed to ``schema`` as CSV, the bytes of pandas ``to_csv``.
 
     Args:
-        frame: the table; columns as for :func:`trtbench.export.conform`.
+        frame: the table; columns as for :func:`trtbench.core.export.conform`.
         path: the file, written atomically (temp file + rename).
         schema: its columns.
 
@@ -138,7 +138,7 @@ def write_csv_fast(frame: pd.DataFrame, path: Path, schema: Schema) -> Path:
         ``path``.
 
     Raises:
-        ValueError: from :func:`~trtbench.export.conform` (missing or unknown columns).
+        ValueError: from :func:`~trtbench.core.export.conform` (missing or unknown columns).
     """
     out = conform(frame, schema)
     converted = _csv_columns(out)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from trtbench.cli import main
-from trtbench.errors import NotAvailableError
+from trtbench.core.errors import NotAvailableError
 from trtbench.profiling.traces.nsys_profile import find_nsys
 
 torch = pytest.importorskip("torch")

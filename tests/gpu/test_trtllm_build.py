@@ -15,7 +15,7 @@ import pytest
 
 from trtbench.builders.trtllm.contract import load_contract
 from trtbench.builders.trtllm.run import gpu_capabilities, require_trtllm
-from trtbench.errors import NotAvailableError
+from trtbench.core.errors import NotAvailableError
 
 TREE6 = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]
 SHAPES = "dtype: float16, max_batch_size: 4, max_input_len: 256, max_seq_len: 512"
@@ -41,8 +41,8 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def built(tiny_models, tmp_path_factory):
     from trtbench.builders.build import build_variants
-    from trtbench.run_dir import RunDir
-    from trtbench.spec import parse_spec
+    from trtbench.core.run_dir import RunDir
+    from trtbench.spec.bench import parse_spec
 
     spec = parse_spec(
         "name: gpu\nbackend: trtllm\n"

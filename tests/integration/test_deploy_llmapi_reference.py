@@ -18,7 +18,7 @@ import yaml
 from tests.support.serving import Streamed, stream_infer
 from trtbench.builders.manifest import BuildManifest, CudaGraphs, ModelFiles
 from trtbench.builders.reference.llm_args import engine_from_llm_args
-from trtbench.spec import DeploySpec
+from trtbench.spec.bench import DeploySpec
 from trtbench.triton_repo.render import render_repository
 from trtbench.triton_repo.server import ServerConfig, TritonServer
 from trtbench.triton_repo.validate import validate_files

@@ -26,9 +26,9 @@ from tests.support.cli import run_cli
 from tests.support.run_specs import deployed_reference_run
 from tests.support.serving import Streamed, serve_cli, stop_cli, stream_infer
 from trtbench.builders.reference.loading import load_engine
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.deploy import serve
-from trtbench.run_dir import RunDir
-from trtbench.spec import VariantSpec
+from trtbench.spec.bench import VariantSpec
 
 pytestmark = pytest.mark.integration
 

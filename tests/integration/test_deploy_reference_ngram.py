@@ -12,8 +12,8 @@ from tests.support.run_specs import deployed_reference_run
 from tests.support.serving import stream_infer
 from trtbench.builders.reference.loading import load_engine
 from trtbench.pipeline.deploy import serve
-from trtbench.spec import VariantSpec
-from trtbench.spec_llmapi import SpeculationSpec
+from trtbench.spec.bench import VariantSpec
+from trtbench.spec.llmapi import SpeculationSpec
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,9 @@ from tritonclient.utils import InferenceServerException
 
 from tests.support.serving import infer_inputs, stream_infer
 from trtbench.builders.manifest import BuildManifest, write_manifest
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.deploy import deploy_variant
-from trtbench.run_dir import RunDir
-from trtbench.spec import DeploySpec
+from trtbench.spec.bench import DeploySpec
 from trtbench.triton_repo.server import ServerConfig, TritonServer
 from trtbench.triton_repo.validate import validate_repository
 

@@ -30,15 +30,19 @@ import pytest
 
 from tests.support.scripted_triton import scripted_repo_module
 from trtbench.pipeline.loadtest import connect
-from trtbench.profiling.loadtest.design import INTERLEAVED, SEQUENTIAL, plan_cells
-from trtbench.profiling.loadtest.interleave import Lane, run_interleaved
-from trtbench.profiling.loadtest.prompts import synthetic_prompts
-from trtbench.profiling.loadtest.record_sink import CsvRecordSink, RecordFiles
-from trtbench.profiling.loadtest.rounds_table import rounds_table
-from trtbench.profiling.loadtest.schedule import Tier
-from trtbench.profiling.loadtest.schemas import read_records_csv
-from trtbench.profiling.loadtest.target import LoadSettings
-from trtbench.profiling.loadtest.trusted_summary import summarize_trusted
+from trtbench.profiling.loadtest.clients.target import LoadSettings
+from trtbench.profiling.loadtest.driver.interleave import Lane, run_interleaved
+from trtbench.profiling.loadtest.files.rounds_table import rounds_table
+from trtbench.profiling.loadtest.files.schemas import read_records_csv
+from trtbench.profiling.loadtest.records.record_sink import CsvRecordSink, RecordFiles
+from trtbench.profiling.loadtest.stats.trusted_summary import summarize_trusted
+from trtbench.profiling.loadtest.workload.design import (
+    INTERLEAVED,
+    SEQUENTIAL,
+    plan_cells,
+)
+from trtbench.profiling.loadtest.workload.prompts import synthetic_prompts
+from trtbench.profiling.loadtest.workload.schedule import Tier
 from trtbench.profiling.report.paired import paired_ratio
 from trtbench.triton_repo.server import ServerConfig, TritonServer
 

@@ -108,7 +108,7 @@ def bench_spec(models: dict[str, Path]) -> dict:
     """Two reference variants, three closed-loop tiers of a few seconds each, measured one
     variant after the other (``design: sequential``) so that base's tier c2 follows its c1:
     the faults come at a known cell. A dead lane of the interleaved design stops that
-    variant's later cells the same way (``profiling/loadtest/interleave.py``)."""
+    variant's later cells the same way (``profiling/loadtest/driver/interleave.py``)."""
     return reference_run_spec(
         "faults",
         models,

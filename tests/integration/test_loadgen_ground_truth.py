@@ -39,8 +39,8 @@ import pytest
 from tests.support.scripted_triton import scripted_repo_module
 from tests.support.timing import report_timing
 from trtbench.cli import main
-from trtbench.export import Column
-from trtbench.profiling.loadtest.schemas import (
+from trtbench.core.export import Column
+from trtbench.profiling.loadtest.files.schemas import (
     REQUESTS_SCHEMA,
     RESPONSES_SCHEMA,
     SUMMARY_SCHEMA,

@@ -116,13 +116,13 @@ def test_a_death_the_parent_sees_stops_every_worker(scripted, tmp_path):
     during the tier: both workers stop, the tier is partial, the reason is kept."""
     import asyncio  # noqa: PLC0415
 
-    from trtbench.profiling.loadtest.grpc_client import probe_model  # noqa: PLC0415
-    from trtbench.profiling.loadtest.health import Health  # noqa: PLC0415
-    from trtbench.profiling.loadtest.prompts import Prompt  # noqa: PLC0415
-    from trtbench.profiling.loadtest.record_sink import RecordFiles  # noqa: PLC0415
-    from trtbench.profiling.loadtest.schedule import Tier  # noqa: PLC0415
-    from trtbench.profiling.loadtest.target import LoadSettings, LoadTarget  # noqa: PLC0415
-    from trtbench.profiling.loadtest.workers import run_workers  # noqa: PLC0415
+    from trtbench.profiling.loadtest.clients.grpc_client import probe_model  # noqa: PLC0415
+    from trtbench.profiling.loadtest.clients.health import Health  # noqa: PLC0415
+    from trtbench.profiling.loadtest.clients.target import LoadSettings, LoadTarget  # noqa: PLC0415
+    from trtbench.profiling.loadtest.driver.workers import run_workers  # noqa: PLC0415
+    from trtbench.profiling.loadtest.records.record_sink import RecordFiles  # noqa: PLC0415
+    from trtbench.profiling.loadtest.workload.prompts import Prompt  # noqa: PLC0415
+    from trtbench.profiling.loadtest.workload.schedule import Tier  # noqa: PLC0415
 
     interface = asyncio.run(probe_model(scripted.grpc_url, "scripted"))
     target = LoadTarget(scripted.grpc_url, interface, "stream")

@@ -24,9 +24,9 @@ from tests.support.net import has_ipv6_loopback
 from tests.support.run_specs import deployed_reference_run
 from tests.support.serving import serve_cli, stop_cli
 from tests.support.timing import report_timing
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.deploy import serve
-from trtbench.run_dir import RunDir
-from trtbench.spec import DeploySpec, VariantSpec
+from trtbench.spec.bench import DeploySpec, VariantSpec
 
 pytestmark = pytest.mark.integration
 HOST_MARGIN_S = 10.0

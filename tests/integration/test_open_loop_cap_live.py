@@ -18,9 +18,9 @@ import pytest
 from tests.support.cli import run_cli
 from tests.support.run_specs import deployed_reference_run
 from tests.support.timing import report_timing
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.deploy import serve
-from trtbench.run_dir import RunDir
-from trtbench.spec import VariantSpec
+from trtbench.spec.bench import VariantSpec
 
 pytestmark = pytest.mark.integration
 

@@ -11,11 +11,17 @@ import pytest
 
 from tests.support.cli import run_cli
 from tests.support.vllm_serve import openai_loadtest
-from trtbench.profiling.loadtest.openai_client import OpenAITransport, connect_openai
-from trtbench.profiling.loadtest.prompts import Prompt
-from trtbench.profiling.loadtest.responses import RequestSlot, exchange_to_all_records
-from trtbench.profiling.loadtest.schedule import Tier
-from trtbench.profiling.loadtest.target import API_COMPLETIONS
+from trtbench.profiling.loadtest.clients.openai_client import (
+    OpenAITransport,
+    connect_openai,
+)
+from trtbench.profiling.loadtest.clients.target import API_COMPLETIONS
+from trtbench.profiling.loadtest.files.responses import (
+    RequestSlot,
+    exchange_to_all_records,
+)
+from trtbench.profiling.loadtest.workload.prompts import Prompt
+from trtbench.profiling.loadtest.workload.schedule import Tier
 from trtbench.triton_repo.ports import free_port
 
 pytestmark = pytest.mark.integration

@@ -32,7 +32,7 @@ from trtbench.profiling.memory.server_metrics_views import (
     kv_cache_blocks,
     request_gauges,
 )
-from trtbench.spec import VariantSpec
+from trtbench.spec.bench import VariantSpec
 
 pytestmark = pytest.mark.integration
 

@@ -23,8 +23,8 @@ import pytest
 
 from tests.support.cli import run_cli
 from tests.support.run_specs import reference_run_spec, write_spec
-from trtbench.errors import ConfigError
-from trtbench.spec_serving import resolve_vllm_python
+from trtbench.core.errors import ConfigError
+from trtbench.spec.serving import resolve_vllm_python
 
 pytestmark = pytest.mark.integration
 

@@ -105,7 +105,9 @@ def test_terminal_shows_stages_and_results_while_info_goes_to_the_run_log(finish
     assert log.startswith("=== ") and "trtbench run" in log.splitlines()[0]
     assert "INFO trtbench.builders.build: built med: reference medusa" in log
     assert f"base c2: {REQUESTS} requests, 0 failed" in log
-    assert "INFO trtbench.managed_process: starting" in log  # the tritonserver launch
+    assert (
+        "INFO trtbench.core.managed_process: starting" in log
+    )  # the tritonserver launch
     assert f"model repository {out / 'model_repo' / 'med'} written" in log
 
 

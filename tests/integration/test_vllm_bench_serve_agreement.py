@@ -43,7 +43,7 @@ import pytest
 from tests.support import vllm_serve
 from tests.support.cli import run_cli
 from tests.support.timing import report_timing
-from trtbench.profiling.loadtest.prompts import TextTokenizer
+from trtbench.profiling.loadtest.workload.prompts import TextTokenizer
 
 pytestmark = pytest.mark.integration
 

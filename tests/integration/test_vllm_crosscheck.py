@@ -51,8 +51,11 @@ from tests.support.crosscheck import (
     target_margins,
 )
 from tests.support.vllm_serve import DETAILED, DRAFT_K, serve_target
-from trtbench.profiling.loadtest.acceptance import acceptance_summary, acceptance_table
-from trtbench.profiling.loadtest.server_counts import position_rows
+from trtbench.profiling.loadtest.clients.server_counts import position_rows
+from trtbench.profiling.loadtest.stats.acceptance import (
+    acceptance_summary,
+    acceptance_table,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -23,9 +23,9 @@ import pytest
 
 from tests.support.faults import still_running, wait_for
 from tests.support.run_specs import spec_models
-from trtbench.errors import ConfigError
-from trtbench.spec import ModelsSpec, VariantSpec
-from trtbench.spec_serving import resolve_vllm_python
+from trtbench.core.errors import ConfigError
+from trtbench.spec.bench import ModelsSpec, VariantSpec
+from trtbench.spec.serving import resolve_vllm_python
 from trtbench.vllm_server.args import VllmSettings
 from trtbench.vllm_server.server import VllmServer, VllmServerConfig
 

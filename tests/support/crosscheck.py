@@ -21,7 +21,10 @@ import httpx
 import pandas as pd
 import torch
 
-from trtbench.profiling.loadtest.spec_counters import SpecCounters, parse_spec_counters
+from trtbench.profiling.loadtest.records.spec_counters import (
+    SpecCounters,
+    parse_spec_counters,
+)
 
 CLEAR_MARGIN = 1e-3
 """Top-1 − top-2 logit below which a greedy pick counts as a float tie."""
@@ -135,7 +138,7 @@ def step_frames(
     """trtbench's request and response records of streamed requests whose responses are the
     reference engine's steps, one response per :class:`~trtbench.builders.reference.engine.Step`
     (what a Triton stream of the reference engine carries), for
-    :func:`~trtbench.profiling.loadtest.acceptance.acceptance_table`.
+    :func:`~trtbench.profiling.loadtest.stats.acceptance.acceptance_table`.
 
     Args:
         variant: the variant name written in every row (tier ``c1``).

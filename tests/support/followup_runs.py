@@ -23,11 +23,11 @@ from tests.support.run_factory import (
     write_build,
     write_summary,
 )
-from trtbench.export import write_csv
+from trtbench.core.export import write_csv
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.report import write_report
-from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA
-from trtbench.run_dir import RunDir
-from trtbench.spec import parse_spec
+from trtbench.profiling.loadtest.stats.acceptance import ACCEPTANCE_SCHEMA
+from trtbench.spec.bench import parse_spec
 
 INTERVALS = {  # (variant, c): (tok/s, low, high, ratio low, ratio high)
     ("baseline", 1): (100, 90, 110, None, None), ("baseline", 2): (150, 140, 160, None, None),

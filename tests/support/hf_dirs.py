@@ -12,8 +12,8 @@ from trtbench.builders.reference.medusa_heads import MedusaHeads, save_medusa_he
 from trtbench.builders.trtllm.backend import plan_and_check
 from trtbench.builders.trtllm.contract import load_contract
 from trtbench.builders.trtllm.plan import VariantPlan
-from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec, parse_spec
+from trtbench.core.run_dir import RunDir
+from trtbench.spec.bench import BenchSpec, parse_spec
 
 TREE6 = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]  # 6 nodes, depth 3
 

@@ -1,6 +1,6 @@
 """Hand-made run directories written through the real schemas and writers (for report/plan tests).
 
-Every CSV goes through ``trtbench.export.write_csv`` with the producer's schema constant, build
+Every CSV goes through ``trtbench.core.export.write_csv`` with the producer's schema constant, build
 manifests through ``builders.manifest.write_manifest`` and repository metadata through
 ``RepoMetadata.to_json``, so a schema change breaks these tests instead of passing silently.
 """
@@ -18,12 +18,12 @@ from trtbench.builders.manifest import (
     MedusaInfo,
     write_manifest,
 )
-from trtbench.export import write_csv
-from trtbench.profiling.loadtest.schemas import SUMMARY_SCHEMA
-from trtbench.profiling.loadtest.speedups import add_speedups
+from trtbench.core.export import write_csv
+from trtbench.core.run_dir import RunDir
+from trtbench.profiling.loadtest.files.schemas import SUMMARY_SCHEMA
+from trtbench.profiling.loadtest.stats.speedups import add_speedups
 from trtbench.profiling.memory.breakdown import MEMORY_BREAKDOWN_SCHEMA
 from trtbench.profiling.report.comparison import summary_column
-from trtbench.run_dir import RunDir
 from trtbench.triton_repo.interface import METADATA_NAME, RepoMetadata
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import yaml
 
 from trtbench.builders.build import build_variants
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.deploy import deploy_run
-from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec, DeploySpec, ModelsSpec, VariantSpec
+from trtbench.spec.bench import BenchSpec, DeploySpec, ModelsSpec, VariantSpec
 
 
 def spec_models(models: Mapping[str, Path]) -> dict[str, Path]:
@@ -37,7 +37,7 @@ def reference_run_spec(
     concurrency: tuple[int, ...] = (1, 2),
     **loadtest: Any,
 ) -> dict[str, Any]:
-    """A ``backend: reference`` spec (the mapping ``trtbench.spec.parse_spec`` reads).
+    """A ``backend: reference`` spec (the mapping ``trtbench.spec.bench.parse_spec`` reads).
 
     Every variant gets the small models' limits — dtype float32, ``max_batch_size``,
     ``max_input_len`` 64, ``max_seq_len`` 128 — besides its own keys (``name``, ``mode``, …).

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from trtbench.profiling.loadtest.openai_client import OpenAITransport
-from trtbench.profiling.loadtest.prompts import Prompt
-from trtbench.profiling.loadtest.response_parse import Exchange
-from trtbench.profiling.loadtest.target import LoadTarget
+from trtbench.profiling.loadtest.clients.openai_client import OpenAITransport
+from trtbench.profiling.loadtest.clients.response_parse import Exchange
+from trtbench.profiling.loadtest.clients.target import LoadTarget
+from trtbench.profiling.loadtest.workload.prompts import Prompt
 
 
 @contextlib.asynccontextmanager

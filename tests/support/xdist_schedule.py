@@ -42,7 +42,7 @@ SLOW_UNITS_S = {
     "tests/integration/test_vllm_eagle3_crosscheck.py": 90,
     "tests/integration/test_run_mixed_servers.py": 80,
     "tests/integration/test_llmapi_cpu_example.py": 55,
-    "tests/unit/pipeline/test_gpu_proof_cpu.py": 40,
+    "tests/unit/gpu_proof/test_gpu_proof_cpu.py": 40,
     "tests/integration/test_loopback.py": 35,
     "tests/integration/test_loadgen_ground_truth.py": 35,
 }

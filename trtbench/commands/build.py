@@ -15,7 +15,7 @@ from trtbench.commands.options import (
     variants_option,
 )
 from trtbench.pipeline.preflight import preflight_build
-from trtbench.spec import load_spec
+from trtbench.spec.bench import load_spec
 
 
 @click.command("build")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from trtbench.commands.logs import log_to_run_dir
-from trtbench.run_dir import RunDir
-from trtbench.run_lock import run_dir_lock
+from trtbench.core.run_dir import RunDir
+from trtbench.core.run_lock import run_dir_lock
 
 
 def claim_run_dir(run_dir: RunDir) -> None:

@@ -10,6 +10,9 @@ import click
 from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.logs import log_to_run_dir
 from trtbench.commands.options import run_dir_argument, variants_option
+from trtbench.core.run_dir import RunDir
+from trtbench.core.run_lock import run_dir_lock
+from trtbench.core.stop_signals import StopSignal
 from trtbench.pipeline.deploy import (
     deploy_run,
     resolve_deploy_spec,
@@ -18,9 +21,6 @@ from trtbench.pipeline.deploy import (
 )
 from trtbench.pipeline.preflight import preflight_deploy
 from trtbench.pipeline.vllm_deploy import describe_vllm, recorded_spec, split_by_server
-from trtbench.run_dir import RunDir
-from trtbench.run_lock import run_dir_lock
-from trtbench.stop_signals import StopSignal
 from trtbench.triton_repo.server import TritonServer
 from trtbench.vllm_server.server import VllmServer
 

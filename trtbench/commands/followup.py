@@ -14,7 +14,8 @@ from rich.table import Table
 from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.options import run_dir_argument
 from trtbench.commands.terminal import TierProgress, print_outcome
-from trtbench.errors import CheckFailedError
+from trtbench.core.errors import CheckFailedError
+from trtbench.core.run_lock import run_dir_lock
 from trtbench.pipeline.followup import (
     DEFAULT_ROUNDS,
     FollowUpResult,
@@ -26,7 +27,6 @@ from trtbench.profiling.report.followup_check import (
     check_rows,
     verdict_line,
 )
-from trtbench.run_lock import run_dir_lock
 
 
 def check_table(doc: Mapping[str, Any]) -> Table:

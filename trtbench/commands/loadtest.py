@@ -11,20 +11,20 @@ from pydantic import ValidationError
 from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.options import RUNS_ROOT, run_dir_option
 from trtbench.commands.terminal import TierProgress, print_outcome
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.loadtest import run_loadtest
 from trtbench.pipeline.preflight import preflight_loadtest
-from trtbench.profiling.loadtest.grpc_client import ENDPOINTS
-from trtbench.profiling.loadtest.metrics import SLO_KEYS
-from trtbench.profiling.loadtest.schedule import ARRIVALS
-from trtbench.profiling.loadtest.target import (
+from trtbench.profiling.loadtest.clients.grpc_client import ENDPOINTS
+from trtbench.profiling.loadtest.clients.target import (
     API_GRPC,
     APIS,
     check_url,
     check_workers_api,
 )
-from trtbench.run_dir import RunDir
-from trtbench.spec import LoadtestSpec
+from trtbench.profiling.loadtest.stats.metrics import SLO_KEYS
+from trtbench.profiling.loadtest.workload.schedule import ARRIVALS
+from trtbench.spec.bench import LoadtestSpec
 
 
 def parse_list(text: str | None, kind: type, option: str) -> list | None:

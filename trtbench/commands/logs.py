@@ -20,7 +20,7 @@ from typing import TextIO
 import click
 
 from trtbench import __version__
-from trtbench.run_dir import RunDir
+from trtbench.core.run_dir import RunDir
 
 TERMINAL_HANDLER = "trtbench-terminal"
 RUN_LOG_HANDLER = "trtbench-run-log"

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import click
 
-from trtbench.run_dir import RunDir
+from trtbench.core.run_dir import RunDir
 
 F = TypeVar("F", bound=Callable[..., object])
 

@@ -8,9 +8,9 @@ import click
 
 from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.options import run_dir_argument
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.report import write_report
-from trtbench.run_dir import RunDir
-from trtbench.spec_report import OBJECTIVES
+from trtbench.spec.report import OBJECTIVES
 
 
 @click.command("report")

@@ -16,7 +16,7 @@ from trtbench.commands.options import (
 from trtbench.commands.terminal import TierProgress, print_outcome
 from trtbench.pipeline.preflight import preflight_run
 from trtbench.pipeline.run import run_bench
-from trtbench.spec import load_spec
+from trtbench.spec.bench import load_spec
 
 
 @click.command("run")

@@ -18,11 +18,11 @@ from rich.progress import Progress as RichBar
 from rich.table import Table
 
 from trtbench.commands.logs import terminal_shows
-from trtbench.errors import ServerDiedError
+from trtbench.core.errors import ServerDiedError
+from trtbench.core.stop_signals import StopSignal
 from trtbench.pipeline.loadtest import LoadtestOutcome
-from trtbench.profiling.loadtest.schedule import Tier
+from trtbench.profiling.loadtest.workload.schedule import Tier
 from trtbench.profiling.report.uncertainty import with_speedup_text
-from trtbench.stop_signals import StopSignal
 
 
 class TierProgress:

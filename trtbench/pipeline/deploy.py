@@ -24,15 +24,15 @@ from pydantic import ValidationError
 
 from trtbench.builders.manifest import read_manifest
 from trtbench.builders.trtllm.llmapi_files import check_llm_api_yaml
-from trtbench.errors import ConfigError, DeployError
+from trtbench.core.errors import ConfigError, DeployError
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.vllm_deploy import (
     recorded_spec,
     split_by_server,
     vllm_server_for,
 )
-from trtbench.run_dir import RunDir
-from trtbench.spec import DeploySpec
-from trtbench.spec_llmapi import runtime_problem
+from trtbench.spec.bench import DeploySpec
+from trtbench.spec.llmapi import runtime_problem
 from trtbench.triton_repo.interface import (
     METADATA_NAME,
     RepoMetadata,

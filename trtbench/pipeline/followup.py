@@ -30,15 +30,16 @@ from typing import Any
 
 import pandas as pd
 
-from trtbench.data_files import check_json_fields, read_json_document
-from trtbench.errors import ConfigError
+from trtbench.core.data_files import check_json_fields, read_json_document
+from trtbench.core.errors import ConfigError
+from trtbench.core.run_dir import RunDir, write_json_atomic
 from trtbench.pipeline.followup_spec import follow_up_spec, recommended_variant
 from trtbench.pipeline.loadtest import LoadtestOutcome
 from trtbench.pipeline.preflight import preflight_run
 from trtbench.pipeline.recommend import RECOMMENDATION_JSON
 from trtbench.pipeline.report import write_report
 from trtbench.pipeline.run import RunProgress, run_bench
-from trtbench.profiling.loadtest.prompts import Prompt
+from trtbench.profiling.loadtest.workload.prompts import Prompt
 from trtbench.profiling.report.followup_check import (
     CHECK_JSON,
     CONFIRM_DIR,
@@ -55,11 +56,10 @@ from trtbench.profiling.report.followup_check import (
 from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
 from trtbench.profiling.report.paired import MIN_ROUNDS
 from trtbench.profiling.report.recommendation_text import SCHEMA_VERSION
-from trtbench.run_data import load_run
-from trtbench.run_dir import RunDir, write_json_atomic
-from trtbench.spec import BenchSpec
-from trtbench.spec_design import resolve_design
-from trtbench.spec_report import GOODPUT_FIX, SLO_FIELDS
+from trtbench.profiling.report.run_data import load_run
+from trtbench.spec.bench import BenchSpec
+from trtbench.spec.design import resolve_design
+from trtbench.spec.report import GOODPUT_FIX, SLO_FIELDS
 
 log = logging.getLogger(__name__)
 

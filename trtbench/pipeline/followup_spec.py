@@ -22,9 +22,9 @@ from typing import Any, get_args
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
-from trtbench.errors import ConfigError
-from trtbench.spec import BenchSpec, VariantSpec
-from trtbench.validation_errors import format_validation_error
+from trtbench.core.errors import ConfigError
+from trtbench.core.validation_errors import format_validation_error
+from trtbench.spec.bench import BenchSpec, VariantSpec
 
 SNIPPET_TARGET = "trtbench variant"
 """recommendation.json ``snippets[].target`` of the snippet the reference backend runs."""

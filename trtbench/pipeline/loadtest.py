@@ -16,40 +16,40 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trtbench.errors import ConfigError, LoadTestError
+from trtbench.core.errors import ConfigError, LoadTestError
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.loadtest_files import record_files, write_loadtest
-from trtbench.profiling.loadtest.grpc_client import (
+from trtbench.profiling.loadtest.clients.grpc_client import (
     ENDPOINTS,
     RequestOptions,
     probe_model,
 )
-from trtbench.profiling.loadtest.health import HealthCheck
-from trtbench.profiling.loadtest.openai_client import connect_openai
-from trtbench.profiling.loadtest.outcome import (  # noqa: F401 (result_json, failure_lines: re-exported)
-    LoadResult,
-    failure_lines,
-    result_json,
-)
-from trtbench.profiling.loadtest.prompts import (
-    Prompt,
-    TextTokenizer,
-    load_dataset,
-    synthetic_prompts,
-)
-from trtbench.profiling.loadtest.record_sink import CsvRecordSink
-from trtbench.profiling.loadtest.repeats import TierPass
-from trtbench.profiling.loadtest.runner import run_load
-from trtbench.profiling.loadtest.schedule import Tier, plan_tiers
-from trtbench.profiling.loadtest.target import (
+from trtbench.profiling.loadtest.clients.health import HealthCheck
+from trtbench.profiling.loadtest.clients.openai_client import connect_openai
+from trtbench.profiling.loadtest.clients.target import (
     API_GRPC,
     LoadSettings,
     LoadTarget,
     Progress,
     check_workers_api,
 )
-from trtbench.profiling.loadtest.workers import run_in_parts
-from trtbench.run_dir import RunDir
-from trtbench.spec import LoadtestSpec
+from trtbench.profiling.loadtest.driver.runner import run_load
+from trtbench.profiling.loadtest.driver.workers import run_in_parts
+from trtbench.profiling.loadtest.records.outcome import (  # noqa: F401 (result_json, failure_lines: re-exported)
+    LoadResult,
+    failure_lines,
+    result_json,
+)
+from trtbench.profiling.loadtest.records.record_sink import CsvRecordSink
+from trtbench.profiling.loadtest.workload.prompts import (
+    Prompt,
+    TextTokenizer,
+    load_dataset,
+    synthetic_prompts,
+)
+from trtbench.profiling.loadtest.workload.repeats import TierPass
+from trtbench.profiling.loadtest.workload.schedule import Tier, plan_tiers
+from trtbench.spec.bench import LoadtestSpec
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ def connect(
     has_tokenizer: bool = False,
 ) -> LoadTarget:
     """Probe ``model`` at ``url`` and choose the endpoint kind (default from its config);
-    an OpenAI ``api``: :func:`~trtbench.profiling.loadtest.openai_client.connect_openai`.
+    an OpenAI ``api``: :func:`~trtbench.profiling.loadtest.clients.openai_client.connect_openai`.
 
     Raises:
         LoadTestError: unreachable, unknown model, mismatched inputs, unknown endpoint.

@@ -3,8 +3,8 @@ into ``loadtest/{requests,responses,summary,rounds,acceptance,outputs}.csv``.
 
 :func:`record_files` names where a variant's records stream (``loadtest/parts/``);
 :func:`write_loadtest` merges them with the rows of other variants already there, computes
-the summary from the files (:mod:`trtbench.profiling.loadtest.trusted_summary`), the rounds
-table with each cell's host load (:mod:`trtbench.profiling.loadtest.rounds_table`), the
+the summary from the files (:mod:`trtbench.profiling.loadtest.stats.trusted_summary`), the rounds
+table with each cell's host load (:mod:`trtbench.profiling.loadtest.files.rounds_table`), the
 lossless gate, the client's event-loop lag and the server's speculative counts, and writes
 them all.
 """
@@ -17,37 +17,40 @@ from pathlib import Path
 
 import pandas as pd
 
-from trtbench.data_files import read_csv_checked
-from trtbench.errors import LoadTestError
-from trtbench.export import write_csv
-from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA, acceptance_table
-from trtbench.profiling.loadtest.client_timing import (
-    add_loop_lag,
-    client_warnings,
-    tier_loop_lags,
-)
-from trtbench.profiling.loadtest.lossless import lossless_warnings, with_lossless
-from trtbench.profiling.loadtest.metrics import TierStatuses, osl_warnings
-from trtbench.profiling.loadtest.outcome import LoadResult
-from trtbench.profiling.loadtest.outputs import OUTPUTS_CSV, merge_outputs
-from trtbench.profiling.loadtest.record_sink import RecordFiles
-from trtbench.profiling.loadtest.rounds_table import (
+from trtbench.core.data_files import read_csv_checked
+from trtbench.core.errors import LoadTestError
+from trtbench.core.export import write_csv
+from trtbench.core.run_dir import RunDir
+from trtbench.profiling.loadtest.clients.server_counts import add_server_counts
+from trtbench.profiling.loadtest.files.outputs import OUTPUTS_CSV, merge_outputs
+from trtbench.profiling.loadtest.files.rounds_table import (
     ROUNDS_SCHEMA,
     CellTiming,
     interference_summary,
     interference_warnings,
     rounds_table,
 )
-from trtbench.profiling.loadtest.schemas import (
+from trtbench.profiling.loadtest.files.schemas import (
     REQUESTS_SCHEMA,
     RESPONSES_SCHEMA,
     SUMMARY_SCHEMA,
     read_records_csv,
     requests_table,
 )
-from trtbench.profiling.loadtest.server_counts import add_server_counts
-from trtbench.profiling.loadtest.trusted_summary import summarize_trusted
-from trtbench.run_dir import RunDir
+from trtbench.profiling.loadtest.records.client_timing import (
+    add_loop_lag,
+    client_warnings,
+    tier_loop_lags,
+)
+from trtbench.profiling.loadtest.records.outcome import LoadResult
+from trtbench.profiling.loadtest.records.record_sink import RecordFiles
+from trtbench.profiling.loadtest.stats.acceptance import (
+    ACCEPTANCE_SCHEMA,
+    acceptance_table,
+)
+from trtbench.profiling.loadtest.stats.lossless import lossless_warnings, with_lossless
+from trtbench.profiling.loadtest.stats.metrics import TierStatuses, osl_warnings
+from trtbench.profiling.loadtest.stats.trusted_summary import summarize_trusted
 
 STATUS_COLUMNS = ("variant", "tier", "tier_status", "tier_status_reason")
 
@@ -117,10 +120,10 @@ def write_loadtest(
     Requests in flight at a stop were never written (each tier counts them as
     ``unfinished``). Every tier gets its ``tier_status`` from ``results``. ``warmup_s``:
     completions in each pass's first seconds are left out of the summary (requests.csv
-    marks them ``in_window`` false; :mod:`trtbench.profiling.loadtest.trusted_summary`).
+    marks them ``in_window`` false; :mod:`trtbench.profiling.loadtest.stats.trusted_summary`).
     ``cells``: when each pass of ``results`` ran and the host's load meanwhile
     (rounds.csv and summary.csv's interference columns,
-    :mod:`trtbench.profiling.loadtest.rounds_table`).
+    :mod:`trtbench.profiling.loadtest.files.rounds_table`).
 
     Returns:
         (summary frame, warnings).

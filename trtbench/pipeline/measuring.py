@@ -1,10 +1,10 @@
 """The measuring stage of ``trtbench run`` and ``trtbench follow-up``: every variant's tiers, in
-the run's design (:mod:`trtbench.profiling.loadtest.design`, chosen by
-:func:`trtbench.spec_design.resolve_design`).
+the run's design (:mod:`trtbench.profiling.loadtest.workload.design`, chosen by
+:func:`trtbench.spec.design.resolve_design`).
 
 * ``interleaved``: every variant's server is started (:func:`~trtbench.pipeline.serving.
   served`), then the cells run one at a time over all of them
-  (:func:`~trtbench.profiling.loadtest.interleave.run_interleaved`); the servers stop at the
+  (:func:`~trtbench.profiling.loadtest.driver.interleave.run_interleaved`); the servers stop at the
   end, together.
 * ``rounds``: round by round, each variant served in the round's order, its passes of that
   round run, its server stopped (``variants × rounds`` server starts, announced before).
@@ -22,9 +22,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.loadtest import record_files, settings_of, tiers_of
 from trtbench.pipeline.serving import Collected, RunProgress, measure_variant, served
-from trtbench.profiling.loadtest.design import (
+from trtbench.profiling.loadtest.driver.interleave import Lane, run_interleaved
+from trtbench.profiling.loadtest.records.record_sink import CsvRecordSink
+from trtbench.profiling.loadtest.workload.design import (
     DESIGN_TEXT,
     INTERLEAVED,
     ROUNDS,
@@ -34,13 +37,10 @@ from trtbench.profiling.loadtest.design import (
     rounds_of,
     server_starts,
 )
-from trtbench.profiling.loadtest.interleave import Lane, run_interleaved
-from trtbench.profiling.loadtest.prompts import Prompt
-from trtbench.profiling.loadtest.record_sink import CsvRecordSink
-from trtbench.profiling.loadtest.repeats import TierPass
-from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec, VariantSpec
-from trtbench.spec_design import ResolvedDesign, resolve_design
+from trtbench.profiling.loadtest.workload.prompts import Prompt
+from trtbench.profiling.loadtest.workload.repeats import TierPass
+from trtbench.spec.bench import BenchSpec, VariantSpec
+from trtbench.spec.design import ResolvedDesign, resolve_design
 
 log = logging.getLogger(__name__)
 

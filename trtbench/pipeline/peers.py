@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from trtbench.errors import ConfigError
-from trtbench.export import Schema
+from trtbench.core.errors import ConfigError
+from trtbench.core.export import Schema
+from trtbench.core.run_dir import RunDir
 from trtbench.profiling.peers.aiperf_files import (
     AGGREGATE_FILE,
     RECORDS_FILE,
@@ -23,8 +24,12 @@ from trtbench.profiling.peers.aiperf_files import (
     read_artifacts,
 )
 from trtbench.profiling.peers.aiperf_summary import summary_frame, summary_notes
-from trtbench.run_data import RunData, VariantInfo, load_run, mode_from_name
-from trtbench.run_dir import RunDir
+from trtbench.profiling.report.run_data import (
+    RunData,
+    VariantInfo,
+    load_run,
+    mode_from_name,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +51,7 @@ def split_label(arg: str | Path) -> tuple[str | None, Path]:
 
 
 def load_peer(arg: str | Path) -> LoadedRun:
-    """An AIPerf run (``[NAME=]DIR``) as :class:`~trtbench.run_data.RunData`: one variant, one
+    """An AIPerf run (``[NAME=]DIR``) as :class:`~trtbench.profiling.report.run_data.RunData`: one variant, one
     summary row per artifact directory (tier), mode guessed from the label.
 
     Raises:

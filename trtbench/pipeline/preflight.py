@@ -23,18 +23,18 @@ from trtbench.builders.build import (
     check_variants,
     variant_backend,
 )
-from trtbench.errors import ConfigError, ServerStartError
-from trtbench.json_files import read_json_object
+from trtbench.core.errors import ConfigError, ServerStartError
+from trtbench.core.json_files import read_json_object
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.loadtest import make_prompts, open_tokenizer, tiers_of
 from trtbench.pipeline.tier_capture import check_nsys
-from trtbench.profiling.loadtest.prompts import (
+from trtbench.profiling.loadtest.workload.prompts import (
     Prompt,
     TextTokenizer,
     check_prompt_limits,
 )
-from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec, DeploySpec, LoadtestSpec, VariantSpec
-from trtbench.spec_llmapi import LLMAPI_BACKEND, runtime_problem
+from trtbench.spec.bench import BenchSpec, DeploySpec, LoadtestSpec, VariantSpec
+from trtbench.spec.llmapi import LLMAPI_BACKEND, runtime_problem
 from trtbench.triton_repo.binary import find_tritonserver
 from trtbench.triton_repo.interface import RepoMetadata
 from trtbench.triton_repo.ports import choose_ports

@@ -18,7 +18,8 @@ from trtbench.builders.trtllm.llmapi_contract import (
     LLMAPI_VERSIONS,
     load_llmapi_contract,
 )
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
+from trtbench.core.run_dir import RunDir
 from trtbench.profiling.memory.kv_pressure import (
     kv_pressure,
     largest_unqueued_concurrency,
@@ -40,9 +41,8 @@ from trtbench.profiling.report.recommendation_text import (
     recommendation_json,
     recommendation_lines,
 )
-from trtbench.run_data import RunData
-from trtbench.run_dir import RunDir
-from trtbench.spec_report import check_goodput_slos, recorded_report, resolve_objective
+from trtbench.profiling.report.run_data import RunData
+from trtbench.spec.report import check_goodput_slos, recorded_report, resolve_objective
 
 RECOMMENDATION_JSON = "recommendation.json"
 

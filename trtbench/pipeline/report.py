@@ -1,6 +1,6 @@
 """``trtbench report`` and ``trtbench compare`` as library calls: run directory in, files out.
 
-Reads only the run directory (``trtbench.run_data.load_run``), analyses it with the pure
+Reads only the run directory (``trtbench.profiling.report.run_data.load_run``), analyses it with the pure
 functions of ``trtbench.profiling.report.comparison``, draws ``plots/*.png``
 (``trtbench.profiling.report.plots``) and renders Markdown (``trtbench.profiling.report.markdown``).
 """
@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from trtbench.data_files import read_json_document
-from trtbench.export import records_to_frame
+from trtbench.core.data_files import read_json_document
+from trtbench.core.export import records_to_frame
+from trtbench.core.run_dir import RunDir, write_json_atomic
 from trtbench.pipeline.peers import load_any, load_peer, with_peers
 from trtbench.pipeline.recommend import (
     RECOMMENDATION_JSON,
@@ -23,7 +24,7 @@ from trtbench.pipeline.recommend import (
     recommend_run,
 )
 from trtbench.plan.fit import fit_run
-from trtbench.profiling.loadtest.outputs import OUTPUTS_CSV, read_outputs_csv
+from trtbench.profiling.loadtest.files.outputs import OUTPUTS_CSV, read_outputs_csv
 from trtbench.profiling.report import plots
 from trtbench.profiling.report.acceptance_section import acceptance_lines
 from trtbench.profiling.report.comparison import (
@@ -46,8 +47,7 @@ from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
 from trtbench.profiling.report.kv_section import kv_lines
 from trtbench.profiling.report.lossless_section import lossless_lines
 from trtbench.profiling.report.markdown import render_compare, render_report, run_notes
-from trtbench.run_data import RunData, load_run
-from trtbench.run_dir import RunDir, write_json_atomic
+from trtbench.profiling.report.run_data import RunData, load_run
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,9 @@ from pathlib import Path
 import pandas as pd
 
 from trtbench.builders.build import build_variants, describe_build
-from trtbench.errors import TrtbenchError
+from trtbench.core.errors import TrtbenchError
+from trtbench.core.run_dir import RunDir
+from trtbench.core.stop_signals import StopSignal, signal_name
 from trtbench.pipeline.loadtest import (
     LoadtestOutcome,
     failure_lines,
@@ -37,8 +39,8 @@ from trtbench.pipeline.measuring import measure_variants, plan_design
 from trtbench.pipeline.report import write_report
 from trtbench.pipeline.serving import Collected, RunProgress, own_tree
 from trtbench.pipeline.tier_capture import check_nsys
-from trtbench.profiling.loadtest.host_load import HostLoadMeter
-from trtbench.profiling.loadtest.prompts import Prompt
+from trtbench.profiling.loadtest.records.host_load import HostLoadMeter
+from trtbench.profiling.loadtest.workload.prompts import Prompt
 from trtbench.profiling.memory.breakdown import (
     load_variant_inputs,
     memory_breakdown,
@@ -47,9 +49,7 @@ from trtbench.profiling.memory.breakdown import (
 from trtbench.profiling.memory.nvml import try_open_nvml
 from trtbench.profiling.memory.sampler import write_memory_csv
 from trtbench.profiling.memory.server_metrics import write_server_metrics_csv
-from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec
-from trtbench.stop_signals import StopSignal, signal_name
+from trtbench.spec.bench import BenchSpec
 
 __all__ = ["RunProgress", "baseline_of", "render_report", "run_bench"]
 

@@ -22,24 +22,28 @@ from typing import Protocol
 
 import pandas as pd
 
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.deploy import deploy_variant, server_config
 from trtbench.pipeline.loadtest import connect, make_prompts, measure, open_tokenizer
 from trtbench.pipeline.preflight import check_served_prompts
 from trtbench.pipeline.tier_capture import TierCapture, analyze_capture, capture_for
 from trtbench.pipeline.vllm_deploy import vllm_server_for, vllm_tokenizer_dir
-from trtbench.profiling.loadtest.health import Health, HealthCheck
-from trtbench.profiling.loadtest.host_load import HostLoadMeter, HostSnapshot
-from trtbench.profiling.loadtest.outcome import LoadResult
-from trtbench.profiling.loadtest.prompts import Prompt, TextTokenizer
-from trtbench.profiling.loadtest.repeats import TierPass, combine_results
-from trtbench.profiling.loadtest.rounds_table import CellTiming
-from trtbench.profiling.loadtest.schedule import Tier
-from trtbench.profiling.loadtest.target import API_COMPLETIONS, LoadTarget, Progress
+from trtbench.profiling.loadtest.clients.health import Health, HealthCheck
+from trtbench.profiling.loadtest.clients.target import (
+    API_COMPLETIONS,
+    LoadTarget,
+    Progress,
+)
+from trtbench.profiling.loadtest.files.rounds_table import CellTiming
+from trtbench.profiling.loadtest.records.host_load import HostLoadMeter, HostSnapshot
+from trtbench.profiling.loadtest.records.outcome import LoadResult
+from trtbench.profiling.loadtest.workload.prompts import Prompt, TextTokenizer
+from trtbench.profiling.loadtest.workload.repeats import TierPass, combine_results
+from trtbench.profiling.loadtest.workload.schedule import Tier
 from trtbench.profiling.memory.sampler import MemorySampler
 from trtbench.profiling.memory.server_metrics import ServerMetricsScraper
 from trtbench.profiling.traces.nsys_session import nsys_launch_argv
-from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec, VariantSpec
+from trtbench.spec.bench import BenchSpec, VariantSpec
 from trtbench.triton_repo.interface import RepoMetadata, read_repo_metadata
 from trtbench.triton_repo.server import TritonServer
 from trtbench.vllm_server.server import VllmServer

@@ -24,9 +24,10 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from trtbench.errors import ConfigError, NotAvailableError, TrtbenchError
+from trtbench.core.errors import ConfigError, NotAvailableError, TrtbenchError
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.loadtest import tiers_of
-from trtbench.profiling.loadtest.schedule import Tier
+from trtbench.profiling.loadtest.workload.schedule import Tier
 from trtbench.profiling.traces.nsys import analyze_nsys_report
 from trtbench.profiling.traces.nsys_profile import NsysProfileSpec, find_nsys
 from trtbench.profiling.traces.nsys_session import (
@@ -39,8 +40,7 @@ from trtbench.profiling.traces.nsys_session import (
     session_name,
 )
 from trtbench.profiling.traces.table_io import write_trace_tables
-from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec
+from trtbench.spec.bench import BenchSpec
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from trtbench.builders.manifest import read_manifest
-from trtbench.errors import ConfigError
-from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec, DeploySpec, VariantSpec
+from trtbench.core.errors import ConfigError
+from trtbench.core.run_dir import RunDir
+from trtbench.spec.bench import BenchSpec, DeploySpec, VariantSpec
 from trtbench.vllm_server.args import serve_argv
 from trtbench.vllm_server.server import VllmServer, VllmServerConfig
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trtbench.errors import ConfigError
-from trtbench.methods import CHAIN_METHODS
+from trtbench.core.errors import ConfigError
+from trtbench.core.methods import CHAIN_METHODS
 from trtbench.plan.model_shapes import ModelShape
 
 EAGLE3, MTP, NGRAM = "eagle3", "mtp", "ngram"

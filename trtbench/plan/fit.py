@@ -27,13 +27,13 @@ from trtbench.plan.speculation import (
     fit_alpha,
     leviathan_speedup,
 )
-from trtbench.profiling.loadtest.speedups import add_speedups
+from trtbench.profiling.loadtest.stats.speedups import add_speedups
 from trtbench.profiling.report.comparison import (
     TPOT_SPEEDUP,
     summary_column,
     tokens_per_step,
 )
-from trtbench.run_data import VariantInfo
+from trtbench.profiling.report.run_data import VariantInfo
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

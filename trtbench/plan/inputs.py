@@ -14,7 +14,7 @@ from trtbench.builders.medusa_tree import (
     expected_acceptance_length,
     validate_choices,
 )
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 from trtbench.plan.chain_modes import ChainSetup, chain_tokens_per_step
 from trtbench.plan.gpus import GpuSpec
 from trtbench.plan.model_shapes import ModelShape

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trtbench.errors import ConfigError
-from trtbench.json_files import read_json_object
+from trtbench.core.errors import ConfigError
+from trtbench.core.json_files import read_json_object
 
 _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 

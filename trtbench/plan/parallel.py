@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 from trtbench.plan.model_shapes import ModelShape
 
 ACTIVATION_BYTES = 2.0  # BF16/FP16 hidden states between layers

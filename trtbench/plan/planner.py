@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 from trtbench.plan.inputs import (
     BASELINE,
     DRAFT_TARGET,

@@ -17,8 +17,8 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from trtbench.builders.medusa_tree import per_rank_accuracies, resolve_choices
-from trtbench.errors import ConfigError
-from trtbench.export import Column, records_to_frame, write_csv
+from trtbench.core.errors import ConfigError
+from trtbench.core.export import Column, records_to_frame, write_csv
 from trtbench.plan.chain_modes import (
     EAGLE3,
     MTP,
@@ -47,7 +47,7 @@ from trtbench.plan.tier_batch import read_effective_batch
 from trtbench.plan.tier_fit import TierFitResult, fit_tiers, write_fit_tiers
 from trtbench.profiling.report.comparison import summary_column
 from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
-from trtbench.run_data import RunData, load_run
+from trtbench.profiling.report.run_data import RunData, load_run
 
 GREEDY = "greedy"
 T = TypeVar("T")

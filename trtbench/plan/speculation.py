@@ -12,7 +12,7 @@ import heapq
 from collections.abc import Sequence
 
 from trtbench.builders.medusa_tree import Choices
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 
 def expected_tokens_per_step(alpha: float, draft_len: int) -> float:

@@ -6,12 +6,12 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from trtbench.core.units import format_bytes
 from trtbench.plan.parallel import allreduce_s
 from trtbench.plan.planner import Plan, estimate_memory, medusa_head_params
 from trtbench.plan.settings import PlanResult
 from trtbench.plan.speculation import expected_tokens_per_step
 from trtbench.plan.tier_fit import TARGET_ERROR, TierFitResult, error_medians
-from trtbench.units import format_bytes
 
 FORMULA = (
     "step = max(bytes / HBM bandwidth, FLOPs / dense peak) per forward pass; bytes = "

@@ -36,14 +36,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trtbench.data_files import read_csv_checked
-from trtbench.profiling.loadtest.schemas import (
+from trtbench.core.data_files import read_csv_checked
+from trtbench.core.records import RequestRecord
+from trtbench.core.run_dir import RunDir
+from trtbench.profiling.loadtest.files.schemas import (
     REQUESTS_SCHEMA,
     read_records_csv,
     record_kinds,
 )
-from trtbench.records import RequestRecord
-from trtbench.run_dir import RunDir
 
 PASS_KEYS = ("variant", "tier", "repeat")
 BATCH_COLUMNS = (

@@ -53,12 +53,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trtbench.export import Column, write_csv
+from trtbench.core.export import Column, write_csv
 from trtbench.plan.tier_batch import with_batch
 from trtbench.plan.tier_stall import with_stall
 from trtbench.plan.tier_tokens import measured_tokens_per_step, verify_tokens
 from trtbench.profiling.report.comparison import summary_column
-from trtbench.run_data import VariantInfo
+from trtbench.profiling.report.run_data import VariantInfo
 
 TPOT = summary_column("time_per_output_token", "mean")
 PREFILL = summary_column("server_prefill_time", "mean")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pandas as pd
 
 from trtbench.profiling.report.comparison import summary_column
-from trtbench.run_data import VariantInfo
+from trtbench.profiling.report.run_data import VariantInfo
 
 OSL = summary_column("output_sequence_length")
 TPR = summary_column("tokens_per_response")

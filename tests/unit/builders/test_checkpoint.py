@@ -15,7 +15,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from trtbench.builders.checkpoint import check_weights_match_config, weight_shapes
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 CONFIG = {"num_hidden_layers": 3, "vocab_size": 10, "hidden_size": 4}
 

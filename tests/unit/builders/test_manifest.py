@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.manifests import manifest
 from trtbench.builders.manifest import read_manifest, write_manifest
-from trtbench.errors import BuildError, DataFileError
+from trtbench.core.errors import BuildError, DataFileError
 
 FIX = "run `trtbench build` again for this variant"
 

@@ -23,7 +23,7 @@ from trtbench.builders.medusa_tree import (
     sort_choices,
     validate_choices,
 )
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 SMALL = ((0,), (1,), (0, 0), (0, 1))  # root -> {[0] -> {[0,0], [0,1]}, [1]}
 

@@ -1,12 +1,12 @@
-"""The house rules, read from the code (docs/architecture.md): charters, import direction,
-no private names across modules, the installed package list, the module size budget.
+"""The house rules, read from the code (docs/architecture.md): floors, charters, import
+direction, no private names across modules, the installed package list, the module size budget.
 
 Every package's ``__init__.py`` docstring is its charter: a summary line, ``Lives here: …``
 and ``May import: …``. The last line is the rule this test enforces. A module may import
 modules of its own package, of the package's subpackages (not for the root ``trtbench``,
-whose subpackages sit above the core), and of the rooms its package's charter names:
-``core`` (the modules directly in ``trtbench/``) or a dotted name under ``trtbench``
-(``builders.manifest``, ``profiling.loadtest``).
+which holds only the entry point), and of the rooms its package's charter names: a dotted
+name under ``trtbench`` (``core``, ``spec``, ``builders.manifest``, ``profiling.loadtest``).
+On top of the charters, :data:`FLOORS` orders the rooms: nothing imports a floor above its own.
 """
 
 from __future__ import annotations
@@ -133,13 +133,27 @@ def owner(target: str) -> str:
     return target
 
 
-ENTRY_POINT = "trtbench.cli"  # in trtbench/ beside the core, but above everything
+ENTRY_POINT = "trtbench.cli"  # the only module of the root package, above everything
+
+FLOORS = (
+    ("ground", ("core",)),
+    ("bench spec", ("spec",)),
+    ("subsystems", ("builders", "triton_repo", "vllm_server", "profiling")),
+    ("planner", ("plan",)),
+    ("stages", ("pipeline",)),
+    ("roof", ("commands", "cli")),
+)
+"""The floors of ``trtbench``, bottom first (docs/architecture.md draws them): a module
+never imports a room of a floor above its own."""
+
+
+def floor(name: str) -> int:
+    """The floor (index into :data:`FLOORS`) of a module or package ``trtbench.<room>…``."""
+    room = name.removeprefix("trtbench.").split(".")[0]
+    return next(i for i, (_, rooms) in enumerate(FLOORS) if room in rooms)
 
 
 def in_room(target: str, room: str) -> bool:
-    if room == "core":
-        core = {m.name for m in MODULES if m.package == "trtbench"} - {ENTRY_POINT}
-        return owner(target) in core
     full = f"trtbench.{room}"
     return target == full or target.startswith(full + ".")
 
@@ -147,6 +161,8 @@ def in_room(target: str, room: str) -> bool:
 def allowed(module: Module, target: str) -> bool:
     if owner(target) == ENTRY_POINT:
         return False  # nothing in the package imports the command line
+    if owner(target) == "trtbench":
+        return True  # the root package's __init__: __version__ only
     if module.name == ENTRY_POINT and in_room(target, "commands"):
         return True  # the entry point reaches its commands
     target_pkg = next(m.package for m in MODULES if m.name == owner(target))
@@ -169,10 +185,11 @@ def test_every_package_has_a_three_line_charter(package: str):
     assert set(rooms) <= known, f"{package}: unknown rooms {set(rooms) - known}"
 
 
-def test_profiling_has_no_module_outside_a_subpackage():
-    assert [p.name for p in PACKAGES["trtbench.profiling"].glob("*.py")] == [
-        "__init__.py"
-    ]
+@pytest.mark.parametrize(
+    "package", ["trtbench.profiling", "trtbench.profiling.loadtest"]
+)
+def test_a_folder_of_folders_has_no_module_of_its_own(package: str):
+    assert [p.name for p in PACKAGES[package].glob("*.py")] == ["__init__.py"]
 
 
 def test_pyproject_installs_every_package():
@@ -192,6 +209,37 @@ def test_imports_follow_the_charters(module: Module):
     )
     may = charter(module.package)[2]
     assert not wrong, f"{module.package} may import {may} only: {wrong}"
+
+
+def test_the_root_package_holds_only_the_entry_point():
+    assert sorted(m.name for m in MODULES if m.package == "trtbench") == [
+        "trtbench",
+        ENTRY_POINT,
+    ]
+
+
+def test_every_room_is_on_one_floor():
+    rooms = {p.removeprefix("trtbench.").split(".")[0] for p in PACKAGES} - {"trtbench"}
+    placed = {r for _, floor_rooms in FLOORS for r in floor_rooms} - {"cli"}
+    assert rooms == placed
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
+def test_nothing_imports_a_floor_above(module: Module):
+    if module.name == "trtbench":
+        return
+    tree = ast.parse(module.path.read_text())
+    up = sorted(
+        {
+            f"{module.name} ({FLOORS[floor(module.name)][0]}) imports {target} "
+            f"({FLOORS[floor(target)][0]})"
+            for _, target, _ in imported_modules(tree, module)
+            if owner(target) in MODULE_NAMES
+            and owner(target) != "trtbench"
+            and floor(target) > floor(module.name)
+        }
+    )
+    assert up == []
 
 
 def test_no_import_cycles():
@@ -275,6 +323,31 @@ def test_no_private_name_is_used_across_modules():
     assert found == []
 
 
+TOP_FOLDERS = ("builders", "profiling", "triton_repo", "vllm_server")
+"""Repository folders installed under ``trtbench.`` (pyproject's package-dir)."""
+
+
+def test_the_package_is_imported_by_one_name_only():
+    """``builders.x`` and ``trtbench.builders.x`` would be two modules with two copies of
+    their state; scripts and tests import the installed name only."""
+    wrong = []
+    for path in python_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            wrong += [
+                f"{path.relative_to(REPO_ROOT)}:{node.lineno} {n}"
+                for n in names
+                if n.split(".")[0] in TOP_FOLDERS
+            ]
+    assert wrong == []
+
+
 def test_tests_import_helpers_from_tests_support_only():
     """A test module never imports another test module (or a bare helper by its file name):
     that works only when pytest happened to put the other folder on sys.path first."""
@@ -343,14 +416,14 @@ def test_modules_stay_within_the_size_budget():
 def test_the_checks_see_a_violation():
     """The rules above are not vacuous: a core module importing a subsystem is caught, and
     so is a private name taken from another module."""
-    core = next(m for m in MODULES if m.name == "trtbench.spec")
-    assert not allowed(core, "trtbench.profiling.loadtest.metrics")
+    core = next(m for m in MODULES if m.name == "trtbench.spec.bench")
+    assert not allowed(core, "trtbench.profiling.loadtest.stats.metrics")
     reference = next(
         m for m in MODULES if m.name == "trtbench.builders.reference.engine"
     )
     assert not allowed(reference, "trtbench.builders.trtllm.plan")
     assert allowed(reference, "trtbench.builders.medusa_tree")
-    assert allowed(reference, "trtbench.errors")
+    assert allowed(reference, "trtbench.core.errors")
     assert not allowed(core, "trtbench.cli")
 
 

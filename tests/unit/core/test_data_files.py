@@ -1,4 +1,4 @@
-"""``trtbench.data_files``: files trtbench wrote, read back checked; each corruption is a
+"""``trtbench.core.data_files``: files trtbench wrote, read back checked; each corruption is a
 one-line DataFileError naming the file, the line and the fix, never a silent NaN or row."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import re
 import pandas as pd
 import pytest
 
-from trtbench.data_files import (
+from trtbench.core.data_files import (
     check_json_fields,
     column_kind,
     read_csv_checked,
     read_json_document,
 )
-from trtbench.errors import DataFileError
-from trtbench.export import Column, write_csv
+from trtbench.core.errors import DataFileError
+from trtbench.core.export import Column, write_csv
 
 FIX = "re-run it, or delete the file"
 SCHEMA = (
@@ -117,7 +117,7 @@ def test_an_unknown_column_is_dropped_with_a_warning(csv_path, caplog):
     frame = pd.read_csv(csv_path)
     frame["added_later_ms"] = 1.0
     frame.to_csv(csv_path, index=False)
-    with caplog.at_level(logging.WARNING, logger="trtbench.data_files"):
+    with caplog.at_level(logging.WARNING, logger="trtbench.core.data_files"):
         back = read(csv_path)
     assert "added_later_ms" not in back.columns and len(back) == 3
     assert f"{csv_path}: ignoring column(s) added_later_ms" in caplog.text

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from tests.support.data import REPO_ROOT, get_test_data_dir
-from trtbench.spec import load_spec
-from trtbench.spec_design import resolve_design
+from trtbench.spec.bench import load_spec
+from trtbench.spec.design import resolve_design
 
 
 @pytest.fixture(autouse=True)

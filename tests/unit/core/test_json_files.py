@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trtbench.errors import BuildError, ConfigError
-from trtbench.json_files import read_json_object
+from trtbench.core.errors import BuildError, ConfigError
+from trtbench.core.json_files import read_json_object
 
 FIXES = {"missing_fix": "make it", "bad_fix": "repair it"}
 

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from trtbench.managed_process import ManagedProcess, ProcessWording
+from trtbench.core.managed_process import ManagedProcess, ProcessWording
 
 CHILD = """
 import os, signal, sys, time

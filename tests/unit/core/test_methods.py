@@ -1,4 +1,4 @@
-"""The method registry (``trtbench/methods.py``) is complete: the spec accepts exactly its
+"""The method registry (``trtbench/core/methods.py``) is complete: the spec accepts exactly its
 methods, each backend it lists accepts the method and no other does, vLLM serves what it
 maps, the planner predicts each one, and the docs name each. A method registered without
 one of these pieces fails here. Expected names are TensorRT-LLM's and vLLM's own (the
@@ -14,10 +14,10 @@ import pytest
 
 from tests.support.data import REPO_ROOT
 from trtbench.builders.manifest import BuildManifest
-from trtbench.methods import BACKENDS, METHODS
+from trtbench.core.methods import BACKENDS, METHODS
 from trtbench.plan.chain_modes import DEFAULT_RATES
-from trtbench.spec import ModelsSpec, VariantSpec
-from trtbench.spec_llmapi import Backend, Mode, variant_backend_problem
+from trtbench.spec.bench import ModelsSpec, VariantSpec
+from trtbench.spec.llmapi import Backend, Mode, variant_backend_problem
 from trtbench.vllm_server.args import speculative_config
 
 EXTRA = {"medusa": {"medusa_choices": [[0]]}, "eagle3": {"speculative_model": "/ckpt"}}

@@ -18,12 +18,12 @@ from tests.support.run_factory import (
     write_steps,
     write_summary,
 )
-from trtbench.errors import DataFileError
-from trtbench.profiling.loadtest.schemas import SUMMARY_SCHEMA
+from trtbench.core.errors import DataFileError
+from trtbench.core.run_dir import RunDir
+from trtbench.profiling.loadtest.files.schemas import SUMMARY_SCHEMA
 from trtbench.profiling.memory.breakdown import MEMORY_BREAKDOWN_SCHEMA
+from trtbench.profiling.report.run_data import load_run
 from trtbench.profiling.traces.schemas import STEP_SCHEMA
-from trtbench.run_data import load_run
-from trtbench.run_dir import RunDir
 
 GIB = 1024**3
 

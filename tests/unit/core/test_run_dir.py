@@ -1,4 +1,4 @@
-"""``trtbench.run_dir``: files created under the user's umask, and ``run.json``'s
+"""``trtbench.core.run_dir``: files created under the user's umask, and ``run.json``'s
 ``schema_version`` (written, defaulted when absent, refused when newer)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 
 from tests.support.cli import run_cli
 from tests.support.run_factory import summary_row, write_summary
-from trtbench.errors import DataFileError
-from trtbench.export import Column, write_csv
-from trtbench.run_dir import (
+from trtbench.core.errors import DataFileError
+from trtbench.core.export import Column, write_csv
+from trtbench.core.run_dir import (
     RUN_JSON_SCHEMA_VERSION,
     RunDir,
     current_umask,

@@ -11,14 +11,14 @@ import time
 import pytest
 
 from tests.support.timing import report_timing
-from trtbench.errors import RunDirBusyError
-from trtbench.run_lock import LOCK_NAME, OWNER_NAME, run_dir_lock
+from trtbench.core.errors import RunDirBusyError
+from trtbench.core.run_lock import LOCK_NAME, OWNER_NAME, run_dir_lock
 
 HOLDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from trtbench.run_lock import run_dir_lock
+    from trtbench.core.run_lock import run_dir_lock
     with run_dir_lock(Path(sys.argv[1]), "trtbench run spec.yaml"):
         print("held", flush=True)
         time.sleep(60)

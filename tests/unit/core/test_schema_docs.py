@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from tests.support.data import REPO_ROOT
-from trtbench.export import Column, schema_markdown
+from trtbench.core.export import Column, schema_markdown
 
 
 def test_schema_markdown_escapes_pipes_inside_descriptions():

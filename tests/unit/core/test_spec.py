@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from trtbench.errors import ConfigError
-from trtbench.paths import expand_vars
-from trtbench.spec import load_spec, parse_spec
+from trtbench.core.errors import ConfigError
+from trtbench.core.paths import expand_vars
+from trtbench.spec.bench import load_spec, parse_spec
 
 GOOD = """
 models: {target: /m/target, draft: rel/draft, medusa: "${HEADS:-/m/heads}"}

@@ -1,5 +1,5 @@
 """``loadtest.design`` and ``deploy.co_resident`` resolved into a run's design
-(``trtbench/spec_design.py``): the rules of its module docstring, one spec each.
+(``trtbench/spec/design.py``): the rules of its module docstring, one spec each.
 
 Model paths are only checked when something is built, so ``/m/t`` and ``/m/d`` do."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from trtbench.errors import ConfigError
-from trtbench.spec import parse_spec
-from trtbench.spec_design import ResolvedDesign, resolve_design
+from trtbench.core.errors import ConfigError
+from trtbench.spec.bench import parse_spec
+from trtbench.spec.design import ResolvedDesign, resolve_design
 
 MODELS = "models: {target: /m/t, draft: /m/d}\n"
 TWO = "[{name: base, mode: baseline}, {name: draft, mode: draft_target%s}]"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trtbench.errors import ConfigError
-from trtbench.spec import parse_spec
+from trtbench.core.errors import ConfigError
+from trtbench.spec.bench import parse_spec
 
 SPEC = """
 backend: reference

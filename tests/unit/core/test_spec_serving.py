@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from trtbench.errors import ConfigError
-from trtbench.spec import parse_spec
-from trtbench.spec_serving import default_vllm_python, resolve_vllm_python
+from trtbench.core.errors import ConfigError
+from trtbench.spec.bench import parse_spec
+from trtbench.spec.serving import default_vllm_python, resolve_vllm_python
 
 
 def test_server_defaults_to_triton_and_accepts_vllm(tmp_path):

@@ -9,8 +9,8 @@ import pytest
 from tests.support.cli import run_cli
 from trtbench.builders.reference.llm_args import plan_from_llm_args
 from trtbench.builders.reference.ngram import NgramSettings
-from trtbench.errors import ConfigError
-from trtbench.spec import parse_spec
+from trtbench.core.errors import ConfigError
+from trtbench.spec.bench import parse_spec
 from trtbench.vllm_server.args import speculative_config
 
 HEAD = "backend: reference\nmodels: {target: /t, draft: /d, medusa: /h}\nvariants:\n"

@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from trtbench.stop_signals import (
+from trtbench.core.stop_signals import (
     STOP_SIGNALS,
     StopSignal,
     loop_stop_handlers,

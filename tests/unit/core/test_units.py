@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from trtbench.units import GIB, KIB, MIB, byte_unit, format_bytes
+from trtbench.core.units import GIB, KIB, MIB, byte_unit, format_bytes
 
 
 def test_the_constants_are_binary():

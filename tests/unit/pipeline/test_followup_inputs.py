@@ -24,7 +24,7 @@ from trtbench.profiling.report.followup_check import (
     check_document,
     settle,
 )
-from trtbench.spec import BenchSpec, parse_spec
+from trtbench.spec.bench import BenchSpec, parse_spec
 
 
 @pytest.fixture

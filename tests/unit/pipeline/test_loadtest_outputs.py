@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from trtbench.core.records import OutputRecord, RequestRecord, ResponseRecord
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.loadtest_files import record_files, write_loadtest
-from trtbench.profiling.loadtest.outcome import LoadResult, TierOutcome
-from trtbench.profiling.loadtest.outputs import ids_digest, read_outputs_csv
-from trtbench.profiling.loadtest.record_sink import CsvRecordSink
-from trtbench.records import OutputRecord, RequestRecord, ResponseRecord
-from trtbench.run_dir import RunDir
+from trtbench.profiling.loadtest.files.outputs import ids_digest, read_outputs_csv
+from trtbench.profiling.loadtest.records.outcome import LoadResult, TierOutcome
+from trtbench.profiling.loadtest.records.record_sink import CsvRecordSink
 
 MS = 1_000_000
 

@@ -17,7 +17,8 @@ import yaml
 
 from tests.support.cli import run_cli
 from tests.support.run_factory import write_repo_metadata
-from trtbench.errors import ConfigError, ServerStartError
+from trtbench.core.errors import ConfigError, ServerStartError
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.loadtest import tiers_of
 from trtbench.pipeline.preflight import (
     PROBE_PREFIX,
@@ -27,10 +28,9 @@ from trtbench.pipeline.preflight import (
     check_tritonserver,
     check_writable,
 )
-from trtbench.profiling.loadtest.prompts import Prompt, TextTokenizer
-from trtbench.profiling.loadtest.schedule import plan_tiers
-from trtbench.run_dir import RunDir
-from trtbench.spec import DeploySpec, LoadtestSpec, parse_spec
+from trtbench.profiling.loadtest.workload.prompts import Prompt, TextTokenizer
+from trtbench.profiling.loadtest.workload.schedule import plan_tiers
+from trtbench.spec.bench import DeploySpec, LoadtestSpec, parse_spec
 from trtbench.triton_repo.interface import read_repo_metadata
 
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from tests.support.hf_dirs import write_llama
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 from trtbench.pipeline.preflight import check_llmapi_variants, check_mpirun
-from trtbench.spec import parse_spec
+from trtbench.spec.bench import parse_spec
 
 
 @pytest.fixture(scope="module")

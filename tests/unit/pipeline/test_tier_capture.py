@@ -15,14 +15,15 @@ import yaml
 from tests.support.data import external_fixture
 from tests.support.synth_nsys import write_decode_export
 from trtbench.cli import main
-from trtbench.errors import ConfigError, NotAvailableError
+from trtbench.core.errors import ConfigError, NotAvailableError
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.tier_capture import (
     TierCapture,
     analyze_capture,
     capture_for,
     profiled_tier,
 )
-from trtbench.profiling.loadtest.schedule import Tier
+from trtbench.profiling.loadtest.workload.schedule import Tier
 from trtbench.profiling.traces import nsys_profile
 from trtbench.profiling.traces.nsys_profile import NsysProfileSpec
 from trtbench.profiling.traces.nsys_session import (
@@ -35,8 +36,7 @@ from trtbench.profiling.traces.nsys_session import (
     nsys_stop_argv,
     session_name,
 )
-from trtbench.run_dir import RunDir
-from trtbench.spec import BenchSpec
+from trtbench.spec.bench import BenchSpec
 
 NSYS = Path("/opt/nsys/bin/nsys")
 

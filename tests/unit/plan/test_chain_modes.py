@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from tests.support.run_factory import summary_row, write_build, write_summary
 from trtbench.cli import cli, main
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 from trtbench.plan.chain_modes import (
     EAGLE3,
     chain_tokens_per_step,

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from trtbench.cli import cli, main
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 from trtbench.plan.gpus import GPUS
 from trtbench.plan.model_shapes import resolve_model
 from trtbench.plan.parallel import (

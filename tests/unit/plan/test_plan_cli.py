@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from tests.support.run_factory import summary_row, write_build, write_summary
 from trtbench.cli import cli, main
 from trtbench.plan.fit import fit_run
-from trtbench.run_data import load_run
+from trtbench.profiling.report.run_data import load_run
 
 
 def test_plan_prints_and_writes_csv(tmp_path):

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 from trtbench.plan.gpus import GPUS, get_gpu
 from trtbench.plan.model_shapes import resolve_model, shape_from_config_file
 from trtbench.plan.planner import (

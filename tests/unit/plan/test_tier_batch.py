@@ -29,15 +29,15 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from trtbench.export import records_to_frame, write_csv
+from trtbench.core.export import records_to_frame, write_csv
+from trtbench.core.records import RequestRecord, ResponseRecord
+from trtbench.core.run_dir import RunDir
 from trtbench.plan.tier_batch import effective_batch, read_effective_batch, with_batch
-from trtbench.profiling.loadtest.schemas import (
+from trtbench.profiling.loadtest.files.schemas import (
     REQUESTS_SCHEMA,
     RESPONSES_SCHEMA,
     requests_table,
 )
-from trtbench.records import RequestRecord, ResponseRecord
-from trtbench.run_dir import RunDir
 
 # request -> (repeat, first, last, decode response times, in_window, error)
 REQUESTS = {

@@ -20,7 +20,8 @@ from click.testing import CliRunner
 
 from tests.support.run_factory import summary_row, write_build, write_summary
 from trtbench.cli import cli
-from trtbench.export import write_csv
+from trtbench.core.export import write_csv
+from trtbench.core.run_dir import RunDir
 from trtbench.plan.tier_fit import (
     TPOT,
     error_medians,
@@ -31,10 +32,9 @@ from trtbench.plan.tier_fit import (
 )
 from trtbench.plan.tier_stall import with_stall
 from trtbench.plan.tier_tokens import chain_tokens_from_positions
-from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA
+from trtbench.profiling.loadtest.stats.acceptance import ACCEPTANCE_SCHEMA
 from trtbench.profiling.report.comparison import summary_column
-from trtbench.run_data import VariantInfo, load_run
-from trtbench.run_dir import RunDir
+from trtbench.profiling.report.run_data import VariantInfo, load_run
 
 E = 2.2
 MEASURED_STEP = {1: 5.2, 2: 7.9, 4: 6.8}

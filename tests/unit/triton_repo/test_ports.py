@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.net import has_ipv6_loopback
-from trtbench.errors import ConfigError, ServerStartError
-from trtbench.spec import DeploySpec, parse_spec
+from trtbench.core.errors import ConfigError, ServerStartError
+from trtbench.spec.bench import DeploySpec, parse_spec
 from trtbench.triton_repo.ports import (
     bind_flag_values,
     choose_ports,

@@ -15,8 +15,8 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from tests.support.manifests import ENGINE_DIR, TREE, manifest
-from trtbench.errors import DeployError
-from trtbench.spec import DeploySpec
+from trtbench.core.errors import DeployError
+from trtbench.spec.bench import DeploySpec
 from trtbench.triton_repo.pbtxt import medusa_brace, render_parameters
 from trtbench.triton_repo.render import render_repository
 from trtbench.triton_repo.validate import validate_files

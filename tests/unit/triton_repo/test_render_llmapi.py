@@ -18,8 +18,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from tests.support.manifests import manifest
 from trtbench.builders.manifest import ModelFiles
-from trtbench.errors import ConfigError, DeployError
-from trtbench.spec import DeploySpec
+from trtbench.core.errors import ConfigError, DeployError
+from trtbench.spec.bench import DeploySpec
 from trtbench.triton_repo.render import render_repository
 from trtbench.triton_repo.validate import validate_files
 

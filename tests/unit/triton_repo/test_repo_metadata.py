@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.support.run_factory import write_repo_metadata
-from trtbench.errors import DataFileError, DeployError
+from trtbench.core.errors import DataFileError, DeployError
 from trtbench.triton_repo.interface import METADATA_SCHEMA_VERSION, read_repo_metadata
 
 FIX = "render it again with `trtbench deploy RUN_DIR`"

@@ -18,9 +18,9 @@ import pytest
 
 from tests.support.data import get_test_data_dir
 from trtbench import __version__
-from trtbench.errors import ServerStartError
+from trtbench.core.errors import ServerStartError
 from trtbench.pipeline.deploy import server_config
-from trtbench.spec import DeploySpec
+from trtbench.spec.bench import DeploySpec
 from trtbench.triton_repo.binary import (
     find_tritonserver,
     mpirun_argv,

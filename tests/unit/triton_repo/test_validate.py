@@ -14,9 +14,9 @@ import pytest
 from tests.support.cli import run_cli
 from tests.support.manifests import ENGINE_DIR, manifest
 from trtbench.builders.manifest import write_manifest
-from trtbench.errors import DeployError
-from trtbench.run_dir import RunDir
-from trtbench.spec import DeploySpec
+from trtbench.core.errors import DeployError
+from trtbench.core.run_dir import RunDir
+from trtbench.spec.bench import DeploySpec
 from trtbench.triton_repo.render import render_repository
 from trtbench.triton_repo.validate import (
     ensure_valid,

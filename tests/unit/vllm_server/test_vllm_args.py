@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from trtbench.errors import ConfigError
-from trtbench.spec import ModelsSpec, VariantSpec, parse_spec
+from trtbench.core.errors import ConfigError
+from trtbench.spec.bench import ModelsSpec, VariantSpec, parse_spec
 from trtbench.vllm_server.args import VllmSettings, serve_argv, speculative_config
 
 PY = Path("/v/bin/python")

@@ -17,10 +17,10 @@ import pytest
 
 from tests.support.cli import run_cli
 from tests.support.run_specs import reference_run_spec, write_spec
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 from trtbench.profiling.report.recommendation_config import Policy, vllm_snippet
-from trtbench.spec import parse_spec
-from trtbench.spec_serving import resolve_vllm_python
+from trtbench.spec.bench import parse_spec
+from trtbench.spec.serving import resolve_vllm_python
 from trtbench.vllm_server.args import serve_argv, speculative_config
 
 

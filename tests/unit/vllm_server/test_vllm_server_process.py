@@ -18,8 +18,8 @@ import psutil
 import pytest
 
 from tests.support.faults import still_running, wait_for
-from trtbench.errors import ConfigError, ServerStartError
-from trtbench.spec import ModelsSpec, VariantSpec
+from trtbench.core.errors import ConfigError, ServerStartError
+from trtbench.spec.bench import ModelsSpec, VariantSpec
 from trtbench.vllm_server.args import check_vllm_variants
 from trtbench.vllm_server.server import VllmServer, VllmServerConfig, last_error
 

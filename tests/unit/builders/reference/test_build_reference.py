@@ -218,7 +218,7 @@ def test_loading_an_engine_whose_model_changed_fails(model_dirs, tmp_path, capsy
     assert run_cli(["build", spec, "--out", tmp_path / "run"], capsys)[0] == 0
     with (target / "config.json").open("a") as handle:
         handle.write("\n\n")
-    from trtbench.errors import BuildError
+    from trtbench.core.errors import BuildError
 
     with pytest.raises(BuildError, match="changed since the build"):
         load_engine(tmp_path / "run/engines/b", device="cpu")
@@ -329,8 +329,8 @@ def test_each_model_dir_is_hashed_once_per_build(model_dirs, tmp_path, monkeypat
     """Three variants share the target: its files are read for hashing once, not three times."""
     from trtbench.builders import manifest as manifest_module
     from trtbench.builders.build import build_variants
-    from trtbench.run_dir import RunDir
-    from trtbench.spec import load_spec
+    from trtbench.core.run_dir import RunDir
+    from trtbench.spec.bench import load_spec
 
     hashed: list[Path] = []
     real = manifest_module.describe_model_dir

@@ -22,7 +22,7 @@ from tests.support.cli import run_cli
 from tests.support.data import REPO_ROOT
 from trtbench.builders.reference.eagle3 import load_eagle3
 from trtbench.builders.reference.loading import load_causal_lm, make_engine
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 VLLM = next(
     (REPO_ROOT / ".venv-vllm" / "lib").glob("python3*/site-packages/vllm"), None

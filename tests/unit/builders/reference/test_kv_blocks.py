@@ -14,7 +14,7 @@ from trtbench.builders.reference.kv_blocks import (
     SeqNeed,
     pool_blocks,
 )
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 
 def test_blocks_for_rounds_up():

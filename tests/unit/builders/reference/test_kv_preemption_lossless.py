@@ -19,7 +19,7 @@ from tests.support.random_llama import (
 )
 from trtbench.builders.reference.kv_blocks import KvCacheSettings
 from trtbench.builders.reference.loading import make_engine
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 VOCAB = 64
 MARGIN = 1e-6

@@ -20,7 +20,7 @@ from trtbench.builders.reference.loading import (
     weight_problems,
 )
 from trtbench.builders.reference.tiny_training import load_llama
-from trtbench.errors import BuildError
+from trtbench.core.errors import BuildError
 
 F32, CPU = torch.float32, torch.device("cpu")
 WEIGHTS = "model.safetensors"

@@ -15,7 +15,7 @@ from trtbench.builders.reference.medusa_heads import (
     read_medusa_config,
     save_medusa_heads,
 )
-from trtbench.errors import BuildError, ModelMismatchError
+from trtbench.core.errors import BuildError, ModelMismatchError
 
 HIDDEN, VOCAB = 8, 11
 

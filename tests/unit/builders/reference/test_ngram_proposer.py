@@ -17,8 +17,8 @@ import pytest
 
 from trtbench.builders.reference.adaptive import DraftLenPolicy
 from trtbench.builders.reference.ngram import NgramSettings, propose_ngram
-from trtbench.errors import ConfigError
-from trtbench.spec_serving import resolve_vllm_python
+from trtbench.core.errors import ConfigError
+from trtbench.spec.serving import resolve_vllm_python
 
 
 @pytest.mark.parametrize(

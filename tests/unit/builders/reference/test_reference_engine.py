@@ -24,7 +24,7 @@ from trtbench.builders.medusa_tree import build_tree
 from trtbench.builders.reference.engine import Step
 from trtbench.builders.reference.loading import make_engine
 from trtbench.builders.reference.runner import ModelRunner
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 VOCAB = 64
 EOS = 1

@@ -16,7 +16,7 @@ import pytest
 from tests.support.random_llama import make_tokenizer, random_llama
 from trtbench.builders.reference.loading import make_engine
 from trtbench.builders.reference.tracing import record_kineto_trace
-from trtbench.errors import TraceParseError
+from trtbench.core.errors import TraceParseError
 from trtbench.profiling.traces.kineto import analyze_kineto_trace
 from trtbench.profiling.traces.launch_steps import (
     DEFAULT_STEP_PATTERN,

@@ -19,7 +19,7 @@ from trtbench.builders.trtllm.inspection import (
 )
 from trtbench.builders.trtllm.run import engine_mismatches, run_plan
 from trtbench.cli import cli, main
-from trtbench.errors import BuildError
+from trtbench.core.errors import BuildError
 
 CONFIGS = get_test_data_dir("engine_configs")
 

@@ -22,8 +22,8 @@ from tests.support.hf_dirs import make_models, write_llama
 from trtbench.builders.trtllm.contract import check_trtllm_version, load_contract
 from trtbench.builders.trtllm.llmapi_build import resolve_trtllm_version
 from trtbench.builders.trtllm.run import require_trtllm
-from trtbench.errors import ConfigError, NotAvailableError
-from trtbench.spec import parse_spec
+from trtbench.core.errors import ConfigError, NotAvailableError
+from trtbench.spec.bench import parse_spec
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from trtbench.builders.trtllm.llmapi_contract import (
     version_having,
 )
 from trtbench.builders.trtllm.llmapi_files import check_llm_api_yaml, unchecked_keys
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 
 
 @pytest.fixture(scope="module")

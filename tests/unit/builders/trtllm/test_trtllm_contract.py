@@ -19,7 +19,7 @@ from trtbench.builders.trtllm.contract import (
 )
 from trtbench.builders.trtllm.inspection import SPEC_MODE_BITS
 from trtbench.builders.trtllm.render import build_argv
-from trtbench.errors import ConfigError, NotAvailableError
+from trtbench.core.errors import ConfigError, NotAvailableError
 
 
 @pytest.fixture(scope="module")

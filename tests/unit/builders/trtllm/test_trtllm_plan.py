@@ -25,8 +25,8 @@ from trtbench.builders.trtllm.plan import (
 from trtbench.builders.trtllm.render import build_argv, convert_argv, render_plan
 from trtbench.builders.trtllm.run import GpuMemoryPeak, gpu_capabilities
 from trtbench.cli import cli, main
-from trtbench.errors import ConfigError, ModelMismatchError
-from trtbench.run_dir import RunDir
+from trtbench.core.errors import ConfigError, ModelMismatchError
+from trtbench.core.run_dir import RunDir
 
 VARIANTS = f"""\
   - {{name: base, mode: baseline, max_input_len: 256, max_seq_len: 512}}

@@ -21,14 +21,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trtbench.export import records_to_frame, write_csv
-from trtbench.profiling.loadtest.acceptance import (
+from trtbench.core.export import records_to_frame, write_csv
+from trtbench.core.records import RequestRecord, ResponseRecord
+from trtbench.profiling.loadtest.stats.acceptance import (
     ACCEPTANCE_SCHEMA,
     acceptance_summary,
     acceptance_table,
 )
-from trtbench.profiling.loadtest.metrics import summarize
-from trtbench.records import RequestRecord, ResponseRecord
+from trtbench.profiling.loadtest.stats.metrics import summarize
 
 
 def stream(variant, tier, rid, steps, error=None, totals=None):

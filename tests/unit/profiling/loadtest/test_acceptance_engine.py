@@ -13,9 +13,12 @@ import pytest
 import torch
 
 from trtbench.builders.reference.loading import make_engine
-from trtbench.export import records_to_frame
-from trtbench.profiling.loadtest.acceptance import acceptance_summary, acceptance_table
-from trtbench.records import RequestRecord, ResponseRecord
+from trtbench.core.export import records_to_frame
+from trtbench.core.records import RequestRecord, ResponseRecord
+from trtbench.profiling.loadtest.stats.acceptance import (
+    acceptance_summary,
+    acceptance_table,
+)
 
 PROMPTS = [
     "def main(argv=None):\n    parser = argparse.ArgumentParser(",

@@ -15,8 +15,11 @@ import pytest
 from tritonclient.grpc import service_pb2
 
 from tests.support.timing import report_timing
-from trtbench.export import records_to_frame
-from trtbench.profiling.loadtest.client_timing import (
+from trtbench.core.export import records_to_frame
+from trtbench.core.records import RequestRecord, ResponseRecord
+from trtbench.profiling.loadtest.clients.grpc_client import Exchange, parse_response
+from trtbench.profiling.loadtest.files.responses import RequestSlot, exchange_to_records
+from trtbench.profiling.loadtest.records.client_timing import (
     add_loop_lag,
     arrival_limit_ms,
     client_warnings,
@@ -27,18 +30,15 @@ from trtbench.profiling.loadtest.client_timing import (
     tier_loop_lags,
     wall_minus_perf_ns,
 )
-from trtbench.profiling.loadtest.grpc_client import Exchange, parse_response
-from trtbench.profiling.loadtest.loop_lag import (
+from trtbench.profiling.loadtest.records.loop_lag import (
     LagHistogram,
     LagStats,
     sample_loop_lag,
 )
-from trtbench.profiling.loadtest.metrics import request_metrics, summarize
-from trtbench.profiling.loadtest.outcome import LoadResult, TierOutcome
-from trtbench.profiling.loadtest.prompts import Prompt
-from trtbench.profiling.loadtest.responses import RequestSlot, exchange_to_records
-from trtbench.profiling.loadtest.schedule import Tier
-from trtbench.records import RequestRecord, ResponseRecord
+from trtbench.profiling.loadtest.records.outcome import LoadResult, TierOutcome
+from trtbench.profiling.loadtest.stats.metrics import request_metrics, summarize
+from trtbench.profiling.loadtest.workload.prompts import Prompt
+from trtbench.profiling.loadtest.workload.schedule import Tier
 
 MS = 1_000_000
 BASE = 50_000 * MS

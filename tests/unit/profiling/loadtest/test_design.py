@@ -1,4 +1,4 @@
-"""The measurement design of a run (``profiling/loadtest/design.py``): which (variant, tier)
+"""The measurement design of a run (``profiling/loadtest/workload/design.py``): which (variant, tier)
 cell is measured when.
 
 Every property asserted here is read off the module docstring: each cell once per round,
@@ -16,7 +16,7 @@ from itertools import groupby, product
 
 import pytest
 
-from trtbench.profiling.loadtest.design import (
+from trtbench.profiling.loadtest.workload.design import (
     DESIGNS,
     INTERLEAVED,
     ROUNDS,
@@ -27,8 +27,8 @@ from trtbench.profiling.loadtest.design import (
     rounds_of,
     server_starts,
 )
-from trtbench.profiling.loadtest.repeats import tier_passes
-from trtbench.profiling.loadtest.schedule import Tier
+from trtbench.profiling.loadtest.workload.repeats import tier_passes
+from trtbench.profiling.loadtest.workload.schedule import Tier
 
 TIERS = [Tier(concurrency=c) for c in (1, 2, 4, 8)]
 LABELS = [t.label for t in TIERS]  # c1, c2, c4, c8

@@ -12,8 +12,8 @@ from tritonclient.grpc import model_config_pb2
 
 from tests.support.data import get_test_data_dir
 from tests.support.scripted_triton import scripted_repo_module
-from trtbench.errors import LoadTestError
-from trtbench.profiling.loadtest.grpc_client import (
+from trtbench.core.errors import LoadTestError
+from trtbench.profiling.loadtest.clients.grpc_client import (
     RequestOptions,
     build_request,
     check_interface,

@@ -10,7 +10,7 @@ import asyncio
 import time
 
 from tests.support.timing import report_timing
-from trtbench.profiling.loadtest import health as h
+from trtbench.profiling.loadtest.clients import health as h
 
 
 def _watch(answers: list[h.Health], seconds: float, verify_at: float | None = None):

@@ -18,7 +18,7 @@ import pynvml
 import pytest
 
 from tests.support.fake_nvml import FakeGpu, FakeNvml
-from trtbench.profiling.loadtest.host_load import (
+from trtbench.profiling.loadtest.records.host_load import (
     OTHER_SHARE_LIMIT,
     CpuTimes,
     HostLoad,

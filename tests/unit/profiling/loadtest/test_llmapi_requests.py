@@ -18,26 +18,26 @@ from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
 from tritonclient.grpc import model_config_pb2, service_pb2
 
-from trtbench.errors import LoadTestError
-from trtbench.export import records_to_frame
-from trtbench.profiling.loadtest.client_timing import server_ns_to_client
-from trtbench.profiling.loadtest.grpc_client import (
+from trtbench.core.errors import LoadTestError
+from trtbench.core.export import records_to_frame
+from trtbench.profiling.loadtest.clients.grpc_client import (
     Exchange,
     RequestOptions,
     build_request,
     check_interface,
     interface_from_config,
 )
-from trtbench.profiling.loadtest.llmapi_tensors import text_deltas
-from trtbench.profiling.loadtest.metrics import request_metrics, summarize
-from trtbench.profiling.loadtest.prompts import Prompt, TextTokenizer
-from trtbench.profiling.loadtest.response_parse import parse_response
-from trtbench.profiling.loadtest.responses import (
+from trtbench.profiling.loadtest.clients.llmapi_tensors import text_deltas
+from trtbench.profiling.loadtest.clients.response_parse import parse_response
+from trtbench.profiling.loadtest.files.responses import (
     RequestSlot,
     exchange_to_all_records,
     exchange_to_records,
 )
-from trtbench.profiling.loadtest.schedule import Tier
+from trtbench.profiling.loadtest.records.client_timing import server_ns_to_client
+from trtbench.profiling.loadtest.stats.metrics import request_metrics, summarize
+from trtbench.profiling.loadtest.workload.prompts import Prompt, TextTokenizer
+from trtbench.profiling.loadtest.workload.schedule import Tier
 
 T = model_config_pb2
 # A client offset (epoch − perf_counter) of a machine up ~5 s: epoch readings are ~1.7e18.

@@ -7,7 +7,7 @@ import hashlib
 import pandas as pd
 import pytest
 
-from trtbench.profiling.loadtest.lossless import (
+from trtbench.profiling.loadtest.stats.lossless import (
     first_divergence,
     lossless_summary,
     lossless_warnings,

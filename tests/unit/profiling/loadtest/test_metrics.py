@@ -14,9 +14,10 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 from tritonclient.grpc import service_pb2
 
-from trtbench.export import records_to_frame
-from trtbench.profiling.loadtest.grpc_client import Exchange
-from trtbench.profiling.loadtest.metrics import (
+from trtbench.core.export import records_to_frame
+from trtbench.profiling.loadtest.clients.grpc_client import Exchange
+from trtbench.profiling.loadtest.files.responses import RequestSlot, exchange_to_records
+from trtbench.profiling.loadtest.stats.metrics import (
     describe,
     good_requests,
     osl_mismatch,
@@ -26,9 +27,8 @@ from trtbench.profiling.loadtest.metrics import (
     strip_prompt_echo,
     summarize,
 )
-from trtbench.profiling.loadtest.prompts import Prompt, TextTokenizer
-from trtbench.profiling.loadtest.responses import RequestSlot, exchange_to_records
-from trtbench.profiling.loadtest.schedule import Tier
+from trtbench.profiling.loadtest.workload.prompts import Prompt, TextTokenizer
+from trtbench.profiling.loadtest.workload.schedule import Tier
 
 MS = 1_000_000
 

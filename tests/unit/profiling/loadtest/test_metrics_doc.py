@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA
-from trtbench.profiling.loadtest.metrics import METRICS
-from trtbench.profiling.loadtest.outputs import OUTPUTS_SCHEMA
-from trtbench.profiling.loadtest.schemas import REQUESTS_SCHEMA, SUMMARY_SCHEMA
+from trtbench.profiling.loadtest.files.outputs import OUTPUTS_SCHEMA
+from trtbench.profiling.loadtest.files.schemas import REQUESTS_SCHEMA, SUMMARY_SCHEMA
+from trtbench.profiling.loadtest.stats.acceptance import ACCEPTANCE_SCHEMA
+from trtbench.profiling.loadtest.stats.metrics import METRICS
 
 DOC = Path(__file__).resolve().parents[4] / "docs" / "metrics.md"
 

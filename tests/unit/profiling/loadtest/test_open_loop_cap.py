@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2
 
-from trtbench.profiling.loadtest.grpc_client import Exchange, ModelInterface
-from trtbench.profiling.loadtest.prompts import Prompt
-from trtbench.profiling.loadtest.runner import TierRunner
-from trtbench.profiling.loadtest.schedule import Tier
-from trtbench.profiling.loadtest.slots import OpenLoopGate, SlotPool
-from trtbench.profiling.loadtest.target import LoadSettings, LoadTarget
+from trtbench.profiling.loadtest.clients.grpc_client import Exchange, ModelInterface
+from trtbench.profiling.loadtest.clients.target import LoadSettings, LoadTarget
+from trtbench.profiling.loadtest.driver.runner import TierRunner
+from trtbench.profiling.loadtest.workload.prompts import Prompt
+from trtbench.profiling.loadtest.workload.schedule import Tier
+from trtbench.profiling.loadtest.workload.slots import OpenLoopGate, SlotPool
 
 MS = 1_000_000
 SERVICE_S = 0.030

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from tests.support.cli import run_cli
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 from trtbench.pipeline.loadtest import tiers_of
-from trtbench.spec import parse_spec
+from trtbench.spec.bench import parse_spec
 from trtbench.triton_repo.ports import free_port
 
 BASE = "models: {target: /m}\nvariants: [{name: b, mode: baseline}]\n"

@@ -7,9 +7,12 @@ import asyncio
 import pytest
 
 from tests.support.sse_server import send_all, streaming
-from trtbench.errors import ConfigError
-from trtbench.profiling.loadtest.grpc_client import ModelInterface, RequestOptions
-from trtbench.profiling.loadtest.openai_client import (
+from trtbench.core.errors import ConfigError
+from trtbench.profiling.loadtest.clients.grpc_client import (
+    ModelInterface,
+    RequestOptions,
+)
+from trtbench.profiling.loadtest.clients.openai_client import (
     CHAT,
     COMPLETIONS,
     DONE,
@@ -18,21 +21,21 @@ from trtbench.profiling.loadtest.openai_client import (
     request_body,
     sse_to_parsed,
 )
-from trtbench.profiling.loadtest.prompts import Prompt
-from trtbench.profiling.loadtest.responses import (
-    RequestSlot,
-    exchange_to_all_records,
-    fit_total,
-)
-from trtbench.profiling.loadtest.schedule import Tier
-from trtbench.profiling.loadtest.target import (
+from trtbench.profiling.loadtest.clients.target import (
     API_CHAT,
     API_COMPLETIONS,
     API_GRPC,
     LoadTarget,
     check_url,
 )
-from trtbench.profiling.loadtest.transport import pool_size
+from trtbench.profiling.loadtest.clients.transport import pool_size
+from trtbench.profiling.loadtest.files.responses import (
+    RequestSlot,
+    exchange_to_all_records,
+    fit_total,
+)
+from trtbench.profiling.loadtest.workload.prompts import Prompt
+from trtbench.profiling.loadtest.workload.schedule import Tier
 
 # A chat stream as vLLM sends it: role-only first chunk, an empty-content chunk, two
 # content chunks with their token ids, the usage-only final chunk, then [DONE].

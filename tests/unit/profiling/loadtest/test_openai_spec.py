@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from trtbench.profiling.loadtest.openai_spec import (
+from trtbench.profiling.loadtest.clients.openai_spec import (
     attach_step_counts,
     spec_stats_of,
     step_pairs,
 )
-from trtbench.profiling.loadtest.response_parse import ParsedResponse
+from trtbench.profiling.loadtest.clients.response_parse import ParsedResponse
 
 
 def chunk(n_ids: int | None, text: str | None = "x") -> ParsedResponse:

@@ -1,6 +1,6 @@
 """Tier statuses and speedups: a tier that did not run to its end is never a measurement.
 
-Expected values are worked by hand from the definitions in profiling/loadtest/outcome.py and
+Expected values are worked by hand from the definitions in profiling/loadtest/records/outcome.py and
 speedups.py (speedup = baseline mean TPOT / variant mean TPOT between two complete tiers).
 """
 
@@ -12,8 +12,8 @@ import signal
 import pandas as pd
 import pytest
 
-from trtbench.profiling.loadtest.outcome import TierOutcome, settle_tier
-from trtbench.profiling.loadtest.speedups import add_speedups
+from trtbench.profiling.loadtest.records.outcome import TierOutcome, settle_tier
+from trtbench.profiling.loadtest.stats.speedups import add_speedups
 
 
 @pytest.mark.parametrize(

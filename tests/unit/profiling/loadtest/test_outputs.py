@@ -10,19 +10,22 @@ import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2
 
-from trtbench.errors import DataFileError
-from trtbench.profiling.loadtest.grpc_client import Exchange, ParsedResponse
-from trtbench.profiling.loadtest.outputs import (
+from trtbench.core.errors import DataFileError
+from trtbench.core.records import OutputRecord, RequestRecord
+from trtbench.profiling.loadtest.clients.grpc_client import Exchange, ParsedResponse
+from trtbench.profiling.loadtest.files.outputs import (
     OUTPUTS_SCHEMA,
     merge_outputs,
     output_record,
     read_outputs_csv,
 )
-from trtbench.profiling.loadtest.prompts import Prompt
-from trtbench.profiling.loadtest.record_sink import CsvRecordSink, RecordFiles
-from trtbench.profiling.loadtest.responses import RequestSlot, exchange_to_all_records
-from trtbench.profiling.loadtest.schedule import Tier
-from trtbench.records import OutputRecord, RequestRecord
+from trtbench.profiling.loadtest.files.responses import (
+    RequestSlot,
+    exchange_to_all_records,
+)
+from trtbench.profiling.loadtest.records.record_sink import CsvRecordSink, RecordFiles
+from trtbench.profiling.loadtest.workload.prompts import Prompt
+from trtbench.profiling.loadtest.workload.schedule import Tier
 
 
 def _response(ids=None, text=None, final=False) -> service_pb2.ModelInferResponse:

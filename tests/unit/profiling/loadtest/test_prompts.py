@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from trtbench.errors import ConfigError
-from trtbench.profiling.loadtest.prompts import (
+from trtbench.core.errors import ConfigError
+from trtbench.profiling.loadtest.workload.prompts import (
     TextTokenizer,
     corpus_text,
     load_dataset,

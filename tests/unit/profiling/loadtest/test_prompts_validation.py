@@ -11,8 +11,8 @@ import json
 import numpy as np
 import pytest
 
-from trtbench.errors import ConfigError
-from trtbench.profiling.loadtest.prompts import (
+from trtbench.core.errors import ConfigError
+from trtbench.profiling.loadtest.workload.prompts import (
     MAX_OUTPUT_TOKENS,
     TextTokenizer,
     check_prompt_limits,

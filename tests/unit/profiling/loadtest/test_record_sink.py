@@ -6,9 +6,9 @@ import csv
 
 import pytest
 
-from trtbench.profiling.loadtest.record_sink import CsvRecordSink, RecordFiles
-from trtbench.profiling.loadtest.schemas import read_records_csv
-from trtbench.records import RequestRecord, ResponseRecord
+from trtbench.core.records import RequestRecord, ResponseRecord
+from trtbench.profiling.loadtest.files.schemas import read_records_csv
+from trtbench.profiling.loadtest.records.record_sink import CsvRecordSink, RecordFiles
 
 
 def _request(i: int, error: str | None = None) -> RequestRecord:

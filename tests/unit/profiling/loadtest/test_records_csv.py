@@ -6,16 +6,16 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from trtbench.errors import DataFileError
-from trtbench.export import records_to_frame, write_csv
-from trtbench.profiling.loadtest.schemas import (
+from trtbench.core.errors import DataFileError
+from trtbench.core.export import records_to_frame, write_csv
+from trtbench.core.records import RequestRecord, ResponseRecord
+from trtbench.profiling.loadtest.files.schemas import (
     REQUESTS_SCHEMA,
     RESPONSES_SCHEMA,
     read_records_csv,
     record_kinds,
     requests_table,
 )
-from trtbench.records import RequestRecord, ResponseRecord
 
 
 def request(i: int, error: str | None = None) -> RequestRecord:
@@ -107,7 +107,10 @@ def test_a_responses_file_with_a_garbled_flag(responses_csv):
 def test_streamed_record_files_read_back_and_a_torn_append_is_refused(tmp_path):
     """The files ``CsvRecordSink`` appends to during a tier (csv module, CRLF lines, record
     fields only) pass the same checks; a chunk torn by a crash is named, not half-read."""
-    from trtbench.profiling.loadtest.record_sink import CsvRecordSink, RecordFiles
+    from trtbench.profiling.loadtest.records.record_sink import (
+        CsvRecordSink,
+        RecordFiles,
+    )
 
     files = RecordFiles(tmp_path / "req.csv", tmp_path / "resp.csv")
     with CsvRecordSink(files, chunk_rows=2) as sink:

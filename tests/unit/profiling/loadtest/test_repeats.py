@@ -9,19 +9,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trtbench.export import records_to_frame
-from trtbench.profiling.loadtest.metrics import METRICS
-from trtbench.profiling.loadtest.outcome import TierOutcome
-from trtbench.profiling.loadtest.repeats import (
+from trtbench.core.export import records_to_frame
+from trtbench.core.records import RequestRecord, ResponseRecord
+from trtbench.profiling.loadtest.records.outcome import TierOutcome
+from trtbench.profiling.loadtest.stats.metrics import METRICS
+from trtbench.profiling.loadtest.stats.sample_checks import n_ok_flags, token_sources
+from trtbench.profiling.loadtest.stats.trusted_summary import summarize_trusted
+from trtbench.profiling.loadtest.workload.repeats import (
     ONE_PASS_NOTE,
     merge_passes,
     t_interval,
     tier_passes,
 )
-from trtbench.profiling.loadtest.sample_checks import n_ok_flags, token_sources
-from trtbench.profiling.loadtest.schedule import Tier
-from trtbench.profiling.loadtest.trusted_summary import summarize_trusted
-from trtbench.records import RequestRecord, ResponseRecord
+from trtbench.profiling.loadtest.workload.schedule import Tier
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -248,8 +248,8 @@ def test_a_window_that_empties_a_tier_marks_it_and_warns():
 
 
 def test_a_window_that_empties_every_tier_still_writes_a_summary(tmp_path):
-    from trtbench.export import write_csv
-    from trtbench.profiling.loadtest.schemas import SUMMARY_SCHEMA
+    from trtbench.core.export import write_csv
+    from trtbench.profiling.loadtest.files.schemas import SUMMARY_SCHEMA
 
     req, resp = frames([request("base", 0, i, i * 10 * MS, 10.0) for i in range(3)])
     trusted = summarize_trusted(req, resp, warmup_s=60.0)

@@ -41,9 +41,9 @@ def test_window_not_shorter_than_the_tier_duration(capsys, tmp_path, seconds):
 
 
 def test_spec_window_is_checked_for_trtbench_run_too():
-    from trtbench.errors import ConfigError
+    from trtbench.core.errors import ConfigError
     from trtbench.pipeline.preflight import check_window
-    from trtbench.spec import LoadtestSpec
+    from trtbench.spec.bench import LoadtestSpec
 
     check_window(LoadtestSpec(duration_s=3.0, warmup_s=2.5), "loadtest.warmup_s")
     check_window(LoadtestSpec(requests_per_tier=4, warmup_s=60.0))  # known only later

@@ -1,4 +1,4 @@
-"""rounds.csv and summary.csv's interference columns (``profiling/loadtest/rounds_table.py``)
+"""rounds.csv and summary.csv's interference columns (``profiling/loadtest/files/rounds_table.py``)
 from hand-made pass rows and cell timings.
 
 The run: variants base and draft, tiers c1 and c4, two rounds; a medusa cell ran too (its
@@ -27,14 +27,14 @@ import math
 import pandas as pd
 import pytest
 
-from trtbench.profiling.loadtest.host_load import OTHER_SHARE_LIMIT, HostLoad
-from trtbench.profiling.loadtest.rounds_table import (
+from trtbench.profiling.loadtest.files.rounds_table import (
     ROUNDS_SCHEMA,
     CellTiming,
     interference_summary,
     interference_warnings,
     rounds_table,
 )
+from trtbench.profiling.loadtest.records.host_load import OTHER_SHARE_LIMIT, HostLoad
 
 T0_NS = 1_000_000_000
 UNIX0 = 1_700_000_000.0

@@ -7,7 +7,7 @@ from itertools import islice
 import numpy as np
 import pytest
 
-from trtbench.profiling.loadtest.schedule import (
+from trtbench.profiling.loadtest.workload.schedule import (
     Tier,
     interarrival_s,
     iter_send_offsets_ns,

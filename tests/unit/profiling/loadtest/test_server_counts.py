@@ -8,21 +8,28 @@ import pandas as pd
 import pytest
 
 from tests.support.cli import run_cli
-from trtbench.errors import ConfigError
-from trtbench.export import write_csv
-from trtbench.profiling.loadtest.acceptance import (
-    ACCEPTANCE_SCHEMA,
-    ACCEPTANCE_SUMMARY_COLUMNS,
-)
-from trtbench.profiling.loadtest.outcome import LoadResult, TierOutcome, result_json
-from trtbench.profiling.loadtest.repeats import merge_passes
-from trtbench.profiling.loadtest.server_counts import (
+from trtbench.core.errors import ConfigError
+from trtbench.core.export import write_csv
+from trtbench.profiling.loadtest.clients.server_counts import (
     add_server_counts,
     metrics_url,
     pass_delta,
 )
-from trtbench.profiling.loadtest.spec_counters import SpecCounters, parse_spec_counters
-from trtbench.profiling.loadtest.target import API_CHAT, check_workers_api
+from trtbench.profiling.loadtest.clients.target import API_CHAT, check_workers_api
+from trtbench.profiling.loadtest.records.outcome import (
+    LoadResult,
+    TierOutcome,
+    result_json,
+)
+from trtbench.profiling.loadtest.records.spec_counters import (
+    SpecCounters,
+    parse_spec_counters,
+)
+from trtbench.profiling.loadtest.stats.acceptance import (
+    ACCEPTANCE_SCHEMA,
+    ACCEPTANCE_SUMMARY_COLUMNS,
+)
+from trtbench.profiling.loadtest.workload.repeats import merge_passes
 
 NAMES = [c.name for c in ACCEPTANCE_SUMMARY_COLUMNS]
 

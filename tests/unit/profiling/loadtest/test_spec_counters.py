@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from trtbench.profiling.loadtest.spec_counters import SpecCounters, parse_spec_counters
+from trtbench.profiling.loadtest.records.spec_counters import (
+    SpecCounters,
+    parse_spec_counters,
+)
 
 BEFORE = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
 # TYPE vllm:spec_decode_num_drafts_total counter

@@ -10,15 +10,21 @@ import time
 from aiohttp import web
 
 from tests.support.sse_server import send_all, serving, streaming
-from trtbench.profiling.loadtest.grpc_client import ModelInterface, RequestOptions
-from trtbench.profiling.loadtest.openai_client import COMPLETIONS, OpenAITransport
-from trtbench.profiling.loadtest.prompts import Prompt
-from trtbench.profiling.loadtest.sse_http import (
+from trtbench.profiling.loadtest.clients.grpc_client import (
+    ModelInterface,
+    RequestOptions,
+)
+from trtbench.profiling.loadtest.clients.openai_client import (
+    COMPLETIONS,
+    OpenAITransport,
+)
+from trtbench.profiling.loadtest.clients.sse_http import (
     DRAIN_S,
     open_session,
     read_stamped_lines,
 )
-from trtbench.profiling.loadtest.target import API_COMPLETIONS, LoadTarget
+from trtbench.profiling.loadtest.clients.target import API_COMPLETIONS, LoadTarget
+from trtbench.profiling.loadtest.workload.prompts import Prompt
 
 # A /completions reply without token ids: three chunks, the usage chunk, [DONE].
 TEXT_SSE = (

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from tests.support.cli import run_cli
-from trtbench.profiling.loadtest.outcome import LoadResult, TierOutcome
-from trtbench.profiling.loadtest.partition import WorkerShare, merge_results
-from trtbench.profiling.loadtest.record_sink import RecordFiles
-from trtbench.profiling.loadtest.schedule import send_offsets_ns
-from trtbench.profiling.loadtest.workers import concat_parts, worker_parts
+from trtbench.profiling.loadtest.driver.workers import concat_parts, worker_parts
+from trtbench.profiling.loadtest.records.outcome import LoadResult, TierOutcome
+from trtbench.profiling.loadtest.records.record_sink import RecordFiles
+from trtbench.profiling.loadtest.workload.partition import WorkerShare, merge_results
+from trtbench.profiling.loadtest.workload.schedule import send_offsets_ns
 from trtbench.triton_repo.ports import free_port
 
 # --- partition: hand-worked ----------------------------------------------------------
@@ -214,10 +214,10 @@ def test_request_rate_tiers_take_any_number_of_workers(capsys, tmp_path):
 
 
 def test_merged_workers_and_passes_keep_the_worst_event_loop_lag():
-    from trtbench.profiling.loadtest.loop_lag import LagStats
-    from trtbench.profiling.loadtest.outcome import LoadResult, TierOutcome
-    from trtbench.profiling.loadtest.partition import merge_results
-    from trtbench.profiling.loadtest.repeats import merge_passes
+    from trtbench.profiling.loadtest.records.loop_lag import LagStats
+    from trtbench.profiling.loadtest.records.outcome import LoadResult, TierOutcome
+    from trtbench.profiling.loadtest.workload.partition import merge_results
+    from trtbench.profiling.loadtest.workload.repeats import merge_passes
 
     calm, busy = LagStats(0.2, 1.0, 3.0, 100), LagStats(0.1, 7.5, 40.0, 50)
     a = LoadResult(tiers=[TierOutcome("c2", requests=4, loop_lag=calm)])

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from tests.support.data import get_test_data_dir
-from trtbench.errors import ConfigError, DataFileError
+from trtbench.core.errors import ConfigError, DataFileError
 from trtbench.profiling.memory.breakdown import (
     MEMORY_BREAKDOWN_SCHEMA,
     VariantMemoryInputs,

@@ -21,6 +21,7 @@ import pytest
 from tests.support.data import get_test_data_dir
 from tests.support.run_factory import summary_row, write_summary
 from trtbench.builders.reference.build import build_reference_variant
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.report import write_report
 from trtbench.profiling.memory.breakdown import (
     VariantMemoryInputs,
@@ -29,8 +30,7 @@ from trtbench.profiling.memory.breakdown import (
     write_memory_breakdown_csv,
 )
 from trtbench.profiling.memory.server_metrics import metrics_frame, parse_metrics_text
-from trtbench.run_dir import RunDir
-from trtbench.spec import parse_spec
+from trtbench.spec.bench import parse_spec
 
 MiB = 2**20
 

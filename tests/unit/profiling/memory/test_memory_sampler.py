@@ -14,7 +14,7 @@ import pynvml
 import pytest
 
 from tests.support.fake_nvml import FakeGpu, FakeNvml
-from trtbench.proctree import descendants, parent_map
+from trtbench.core.proctree import descendants, parent_map
 from trtbench.profiling.memory.nvml import NvmlReader, open_nvml, try_open_nvml
 from trtbench.profiling.memory.sampler import (
     MEMORY_SCHEMA,

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from tests.support.data import get_test_data_dir
-from trtbench.errors import DataFileError
+from trtbench.core.errors import DataFileError
 from trtbench.profiling.memory.server_metrics import (
     metrics_frame,
     parse_metrics_text,

@@ -19,10 +19,10 @@ import pytest
 from tests.support.cli import run_cli
 from tests.support.data import REPO_ROOT, get_test_data_dir
 from tests.support.run_factory import summary_row, write_build, write_summary
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 from trtbench.pipeline.peers import load_any, load_peer, split_label
 from trtbench.pipeline.report import compare_runs, write_report
-from trtbench.profiling.loadtest.schemas import SUMMARY_SCHEMA
+from trtbench.profiling.loadtest.files.schemas import SUMMARY_SCHEMA
 from trtbench.profiling.peers.aiperf_files import artifact_dirs, read_artifacts
 from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
 

@@ -12,14 +12,17 @@ from __future__ import annotations
 import pytest
 
 from tests.support.run_factory import write_build
-from trtbench.errors import DataFileError
-from trtbench.export import records_to_frame, write_csv
+from trtbench.core.errors import DataFileError
+from trtbench.core.export import records_to_frame, write_csv
+from trtbench.core.records import RequestRecord, ResponseRecord
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.report import write_report
-from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA, acceptance_table
-from trtbench.profiling.loadtest.metrics import summarize
-from trtbench.profiling.loadtest.schemas import SUMMARY_SCHEMA
-from trtbench.records import RequestRecord, ResponseRecord
-from trtbench.run_dir import RunDir
+from trtbench.profiling.loadtest.files.schemas import SUMMARY_SCHEMA
+from trtbench.profiling.loadtest.stats.acceptance import (
+    ACCEPTANCE_SCHEMA,
+    acceptance_table,
+)
+from trtbench.profiling.loadtest.stats.metrics import summarize
 
 
 def stream(variant, rid, steps, totals=None):

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from trtbench.profiling.loadtest.design import DESIGN_TEXT
+from trtbench.profiling.loadtest.workload.design import DESIGN_TEXT
 from trtbench.profiling.report.design_section import design_lines, interference_lines
 
 

@@ -23,6 +23,7 @@ from tests.support.run_factory import (
     write_build,
     write_summary,
 )
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.report import write_report
 from trtbench.profiling.memory.kv_pressure import kv_pressure
 from trtbench.profiling.memory.server_metrics import (
@@ -31,7 +32,6 @@ from trtbench.profiling.memory.server_metrics import (
     write_server_metrics_csv,
 )
 from trtbench.profiling.report.kv_section import HEADING, kv_lines, kv_summary
-from trtbench.run_dir import RunDir
 
 LABELS = 'model="reference",version="1"'
 COUNTERS = ("block_steps", "speculative_block_steps", "preemptions", "kv_waits")

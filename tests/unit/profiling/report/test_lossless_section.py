@@ -7,11 +7,11 @@ import hashlib
 import pandas as pd
 
 from tests.support.run_factory import summary_row, write_build, write_summary
-from trtbench.export import write_csv
+from trtbench.core.export import write_csv
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.report import write_report
-from trtbench.profiling.loadtest.outputs import OUTPUTS_SCHEMA
+from trtbench.profiling.loadtest.files.outputs import OUTPUTS_SCHEMA
 from trtbench.profiling.report.lossless_section import FLAG, lossless_lines
-from trtbench.run_dir import RunDir
 
 IDS = [[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]]
 

@@ -34,11 +34,12 @@ from tests.support.run_factory import (
     write_summary,
 )
 from trtbench.cli import cli, main
-from trtbench.errors import ConfigError
-from trtbench.export import write_csv
+from trtbench.core.errors import ConfigError
+from trtbench.core.export import write_csv
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.recommend import contract_view
 from trtbench.pipeline.report import analyze_run, write_report
-from trtbench.profiling.loadtest.acceptance import ACCEPTANCE_SCHEMA
+from trtbench.profiling.loadtest.stats.acceptance import ACCEPTANCE_SCHEMA
 from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
 from trtbench.profiling.report.recommendation import recommend
 from trtbench.profiling.report.recommendation_config import (
@@ -47,9 +48,8 @@ from trtbench.profiling.report.recommendation_config import (
     llmapi_snippet,
     vllm_snippet,
 )
-from trtbench.run_data import load_run
-from trtbench.run_dir import RunDir
-from trtbench.spec import parse_spec
+from trtbench.profiling.report.run_data import load_run
+from trtbench.spec.bench import parse_spec
 
 TOK = {
     "baseline": (100.0, 300.0, 500.0, 800.0),

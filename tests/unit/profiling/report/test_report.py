@@ -28,9 +28,9 @@ from tests.support.run_factory import (
     write_summary,
 )
 from trtbench.cli import cli, main
+from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.report import analyze_run, compare_runs, write_report
-from trtbench.run_data import load_run
-from trtbench.run_dir import RunDir
+from trtbench.profiling.report.run_data import load_run
 
 GIB = 1024**3
 TPOT = {

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.data import hta_trace
 from trtbench.cli import main
-from trtbench.errors import TraceParseError
+from trtbench.core.errors import TraceParseError
 from trtbench.profiling.traces.kineto import KinetoTrace
 
 

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from trtbench.errors import ConfigError
+from trtbench.core.errors import ConfigError
 from trtbench.profiling.traces.launch_steps import (
     step_windows_from_graph_launches,
     step_windows_from_ranges,

@@ -24,7 +24,7 @@ from tests.support.synth_nsys import (
     global_tid,
 )
 from trtbench.cli import cli, main
-from trtbench.errors import ConfigError, TraceParseError
+from trtbench.core.errors import ConfigError, TraceParseError
 from trtbench.profiling.traces.nsys import NsysReport
 from trtbench.profiling.traces.nsys_profile import (
     NsysProfileSpec,

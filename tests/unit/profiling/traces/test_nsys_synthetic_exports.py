@@ -22,7 +22,7 @@ from tests.support.synth_nsys import (
     write_decode_export,
 )
 from trtbench.cli import main
-from trtbench.errors import ConfigError, TraceParseError
+from trtbench.core.errors import ConfigError, TraceParseError
 from trtbench.profiling.traces.nsys import NsysReport
 
 PID = 31

@@ -20,9 +20,9 @@ from tests.support.synth_nsys import (
     write_decode_export,
 )
 from trtbench.cli import main
-from trtbench.data_files import read_parquet_checked
-from trtbench.errors import DataFileError
-from trtbench.export import Column, conform
+from trtbench.core.data_files import read_parquet_checked
+from trtbench.core.errors import DataFileError
+from trtbench.core.export import Column, conform
 from trtbench.profiling.traces import table_io
 from trtbench.profiling.traces.nsys import NsysReport
 from trtbench.profiling.traces.schemas import STEP_SCHEMA

@@ -1,0 +1,269 @@
+"""From one request's gRPC responses to its records: token counts, echo, speculative counts.
+
+Tokens come from ``output_ids`` (or OpenAI ``token_ids``) when the server returns them (source
+``output_ids``); otherwise the text of all responses is re-tokenized once with the model's
+tokenizer and each token is attributed to the response that completes it (source
+``retokenized``; where the server streams ``usage``, its total wins: :func:`fit_total`).
+Responses come as Triton messages or already parsed (OpenAI SSE chunks, ``openai_client.py``). A
+prompt echoed at the start of the output is removed and counted in ``echoed_tokens``.
+Triton's llmapi model sends the text so far on every streamed response (``cumulative_text``):
+it is turned into the new text of each response first (``llmapi_tensors.text_deltas``).
+Speculative counts come per response or as running totals (turned into per-response deltas,
+whether the totals come on every response or on the final one only). Server times
+(``arrival_time_ns``, ``first_scheduled_time_ns``, ``first_token_time_ns``) are moved onto
+the client's clock (``client_timing.server_ns_to_client``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from trtbench.core.errors import LoadTestError
+from trtbench.core.records import (
+    TOKEN_SOURCE_IDS,
+    TOKEN_SOURCE_RETOKENIZED,
+    OutputRecord,
+    RequestRecord,
+    ResponseRecord,
+)
+from trtbench.profiling.loadtest.clients.grpc_client import Exchange
+from trtbench.profiling.loadtest.clients.llmapi_tensors import text_deltas
+from trtbench.profiling.loadtest.clients.response_parse import (
+    ParsedResponse,
+    parse_response,
+)
+from trtbench.profiling.loadtest.files.outputs import output_record
+from trtbench.profiling.loadtest.records.client_timing import server_ns_to_client
+from trtbench.profiling.loadtest.stats.metrics import remove_echo, strip_prompt_echo
+from trtbench.profiling.loadtest.workload.prompts import Prompt, TextTokenizer
+from trtbench.profiling.loadtest.workload.schedule import Tier
+
+
+@dataclass(frozen=True)
+class RequestSlot:
+    """Identity of one request inside a tier pass (``repeat``: 0-based pass number;
+    ``ready_ns``: when its ``max_concurrency`` slot let it go, None: at ``scheduled_ns``)."""
+
+    variant: str
+    tier: Tier
+    index: int
+    scheduled_ns: int
+    repeat: int = 0
+    ready_ns: int | None = None
+
+    @property
+    def request_id(self) -> str:
+        """``<variant>-<tier>-<index>``; later passes ``<variant>-<tier>-r<repeat>-<index>``."""
+        head = f"{self.variant}-{self.tier.label}"
+        if self.repeat:
+            head += f"-r{self.repeat}"
+        return f"{head}-{self.index}"
+
+
+def _token_counts(
+    parsed: Sequence[ParsedResponse],
+    prompt: Prompt,
+    tokenizer: TextTokenizer | None,
+    echo: bool,
+) -> tuple[list[int], int, str]:
+    """Per-response output tokens, echoed prompt tokens and the count's source."""
+    if any(p.ids is not None for p in parsed):
+        counts = [0 if p.ids is None else int(p.ids.size) for p in parsed]
+        echoed = 0
+        if echo and prompt.input_ids:
+            joined = [int(t) for p in parsed if p.ids is not None for t in p.ids]
+            echoed = strip_prompt_echo(joined, list(prompt.input_ids))
+        return remove_echo(counts, echoed), echoed, TOKEN_SOURCE_IDS
+    if all(p.text is None for p in parsed):
+        return [0] * len(parsed), 0, ""
+    if tokenizer is None:
+        raise LoadTestError(
+            "the model returns text_output without output_ids; pass --tokenizer DIR so "
+            "the text can be re-tokenized"
+        )
+    chunks = [p.text or "" for p in parsed]
+    echo_chars = strip_prompt_echo("".join(chunks), prompt.text) if echo else 0
+    chunks = _drop_prefix(chunks, echo_chars)
+    echoed = prompt.input_tokens if echo_chars else 0
+    counts = tokenizer.tokens_per_chunk(chunks)
+    usage = [p.usage_tokens for p in parsed if p.usage_tokens is not None]
+    if usage:  # the server's total wins; re-tokenizing only splits it over the chunks
+        counts = fit_total(counts, usage[-1])
+    return counts, echoed, TOKEN_SOURCE_RETOKENIZED
+
+
+def fit_total(counts: list[int], total: int) -> list[int]:
+    """Per-chunk counts changed to sum to ``total`` (the server's ``usage``): the difference
+    goes to the last chunk with tokens, a shortfall is taken from the last chunks first.
+    Unchanged when no chunk has a token (no receive time to give them).
+
+    Example: ``fit_total([0, 2, 1, 0], 5) == [0, 2, 3, 0]``;
+    ``fit_total([0, 2, 1, 0], 2) == [0, 2, 0, 0]``.
+    """
+    out = list(counts)
+    with_tokens = [i for i, n in enumerate(out) if n > 0]
+    if not with_tokens:
+        return out
+    diff = total - sum(out)
+    if diff >= 0:
+        out[with_tokens[-1]] += diff
+        return out
+    for i in reversed(range(len(out))):
+        take = min(out[i], -diff)
+        out[i] -= take
+        diff += take
+    return out
+
+
+def _drop_prefix(chunks: list[str], chars: int) -> list[str]:
+    out = []
+    for chunk in chunks:
+        take = min(len(chunk), chars)
+        chars -= take
+        out.append(chunk[take:])
+    return out
+
+
+def _spec_counts(parsed: Sequence[ParsedResponse]) -> list[tuple[int | None, ...]]:
+    """Per-response (draft, accepted) counts; running totals turned into deltas.
+
+    Where a stream carries per-response counts, running totals (also sent on a final
+    response) are ignored so nothing is counted twice.
+    """
+    per_response = any(
+        not p.cumulative_counts and p.draft_tokens is not None for p in parsed
+    )
+    out: list[tuple[int | None, ...]] = []
+    last = (0, 0)
+    for p in parsed:
+        pair = (p.draft_tokens, p.accepted_draft_tokens)
+        if p.cumulative_counts and per_response:
+            out.append((None, None))
+        elif p.cumulative_counts and None not in pair:
+            out.append((pair[0] - last[0], pair[1] - last[1]))
+            last = pair  # type: ignore[assignment]
+        else:
+            out.append(pair)
+    return out
+
+
+_SERVER_TIMES = ("server_arrival_ns", "server_scheduled_ns", "server_first_token_ns")
+
+
+def exchange_to_records(
+    exchange: Exchange,
+    prompt: Prompt,
+    slot: RequestSlot,
+    tokenizer: TextTokenizer | None = None,
+    echo_possible: bool = False,
+    clock_offset_ns: int | None = None,
+    cumulative_text: bool = False,
+) -> tuple[RequestRecord, list[ResponseRecord]]:
+    """:func:`exchange_to_all_records` without the output record."""
+    record, responses, _ = exchange_to_all_records(
+        exchange,
+        prompt,
+        slot,
+        tokenizer,
+        echo_possible,
+        clock_offset_ns,
+        cumulative_text,
+    )
+    return record, responses
+
+
+def exchange_to_all_records(
+    exchange: Exchange,
+    prompt: Prompt,
+    slot: RequestSlot,
+    tokenizer: TextTokenizer | None = None,
+    echo_possible: bool = False,
+    clock_offset_ns: int | None = None,
+    cumulative_text: bool = False,
+) -> tuple[RequestRecord, list[ResponseRecord], OutputRecord | None]:
+    """Turn one request's responses into records (pure apart from re-tokenizing).
+
+    The third item is what the request generated, for the lossless gate
+    (:func:`~trtbench.profiling.loadtest.files.outputs.output_record`; None when it failed).
+
+    ``echo_possible``: the model could not be asked to exclude the prompt (it has no
+    ``exclude_input_in_output`` input), so an output that starts with the whole prompt
+    has it removed. Only responses that carry tokens set first/last-token times, so an
+    empty response (mid-stream or the empty final one) never extends E2E. A request
+    without tokens and without an error gets the error ``no output tokens``.
+
+    ``clock_offset_ns`` (epoch − ``perf_counter_ns``,
+    :func:`~trtbench.profiling.loadtest.records.client_timing.wall_minus_perf_ns`) moves a
+    server-reported ``arrival_time_ns``, ``first_scheduled_time_ns`` and
+    ``first_token_time_ns`` (the first response that has each) onto the client's clock
+    (:func:`~trtbench.profiling.loadtest.records.client_timing.server_ns_to_client`; None: not
+    recorded).
+
+    ``cumulative_text``: each response's ``text_output`` is all the text so far (Triton's
+    llmapi model); only its new part counts for that response.
+    """
+    parsed = [parse_response(r) for _, r in exchange.responses]
+    if cumulative_text:
+        new = text_deltas([p.text for p in parsed])
+        parsed = [replace(p, text=t) for p, t in zip(parsed, new, strict=True)]
+    arrival, scheduled, first = (
+        server_ns_to_client(
+            next((getattr(p, name) for p in parsed if getattr(p, name)), None),
+            clock_offset_ns,
+            exchange.sent_ns,
+        )
+        for name in _SERVER_TIMES
+    )
+    counts, echoed, source = (
+        _token_counts(parsed, prompt, tokenizer, echo_possible)
+        if parsed
+        else ([], 0, "")
+    )
+    times = [t for t, _ in exchange.responses]
+    spec = _spec_counts(parsed)
+    v, tier, rid = slot.variant, slot.tier, slot.request_id
+    rows = zip(times, counts, parsed, spec, strict=True)
+    responses = [
+        ResponseRecord(v, tier.label, rid, i, t, n, p.final, d, a)
+        for i, (t, n, p, (d, a)) in enumerate(rows)
+    ]
+    with_tokens = [i for i, n in enumerate(counts) if n > 0]
+    error = exchange.error
+    if error is None and not with_tokens:
+        error = f"no output tokens in {len(parsed)} responses"
+    drafts = [s[0] for s in spec if s[0] is not None]
+    accepted = [s[1] for s in spec if s[1] is not None]
+    record = RequestRecord(
+        variant=v,
+        tier=tier.label,
+        concurrency=tier.concurrency,
+        request_rate_per_s=tier.request_rate_per_s,
+        request_id=rid,
+        task_id=prompt.task_id,
+        scheduled_ns=slot.scheduled_ns,
+        sent_ns=exchange.sent_ns,
+        first_token_ns=times[with_tokens[0]] if with_tokens else None,
+        last_token_ns=times[with_tokens[-1]] if with_tokens else None,
+        end_ns=exchange.end_ns,
+        input_tokens=prompt.input_tokens,
+        requested_output_tokens=prompt.output_tokens,
+        output_tokens=sum(counts),
+        token_responses=len(with_tokens),
+        empty_responses=len(counts) - len(with_tokens),
+        echoed_tokens=echoed,
+        first_response_tokens=counts[with_tokens[0]] if with_tokens else 0,
+        draft_tokens=sum(drafts) if drafts else None,
+        accepted_draft_tokens=sum(accepted) if accepted else None,
+        input_token_source=prompt.input_token_source,
+        output_token_source=source,
+        error=error,
+        repeat=slot.repeat,
+        request_index=slot.index,
+        ready_ns=slot.scheduled_ns if slot.ready_ns is None else slot.ready_ns,
+        server_arrival_ns=arrival,
+        max_concurrency=tier.max_concurrency,
+        server_scheduled_ns=scheduled,
+        server_first_token_ns=first,
+    )
+    return record, responses, output_record(parsed, prompt, record, echo_possible)

@@ -1,0 +1,138 @@
+"""How a load test ended: each tier's status and counts (the records are in files).
+
+A tier is a measurement only when it is ``complete``; the summary carries the status in
+``tier_status`` and the report never computes a speedup from any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from trtbench.core.stop_signals import signal_name
+from trtbench.profiling.loadtest.records.loop_lag import LagStats
+from trtbench.profiling.loadtest.records.spec_counters import SpecCounters
+
+TIER_COMPLETE, TIER_PARTIAL, TIER_FAILED, TIER_INTERRUPTED = (
+    "complete",
+    "partial",
+    "failed",
+    "interrupted",
+)
+TIER_STATUSES = (TIER_COMPLETE, TIER_PARTIAL, TIER_FAILED, TIER_INTERRUPTED)
+
+
+@dataclass
+class TierOutcome:
+    """How one tier ended.
+
+    Attributes:
+        tier: its label.
+        status: ``complete`` (ran to its end), ``partial`` (the server died or stopped
+            answering after some requests succeeded), ``failed`` (no request succeeded:
+            the server died first, or every request failed) or ``interrupted`` (a stop
+            signal). Only a complete tier is a measurement.
+        requests: requests written (finished, failed ones included).
+        failed: of those, failed.
+        unfinished: in flight at the stop: never measured, not written.
+        reason: why it is not complete (one line; '' when complete).
+        loop_lag: the client's event-loop lag during the tier (p50 / p99 / max ms;
+            :mod:`~trtbench.profiling.loadtest.records.loop_lag`), None without samples.
+        spec_counts: per pass, the server's speculative counters' delta over the pass
+            (:mod:`~trtbench.profiling.loadtest.clients.server_counts`); None for a pass that lost a
+            scrape; empty when the server exports none.
+    """
+
+    tier: str
+    status: str = TIER_COMPLETE
+    requests: int = 0
+    failed: int = 0
+    unfinished: int = 0
+    reason: str = ""
+    loop_lag: LagStats | None = None
+    spec_counts: tuple[SpecCounters | None, ...] = ()
+
+    def line(self) -> str:
+        """``N requests, F failed[, U unfinished], <status>[ (<reason>)]`` (for the log)."""
+        unfinished = f", {self.unfinished} unfinished" if self.unfinished else ""
+        why = f" ({self.reason})" if self.reason else ""
+        return (
+            f"{self.requests} requests, {self.failed} failed{unfinished}, "
+            f"{self.status}{why}"
+        )
+
+
+@dataclass
+class LoadResult:
+    """How every tier ended (the records themselves are in the sink's files)."""
+
+    tiers: list[TierOutcome] = field(default_factory=list)
+    stop_signal: int | None = None
+    server_failure: str | None = None
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stop_signal is not None
+
+    @property
+    def tiers_done(self) -> list[str]:
+        """Labels of the complete tiers."""
+        return [t.tier for t in self.tiers if t.status == TIER_COMPLETE]
+
+    @property
+    def request_count(self) -> int:
+        return sum(t.requests for t in self.tiers)
+
+
+def settle_tier(
+    tier: TierOutcome, stop_signal: int | None, server_failure: str | None
+) -> TierOutcome:
+    """The status of a tier that just ended (pure).
+
+    A stop signal makes it ``interrupted``; a dead server ``partial`` when at least one
+    request succeeded, else ``failed``; a tier where no request succeeded (all failed, or
+    none finished) is ``failed``; anything else ``complete``.
+    """
+    ok = tier.requests - tier.failed
+    if stop_signal is not None:
+        return replace(
+            tier,
+            status=TIER_INTERRUPTED,
+            reason=f"stopped by {signal_name(stop_signal)}",
+        )
+    if server_failure is not None:
+        return replace(
+            tier, status=TIER_PARTIAL if ok else TIER_FAILED, reason=server_failure
+        )
+    if not tier.requests:
+        return replace(tier, status=TIER_FAILED, reason="no request finished")
+    if not ok:
+        return replace(tier, status=TIER_FAILED, reason="every request failed")
+    return replace(tier, status=TIER_COMPLETE, reason="")
+
+
+def result_json(result: LoadResult) -> dict[str, object]:
+    """What run.json keeps of a load result: tiers done and each tier's outcome."""
+    return {
+        "tiers_done": result.tiers_done,
+        "tiers": {t.tier: {"status": t.status, "reason": t.reason,
+                           "requests": t.requests, "failed": t.failed,
+                           "unfinished": t.unfinished,
+                           **({"server_spec_counts": [None if c is None else c.as_json()
+                                                      for c in t.spec_counts]}
+                              if t.spec_counts else {})} for t in result.tiers},
+        "interrupted": result.interrupted,
+        "server_failure": result.server_failure,
+    }  # fmt: skip
+
+
+def failure_lines(results: Mapping[str, LoadResult]) -> list[str]:
+    """One line per variant whose server died: ``variant <v>, tier <t>: <reason>``."""
+    lines = []
+    for variant, result in results.items():
+        if result.server_failure is None:
+            continue
+        bad = [t for t in result.tiers if t.status in ("partial", "failed")]
+        where = f", tier {bad[-1].tier}" if bad else " (before the first tier)"
+        lines.append(f"variant {variant}{where}: {result.server_failure}")
+    return lines

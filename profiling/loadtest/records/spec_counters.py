@@ -1,0 +1,106 @@
+"""Speculative-decoding counts from a server's Prometheus counters (pure): vLLM's names.
+
+vLLM (``v1/spec_decode/metrics.py``, 0.32) exports, summed over its engines here:
+``vllm:spec_decode_num_drafts`` (verify steps that proposed drafts),
+``vllm:spec_decode_num_draft_tokens`` (proposed draft tokens),
+``vllm:spec_decode_num_accepted_tokens`` (accepted draft tokens) and
+``vllm:spec_decode_num_accepted_tokens_per_pos{position="j"}`` (0-based draft position j:
+steps that accepted the draft at j). A tier's counts are the difference of two scrapes
+(before and after the tier). Figures, vLLM's definitions (``spec_decode/metrics.py``):
+acceptance length = 1 + accepted / drafts; draft acceptance rate = accepted / draft tokens;
+acceptance rate at position j (1-based here) = accepted_per_pos[j − 1] / drafts.
+
+Scraped around each tier and turned into summary/acceptance rows by
+:mod:`~trtbench.profiling.loadtest.clients.server_counts` (``spec_decode_counts_source`` =
+``server_prometheus``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+SERVER_PROMETHEUS = "server_prometheus"
+DRAFTS = "vllm:spec_decode_num_drafts"
+DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
+PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+
+@dataclass(frozen=True)
+class SpecCounters:
+    """Counter values (or a tier's deltas): drafts, draft tokens, accepted tokens, and
+    accepted tokens per 0-based draft position."""
+
+    drafts: float
+    draft_tokens: float
+    accepted: float
+    accepted_per_pos: tuple[float, ...]
+
+    def minus(self, before: SpecCounters) -> SpecCounters:
+        """The counts between two scrapes (``self`` after ``before``)."""
+        n = max(len(self.accepted_per_pos), len(before.accepted_per_pos))
+        pad = lambda v: list(v) + [0.0] * (n - len(v))  # noqa: E731
+        per = [
+            a - b
+            for a, b in zip(
+                pad(self.accepted_per_pos), pad(before.accepted_per_pos), strict=True
+            )
+        ]
+        return SpecCounters(self.drafts - before.drafts, self.draft_tokens - before.draft_tokens,
+                            self.accepted - before.accepted, tuple(per))  # fmt: skip
+
+    def plus(self, other: SpecCounters) -> SpecCounters:
+        """The counts of two tier passes together (per-position lists padded with 0)."""
+        n = max(len(self.accepted_per_pos), len(other.accepted_per_pos))
+        pad = lambda v: list(v) + [0.0] * (n - len(v))  # noqa: E731
+        per = (a + b for a, b in zip(pad(self.accepted_per_pos), pad(other.accepted_per_pos), strict=True))  # fmt: skip
+        return SpecCounters(self.drafts + other.drafts, self.draft_tokens + other.draft_tokens,
+                            self.accepted + other.accepted, tuple(per))  # fmt: skip
+
+    def as_json(self) -> dict[str, object]:
+        """The counts as plain JSON (run.json)."""
+        return {"drafts": self.drafts, "draft_tokens": self.draft_tokens,
+                "accepted": self.accepted, "accepted_per_pos": list(self.accepted_per_pos)}  # fmt: skip
+
+    def figures(self) -> dict[str, float]:
+        """acceptance_length_tokens, draft_acceptance_rate_ratio, accepted_drafts_per_step_tokens
+        and acceptance_rate_pos<j> (j = 1..K); empty when no draft was proposed."""
+        if self.drafts <= 0:
+            return {}
+        out = {
+            "acceptance_length_tokens": 1.0 + self.accepted / self.drafts,
+            "draft_acceptance_rate_ratio": self.accepted / self.draft_tokens
+            if self.draft_tokens > 0
+            else float("nan"),
+            "accepted_drafts_per_step_tokens": self.accepted / self.drafts,
+        }
+        for j, a in enumerate(self.accepted_per_pos, start=1):
+            out[f"acceptance_rate_pos{j}"] = a / self.drafts
+        return out
+
+
+def parse_spec_counters(text: str) -> SpecCounters | None:
+    """vLLM's speculative counters in a Prometheus text exposition, summed over labels other
+    than ``position`` (engines, models); None when the server exports none (no speculation).
+
+    Raises:
+        ValueError: text that is not the Prometheus text format.
+    """
+    sums = {DRAFTS: 0.0, DRAFT_TOKENS: 0.0, ACCEPTED: 0.0}
+    per: dict[int, float] = {}
+    seen = False
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            name = sample.name.removesuffix("_total")
+            if name in sums and not sample.name.endswith("_created"):
+                sums[name] += sample.value
+                seen = True
+            elif name == PER_POS and "position" in sample.labels:
+                j = int(sample.labels["position"])
+                per[j] = per.get(j, 0.0) + sample.value
+    if not seen:
+        return None
+    positions = tuple(per.get(j, 0.0) for j in range(max(per) + 1)) if per else ()
+    return SpecCounters(sums[DRAFTS], sums[DRAFT_TOKENS], sums[ACCEPTED], positions)

@@ -1,0 +1,253 @@
+"""Speculative-decoding acceptance from per-step counts (pure): pooled, per position, histogram.
+
+One streamed response is one engine step on every streaming engine trtbench serves
+(``docs/metrics.md``). A **verify step** is a response whose ``draft_tokens`` (proposed)
+is > 0; the prefill response and every baseline step propose 0 and are not verify steps.
+Per (variant, tier), over the successful requests only, pooled (token-weighted):
+
+- acceptance length = 1 + Σ accepted / verify steps (vLLM ``bench serve`` "acceptance
+  length" = 1 + Δaccepted/Δdrafts; AIPerf ``spec_decode_token_weighted_acceptance_length``;
+  trtllm-bench's global acceptance length Σ tokens / Σ iterations, which equals it when no step
+  is cut);
+- draft acceptance rate = Σ accepted / Σ proposed (vLLM "acceptance rate", AIPerf
+  ``spec_decode_overall_draft_acceptance_rate``; NOT TensorRT-LLM's Medusa "acceptance rate",
+  which means tokens per step);
+- accepted drafts per step = Σ accepted / verify steps (AIPerf
+  ``spec_decode_accepted_per_verified``);
+- acceptance rate at draft position j = 1..K (K = the largest number proposed in one step of the
+  tier): steps that accepted ≥ j drafts / steps that proposed ≥ j (vLLM
+  ``spec_decode_num_accepted_tokens_per_pos`` / drafts, "acceptance rate per position");
+- histogram j = 0..K: steps that accepted exactly j drafts, and their share of the verify
+  steps (AIPerf's accepted-per-step histogram; vLLM's per-request histogram).
+
+Counting at a step cut by ``max_tokens`` or after the end token: ``accepted`` is what the
+engine's verification accepted (vLLM's count; the reference engine reports it uncut), while
+output length and throughput count the emitted tokens.
+
+Medusa trees: a Medusa step proposes every tree node (``proposed`` = tree nodes), but at most
+the tree depth can be accepted along one path, so positions beyond the depth show rate 0 and
+the draft acceptance rate is bounded by depth / nodes. A chain (each node one child) proposes
+exactly its depth, and its per-position rates then mean the same as draft-target's.
+
+Sources (``spec_decode_counts_source``): ``server_per_step`` when every token-carrying response
+of a streamed request carries its own counts (the reference model); ``server_request_totals``
+when only request totals are known (TensorRT-LLM's perf metrics on the final response, or a
+response that is not streamed): the pooled figures use verify steps = token responses − 1
+(one response: OSL − 1 − accepted, trtllm-bench's decode iterations), and the per-position
+rates and the histogram are not available (no rows); empty when the server reports no counts
+or nothing was proposed (a baseline). Over an OpenAI API, where responses carry no counts, the
+server's Prometheus counters over the tier fill the pooled figures and the position rows instead
+(``server_prometheus``; :mod:`~trtbench.profiling.loadtest.clients.server_counts`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from trtbench.core.export import Column
+
+PER_STEP = "server_per_step"
+TOTALS = "server_request_totals"
+POSITION = "position"
+HISTOGRAM = "histogram"
+KEYS = ["variant", "tier"]
+
+ACCEPTANCE_SUMMARY_COLUMNS: tuple[Column, ...] = (
+    Column("acceptance_length_tokens", "pooled: 1 + Σ accepted drafts / verify steps (vLLM bench serve acceptance length; AIPerf token-weighted acceptance length); empty without draft counts", False),
+    Column("draft_acceptance_rate_ratio", "pooled: Σ accepted / Σ proposed draft tokens (vLLM/AIPerf acceptance rate; not TRT-LLM's Medusa 'acceptance rate' = tokens/step)", False),
+    Column("accepted_drafts_per_step_tokens", "pooled: Σ accepted drafts / verify steps (AIPerf accepted_per_verified)", False),
+    Column("verify_steps_count", "verify steps (steps that proposed > 0 drafts) of successful requests", False),
+    Column("proposed_draft_tokens_count", "Σ proposed draft tokens (Medusa: tree nodes per step)", False),
+    Column("accepted_draft_tokens_count", "Σ drafts accepted by verification (not reduced at a step cut by max_tokens / the end token)", False),
+    Column("spec_decode_counts_source", "server_per_step (per-response counts) | server_request_totals (request totals only: no per-position rates) | server_prometheus (the server's Prometheus counters over the tier, OpenAI APIs: no histogram) | empty (no draft counts, or a baseline)", False),
+)  # fmt: skip
+
+ACCEPTANCE_SCHEMA: tuple[Column, ...] = (
+    Column("variant", "served variant"),
+    Column("tier", "tier label (c<N> / r<X>)"),
+    Column("kind", "position (acceptance rate at draft position j) | histogram (steps that accepted exactly j drafts)"),
+    Column("draft_position", "j: 1..K for kind position (the j-th draft of a step); 0..K accepted drafts for kind histogram", kind="int"),
+    Column("steps_count", "position: verify steps that proposed ≥ j drafts; histogram: all verify steps", kind="int"),
+    Column("hits_count", "position: of those, steps that accepted ≥ j drafts; histogram: steps that accepted exactly j", kind="int"),
+    Column("value_ratio", "hits / steps: the acceptance rate at position j, or the share of steps that accepted exactly j"),
+    Column("source", "where the counts come from: server_per_step, or server_prometheus (position rows only; steps = the tier's drafts, vLLM's denominator)"),
+)  # fmt: skip
+
+
+def _ok(requests: pd.DataFrame) -> pd.DataFrame:
+    return requests[requests["error"].isna() & requests["first_token_ns"].notna()]
+
+
+def _num(frame: pd.DataFrame, name: str) -> pd.Series:
+    if name not in frame:
+        return pd.Series(np.nan, index=frame.index, dtype=float)
+    return pd.to_numeric(frame[name], errors="coerce").astype(float)
+
+
+def request_verify_steps(requests: pd.DataFrame) -> pd.Series:
+    """Verify steps per request from its totals (float; NaN without draft counts).
+
+    token responses − 1 (one response per step, the first being the prefill); a request with
+    one token response (not streamed) gets OSL − 1 − accepted, trtllm-bench's decode
+    iterations (exact unless the last step was cut). Negative results become 0.
+    """
+    responses = _num(requests, "token_responses")
+    osl, accepted = (
+        _num(requests, "output_tokens"),
+        _num(requests, "accepted_draft_tokens"),
+    )
+    steps = (responses - 1).where(responses > 1, osl - 1 - accepted)
+    return steps.clip(lower=0).where(_num(requests, "draft_tokens").notna())
+
+
+def request_counts(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
+    """Draft counts per successful request: the source and the verify steps of each.
+
+    Args:
+        requests: RequestRecord rows; responses: ResponseRecord rows of the same requests.
+
+    Returns:
+        Columns variant, tier, request_id, source (``server_per_step`` | ``server_request_totals``
+        | ``""``), proposed, accepted, verify_steps (floats; NaN without counts).
+    """
+    ok = _ok(requests)
+    if "request_id" not in responses:
+        responses = pd.DataFrame(columns=["request_id", "tokens", "draft_tokens"])
+    resp = responses[responses["request_id"].isin(set(ok["request_id"]))]
+    counted = _num(resp, "draft_tokens").notna()
+    per = (
+        pd.DataFrame(
+            {
+                "request_id": resp["request_id"],
+                "counted": counted,
+                "token_uncounted": (_num(resp, "tokens") > 0) & ~counted,
+                "verify": _num(resp, "draft_tokens") > 0,
+            }
+        )
+        .groupby("request_id")[["counted", "token_uncounted", "verify"]]
+        .sum()
+    )
+    out = ok[["variant", "tier", "request_id"]].copy()
+    out["proposed"] = _num(ok, "draft_tokens")
+    out["accepted"] = _num(ok, "accepted_draft_tokens")
+    joined = per.reindex(ok["request_id"]).fillna(0).set_axis(ok.index)
+    streamed = _num(ok, "token_responses") > 1
+    step_wise = streamed & (joined["counted"] > 0) & (joined["token_uncounted"] == 0)
+    has = out["proposed"].notna()
+    out["source"] = np.where(~has, "", np.where(step_wise, PER_STEP, TOTALS))
+    out["verify_steps"] = request_verify_steps(ok).where(
+        ~step_wise, joined["verify"].astype(float)
+    )
+    return out.reset_index(drop=True)
+
+
+def verify_steps(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
+    """The verify steps of the tiers whose counts are all per step (``server_per_step``).
+
+    Returns:
+        Columns variant, tier, request_id, proposed, accepted (ints), one row per verify step.
+    """
+    counts = request_counts(requests, responses)
+    counted = counts[counts["source"] != ""]
+    whole = counted.groupby(KEYS)["source"].transform(lambda s: (s == PER_STEP).all())
+    ids = set(counted.loc[whole.astype(bool), "request_id"])
+    r = responses[responses["request_id"].isin(ids)]
+    r = r[_num(r, "draft_tokens") > 0]
+    return pd.DataFrame(
+        {
+            "variant": r["variant"].astype(str),
+            "tier": r["tier"].astype(str),
+            "request_id": r["request_id"],
+            "proposed": _num(r, "draft_tokens").astype(int),
+            "accepted": _num(r, "accepted_draft_tokens").fillna(0).astype(int),
+        }
+    ).reset_index(drop=True)
+
+
+def _tier_source(sources: pd.Series, proposed: float) -> str:
+    counted = sources[sources != ""]
+    if counted.empty or not proposed > 0:
+        return ""
+    return PER_STEP if (counted == PER_STEP).all() else TOTALS
+
+
+def acceptance_summary(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
+    """Pooled acceptance figures per (variant, tier), successful requests only.
+
+    Args:
+        requests: RequestRecord rows (``trtbench.core.export.records_to_frame``).
+        responses: ResponseRecord rows of the same requests.
+
+    Returns:
+        One row per (variant, tier) that has successful requests: ``variant``, ``tier`` and
+        the :data:`ACCEPTANCE_SUMMARY_COLUMNS` (NaN figures and an empty source where nothing
+        was proposed).
+    """
+    names = [c.name for c in ACCEPTANCE_SUMMARY_COLUMNS]
+    if requests.empty:
+        return pd.DataFrame(columns=[*KEYS, *names])
+    counts = request_counts(requests, responses)
+    rows = []
+    for (variant, tier), c in counts.groupby(KEYS, sort=False):
+        used = c[c["source"] != ""]
+        proposed = float(used["proposed"].sum())
+        accepted = float(used["accepted"].sum())
+        steps = float(used["verify_steps"].sum())
+        source = _tier_source(c["source"], proposed)
+        row = {"variant": variant, "tier": tier, **dict.fromkeys(names, np.nan)}
+        row["spec_decode_counts_source"] = source
+        if source:
+            per_step = accepted / steps if steps > 0 else np.nan
+            row.update(
+                acceptance_length_tokens=1.0 + per_step,
+                draft_acceptance_rate_ratio=accepted / proposed,
+                accepted_drafts_per_step_tokens=per_step,
+                verify_steps_count=steps,
+                proposed_draft_tokens_count=proposed,
+                accepted_draft_tokens_count=accepted,
+            )
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*KEYS, *names])
+
+
+def _tier_rows(variant: str, tier: str, steps: pd.DataFrame) -> list[dict]:
+    """Position and histogram rows of one tier's verify steps."""
+    k = int(steps["proposed"].max())
+    accepted = steps["accepted"].clip(upper=k).to_numpy()
+    exact = np.bincount(accepted, minlength=k + 1)
+    at_least_acc = exact[::-1].cumsum()[::-1]  # [j] = steps that accepted ≥ j
+    at_least_prop = np.bincount(steps["proposed"].to_numpy(), minlength=k + 1)[::-1]
+    at_least_prop = at_least_prop.cumsum()[::-1]
+    n = len(steps)
+    rows = [
+        (POSITION, j, int(at_least_prop[j]), int(at_least_acc[j]))
+        for j in range(1, k + 1)
+    ]
+    rows += [(HISTOGRAM, j, n, int(exact[j])) for j in range(k + 1)]
+    return [
+        {"variant": variant, "tier": tier, "kind": kind, "draft_position": j,
+         "steps_count": s, "hits_count": h, "value_ratio": h / s if s else np.nan,
+         "source": PER_STEP}
+        for kind, j, s, h in rows
+    ]  # fmt: skip
+
+
+def acceptance_table(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
+    """``loadtest/acceptance.csv``: per-position rates and the histogram, long format.
+
+    Only tiers whose counts are per step (``server_per_step``) and that proposed drafts get
+    rows; a run without such a tier gives an empty frame with the columns.
+
+    Returns:
+        Columns of :data:`ACCEPTANCE_SCHEMA`; per (variant, tier) K position rows
+        (j = 1..K) then K + 1 histogram rows (j = 0..K).
+    """
+    columns = [c.name for c in ACCEPTANCE_SCHEMA]
+    if requests.empty or responses.empty:
+        return pd.DataFrame(columns=columns)
+    steps = verify_steps(requests, responses)
+    rows = []
+    for (variant, tier), s in steps.groupby(KEYS, sort=False):
+        rows += _tier_rows(variant, tier, s)
+    return pd.DataFrame(rows, columns=columns)

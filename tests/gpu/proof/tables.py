@@ -1,0 +1,295 @@
+"""GPU proof, analysis side (pure): the CSV schemas, decode-timing rows, speedups, the
+lossless rule with its tie margin, Kineto launch rows and the printed table.
+
+Definitions:
+
+- A **full-batch step** is a decode step over all ``batch_size`` rows (every request of the
+  run admitted and none finished); the figures of ``decode_timing.csv`` are over those steps:
+  ``output_tok_s = full_batch_tokens / full_batch_decode_ns × 1e9`` and
+  ``speedup_vs_baseline = output_tok_s / output_tok_s(baseline)`` at the same dtype, batch
+  size and graphs — equivalently the baseline's time per emitted token over the mode's.
+- **Lossless**: every request of a speculative mode returns the baseline's tokens for the
+  same prompt (same dtype, batch size and graphs). float32 must be exact. In a lower
+  precision a divergence is a numeric tie, and excused, when at its first index the
+  baseline's top-2 logit gap is at most :data:`TIE_ULPS` units in the last place of the top
+  logit in that dtype (``TIE_ULPS × eps × 2^floor(log2 |top1|)``). This is the rule of the
+  batched lossless tests (``tests/unit/builders/reference/test_batching.py``: a greedy pick
+  can flip only when the top-2 gap is within the rounding of the arithmetic; there float64
+  and MARGIN = 1e-6) with the margin scaled to a dtype of 8 significant bits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from trtbench.core.export import Column
+from trtbench.profiling.loadtest.stats.lossless import first_divergence
+
+TIE_ULPS = 8
+EPS = {"float32": 2.0**-23, "bfloat16": 2.0**-7, "float16": 2.0**-10}
+NA = "n/a"
+
+CONFIG_COLUMNS = (
+    Column("mode", "decoding mode of the reference engine"),
+    Column("dtype", "float32 / bfloat16 (weights, activations, KV cache)"),
+    Column("batch_size", "requests submitted together = max_batch_size (in-flight batching)"),
+    Column("graphs", "eager or graphs (the engine's cuda_graphs option)"),
+)  # fmt: skip
+
+TIMING_SCHEMA: tuple[Column, ...] = (
+    *CONFIG_COLUMNS,
+    Column("graphs_status", "eager | captured | n/a (graphs asked for, not available) | error (the run failed)"),
+    Column("graphs_reason", "the engine's cuda_graphs reason (why n/a), or the error"),
+    Column("engine_build_s", "engine assembly incl. CUDA-graph capture (s)", False),
+    Column("full_batch_steps", "decode steps over all batch_size rows", False),
+    Column("full_batch_decode_ns", "their summed wall time (ns)", False),
+    Column("full_batch_tokens", "tokens they emitted over all rows", False),
+    Column("step_ms_mean", "mean wall time of a full-batch decode step (ms)", False),
+    Column("step_ms_median", "median of the same (ms)", False),
+    Column("tokens_per_step", "full_batch_tokens / full_batch_steps (all rows)", False),
+    Column("output_tok_s", "full_batch_tokens / full_batch_decode_ns x 1e9", False),
+    Column("speedup_vs_baseline", "output_tok_s / baseline output_tok_s (same dtype, batch, graphs)", False),
+    Column("all_steps", "every decode step of the run (the shrinking tail too)", False),
+    Column("all_decode_tok_s", "all decode tokens / all decode time (prefill excluded)", False),
+    Column("first_iteration_ms", "first batcher iteration: every prefill + one decode step (ms)", False),
+    Column("param_bytes", "parameters of the engine's models in dtype", False),
+    Column("kv_cache_bytes", "KV-cache buffers allocated by the engine's runners", False),
+    Column("torch_max_allocated_bytes", "torch.cuda.max_memory_allocated over build + run (CUDA only)", False),
+    Column("torch_max_reserved_bytes", "torch.cuda.max_memory_reserved over build + run (CUDA only)", False),
+)  # fmt: skip
+
+LOSSLESS_SCHEMA: tuple[Column, ...] = (
+    *CONFIG_COLUMNS,
+    Column("compared_to", "the outputs compared against"),
+    Column("requests", "requests compared"),
+    Column("exact", "requests whose tokens equal the reference's"),
+    Column("ties", "diverging requests excused: top-2 gap within the tie margin"),
+    Column("mismatches", "diverging requests not excused"),
+    Column("first_divergence_min_tokens", "smallest output index of a divergence", False),
+    Column("min_gap_at_divergence", "smallest baseline top-2 logit gap at a divergence", False),
+    Column("margin_at_min_gap", "the tie margin at that divergence (0: exact required)", False),
+    Column("lossless", "True when mismatches == 0"),
+)  # fmt: skip
+
+KINETO_SCHEMA: tuple[Column, ...] = (
+    *CONFIG_COLUMNS,
+    Column("steps_requested", "decode steps profiled (--trace-steps)"),
+    Column("steps_run", "decode steps the batcher ran under the profiler", False),
+    Column("decode_step_ranges", "decode_step#N annotations counted in the trace", False),
+    Column("analysis_status", "ok | n/a (trtbench analyze kineto refused the trace) | error (tracing failed)"),
+    Column("analysis_reason", "why n/a (the analyzer's message)"),
+    Column("steps_analyzed", "steps in the analysis (annotation windows)", False),
+    Column("launch_calls_per_step", "kernel + graph launch API calls per step (mean)", False),
+    Column("launch_overhead_mean_ns", "host time in those calls per step (mean, ns)", False),
+    Column("launch_overhead_median_ns", "the same, median (ns)", False),
+    Column("graph_launches_per_step", "cudaGraphLaunch calls per step (mean)", False),
+    Column("kernels_per_step", "kernels run per step, graph nodes included (mean)", False),
+    Column("gpu_idle_mean_ns", "GPU idle inside the step: span - busy union (mean, ns)", False),
+    Column("launch_delay_mean_ns", "first GPU start - API end, over launch calls (ns)", False),
+    Column("wall_mean_ns", "step wall time under the profiler (mean, ns)", False),
+)  # fmt: skip
+
+
+INT_COLUMNS = frozenset(
+    {"batch_size", "full_batch_steps", "full_batch_decode_ns", "full_batch_tokens"}
+    | {"all_steps", "param_bytes", "kv_cache_bytes", "torch_max_allocated_bytes"}
+    | {"torch_max_reserved_bytes", "requests", "exact", "ties", "mismatches"}
+    | {"first_divergence_min_tokens", "steps_requested", "steps_run"}
+    | {"decode_step_ranges", "steps_analyzed"}
+)
+
+
+def typed_frame(rows: Sequence[dict], schema: Sequence[Column]) -> pd.DataFrame:
+    """Rows as a frame in schema order; counts as nullable integers (empty when n/a)."""
+    frame = pd.DataFrame(list(rows), columns=[c.name for c in schema])
+    ints = [c for c in frame.columns if c in INT_COLUMNS]
+    return frame.astype({c: "Int64" for c in ints})
+
+
+def config_key(mode: str, dtype: str, batch: int, graphs: str) -> dict[str, object]:
+    """The four configuration columns as a row fragment."""
+    return {"mode": mode, "dtype": dtype, "batch_size": batch, "graphs": graphs}
+
+
+def timing_row(
+    rows: Sequence[int],
+    step_ns: Sequence[int],
+    step_tokens: Sequence[int],
+    batch: int,
+    first_iteration_ns: int,
+) -> dict[str, object]:
+    """Timing columns of one run (definitions in the module docstring).
+
+    Args:
+        rows, step_ns, step_tokens: per decode step after the first iteration: rows
+            stepped, wall time (ns), tokens emitted.
+        batch: the batch size (a step is full when it stepped ``batch`` rows).
+        first_iteration_ns: the first iteration's wall time (ns).
+    """
+    rows_a, ns, tok = (
+        np.asarray(x, dtype=np.int64) for x in (rows, step_ns, step_tokens)
+    )
+    full = rows_a == batch
+    n, t, k = int(full.sum()), int(ns[full].sum()), int(tok[full].sum())
+    return {
+        "full_batch_steps": n,
+        "full_batch_decode_ns": t,
+        "full_batch_tokens": k,
+        "step_ms_mean": float(ns[full].mean() / 1e6) if n else math.nan,
+        "step_ms_median": float(np.median(ns[full]) / 1e6) if n else math.nan,
+        "tokens_per_step": k / n if n else math.nan,
+        "output_tok_s": k / (t / 1e9) if t else math.nan,
+        "all_steps": len(ns),
+        "all_decode_tok_s": float(tok.sum() / (ns.sum() / 1e9))
+        if ns.sum()
+        else math.nan,
+        "first_iteration_ms": first_iteration_ns / 1e6,
+    }
+
+
+def with_speedups(timing: pd.DataFrame) -> pd.DataFrame:
+    """``speedup_vs_baseline`` filled for every row whose baseline ran (pure; a copy)."""
+    out = timing.copy()
+    keys = ["dtype", "batch_size", "graphs"]
+    base = out[out["mode"] == "baseline"].set_index(keys)["output_tok_s"]
+    joined = out.join(base.rename("base_tok_s"), on=keys)
+    out["speedup_vs_baseline"] = pd.to_numeric(
+        joined["output_tok_s"], errors="coerce"
+    ) / pd.to_numeric(joined["base_tok_s"], errors="coerce")
+    return out
+
+
+def tie_margin(dtype: str, top1: float) -> float:
+    """The largest top-2 gap a numeric tie may have (0 for float32: exact required)."""
+    if dtype == "float32" or top1 == 0 or not math.isfinite(top1):
+        return 0.0
+    return TIE_ULPS * EPS[dtype] * 2.0 ** math.floor(math.log2(abs(top1)))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A speculative mode's outputs against the reference's (see :data:`LOSSLESS_SCHEMA`)."""
+
+    requests: int
+    exact: int
+    ties: int
+    mismatches: int
+    first_divergence_min_tokens: int | None
+    min_gap_at_divergence: float | None
+    margin_at_min_gap: float | None
+
+    @property
+    def lossless(self) -> bool:
+        return self.mismatches == 0
+
+
+def compare_outputs(
+    reference: Sequence[Sequence[int]],
+    outputs: Sequence[Sequence[int]],
+    dtype: str,
+    gap_at: Callable[[int, int], tuple[float, float]],
+) -> Comparison:
+    """Apply the lossless rule request by request.
+
+    Args:
+        reference: per request, the baseline's tokens.
+        outputs: per request, the mode's tokens (same prompts, same order).
+        dtype: the engines' dtype (float32: exact).
+        gap_at: ``(request, index) -> (top-2 gap, top1)`` of the baseline's logits before
+            output ``index`` of that request (called only at divergences).
+    """
+    exact = ties = 0
+    firsts: list[int] = []
+    gaps: list[tuple[float, float]] = []
+    for i, (want, got) in enumerate(zip(reference, outputs, strict=True)):
+        at = first_divergence(list(want), list(got))
+        if at is None:
+            exact += 1
+            continue
+        firsts.append(at)
+        gap, top1 = gap_at(i, at) if at < len(want) else (math.inf, math.nan)
+        margin = tie_margin(dtype, top1)
+        gaps.append((gap, margin))
+        ties += gap <= margin
+    gap_min = min(gaps) if gaps else None
+    return Comparison(
+        requests=len(reference),
+        exact=exact,
+        ties=ties,
+        mismatches=len(firsts) - ties,
+        first_divergence_min_tokens=min(firsts) if firsts else None,
+        min_gap_at_divergence=gap_min[0] if gap_min else None,
+        margin_at_min_gap=gap_min[1] if gap_min else None,
+    )
+
+
+def kineto_row(summary: object | None, reason: str = "") -> dict[str, object]:
+    """Kineto columns from a ``StepSummary`` (None: the analysis is n/a for ``reason``)."""
+    if summary is None:
+        return {"analysis_status": NA, "analysis_reason": reason}
+    steps = summary.steps
+    return {
+        "analysis_status": "ok",
+        "analysis_reason": "",
+        "steps_analyzed": steps,
+        "launch_calls_per_step": summary.launch_calls_mean,
+        "launch_overhead_mean_ns": summary.launch_overhead_mean_ns,
+        "launch_overhead_median_ns": summary.launch_overhead_median_ns,
+        "graph_launches_per_step": summary.graph_launches_total / steps
+        if steps
+        else math.nan,
+        "kernels_per_step": summary.kernels_mean,
+        "gpu_idle_mean_ns": summary.gpu_idle_mean_ns,
+        "launch_delay_mean_ns": summary.launch_delay_mean_ns,
+        "wall_mean_ns": summary.wall_mean_ns,
+    }
+
+
+def _fmt(value: object, spec: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return NA
+    if isinstance(value, str):
+        return value
+    return format(value, spec)
+
+
+def render_table(
+    timing: pd.DataFrame, lossless: pd.DataFrame, kineto: pd.DataFrame
+) -> str:
+    """A plain-text table, one line per configuration: step time, tok/s, speedup,
+    lossless, and (where traced) launch overhead, launch calls, graph launches and GPU idle
+    per step."""
+    keys = [c.name for c in CONFIG_COLUMNS]
+    merged = timing.merge(lossless[[*keys, "lossless"]], on=keys, how="left")
+    if len(kineto):
+        cols = ["launch_overhead_mean_ns", "launch_calls_per_step"]
+        cols += ["graph_launches_per_step", "gpu_idle_mean_ns"]
+        merged = merged.merge(kineto[[*keys, *cols]], on=keys, how="left")
+    head = (
+        f"{'mode':13}{'dtype':9}{'batch':>6} {'graphs':7}{'step ms':>9}{'tok/s':>10}"
+        f"{'speedup':>8} {'lossless':9}{'launch us':>10}{'calls':>7}{'graphs':>7}"
+        f"{'idle us':>9}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in merged.to_dict("records"):
+        loss = r.get("lossless")
+        lossless_text = "base" if r["mode"] == "baseline" else _fmt(loss, "")
+        status = r["graphs_status"]
+        graphs = status if status in (NA, "error") else r["graphs"]
+        us = r.get("launch_overhead_mean_ns")
+        idle = r.get("gpu_idle_mean_ns")
+        lines.append(
+            f"{r['mode']:13}{r['dtype']:9}{r['batch_size']:>6} {graphs:7}"
+            f"{_fmt(r.get('step_ms_mean'), '.3f'):>9}{_fmt(r.get('output_tok_s'), ',.0f'):>10}"
+            f"{_fmt(r.get('speedup_vs_baseline'), '.2f'):>8} {lossless_text:9}"
+            f"{_fmt(us / 1e3 if isinstance(us, float) else None, '.1f'):>10}"
+            f"{_fmt(r.get('launch_calls_per_step'), '.1f'):>7}"
+            f"{_fmt(r.get('graph_launches_per_step'), '.1f'):>7}"
+            f"{_fmt(idle / 1e3 if isinstance(idle, float) else None, '.1f'):>9}"
+        )
+    return "\n".join(lines)
