@@ -49,8 +49,12 @@ DONE = re.compile(r"tier_pass: .* \(round \d+\): ")
 
 def spec_text(cache: Path, design: str, rounds: int, tiers: list[int]) -> str:
     """The A/A spec (module docstring) as YAML."""
-    common = {"dtype": "float32", "max_batch_size": 8, "max_input_len": 256,
-              "max_seq_len": 512}  # fmt: skip
+    common = {
+        "dtype": "float32",
+        "max_batch_size": 8,
+        "max_input_len": 256,
+        "max_seq_len": 512,
+    }
     medusa = {"mode": "medusa", "medusa_choices": TREE, **common}
     variants = [
         {"name": "base-a", "mode": "baseline", **common},
@@ -59,15 +63,26 @@ def spec_text(cache: Path, design: str, rounds: int, tiers: list[int]) -> str:
         {"name": "medusa-b", **medusa},
         {"name": "medusa-slow", "handicap": 0.1, **medusa},
     ]
-    return yaml.safe_dump({
-        "name": f"aa-{design}", "backend": "reference",
-        "models": {k: str(cache / "tiny-models" / k) for k in ("target", "medusa")},
-        "variants": variants,
-        "deploy": {"ready_timeout_s": 180},
-        "loadtest": {"design": design, "concurrency": tiers, "repeats": rounds,
-                     "requests_per_tier": 16, "warmup_requests": 2, "input_len_mean": 32,
-                     "output_len_mean": 48, "seed": 0},
-    }, sort_keys=False)  # fmt: skip
+    return yaml.safe_dump(
+        {
+            "name": f"aa-{design}",
+            "backend": "reference",
+            "models": {k: str(cache / "tiny-models" / k) for k in ("target", "medusa")},
+            "variants": variants,
+            "deploy": {"ready_timeout_s": 180},
+            "loadtest": {
+                "design": design,
+                "concurrency": tiers,
+                "repeats": rounds,
+                "requests_per_tier": 16,
+                "warmup_requests": 2,
+                "input_len_mean": 32,
+                "output_len_mean": 48,
+                "seed": 0,
+            },
+        },
+        sort_keys=False,
+    )
 
 
 def burner() -> subprocess.Popen:
@@ -124,11 +139,19 @@ def block_readings(rounds: pd.DataFrame, block: int) -> pd.DataFrame:
             pairs = [*TWINS, ("medusa-a", "medusa-slow")]
             for a, c in pairs:
                 pr = paired_ratio(part, a, c, tier, COLUMN)
-                rows.append({"block": b, "tier": tier, "pair": f"{a}/{c}",
-                             "twin": (a, c) in TWINS, "ratio": pr.ratio,
-                             "significant": bool(pr.low is not None
-                                                 and (pr.low > 1 or pr.high < 1)),
-                             "slower": bool(pr.low is not None and pr.low > 1)})  # fmt: skip
+                rows.append(
+                    {
+                        "block": b,
+                        "tier": tier,
+                        "pair": f"{a}/{c}",
+                        "twin": (a, c) in TWINS,
+                        "ratio": pr.ratio,
+                        "significant": bool(
+                            pr.low is not None and (pr.low > 1 or pr.high < 1)
+                        ),
+                        "slower": bool(pr.low is not None and pr.low > 1),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -153,8 +176,11 @@ def main() -> None:
     cache = Path(os.environ.get("TRTBENCH_CACHE", Path.home() / ".cache" / "trtbench"))
     tiers = [int(t) for t in args.tiers.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
-    lines = ["| design | condition | twins called significant | median abs log ratio "
-             "| handicap 0.1 seen (power) | wall s |", "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| design | condition | twins called significant | median abs log ratio "
+        "| handicap 0.1 seen (power) | wall s |",
+        "|---|---|---|---|---|---|",
+    ]
     print(lines[0])
     for design in args.designs.split(","):
         spec = args.out / f"aa-{design}.yaml"
@@ -163,14 +189,17 @@ def main() -> None:
             out = args.out / f"{design}-{condition}"
             cells = 5 * len(tiers) * args.rounds
             wall = run_one(spec, out, condition, cells)
-            readings = block_readings(pd.read_csv(out / "loadtest" / "rounds.csv"),
-                                      args.block)  # fmt: skip
+            readings = block_readings(
+                pd.read_csv(out / "loadtest" / "rounds.csv"), args.block
+            )
             twins = readings[readings["twin"]]
             slow = readings[~readings["twin"]]
-            row = (f"| {design} | {condition} | "
-                   f"{rate_text(int(twins['significant'].sum()), len(twins))} | "
-                   f"{np.median(np.abs(np.log(twins['ratio']))):.3f} | "
-                   f"{rate_text(int(slow['slower'].sum()), len(slow))} | {wall:.0f} |")  # fmt: skip
+            row = (
+                f"| {design} | {condition} | "
+                f"{rate_text(int(twins['significant'].sum()), len(twins))} | "
+                f"{np.median(np.abs(np.log(twins['ratio']))):.3f} | "
+                f"{rate_text(int(slow['slower'].sum()), len(slow))} | {wall:.0f} |"
+            )
             print(row, flush=True)
             lines.append(row)
             readings.to_csv(out / "aa_blocks.csv", index=False)

@@ -98,8 +98,12 @@ def print_costs(models: TinyModels, prompt, sizes, seq) -> None:
     t_run = ModelRunner(models.target, seq + 8, slots=max(sizes))
     d_run = ModelRunner(models.draft, seq + 8, slots=max(sizes))
     print("one forward, median ms (rows B x tokens q; per token-row in brackets):")
-    for name, runner, q in (("target", t_run, 1), ("target", t_run, 5),
-                            ("target", t_run, 7), ("draft", d_run, 1)):  # fmt: skip
+    for name, runner, q in (
+        ("target", t_run, 1),
+        ("target", t_run, 5),
+        ("target", t_run, 7),
+        ("draft", d_run, 1),
+    ):
         cells = []
         for b in sizes:
             ms = forward_ms(runner, prompt, b, q)
@@ -156,9 +160,12 @@ def main() -> None:
         engines = {}
         for label, mode, kw in CONFIGS:
             engines[label] = models.engine(
-                mode, kw, max_seq_len=seq, max_input_len=args.prompt_len,
+                mode,
+                kw,
+                max_seq_len=seq,
+                max_input_len=args.prompt_len,
                 max_batch_size=b,
-            )  # fmt: skip
+            )
             run_batch(engines[label], prompts[:b], 8, Tally())  # warm-up
         for _ in range(args.repeats):
             for label, engine in engines.items():

@@ -131,35 +131,45 @@ def compare(name: str, trace: Path, hta_python: Path) -> dict:
     hta, hta_s = run_hta(hta_python, trace)
     ours, kineto, our_s = run_trtbench(trace)
     same_apis = ours[ours["api"].isin(HTA_APIS)]
-    merged = same_apis.merge(hta, on="correlation", how="outer", suffixes=("", "_hta"),
-                             indicator=True)  # fmt: skip
+    merged = same_apis.merge(
+        hta, on="correlation", how="outer", suffixes=("", "_hta"), indicator=True
+    )
     both = merged[merged["_merge"] == "both"]
     diff = max(
         (both[c] - both[f"{c}_hta"]).abs().max() if len(both) else 0.0
         for c in ("cpu_us", "gpu_us", "delay_us")
     )
     exact = int(
-        ((both["cpu_us"] == both["cpu_us_hta"]) & (both["gpu_us"] == both["gpu_us_hta"])
-         & (both["delay_us"] == both["delay_us_hta"])).sum()
-    )  # fmt: skip
+        (
+            (both["cpu_us"] == both["cpu_us_hta"])
+            & (both["gpu_us"] == both["gpu_us_hta"])
+            & (both["delay_us"] == both["delay_us_hta"])
+        ).sum()
+    )
     rounded = int(
-        ((both["cpu_us_rounded"] == both["cpu_us_hta"])
-         & (both["gpu_us_rounded"] == both["gpu_us_hta"])
-         & (both["delay_us_rounded"] == both["delay_us_hta"])).sum()
-    )  # fmt: skip
+        (
+            (both["cpu_us_rounded"] == both["cpu_us_hta"])
+            & (both["gpu_us_rounded"] == both["gpu_us_hta"])
+            & (both["delay_us_rounded"] == both["delay_us_hta"])
+        ).sum()
+    )
     print(f"\n== {name}: {kineto.describe()}")
-    print(f"HTA rows {len(hta)}; trtbench rows with HTA's APIs {len(same_apis)}; matched "
-          f"{len(both)}, identical {exact}, max |difference| {diff:.3f} us; identical after "
-          f"rounding trtbench's ns the way HTA does: {rounded}")  # fmt: skip
+    print(
+        f"HTA rows {len(hta)}; trtbench rows with HTA's APIs {len(same_apis)}; matched "
+        f"{len(both)}, identical {exact}, max |difference| {diff:.3f} us; identical after "
+        f"rounding trtbench's ns the way HTA does: {rounded}"
+    )
     for side, label in (("left_only", "trtbench only"), ("right_only", "HTA only")):
         rows = merged[merged["_merge"] == side]
         if len(rows):
             print(f"  {label}: {len(rows)} rows with HTA's APIs")
     if len(hta):
-        print("  sums cpu/gpu/delay us: trtbench "
-              f"{both['cpu_us'].sum():,.3f} / {both['gpu_us'].sum():,.3f} / "
-              f"{both['delay_us'].sum():,.3f}; HTA {both['cpu_us_hta'].sum():,.3f} / "
-              f"{both['gpu_us_hta'].sum():,.3f} / {both['delay_us_hta'].sum():,.3f}")  # fmt: skip
+        print(
+            "  sums cpu/gpu/delay us: trtbench "
+            f"{both['cpu_us'].sum():,.3f} / {both['gpu_us'].sum():,.3f} / "
+            f"{both['delay_us'].sum():,.3f}; HTA {both['cpu_us_hta'].sum():,.3f} / "
+            f"{both['gpu_us_hta'].sum():,.3f} / {both['delay_us_hta'].sum():,.3f}"
+        )
     explain(ours, hta, kineto, merged)
     return {"trace": name, "trtbench_s": our_s, "hta_s": hta_s}
 
@@ -177,8 +187,10 @@ def explain(ours: pd.DataFrame, hta: pd.DataFrame, kineto: KinetoTrace, merged) 
         )
     queued = kernels["queue_dur_ns"].count()
     if queued < len(kernels):
-        print(f"  [queue] {len(kernels) - queued} kernels started before their call returned: "
-              f"launch_delay 0 in both, queue_dur_ns empty -- {EXPLANATIONS['queue']}")  # fmt: skip
+        print(
+            f"  [queue] {len(kernels) - queued} kernels started before their call returned: "
+            f"launch_delay 0 in both, queue_dur_ns empty -- {EXPLANATIONS['queue']}"
+        )
     fractional = (kineto.launches["api_start_ns"].dropna() % 1000 != 0).any()
     if fractional:
         print(f"  [rounding] {EXPLANATIONS['rounding']}")
@@ -189,8 +201,10 @@ def explain(ours: pd.DataFrame, hta: pd.DataFrame, kineto: KinetoTrace, merged) 
         last = int(steps["start_ns"].max())
         dropped = int((merged["_merge"] == "left_only").sum())
         late = int((ours["api_start_ns"] >= last).sum())
-        print(f"  [steps] {late} trtbench rows start in the last ProfilerStep; "
-              f"{dropped} rows missing from HTA -- {EXPLANATIONS['steps']}")  # fmt: skip
+        print(
+            f"  [steps] {late} trtbench rows start in the last ProfilerStep; "
+            f"{dropped} rows missing from HTA -- {EXPLANATIONS['steps']}"
+        )
     if (kernels["api_kind"] == "graph_launch").any():
         print(f"  [graphs] {EXPLANATIONS['graphs']}")
 
@@ -201,8 +215,17 @@ def write_decode_trace(path: Path, kernels: int, per_step: int = 100) -> Path:
     events, corr, steps = [], 0, kernels // per_step
     for i in range(steps):
         t0 = 1000.0 + i * (per_step * 6.0 + 50.0)
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}",
-                       "pid": 1, "tid": 1, "ts": t0, "dur": per_step * 6.0 + 40.0})  # fmt: skip
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{i}",
+                "pid": 1,
+                "tid": 1,
+                "ts": t0,
+                "dur": per_step * 6.0 + 40.0,
+            }
+        )
         graph = steps - 20 <= i < steps - 10
         for k in range(per_step):
             if not graph or k == 0:
@@ -210,23 +233,65 @@ def write_decode_trace(path: Path, kernels: int, per_step: int = 100) -> Path:
                 name = "cudaGraphLaunch" if graph else "cudaLaunchKernel"
                 ts = round(t0 + 1.0 + 6.0 * k + 0.123, 3)
                 events += [
-                    {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1,
-                     "ts": ts, "dur": 4.456, "args": {"correlation": corr}},
-                    {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 1, "tid": 1,
-                     "ts": ts},
-                ]  # fmt: skip
+                    {
+                        "ph": "X",
+                        "cat": "cuda_runtime",
+                        "name": name,
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": ts,
+                        "dur": 4.456,
+                        "args": {"correlation": corr},
+                    },
+                    {
+                        "ph": "s",
+                        "cat": "ac2g",
+                        "name": "ac2g",
+                        "id": corr,
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": ts,
+                    },
+                ]
             kts = round(t0 + 7.0 + 6.0 * k + 0.789, 3)
-            args = {"correlation": corr, "device": 0, "stream": 7, "grid": [8, 1, 1],
-                    "block": [128, 1, 1]} | ({"graph node id": k + 1} if graph else {})  # fmt: skip
+            args = {
+                "correlation": corr,
+                "device": 0,
+                "stream": 7,
+                "grid": [8, 1, 1],
+                "block": [128, 1, 1],
+            } | ({"graph node id": k + 1} if graph else {})
             events += [
-                {"ph": "X", "cat": "kernel", "name": f"kernel_{k % 20}", "pid": 0, "tid": 7,
-                 "ts": kts, "dur": 3.0, "args": args},
-                {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 0, "tid": 7,
-                 "ts": kts, "bp": "e"},
-            ]  # fmt: skip
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": f"kernel_{k % 20}",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": kts,
+                    "dur": 3.0,
+                    "args": args,
+                },
+                {
+                    "ph": "f",
+                    "cat": "ac2g",
+                    "name": "ac2g",
+                    "id": corr,
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": kts,
+                    "bp": "e",
+                },
+            ]
     with gzip.open(path, "wt") as fh:
-        json.dump({"schemaVersion": 1, "baseTimeNanoseconds": 1_700_000_000_000_000_000,
-                   "traceEvents": events}, fh)  # fmt: skip
+        json.dump(
+            {
+                "schemaVersion": 1,
+                "baseTimeNanoseconds": 1_700_000_000_000_000_000,
+                "traceEvents": events,
+            },
+            fh,
+        )
     return path
 
 
@@ -253,16 +318,20 @@ def main() -> None:
         traces["decode_synthetic"] = write_decode_trace(
             Path(tmp) / "decode.json.gz", args.kernels
         )
-        print(f"synthesized decode_synthetic ({args.kernels:,} kernels) in "
-              f"{time.perf_counter() - start:.1f} s")  # fmt: skip
+        print(
+            f"synthesized decode_synthetic ({args.kernels:,} kernels) in "
+            f"{time.perf_counter() - start:.1f} s"
+        )
         for name, path in traces.items():
             timings.append(compare(name, path, args.hta_python))
     print(
         "\n== time (load + analysis, seconds; HTA: TraceAnalysis + launch stats, no import)"
     )
     for t in timings:
-        print(f"  {t['trace']:<18} trtbench {t['trtbench_s']:7.2f}   HTA {t['hta_s']:7.2f}   "
-              f"trtbench/HTA {t['trtbench_s'] / t['hta_s']:.2f}")  # fmt: skip
+        print(
+            f"  {t['trace']:<18} trtbench {t['trtbench_s']:7.2f}   HTA {t['hta_s']:7.2f}   "
+            f"trtbench/HTA {t['trtbench_s'] / t['hta_s']:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -58,8 +58,13 @@ def write_repo(dest: Path) -> Path:
     spec = importlib.util.spec_from_file_location("scripted_repo", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    params = {"first_delay_ms": 0, "step_ms": 0, "tokens_per_step": 1,
-              "empty_final": "false", "max_batch_size": 256}  # fmt: skip
+    params = {
+        "first_delay_ms": 0,
+        "step_ms": 0,
+        "tokens_per_step": 1,
+        "empty_final": "false",
+        "max_batch_size": 256,
+    }
     return module.write_scripted_repo(dest, {MODEL: params})
 
 
@@ -73,8 +78,12 @@ def figures(sent, end, responses, lag_ns, cpu: float) -> dict:
     n = int(np.sum(responses))
     span = (np.max(end) - np.min(sent)) / 1e9
     lag = float(np.percentile(lag_ns, 99)) / 1e6 if len(lag_ns) else float("nan")
-    return {"responses_per_s": n / span, "lag_p99_ms": lag,
-            "cpu_us_per_response": cpu / n * 1e6, "responses": n}  # fmt: skip
+    return {
+        "responses_per_s": n / span,
+        "lag_p99_ms": lag,
+        "cpu_us_per_response": cpu / n * 1e6,
+        "responses": n,
+    }
 
 
 async def bare_round(url: str, requests: int, concurrency: int, tokens: int) -> dict:
@@ -82,10 +91,12 @@ async def bare_round(url: str, requests: int, concurrency: int, tokens: int) -> 
     client = grpcaio.InferenceServerClient(url)
 
     def inputs() -> list[InferInput]:
-        spec = (("text_input", "BYTES", np.array([[PROMPT.encode()]], dtype=np.object_)),
-                ("max_tokens", "INT32", np.array([[tokens]], dtype=np.int32)),
-                ("stream", "BOOL", np.array([[True]])),
-                ("exclude_input_in_output", "BOOL", np.array([[True]])))  # fmt: skip
+        spec = (
+            ("text_input", "BYTES", np.array([[PROMPT.encode()]], dtype=np.object_)),
+            ("max_tokens", "INT32", np.array([[tokens]], dtype=np.int32)),
+            ("stream", "BOOL", np.array([[True]])),
+            ("exclude_input_in_output", "BOOL", np.array([[True]])),
+        )
         out = []
         for name, dtype, value in spec:
             tensor = InferInput(name, list(value.shape), dtype)
@@ -152,17 +163,27 @@ def _frame_figures(reqs: pd.DataFrame, cpu: float) -> dict:
     ready = reqs["ready_ns"] if "ready_ns" in reqs else reqs["scheduled_ns"]
     ready = ready.fillna(reqs["scheduled_ns"])
     responses = reqs["token_responses"] + reqs["empty_responses"]
-    return figures(reqs["sent_ns"].to_numpy(), reqs["end_ns"].to_numpy(),
-                   responses.to_numpy(), (reqs["sent_ns"] - ready).to_numpy(),
-                   cpu)  # fmt: skip
+    return figures(
+        reqs["sent_ns"].to_numpy(),
+        reqs["end_ns"].to_numpy(),
+        responses.to_numpy(),
+        (reqs["sent_ns"] - ready).to_numpy(),
+        cpu,
+    )
 
 
 def trtbench_round(target: LoadTarget, requests: int, c: int, tokens: int) -> dict:
     """run_load in this process, one tier at concurrency ``c``."""
     sink = ListSink()
     cpu = cpu_s(resource.RUSAGE_SELF)
-    run_load(target, prompts_for(tokens), [Tier(concurrency=c)],
-             settings_for(requests), "bench", sink=sink)  # fmt: skip
+    run_load(
+        target,
+        prompts_for(tokens),
+        [Tier(concurrency=c)],
+        settings_for(requests),
+        "bench",
+        sink=sink,
+    )
     cpu = cpu_s(resource.RUSAGE_SELF) - cpu
     return _frame_figures(pd.DataFrame([vars(r) for r in sink.requests]), cpu)
 
@@ -171,14 +192,22 @@ def workers_round(
     target: LoadTarget, requests: int, c: int, tokens: int, tmp: Path, n: int = 2
 ) -> dict:
     """run_workers with ``n`` client processes; figures from their part files."""
-    files = [RecordFiles(tmp / f"w{k}.requests.csv", tmp / f"w{k}.responses.csv")
-             for k in range(n)]  # fmt: skip
+    files = [
+        RecordFiles(tmp / f"w{k}.requests.csv", tmp / f"w{k}.responses.csv")
+        for k in range(n)
+    ]
     for f in files:
         for path in (f.requests, f.responses):
             path.unlink(missing_ok=True)
     cpu = cpu_s(resource.RUSAGE_CHILDREN)
-    run_workers(target, prompts_for(tokens), [Tier(concurrency=c)],
-                settings_for(requests), "bench", files=files)  # fmt: skip
+    run_workers(
+        target,
+        prompts_for(tokens),
+        [Tier(concurrency=c)],
+        settings_for(requests),
+        "bench",
+        files=files,
+    )
     cpu = cpu_s(resource.RUSAGE_CHILDREN) - cpu
     reqs = pd.concat([pd.read_csv(f.requests) for f in files], ignore_index=True)
     return _frame_figures(reqs, cpu)
@@ -218,36 +247,51 @@ def main() -> int:
                     }
                     for who, fig in got.items():
                         rows.setdefault((c, who), []).append(fig)
-                    print(f"c{c} round {i + 1}: " + ", ".join(
-                        f"{who} {f['responses_per_s']:.0f}/s" for who, f in got.items()
-                    ), flush=True)  # fmt: skip
+                    print(
+                        f"c{c} round {i + 1}: "
+                        + ", ".join(
+                            f"{who} {f['responses_per_s']:.0f}/s"
+                            for who, f in got.items()
+                        ),
+                        flush=True,
+                    )
     return report(rows, levels, args)
 
 
 def report(rows: dict, levels: list[int], args: argparse.Namespace) -> int:
-    med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]}
-           for k, v in rows.items()}  # fmt: skip
-    print(f"\n{args.tokens} tokens/request, one per response; ≥ {args.responses} "
-          f"responses per round; medians of {args.rounds} rounds")  # fmt: skip
-    print(f"{'conc':>5} {'client':<12} {'resp/s':>9} {'vs bare':>8} "
-          f"{'lag p99 ms':>11} {'CPU us/resp':>12}")  # fmt: skip
+    med = {
+        k: {f: statistics.median(r[f] for r in v) for f in v[0]}
+        for k, v in rows.items()
+    }
+    print(
+        f"\n{args.tokens} tokens/request, one per response; ≥ {args.responses} "
+        f"responses per round; medians of {args.rounds} rounds"
+    )
+    print(
+        f"{'conc':>5} {'client':<12} {'resp/s':>9} {'vs bare':>8} "
+        f"{'lag p99 ms':>11} {'CPU us/resp':>12}"
+    )
     ok = True
     for c in levels:
         bare = med[(c, "bare aio")]["responses_per_s"]
         for who in ("trtbench w1", "bare aio", "trtbench w2"):
             m = med[(c, who)]
             lag = "-" if np.isnan(m["lag_p99_ms"]) else f"{m['lag_p99_ms']:.3f}"
-            print(f"{c:>5} {who:<12} {m['responses_per_s']:>9.0f} "
-                  f"{m['responses_per_s'] / bare:>8.3f} {lag:>11} "
-                  f"{m['cpu_us_per_response']:>12.1f}")  # fmt: skip
+            print(
+                f"{c:>5} {who:<12} {m['responses_per_s']:>9.0f} "
+                f"{m['responses_per_s'] / bare:>8.3f} {lag:>11} "
+                f"{m['cpu_us_per_response']:>12.1f}"
+            )
     for c in levels:
         w1 = med[(c, "trtbench w1")]["responses_per_s"]
         w2 = med[(c, "trtbench w2")]["responses_per_s"]
         ratio = w1 / med[(c, "bare aio")]["responses_per_s"]
         ok &= ratio >= TARGET_RATIO
         verdict = "OK" if ratio >= TARGET_RATIO else "BELOW TARGET"
-        print(f"c{c}: trtbench w1 / bare = {ratio:.3f} (target >= {TARGET_RATIO}) "
-              f"{verdict}; w2 / w1 = {w2 / w1:.3f}")  # fmt: skip
+        print(
+            f"c{c}: trtbench w1 / bare = {ratio:.3f} (target >= {TARGET_RATIO}) "
+            f"{verdict}; w2 / w1 = {w2 / w1:.3f}"
+        )
     return 0
 
 

@@ -63,9 +63,22 @@ Send = Callable[[int], Awaitable[int]]
 
 def chunk_bytes(i: int) -> bytes:
     """One vLLM-like completions chunk carrying token id ``i``."""
-    chunk = {"id": "cmpl-bench", "object": "text_completion", "created": 1,
-             "model": "bench", "choices": [{"index": 0, "text": f" t{i}", "logprobs": None,
-             "finish_reason": None, "stop_reason": None, "token_ids": [i]}]}  # fmt: skip
+    chunk = {
+        "id": "cmpl-bench",
+        "object": "text_completion",
+        "created": 1,
+        "model": "bench",
+        "choices": [
+            {
+                "index": 0,
+                "text": f" t{i}",
+                "logprobs": None,
+                "finish_reason": None,
+                "stop_reason": None,
+                "token_ids": [i],
+            }
+        ],
+    }
     return f"data: {json.dumps(chunk)}\n\n".encode()
 
 
@@ -155,8 +168,13 @@ def reader_only(url: str, n: int, pool: int):
 
 
 def transport(url: str, n: int, pool: int):
-    target = LoadTarget(url, ModelInterface("bench", {}, ("output_ids",), True),
-                        COMPLETIONS, RequestOptions(stream=True), API_COMPLETIONS)  # fmt: skip
+    target = LoadTarget(
+        url,
+        ModelInterface("bench", {}, ("output_ids",), True),
+        COMPLETIONS,
+        RequestOptions(stream=True),
+        API_COMPLETIONS,
+    )
     prompt = Prompt("p", "x", 1, n, "words")
 
     async def run(requests: int, concurrency: int) -> int:
@@ -238,8 +256,10 @@ def run_pace(name: str, gap_s: float, args: argparse.Namespace) -> dict[str, flo
                 wall = time.perf_counter() - wall
                 us = CPU.pop() / (args.requests * args.chunks) * 1e6
                 per[client].append(us)
-                print(f"  {name} round {r}: {client:16s} {us:7.2f} µs/chunk "
-                      f"(wall {wall:.2f} s)")  # fmt: skip
+                print(
+                    f"  {name} round {r}: {client:16s} {us:7.2f} µs/chunk "
+                    f"(wall {wall:.2f} s)"
+                )
         return {c: statistics.median(v) for c, v in per.items()}
     finally:
         server.kill()
@@ -274,16 +294,20 @@ def main() -> None:
         "burst": run_pace("burst", 0.0, args),
         "paced": run_pace("paced", args.gap_us / 1e6, args),
     }
-    print(f"\nclient CPU µs per token chunk (median of {args.rounds} rounds; "
-          f"{args.requests} requests x {args.chunks} chunks, concurrency "
-          f"{args.concurrency}; ratio to 'aiohttp lines')")  # fmt: skip
+    print(
+        f"\nclient CPU µs per token chunk (median of {args.rounds} rounds; "
+        f"{args.requests} requests x {args.chunks} chunks, concurrency "
+        f"{args.concurrency}; ratio to 'aiohttp lines')"
+    )
     for pace, per in results.items():
         base = per["aiohttp lines"]
         for client, us in per.items():
             print(f"  {pace:5s} {client:16s} {us:7.2f} µs   x{us / base:.2f}")
     parse, asarray = parse_cost(args.chunks)
-    print(f"parsing alone (sse_to_parsed): {parse:.2f} µs/chunk, of which np.asarray of "
-          f"the ids ~{asarray:.2f} µs")  # fmt: skip
+    print(
+        f"parsing alone (sse_to_parsed): {parse:.2f} µs/chunk, of which np.asarray of "
+        f"the ids ~{asarray:.2f} µs"
+    )
 
 
 if __name__ == "__main__":

@@ -130,14 +130,30 @@ def main() -> int:
     try:
         client = subprocess.Popen(
             trtbench(
-                "loadtest", "--url", url, "--model", model, "--variant", VARIANT,
-                "--concurrency", str(args.concurrency),
-                "--duration-s", str(args.minutes * 60), "--warmup-requests", "8",
-                "--input-len-mean", "32", "--output-len-mean", "32", "--out", str(run),
-                "--tokenizer", str(models["target"]),
+                "loadtest",
+                "--url",
+                url,
+                "--model",
+                model,
+                "--variant",
+                VARIANT,
+                "--concurrency",
+                str(args.concurrency),
+                "--duration-s",
+                str(args.minutes * 60),
+                "--warmup-requests",
+                "8",
+                "--input-len-mean",
+                "32",
+                "--output-len-mean",
+                "32",
+                "--out",
+                str(run),
+                "--tokenizer",
+                str(models["target"]),
             ),
             stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         counter = PartCounter(run / "loadtest" / "parts" / f"{VARIANT}.requests.csv")
         watch = psutil.Process(client.pid)
         server_proc = psutil.Process(server.pid)
@@ -158,8 +174,11 @@ def main() -> int:
                 break
             s = tree_rss(server_proc, include_self=False)
             rows.append((minute, c, s))
-            print(f"{minute:6d}  {c / MIB:14.1f}  {s / MIB:19.1f}  "
-                  f"{counter.done:8d}  {counter.failed:6d}", flush=True)  # fmt: skip
+            print(
+                f"{minute:6d}  {c / MIB:14.1f}  {s / MIB:19.1f}  "
+                f"{counter.done:8d}  {counter.failed:6d}",
+                flush=True,
+            )
         code = client.wait()
     finally:
         if client is not None and client.poll() is None:
@@ -177,10 +196,14 @@ def main() -> int:
     client_growth = max(c for _, c, _ in rows[1:]) - c1
     server_growth = (max(s for _, _, s in rows[1:]) - s1) / s1
     ok_c, ok_s = client_growth < CLIENT_TARGET_BYTES, server_growth < SERVER_TARGET
-    print(f"client growth after minute 1: {client_growth / 1e6:+.1f} MB "
-          f"(target < 50 MB): {'OK' if ok_c else 'ABOVE TARGET'}")  # fmt: skip
-    print(f"server tree growth after minute 1: {server_growth * 100:+.2f} % "
-          f"(target < 5 %): {'OK' if ok_s else 'ABOVE TARGET'}")  # fmt: skip
+    print(
+        f"client growth after minute 1: {client_growth / 1e6:+.1f} MB "
+        f"(target < 50 MB): {'OK' if ok_c else 'ABOVE TARGET'}"
+    )
+    print(
+        f"server tree growth after minute 1: {server_growth * 100:+.2f} % "
+        f"(target < 5 %): {'OK' if ok_s else 'ABOVE TARGET'}"
+    )
     return 0 if code == 0 else 1
 
 

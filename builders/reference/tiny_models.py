@@ -273,8 +273,15 @@ class _Session:
         if part == "eagle3":
             from trtbench.builders.reference.tiny_eagle import build_part
 
-            model, losses = build_part(self.target, self.greedy("train"), self.eagle_recipe,
-                                       self.rng(5), out, on_step, r.prompt_len)  # fmt: skip
+            model, losses = build_part(
+                self.target,
+                self.greedy("train"),
+                self.eagle_recipe,
+                self.rng(5),
+                out,
+                on_step,
+                r.prompt_len,
+            )
             self.eagle = model
         elif part == "medusa":
             rng = self.rng(2)
@@ -316,9 +323,13 @@ class _Session:
             self.heads = tt.load_medusa_heads(self.root / "medusa")
         from trtbench.builders.reference.tiny_eagle import part_quality
 
-        eagle = part_quality(getattr(self, "eagle", None) or self.root / "eagle3",
-                             self.target, self.greedy("eval"), self.recipe.prompt_len,
-                             self.eagle_recipe)  # fmt: skip
+        eagle = part_quality(
+            getattr(self, "eagle", None) or self.root / "eagle3",
+            self.target,
+            self.greedy("eval"),
+            self.recipe.prompt_len,
+            self.eagle_recipe,
+        )
         figures = tt.measure_quality(
             self.target,
             self.draft,
@@ -365,12 +376,21 @@ def _build(
             tmp = root / f".tmp-{part}-{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)
             target_id = None if part == "target" else markers["target"]["build_id"]
-            m = dict(recipe=part_key(part, key, recipes[1]), build_id=uuid.uuid4().hex,
-                     target_build_id=target_id)  # fmt: skip
+            m = dict(
+                recipe=part_key(part, key, recipes[1]),
+                build_id=uuid.uuid4().hex,
+                target_build_id=target_id,
+            )
             markers[part] = m = {**m, **session.build(part, tmp, progress)}
-            logger.info("built %s: %.2f M params, %d steps, loss %.3f -> %.3f, %.1f s", part,
-                        m["params"] / 1e6, m["steps"], m["first_loss"], m["final_loss"],
-                        m["train_s"])  # fmt: skip
+            logger.info(
+                "built %s: %.2f M params, %d steps, loss %.3f -> %.3f, %.1f s",
+                part,
+                m["params"] / 1e6,
+                m["steps"],
+                m["first_loss"],
+                m["final_loss"],
+                m["train_s"],
+            )
             write_json_atomic(tmp / PART_MARKER, markers[part])
             replace_dir(tmp, final)
         logger.info("measuring quality on held-out prompts")

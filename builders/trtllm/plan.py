@@ -306,14 +306,26 @@ def _plain_steps(
     logits = variant.draft_acceptance == "logits"
     return (
         _plain_step(
-            variant, "target", target, target, root / "target",
-            mode=METHODS["draft_target"].engine_mode, draft_len=variant.draft_len, logits=logits,
+            variant,
+            "target",
+            target,
+            target,
+            root / "target",
+            mode=METHODS["draft_target"].engine_mode,
+            draft_len=variant.draft_len,
+            logits=logits,
         ),
         _plain_step(
-            variant, "draft", facts.draft_dir, facts.draft_dir, root / "draft",
-            mode=METHODS["baseline"].engine_mode, draft_len=0, logits=logits,
+            variant,
+            "draft",
+            facts.draft_dir,
+            facts.draft_dir,
+            root / "draft",
+            mode=METHODS["baseline"].engine_mode,
+            draft_len=0,
+            logits=logits,
         ),
-    )  # fmt: skip
+    )
 
 
 def plan_variant(

@@ -58,31 +58,46 @@ def convert_argv(step: EngineStep, plan: VariantPlan) -> list[str]:
     if step.convert is not None:
         spec = step.convert.get("speculative_config")
         return [
-            "python", "examples/medusa/convert_checkpoint.py",
-            "--model_dir", str(step.convert.args[0]),
-            "--medusa_model_dir", step.convert.get("speculative_model_dir").path,
-            "--dtype", plan.checkpoint_dtype,
+            "python",
+            "examples/medusa/convert_checkpoint.py",
+            "--model_dir",
+            str(step.convert.args[0]),
+            "--medusa_model_dir",
+            step.convert.get("speculative_model_dir").path,
+            "--dtype",
+            plan.checkpoint_dtype,
             *common,
-            "--num_medusa_heads", str(spec.get("num_medusa_heads")),
-            "--num_medusa_layers", str(step.expect.num_medusa_layers),
-            "--max_medusa_token_len", str(step.convert.get("max_draft_len")),
-        ]  # fmt: skip
+            "--num_medusa_heads",
+            str(spec.get("num_medusa_heads")),
+            "--num_medusa_layers",
+            str(step.expect.num_medusa_layers),
+            "--max_medusa_token_len",
+            str(step.convert.get("max_draft_len")),
+        ]
     model = str(llm.get("model"))
     if llm.get("quant_config") is not None:
         return [
-            "python", "examples/quantization/quantize.py",
-            "--model_dir", model,
-            "--dtype", plan.checkpoint_dtype,
-            "--qformat", "fp8",
-            "--kv_cache_dtype", "fp8",
+            "python",
+            "examples/quantization/quantize.py",
+            "--model_dir",
+            model,
+            "--dtype",
+            plan.checkpoint_dtype,
+            "--qformat",
+            "fp8",
+            "--kv_cache_dtype",
+            "fp8",
             *common,
-        ]  # fmt: skip
+        ]
     return [
-        "python", "examples/models/core/llama/convert_checkpoint.py",
-        "--model_dir", model,
-        "--dtype", str(llm.get("dtype", "auto")),
+        "python",
+        "examples/models/core/llama/convert_checkpoint.py",
+        "--model_dir",
+        model,
+        "--dtype",
+        str(llm.get("dtype", "auto")),
         *common,
-    ]  # fmt: skip
+    ]
 
 
 def build_argv(step: EngineStep) -> list[str]:

@@ -186,17 +186,29 @@ def engine_mismatches(summary: EngineSummary, expect: EngineExpectation) -> list
     """
     s, e = summary, expect
     pairs = [
-        ("speculative_decoding_mode", s.speculative_decoding_mode, e.speculative_decoding_mode),
+        (
+            "speculative_decoding_mode",
+            s.speculative_decoding_mode,
+            e.speculative_decoding_mode,
+        ),
         ("max_draft_len", s.max_draft_len, e.max_draft_len),
         ("mapping.tp_size", s.tp_size, e.tp_size),
         ("mapping.pp_size", s.pp_size, e.pp_size),
         ("max_batch_size", s.max_batch_size, e.max_batch_size),
         ("max_input_len", s.max_input_len, e.max_input_len),
         ("max_beam_width", s.max_beam_width, e.max_beam_width),
-        ("gather_generation_logits", s.gather_generation_logits, e.gather_generation_logits),
+        (
+            "gather_generation_logits",
+            s.gather_generation_logits,
+            e.gather_generation_logits,
+        ),
         ("quantization.quant_algo", s.quant_algo, e.quant_algo),
-        ("quantization.kv_cache_quant_algo", s.kv_cache_quant_algo, e.kv_cache_quant_algo),
-    ]  # fmt: skip
+        (
+            "quantization.kv_cache_quant_algo",
+            s.kv_cache_quant_algo,
+            e.kv_cache_quant_algo,
+        ),
+    ]
     if e.num_medusa_heads is not None:
         pairs += [
             ("num_medusa_heads", s.num_medusa_heads, e.num_medusa_heads),

@@ -289,8 +289,10 @@ def load_variant_inputs(
         build_json, max_schema_version=BUILD_JSON_SCHEMA_VERSION, fix=fix
     )
     fields: dict[str | tuple[str, ...], type | tuple[type, ...]] = {
-        "models": dict, "variant": dict, "mode": str,
-    }  # fmt: skip
+        "models": dict,
+        "variant": dict,
+        "mode": str,
+    }
     keys = {r: MANIFEST_KEYS.get(r, (r,)) for r in ROLES}
     for key in {k for ks in keys.values() for k in ks}:
         fields[("models", key)] = dict

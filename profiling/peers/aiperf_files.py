@@ -191,14 +191,18 @@ def _record(doc: Any, path: Path, line: int) -> tuple[str, AiperfRecord]:
     if len(scalars) != len(values):
         raise _fail(path, "a per-request metric holds a list", line)
     return phase, AiperfRecord(
-        line=line, start_ns=meta["request_start_ns"], end_ns=meta["request_end_ns"],
+        line=line,
+        start_ns=meta["request_start_ns"],
+        end_ns=meta["request_end_ns"],
         failed=doc.get("error") is not None or bool(meta.get("was_cancelled")),
-        ttft_ms=scalars["time_to_first_token"], e2e_ms=scalars["request_latency"],
+        ttft_ms=scalars["time_to_first_token"],
+        e2e_ms=scalars["request_latency"],
         itl_ms=scalars["inter_token_latency"],
         per_user_tokens_per_s=scalars["output_token_throughput_per_user"],
         osl_tokens=scalars["output_sequence_length"],
-        isl_tokens=scalars["input_sequence_length"], icl_ms=icl,
-    )  # fmt: skip
+        isl_tokens=scalars["input_sequence_length"],
+        icl_ms=icl,
+    )
 
 
 def read_records(path: Path) -> tuple[list[AiperfRecord], int]:
@@ -289,9 +293,14 @@ def read_artifacts(directory: Path) -> AiperfArtifacts:
     count = mismatch.get("avg") if isinstance(mismatch, dict) else None
     records, warmup = read_records(directory / RECORDS_FILE)
     return AiperfArtifacts(
-        path=directory, version=version, tier=tier, concurrency=concurrency,
-        request_rate_per_s=rate, max_concurrency=cap,
+        path=directory,
+        version=version,
+        tier=tier,
+        concurrency=concurrency,
+        request_rate_per_s=rate,
+        max_concurrency=cap,
         cancelled=bool(doc.get("was_cancelled")),
         osl_mismatch_count=int(count) if isinstance(count, int | float) else None,
-        records=tuple(records), warmup_records=warmup,
-    )  # fmt: skip
+        records=tuple(records),
+        warmup_records=warmup,
+    )

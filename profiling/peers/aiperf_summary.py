@@ -66,10 +66,11 @@ def one_token_per_response(records: Sequence[AiperfRecord]) -> bool:
     """True when every request has OSL − 1 chunk gaps: OSL content responses for OSL tokens,
     so each response carried exactly one token (each carries at least one)."""
     return bool(records) and all(
-        r.icl_ms is not None and r.osl_tokens is not None
+        r.icl_ms is not None
+        and r.osl_tokens is not None
         and len(r.icl_ms) == int(r.osl_tokens) - 1
         for r in records
-    )  # fmt: skip
+    )
 
 
 def metric_samples(records: Sequence[AiperfRecord]) -> dict[str, np.ndarray]:
@@ -114,15 +115,22 @@ def tier_row(art: AiperfArtifacts, variant: str) -> dict[str, object]:
     status, reason = _status(art, len(ok))
     rate = (lambda x: x / duration_s) if duration_s > 0 else (lambda x: float("nan"))
     row: dict[str, object] = {
-        "variant": variant, "tier": art.tier, "tier_status": status,
-        "tier_status_reason": reason, "concurrency": art.concurrency,
-        "request_rate_per_s": art.request_rate_per_s, "max_concurrency": art.max_concurrency,
-        "request_count": len(art.records), "error_count": len(art.records) - len(ok),
-        "osl_mismatch_count": art.osl_mismatch_count, "duration_s": duration_s,
+        "variant": variant,
+        "tier": art.tier,
+        "tier_status": status,
+        "tier_status_reason": reason,
+        "concurrency": art.concurrency,
+        "request_rate_per_s": art.request_rate_per_s,
+        "max_concurrency": art.max_concurrency,
+        "request_count": len(art.records),
+        "error_count": len(art.records) - len(ok),
+        "osl_mismatch_count": art.osl_mismatch_count,
+        "duration_s": duration_s,
         "output_token_throughput_tokens_per_s": rate(
-            float(sum(r.osl_tokens or 0.0 for r in ok))),
+            float(sum(r.osl_tokens or 0.0 for r in ok))
+        ),
         "request_throughput_per_s": rate(float(len(ok))),
-    }  # fmt: skip
+    }
     for name, samples in metric_samples(ok).items():
         stats = describe(samples)
         metric = _METRIC[name]

@@ -39,11 +39,26 @@ TPUT = "output_token_throughput_tokens_per_s"
 PEAK_SOURCES = ("peak_proc_used_bytes", "peak_device_used_bytes", "peak_rss_bytes")
 # The per-tier columns every table and plot below uses (display units in the names).
 TIER_COLUMNS = (
-    "variant", "mode", "tier", "concurrency", "request_rate_per_s", "ttft_p50_ms",
-    "ttft_p95_ms", "tpot_mean_ms", "tpot_p50_ms", "e2e_p50_ms", "output_tokens_per_s",
-    "tokens_per_step", "speedup_ratio", "speedup_basis", "request_count", "error_count",
-    "tier_status", "tier_status_reason", "speedup_note",
-)  # fmt: skip
+    "variant",
+    "mode",
+    "tier",
+    "concurrency",
+    "request_rate_per_s",
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "tpot_mean_ms",
+    "tpot_p50_ms",
+    "e2e_p50_ms",
+    "output_tokens_per_s",
+    "tokens_per_step",
+    "speedup_ratio",
+    "speedup_basis",
+    "request_count",
+    "error_count",
+    "tier_status",
+    "tier_status_reason",
+    "speedup_note",
+)
 
 
 def summary_column(metric: str, stat: str = "mean") -> str:
@@ -85,26 +100,37 @@ def tier_table(
     steps = tokens_per_step(s)
     steps = steps.where(~(mode == "baseline") | steps.notna(), 1.0)
     tpot_speedup, tput_speedup = _numeric(s, TPOT_SPEEDUP), _numeric(s, TPUT_SPEEDUP)
-    out = pd.DataFrame({
-        "variant": s["variant"].astype(str), "mode": mode, "tier": s["tier"].astype(str),
-        "concurrency": _numeric(s, "concurrency"),
-        "request_rate_per_s": _numeric(s, "request_rate_per_s"),
-        "ttft_p50_ms": _numeric(s, summary_column("time_to_first_token", "p50")),
-        "ttft_p95_ms": _numeric(s, summary_column("time_to_first_token", "p95")),
-        "tpot_mean_ms": _numeric(s, summary_column("time_per_output_token")),
-        "tpot_p50_ms": _numeric(s, summary_column("time_per_output_token", "p50")),
-        "e2e_p50_ms": _numeric(s, summary_column("request_latency", "p50")),
-        "output_tokens_per_s": _numeric(s, TPUT), "tokens_per_step": steps,
-        "speedup_ratio": tpot_speedup.fillna(tput_speedup),
-        "speedup_basis": np.where(tpot_speedup.notna(), "tpot",
-                                  np.where(tput_speedup.notna(), "throughput", "")),
-        "request_count": _numeric(s, "request_count"),
-        "error_count": _numeric(s, "error_count"),
-        "tier_status": s["tier_status"].astype(str),
-        "tier_status_reason": s.get("tier_status_reason", pd.Series("", index=s.index))
-        .fillna("").astype(str),
-        "speedup_note": s["speedup_note"].fillna("").astype(str),
-    })  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "variant": s["variant"].astype(str),
+            "mode": mode,
+            "tier": s["tier"].astype(str),
+            "concurrency": _numeric(s, "concurrency"),
+            "request_rate_per_s": _numeric(s, "request_rate_per_s"),
+            "ttft_p50_ms": _numeric(s, summary_column("time_to_first_token", "p50")),
+            "ttft_p95_ms": _numeric(s, summary_column("time_to_first_token", "p95")),
+            "tpot_mean_ms": _numeric(s, summary_column("time_per_output_token")),
+            "tpot_p50_ms": _numeric(s, summary_column("time_per_output_token", "p50")),
+            "e2e_p50_ms": _numeric(s, summary_column("request_latency", "p50")),
+            "output_tokens_per_s": _numeric(s, TPUT),
+            "tokens_per_step": steps,
+            "speedup_ratio": tpot_speedup.fillna(tput_speedup),
+            "speedup_basis": np.where(
+                tpot_speedup.notna(),
+                "tpot",
+                np.where(tput_speedup.notna(), "throughput", ""),
+            ),
+            "request_count": _numeric(s, "request_count"),
+            "error_count": _numeric(s, "error_count"),
+            "tier_status": s["tier_status"].astype(str),
+            "tier_status_reason": s.get(
+                "tier_status_reason", pd.Series("", index=s.index)
+            )
+            .fillna("")
+            .astype(str),
+            "speedup_note": s["speedup_note"].fillna("").astype(str),
+        }
+    )
     out = pd.concat([out, tier_intervals(s, out["speedup_basis"])], axis=1)  # repeats
     return out.sort_values(
         ["variant", "concurrency", "request_rate_per_s"]
@@ -131,12 +157,21 @@ def crossovers(tiers: pd.DataFrame) -> pd.DataFrame:
             if row["speedup_ratio"] < 1.0:
                 first = row["concurrency"]
                 if prev is not None:
-                    interp = _log2_crossing(prev["concurrency"], prev["speedup_ratio"],
-                                            row["concurrency"], row["speedup_ratio"])  # fmt: skip
+                    interp = _log2_crossing(
+                        prev["concurrency"],
+                        prev["speedup_ratio"],
+                        row["concurrency"],
+                        row["speedup_ratio"],
+                    )
                 break
             prev = row
-        rows.append({"variant": variant, "crossover_concurrency": first,
-                     "crossover_interpolated": interp})  # fmt: skip
+        rows.append(
+            {
+                "variant": variant,
+                "crossover_concurrency": first,
+                "crossover_interpolated": interp,
+            }
+        )
     return pd.DataFrame(
         rows, columns=["variant", "crossover_concurrency", "crossover_interpolated"]
     )
@@ -148,8 +183,13 @@ def peak_memory(breakdown: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, row in breakdown.iterrows():
         src = next((c for c in PEAK_SOURCES if c in row and pd.notna(row[c])), "")
-        rows.append({"variant": str(row["variant"]), "peak_source": src,
-                     "peak_bytes": float(row[src]) if src else float("nan")})  # fmt: skip
+        rows.append(
+            {
+                "variant": str(row["variant"]),
+                "peak_source": src,
+                "peak_bytes": float(row[src]) if src else float("nan"),
+            }
+        )
     return pd.DataFrame(rows, columns=["variant", "peak_source", "peak_bytes"])
 
 
@@ -184,26 +224,43 @@ def launch_per_step(steps: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for trace, g in steps.groupby("trace", sort=True):
         ovh = _numeric(g, "launch_overhead_ns") / 1e6
-        rows.append({
-            "trace": str(trace), "steps": len(g),
-            "launch_overhead_mean_ms": float(ovh.mean()),
-            "launch_overhead_p50_ms": float(ovh.median()),
-            "launch_calls_per_step": float(_numeric(g, "launch_calls").mean()),
-            "graph_launches_per_step": float(_numeric(g, "graph_launches").mean()),
-            "kernels_per_step": float(_numeric(g, "kernels").mean()),
-            "gpu_idle_per_step_ms": float(_numeric(g, "gpu_idle_ns").mean() / 1e6),
-            "cuda_graphs": bool((_numeric(g, "graph_launches") > 0).any()),
-        })  # fmt: skip
+        rows.append(
+            {
+                "trace": str(trace),
+                "steps": len(g),
+                "launch_overhead_mean_ms": float(ovh.mean()),
+                "launch_overhead_p50_ms": float(ovh.median()),
+                "launch_calls_per_step": float(_numeric(g, "launch_calls").mean()),
+                "graph_launches_per_step": float(_numeric(g, "graph_launches").mean()),
+                "kernels_per_step": float(_numeric(g, "kernels").mean()),
+                "gpu_idle_per_step_ms": float(_numeric(g, "gpu_idle_ns").mean() / 1e6),
+                "cuda_graphs": bool((_numeric(g, "graph_launches") > 0).any()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 MATRIX_COLUMNS = (
-    "variant", "mode", "cuda_graphs", "streaming", "extra_memory_bytes", "extra_memory_basis",
-    "tokens_per_step", "low_concurrency", "speedup_low_ratio", "high_concurrency",
-    "speedup_high_ratio", "crossover_concurrency", "crossover_interpolated", "ttft_p50_ms",
-    "ttft_p95_ms", "tpot_mean_ms", "output_tokens_per_s_high", "speedup_low_text",
+    "variant",
+    "mode",
+    "cuda_graphs",
+    "streaming",
+    "extra_memory_bytes",
+    "extra_memory_basis",
+    "tokens_per_step",
+    "low_concurrency",
+    "speedup_low_ratio",
+    "high_concurrency",
+    "speedup_high_ratio",
+    "crossover_concurrency",
+    "crossover_interpolated",
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "tpot_mean_ms",
+    "output_tokens_per_s_high",
+    "speedup_low_text",
     "speedup_high_text",
-)  # fmt: skip
+)
 
 
 def _matrix_row(group: pd.DataFrame) -> dict[str, float]:
@@ -212,14 +269,18 @@ def _matrix_row(group: pd.DataFrame) -> dict[str, float]:
     g = conc if len(conc) else group
     low, high = g.iloc[0], g.iloc[-1]
     return {
-        "low_concurrency": low["concurrency"], "high_concurrency": high["concurrency"],
-        "speedup_low_ratio": low["speedup_ratio"], "speedup_high_ratio": high["speedup_ratio"],
-        "speedup_low_text": low.get("speedup_text"), "speedup_high_text": high.get("speedup_text"),
-        "ttft_p50_ms": low["ttft_p50_ms"], "ttft_p95_ms": low["ttft_p95_ms"],
+        "low_concurrency": low["concurrency"],
+        "high_concurrency": high["concurrency"],
+        "speedup_low_ratio": low["speedup_ratio"],
+        "speedup_high_ratio": high["speedup_ratio"],
+        "speedup_low_text": low.get("speedup_text"),
+        "speedup_high_text": high.get("speedup_text"),
+        "ttft_p50_ms": low["ttft_p50_ms"],
+        "ttft_p95_ms": low["ttft_p95_ms"],
         "tpot_mean_ms": low["tpot_mean_ms"],
         "output_tokens_per_s_high": high["output_tokens_per_s"],
         "tokens_per_step": float(g["tokens_per_step"].mean()),
-    }  # fmt: skip
+    }
 
 
 def comparison_matrix(
@@ -262,9 +323,14 @@ def comparison_matrix(
 
 
 COMPARED_METRICS = (
-    "ttft_p50_ms", "ttft_p95_ms", "tpot_mean_ms", "e2e_p50_ms", "output_tokens_per_s",
-    "tokens_per_step", "speedup_ratio",
-)  # fmt: skip
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "tpot_mean_ms",
+    "e2e_p50_ms",
+    "output_tokens_per_s",
+    "tokens_per_step",
+    "speedup_ratio",
+)
 
 
 def compare_tiers(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:

@@ -51,8 +51,11 @@ def interference_lines(rounds: pd.DataFrame | None) -> list[str]:
     if share.isna().all():
         return ["Interference: not measured (no /proc on the host)."]
     flag = rounds.get("interference_flag")
-    flagged = rounds[flag.map(lambda v: str(v).lower() == "true")] if flag is not None \
-        else rounds.iloc[0:0]  # fmt: skip
+    flagged = (
+        rounds[flag.map(lambda v: str(v).lower() == "true")]
+        if flag is not None
+        else rounds.iloc[0:0]
+    )
     if flagged.empty:
         return [
             f"Interference: none seen; other processes took at most {share.max():.0%} of "
@@ -60,9 +63,11 @@ def interference_lines(rounds: pd.DataFrame | None) -> list[str]:
             "rounds.csv)."
         ]
     where = ", ".join(
-        f"`{v}` {t}" for (v, t) in dict.fromkeys(zip(flagged["variant"], flagged["tier"],
-                                                     strict=True))
-    )  # fmt: skip
+        f"`{v}` {t}"
+        for (v, t) in dict.fromkeys(
+            zip(flagged["variant"], flagged["tier"], strict=True)
+        )
+    )
     return [
         f"**Interference: {len(flagged)} of {len(rounds)} cells were measured while other "
         f"processes took more than {OTHER_SHARE_LIMIT:.0%} of the host's CPU (up to "

@@ -87,8 +87,9 @@ def check_basis(objective: str) -> CheckBasis:
         KeyError: ``objective`` is not a key of ``margins.OBJECTIVE_INFO``.
     """
     info = OBJECTIVE_INFO[objective]
-    return CheckBasis(objective, info.rounds_column, info.higher_is_better, info.label,
-                      info.unit)  # fmt: skip
+    return CheckBasis(
+        objective, info.rounds_column, info.higher_is_better, info.label, info.unit
+    )
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,10 @@ class TierCheck:
 def _incomplete(summary: pd.DataFrame, variants: Sequence[str], tier: str) -> str:
     """Why ``tier`` is not complete for one of ``variants`` ('' when it is for both)."""
     for v in variants:
-        hit = summary[(summary["variant"].astype(str) == v)
-                      & (summary["tier"].astype(str) == tier)]  # fmt: skip
+        hit = summary[
+            (summary["variant"].astype(str) == v)
+            & (summary["tier"].astype(str) == tier)
+        ]
         if hit.empty:
             return f"`{v}` was not measured at {tier}"
         status = str(hit.iloc[0].get("tier_status") or "complete")
@@ -144,17 +147,36 @@ def stage_result(
     bad = _incomplete(summary, [recommended, best], tier)
     if bad:
         return StageResult(None, None, None, 0, UNCHECKED, bad)
-    pr: PairedRatio = paired_ratio(rounds, recommended, best, tier, basis.column,
-                                   basis.higher_is_better)  # fmt: skip
+    pr: PairedRatio = paired_ratio(
+        rounds, recommended, best, tier, basis.column, basis.higher_is_better
+    )
     ratio = None if math.isnan(pr.ratio) else pr.ratio
     if pr.low is None or pr.high is None:
-        return StageResult(ratio, None, None, pr.rounds, UNCHECKED,
-                           f"{pr.rounds} paired rounds, the check needs {MIN_ROUNDS}")  # fmt: skip
+        return StageResult(
+            ratio,
+            None,
+            None,
+            pr.rounds,
+            UNCHECKED,
+            f"{pr.rounds} paired rounds, the check needs {MIN_ROUNDS}",
+        )
     if pr.high < 1.0:
-        return StageResult(ratio, pr.low, pr.high, pr.rounds, SUSPECT,
-                           "significantly worse than the best fixed variant")  # fmt: skip
-    return StageResult(ratio, pr.low, pr.high, pr.rounds, PASS,
-                       "not significantly worse (the interval reaches 1)")  # fmt: skip
+        return StageResult(
+            ratio,
+            pr.low,
+            pr.high,
+            pr.rounds,
+            SUSPECT,
+            "significantly worse than the best fixed variant",
+        )
+    return StageResult(
+        ratio,
+        pr.low,
+        pr.high,
+        pr.rounds,
+        PASS,
+        "not significantly worse (the interval reaches 1)",
+    )
 
 
 def settle(
@@ -171,13 +193,34 @@ def settle(
         )
     if confirm is None or confirm.status == UNCHECKED:
         why = "the confirmation did not run" if confirm is None else confirm.reason
-        return TierCheck(tier, concurrency, best, first, confirm, UNCHECKED,
-                         f"suspect, not confirmed: {why}")  # fmt: skip
+        return TierCheck(
+            tier,
+            concurrency,
+            best,
+            first,
+            confirm,
+            UNCHECKED,
+            f"suspect, not confirmed: {why}",
+        )
     if confirm.status == SUSPECT:
-        return TierCheck(tier, concurrency, best, first, confirm, FAIL,
-                         "significantly worse, confirmed in fresh rounds")  # fmt: skip
-    return TierCheck(tier, concurrency, best, first, confirm, PASS,
-                     "significantly worse in stage 1, not confirmed in fresh rounds")  # fmt: skip
+        return TierCheck(
+            tier,
+            concurrency,
+            best,
+            first,
+            confirm,
+            FAIL,
+            "significantly worse, confirmed in fresh rounds",
+        )
+    return TierCheck(
+        tier,
+        concurrency,
+        best,
+        first,
+        confirm,
+        PASS,
+        "significantly worse in stage 1, not confirmed in fresh rounds",
+    )
 
 
 def suspects(checks: Sequence[StageResult], tiers: Sequence[str]) -> list[str]:
@@ -201,9 +244,12 @@ def verdict_of(tiers: Sequence[TierCheck]) -> str:
 
 
 def check_document(
-    tiers: Sequence[TierCheck], basis: CheckBasis, recommended: Mapping[str, Any],
-    paths: Mapping[str, str], rounds: int,
-) -> dict[str, Any]:  # fmt: skip
+    tiers: Sequence[TierCheck],
+    basis: CheckBasis,
+    recommended: Mapping[str, Any],
+    paths: Mapping[str, str],
+    rounds: int,
+) -> dict[str, Any]:
     """``check.json``: ``schema_version``, ``verdict``, ``passed``, ``failed`` /
     ``unchecked`` / ``confirmed`` (tier labels), ``objective`` (the :class:`CheckBasis`),
     ``criterion``, ``false_failure``, ``rounds`` (per stage), ``recommended`` (``variant``,
@@ -227,8 +273,13 @@ def check_document(
     }
 
 
-CHECK_HEADER = ("tier", "best fixed variant", "ratio rec/best [95 %]",
-                "confirmation [95 %]", "pass")  # fmt: skip
+CHECK_HEADER = (
+    "tier",
+    "best fixed variant",
+    "ratio rec/best [95 %]",
+    "confirmation [95 %]",
+    "pass",
+)
 
 
 def _stage_text(stage: Mapping[str, Any] | None) -> str:
@@ -245,8 +296,15 @@ def check_rows(doc: Mapping[str, Any]) -> list[tuple[str, ...]]:
     for t in doc.get("tiers") or []:
         status = str(t.get("status"))
         mark = {PASS: "yes", FAIL: "NO"}.get(status, "unchecked")
-        rows.append((str(t.get("tier")), str(t.get("best")), _stage_text(t.get("first")),
-                     _stage_text(t.get("confirm")), f"{mark}: {t.get('reason')}"))  # fmt: skip
+        rows.append(
+            (
+                str(t.get("tier")),
+                str(t.get("best")),
+                _stage_text(t.get("first")),
+                _stage_text(t.get("confirm")),
+                f"{mark}: {t.get('reason')}",
+            )
+        )
     return rows
 
 
@@ -255,13 +313,19 @@ def verdict_line(doc: Mapping[str, Any]) -> str:
     name = (doc.get("recommended") or {}).get("variant", "?")
     failed, unchecked = doc.get("failed") or [], doc.get("unchecked") or []
     if doc.get("verdict") == PASS:
-        return (f"`{name}` keeps up with the best fixed variant at every tier, measured "
-                "side by side: pass.")  # fmt: skip
+        return (
+            f"`{name}` keeps up with the best fixed variant at every tier, measured "
+            "side by side: pass."
+        )
     if doc.get("verdict") == FAIL:
-        return (f"`{name}` is significantly worse than the best fixed variant at "
-                f"{', '.join(failed)}, confirmed in fresh rounds: fail.")  # fmt: skip
-    return (f"`{name}` could not be checked at {', '.join(unchecked) or 'any tier'}: "
-            "incomplete.")  # fmt: skip
+        return (
+            f"`{name}` is significantly worse than the best fixed variant at "
+            f"{', '.join(failed)}, confirmed in fresh rounds: fail."
+        )
+    return (
+        f"`{name}` could not be checked at {', '.join(unchecked) or 'any tier'}: "
+        "incomplete."
+    )
 
 
 def _flow(value: Any) -> str:
@@ -278,16 +342,23 @@ def check_lines(doc: Mapping[str, Any]) -> list[str]:
     spec = rec.get("speculation")
     how = f"`speculation: {_flow(spec)}`" if spec else "no `speculation:` (fixed)"
     better = "higher" if obj.get("higher_is_better") else "lower"
-    lines = ["## Follow-up check", "", f"**{verdict_line(doc)}**", "",
-             f"The recommended config `{rec.get('variant')}` (from `{rec.get('from')}`, "
-             f"{how}) was served beside the run's best fixed variant of each tier, in "
-             f"{doc.get('rounds')} interleaved rounds, in `{FOLLOW_UP_DIR}/` (`trtbench "
-             f"follow-up`). Figure: {obj.get('label')} ({obj.get('unit')}, {better} is "
-             "better); ratios are recommended / best, > 1: the recommended config is "
-             "better.", "",
-             f"Criterion: {doc.get('criterion')}. False failures: "
-             f"{doc.get('false_failure')}.", "",
-             "| " + " | ".join(CHECK_HEADER) + " |",
-             "|" + "---|" * len(CHECK_HEADER)]  # fmt: skip
+    lines = [
+        "## Follow-up check",
+        "",
+        f"**{verdict_line(doc)}**",
+        "",
+        f"The recommended config `{rec.get('variant')}` (from `{rec.get('from')}`, "
+        f"{how}) was served beside the run's best fixed variant of each tier, in "
+        f"{doc.get('rounds')} interleaved rounds, in `{FOLLOW_UP_DIR}/` (`trtbench "
+        f"follow-up`). Figure: {obj.get('label')} ({obj.get('unit')}, {better} is "
+        "better); ratios are recommended / best, > 1: the recommended config is "
+        "better.",
+        "",
+        f"Criterion: {doc.get('criterion')}. False failures: "
+        f"{doc.get('false_failure')}.",
+        "",
+        "| " + " | ".join(CHECK_HEADER) + " |",
+        "|" + "---|" * len(CHECK_HEADER),
+    ]
     lines += ["| " + " | ".join(row) + " |" for row in check_rows(doc)]
     return lines

@@ -90,5 +90,12 @@ def kv_lines(table: pd.DataFrame | None) -> list[str]:
     tiers = table.assign(
         speculative_share_text=table["speculative_block_share"].map(_pct)
     )
-    return [HEADING, "", INTRO, "", markdown_table(kv_summary(table), SUMMARY_TABLE),
-            "", markdown_table(tiers, TIER_TABLE)]  # fmt: skip
+    return [
+        HEADING,
+        "",
+        INTRO,
+        "",
+        markdown_table(kv_summary(table), SUMMARY_TABLE),
+        "",
+        markdown_table(tiers, TIER_TABLE),
+    ]

@@ -34,14 +34,15 @@ INTRO = (
     "that differs (min / median over the differing requests)."
 )
 TABLE = (
-    ("variant", "variant", fmt_text), ("tier", "tier", fmt_text),
+    ("variant", "variant", fmt_text),
+    ("tier", "tier", fmt_text),
     ("lossless_compared_count", "compared", fmt_num("g")),
     ("lossless_match_count", "equal", fmt_num("g")),
     ("lossless_match_ratio", "equal %", _percent),
     ("divergence", "first divergence min / median", fmt_text),
     ("flag", "gate", fmt_text),
     ("lossless_note", "note", fmt_text),
-)  # fmt: skip
+)
 
 
 def lossless_frame(

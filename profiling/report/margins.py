@@ -55,16 +55,39 @@ class ObjectiveInfo:
 
 OBJECTIVE_INFO = {
     "output_tok_s": ObjectiveInfo(
-        "output_tok_s", "output_tokens_per_s", True, "output tok/s", "tok/s",
-        "output_tokens_per_s", "output_token_throughput_speedup_ratio",
-        "paired output tok/s ratio over passes", "output_tokens_per_s"),
+        "output_tok_s",
+        "output_tokens_per_s",
+        True,
+        "output tok/s",
+        "tok/s",
+        "output_tokens_per_s",
+        "output_token_throughput_speedup_ratio",
+        "paired output tok/s ratio over passes",
+        "output_tokens_per_s",
+    ),
     "tpot_p50": ObjectiveInfo(
-        "tpot_p50", "tpot_p50_ms", False, "TPOT p50", "ms", None, "tpot_speedup_ratio",
-        "TPOT mean ratio over passes (repeats give no p50 interval)", "tpot_p50_ms"),
+        "tpot_p50",
+        "tpot_p50_ms",
+        False,
+        "TPOT p50",
+        "ms",
+        None,
+        "tpot_speedup_ratio",
+        "TPOT mean ratio over passes (repeats give no p50 interval)",
+        "tpot_p50_ms",
+    ),
     "goodput": ObjectiveInfo(
-        "goodput", "request_goodput_per_s", True, "goodput", "req/s", None, None,
-        "repeats give no goodput interval", "request_goodput_per_s"),
-}  # fmt: skip
+        "goodput",
+        "request_goodput_per_s",
+        True,
+        "goodput",
+        "req/s",
+        None,
+        None,
+        "repeats give no goodput interval",
+        "request_goodput_per_s",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -108,21 +131,34 @@ def _no_interval_basis(row: pd.Series, info: ObjectiveInfo) -> str:
 
 
 def _from_rounds(
-    best: pd.Series, other: pd.Series, info: ObjectiveInfo, rounds: pd.DataFrame,
+    best: pd.Series,
+    other: pd.Series,
+    info: ObjectiveInfo,
+    rounds: pd.DataFrame,
     design: str,
-) -> Margin:  # fmt: skip
+) -> Margin:
     tier = str(best.get("tier", best.name))  # a row indexed by tier: its name
-    pr = paired_ratio(rounds, str(best["variant"]), str(other["variant"]), tier,
-                      info.rounds_column, info.higher_is_better)  # fmt: skip
+    pr = paired_ratio(
+        rounds,
+        str(best["variant"]),
+        str(other["variant"]),
+        tier,
+        info.rounds_column,
+        info.higher_is_better,
+    )
     over = str(other["variant"])
     if pr.low is None or pr.high is None:
-        why = (f"no interval: {pr.rounds} paired round(s), a paired interval needs "
-               f"{MIN_ROUNDS}; run with loadtest.repeats ≥ 3")  # fmt: skip
+        why = (
+            f"no interval: {pr.rounds} paired round(s), a paired interval needs "
+            f"{MIN_ROUNDS}; run with loadtest.repeats ≥ 3"
+        )
         return Margin(
             over, _pooled(best, other, info), None, None, None, why, pr.rounds
         )
-    basis = (f"95 % interval of the paired {info.label} ratio over {pr.rounds} "
-             f"{DESIGN_BASIS.get(design, design)}")  # fmt: skip
+    basis = (
+        f"95 % interval of the paired {info.label} ratio over {pr.rounds} "
+        f"{DESIGN_BASIS.get(design, design)}"
+    )
     return Margin(over, pr.ratio, pr.low, pr.high, pr.low > 1.0, basis, pr.rounds)
 
 
@@ -157,18 +193,34 @@ def margin_of(
     if paired:
         low, high = as_float(best["ratio_low"]), as_float(best["ratio_high"])
         if low is not None and high is not None:
-            return Margin(str(other["variant"]), ratio, low, high, low > 1.0,
-                          f"95 % interval of the {info.interval_note}")  # fmt: skip
+            return Margin(
+                str(other["variant"]),
+                ratio,
+                low,
+                high,
+                low > 1.0,
+                f"95 % interval of the {info.interval_note}",
+            )
     else:
-        bounds = [as_float(best["value_low"]), as_float(best["value_high"]),
-                  as_float(other["value_low"]), as_float(other["value_high"])]  # fmt: skip
+        bounds = [
+            as_float(best["value_low"]),
+            as_float(best["value_high"]),
+            as_float(other["value_low"]),
+            as_float(other["value_high"]),
+        ]
         if all(b is not None for b in bounds):
             lo_a, hi_a, lo_b, hi_b = (float(b or 0.0) for b in bounds)
             apart = lo_a > hi_b if info.higher_is_better else hi_a < lo_b
             low = lo_a / hi_b if info.higher_is_better else lo_b / hi_a
             high = hi_a / lo_b if info.higher_is_better else hi_b / lo_a
-            return Margin(str(other["variant"]), ratio, low, high, apart,
-                          "disjoint 95 % intervals" if apart else "overlapping 95 % intervals")  # fmt: skip
+            return Margin(
+                str(other["variant"]),
+                ratio,
+                low,
+                high,
+                apart,
+                "disjoint 95 % intervals" if apart else "overlapping 95 % intervals",
+            )
     return Margin(
         str(other["variant"]), ratio, None, None, None, _no_interval_basis(best, info)
     )

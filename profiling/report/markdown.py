@@ -67,7 +67,8 @@ def markdown_table(
 
 _x = fmt_num(".2f")
 MATRIX_TABLE = (
-    ("variant", "variant", fmt_text), ("mode", "mode", fmt_text),
+    ("variant", "variant", fmt_text),
+    ("mode", "mode", fmt_text),
     ("extra_memory_bytes", "extra memory vs baseline", _signed_bytes),
     ("low_concurrency", "low C", fmt_num("g")),
     ("speedup_low_text", "speedup @ low C", fmt_text),
@@ -80,34 +81,44 @@ MATRIX_TABLE = (
     ("ttft_p95_ms", "TTFT p95 ms (low C)", fmt_num(".1f")),
     ("tpot_mean_ms", "TPOT ms (low C)", _x),
     ("output_tokens_per_s_high", "output tok/s (high C)", fmt_num(".1f")),
-    ("cuda_graphs", "CUDA graphs", fmt_text), ("streaming", "streams", fmt_text),
-)  # fmt: skip
+    ("cuda_graphs", "CUDA graphs", fmt_text),
+    ("streaming", "streams", fmt_text),
+)
 TIER_TABLE = (
-    ("variant", "variant", fmt_text), ("tier", "tier", fmt_text),
+    ("variant", "variant", fmt_text),
+    ("tier", "tier", fmt_text),
     ("tier_status", "status", fmt_text),
-    ("ttft_p50_ms", "TTFT p50 ms", fmt_num(".1f")), ("ttft_p95_text", "TTFT p95 ms", fmt_text),
+    ("ttft_p50_ms", "TTFT p50 ms", fmt_num(".1f")),
+    ("ttft_p95_text", "TTFT p95 ms", fmt_text),
     ("ttft_p99_text", "TTFT p99 ms", fmt_text),
-    ("tpot_mean_ms", "TPOT mean ms", _x), ("tpot_p50_ms", "TPOT p50 ms", _x),
+    ("tpot_mean_ms", "TPOT mean ms", _x),
+    ("tpot_p50_ms", "TPOT p50 ms", _x),
     ("e2e_p50_ms", "E2E p50 ms", fmt_num(".1f")),
     ("output_tokens_per_s", "output tok/s", fmt_num(".1f")),
-    ("tokens_per_step", "tokens/step", _x), ("speedup_text", "speedup [95 % CI]", fmt_text),
-    ("speedup_basis", "basis", fmt_text), ("error_count", "errors", fmt_num("g")),
-)  # fmt: skip
+    ("tokens_per_step", "tokens/step", _x),
+    ("speedup_text", "speedup [95 % CI]", fmt_text),
+    ("speedup_basis", "basis", fmt_text),
+    ("error_count", "errors", fmt_num("g")),
+)
 MEMORY_TABLE = (
-    ("variant", "variant", fmt_text), ("weights_bytes", "weights", fmt_bytes),
+    ("variant", "variant", fmt_text),
+    ("weights_bytes", "weights", fmt_bytes),
     ("extra_weights_bytes", "extra weights", _signed_bytes),
-    ("peak_bytes", "peak", fmt_bytes), ("peak_source", "peak source", fmt_text),
+    ("peak_bytes", "peak", fmt_bytes),
+    ("peak_source", "peak source", fmt_text),
     ("extra_peak_bytes", "extra peak", _signed_bytes),
-)  # fmt: skip
+)
 LAUNCH_TABLE = (
-    ("trace", "trace", fmt_text), ("cuda_graphs", "CUDA graphs", fmt_text),
-    ("steps", "steps", fmt_num("g")), ("launch_overhead_mean_ms", "launch overhead/step mean ms", fmt_num(".3f")),
+    ("trace", "trace", fmt_text),
+    ("cuda_graphs", "CUDA graphs", fmt_text),
+    ("steps", "steps", fmt_num("g")),
+    ("launch_overhead_mean_ms", "launch overhead/step mean ms", fmt_num(".3f")),
     ("launch_overhead_p50_ms", "p50 ms", fmt_num(".3f")),
     ("launch_calls_per_step", "launch calls/step", fmt_num(".1f")),
     ("graph_launches_per_step", "graph launches/step", fmt_num(".1f")),
     ("kernels_per_step", "kernels/step", fmt_num(".1f")),
     ("gpu_idle_per_step_ms", "GPU idle/step ms", fmt_num(".3f")),
-)  # fmt: skip
+)
 
 
 def _is_false(v: object) -> bool:
@@ -154,13 +165,15 @@ def run_notes(
             "guessed from the name, and draft length / tree size are unknown."
         )
     cpu = [
-        f"`{v['variant']}`" for _, v in variants.iterrows()
+        f"`{v['variant']}`"
+        for _, v in variants.iterrows()
         if v.get("backend") == "reference" and v.get("server") != "vllm" and _no_gpu(v)
-    ]  # fmt: skip
+    ]
     vllm_cpu = [
-        f"`{v['variant']}`" for _, v in variants.iterrows()
+        f"`{v['variant']}`"
+        for _, v in variants.iterrows()
         if v.get("server") == "vllm" and _no_gpu(v)
-    ]  # fmt: skip
+    ]
     if vllm_cpu:
         notes.append(
             f"{', '.join(vllm_cpu)} were served by vLLM on a machine without a GPU (its CPU "
@@ -172,9 +185,10 @@ def run_notes(
             "are CPU times and CUDA graphs cannot be used; compare ratios, not milliseconds."
         )
     stand_in = [
-        f"`{v['variant']}`" for _, v in variants.iterrows()
+        f"`{v['variant']}`"
+        for _, v in variants.iterrows()
         if v.get("backend") == "trtllm-pytorch" and v.get("runtime") == "reference"
-    ]  # fmt: skip
+    ]
     if stand_in:
         notes.append(
             f"{', '.join(stand_in)}: TensorRT-LLM LLM-API plans served by trtbench's reference "
@@ -234,20 +248,38 @@ def render_report(
     """``report.md`` text. ``plots`` are (caption, path relative to the report);
     ``sections``: more Markdown lines (each with its heading) before the notes; ``lead``:
     the first section, right under the title (the Recommendation)."""
-    parts = [f"# {title}", "", *([*lead, ""] if lead else []), *header, "",
-             "## Comparison matrix", "",
-             markdown_table(matrix, MATRIX_TABLE), "",
-             "Speedup = baseline mean TPOT / variant mean TPOT at the same tier. "
-             "'slower from C': first measured concurrency where the speedup is below 1; "
-             "'crossover ≈ C': where it crosses 1, interpolated in log2(C).", "",
-             "## Per tier", "", markdown_table(tiers, TIER_TABLE), "", INTERVAL_LEGEND]  # fmt: skip
+    parts = [
+        f"# {title}",
+        "",
+        *([*lead, ""] if lead else []),
+        *header,
+        "",
+        "## Comparison matrix",
+        "",
+        markdown_table(matrix, MATRIX_TABLE),
+        "",
+        "Speedup = baseline mean TPOT / variant mean TPOT at the same tier. "
+        "'slower from C': first measured concurrency where the speedup is below 1; "
+        "'crossover ≈ C': where it crosses 1, interpolated in log2(C).",
+        "",
+        "## Per tier",
+        "",
+        markdown_table(tiers, TIER_TABLE),
+        "",
+        INTERVAL_LEGEND,
+    ]
     if memory is not None and len(memory):
         parts += ["", "## Memory", "", markdown_table(memory, MEMORY_TABLE)]
     if launches is not None and len(launches):
-        parts += ["", "## Launch overhead per decode step", "",
-                  "Launch overhead per step = host time of the kernel- and graph-launch API "
-                  "calls that start inside the step (steps.csv `launch_overhead_ns`).", "",
-                  markdown_table(launches, LAUNCH_TABLE)]  # fmt: skip
+        parts += [
+            "",
+            "## Launch overhead per decode step",
+            "",
+            "Launch overhead per step = host time of the kernel- and graph-launch API "
+            "calls that start inside the step (steps.csv `launch_overhead_ns`).",
+            "",
+            markdown_table(launches, LAUNCH_TABLE),
+        ]
     parts += ["", *sections] if sections else []
     parts += ["", "## What limited this run", ""]
     parts += [f"- {n}" for n in notes] or ["- nothing noted"]
@@ -256,12 +288,19 @@ def render_report(
     return "\n".join(parts).rstrip() + "\n"
 
 
-_LABEL = {"ttft_p50_ms": "TTFT p50 ms", "ttft_p95_ms": "TTFT p95 ms", "tpot_mean_ms": "TPOT ms",
-          "e2e_p50_ms": "E2E p50 ms", "output_tokens_per_s": "tok/s",
-          "tokens_per_step": "tokens/step", "speedup_ratio": "speedup",
-          "weights_gib": "weights GiB", "peak_gib": "peak GiB",
-          "launch_overhead_mean_ms": "launch overhead/step ms",
-          "launch_calls_per_step": "launch calls/step"}  # fmt: skip
+_LABEL = {
+    "ttft_p50_ms": "TTFT p50 ms",
+    "ttft_p95_ms": "TTFT p95 ms",
+    "tpot_mean_ms": "TPOT ms",
+    "e2e_p50_ms": "E2E p50 ms",
+    "output_tokens_per_s": "tok/s",
+    "tokens_per_step": "tokens/step",
+    "speedup_ratio": "speedup",
+    "weights_gib": "weights GiB",
+    "peak_gib": "peak GiB",
+    "launch_overhead_mean_ms": "launch overhead/step ms",
+    "launch_calls_per_step": "launch calls/step",
+}
 
 
 def compare_table(
@@ -273,9 +312,11 @@ def compare_table(
     """Markdown of a side-by-side frame: keys, then A, B and B/A per metric."""
     cols: list[tuple[str, str, Format]] = [(k, k, fmt_text) for k in keys]
     for m in metrics:
-        cols += [(f"{m}_a", f"{labels.get(m, m)} A", fmt_num(".4g")),
-                 (f"{m}_b", "B", fmt_num(".4g")),
-                 (f"{m}_b_over_a", "B/A", fmt_num(".3f"))]  # fmt: skip
+        cols += [
+            (f"{m}_a", f"{labels.get(m, m)} A", fmt_num(".4g")),
+            (f"{m}_b", "B", fmt_num(".4g")),
+            (f"{m}_b_over_a", "B/A", fmt_num(".3f")),
+        ]
     return markdown_table(frame, cols)
 
 
@@ -287,9 +328,13 @@ def render_compare(
     launches: pd.DataFrame | None,
 ) -> str:
     """Markdown comparing run A and run B (values side by side with B/A ratios)."""
-    parts = [f"# Compare: A = {name_a}, B = {name_b}", "",
-             "Ratios are B / A. For times (TTFT, TPOT, E2E) below 1 means B is faster; "
-             "for tok/s, tokens/step and speedup above 1 means B is better.", ""]  # fmt: skip
+    parts = [
+        f"# Compare: A = {name_a}, B = {name_b}",
+        "",
+        "Ratios are B / A. For times (TTFT, TPOT, E2E) below 1 means B is faster; "
+        "for tok/s, tokens/step and speedup above 1 means B is better.",
+        "",
+    ]
     for metric_group in (COMPARED_METRICS[:4], COMPARED_METRICS[4:]):
         parts += [compare_table(tiers, ["variant", "tier"], metric_group, _LABEL), ""]
     if memory is not None and len(memory):
@@ -300,6 +345,15 @@ def render_compare(
             "",
         ]
     if launches is not None and len(launches):
-        parts += ["## Launch overhead per step", "",
-                  compare_table(launches, ["trace"], ["launch_overhead_mean_ms", "launch_calls_per_step"], _LABEL), ""]  # fmt: skip
+        parts += [
+            "## Launch overhead per step",
+            "",
+            compare_table(
+                launches,
+                ["trace"],
+                ["launch_overhead_mean_ms", "launch_calls_per_step"],
+                _LABEL,
+            ),
+            "",
+        ]
     return "\n".join(parts).rstrip() + "\n"

@@ -66,8 +66,10 @@ def round_values(
     rounds: pd.DataFrame, variant: str, tier: str, column: str
 ) -> pd.Series:
     """``variant``'s figure ``column`` at ``tier``, indexed by round (positive values only)."""
-    mine = rounds[(rounds["variant"].astype(str) == variant)
-                  & (rounds["tier"].astype(str) == tier)]  # fmt: skip
+    mine = rounds[
+        (rounds["variant"].astype(str) == variant)
+        & (rounds["tier"].astype(str) == tier)
+    ]
     if mine.empty or column not in mine:
         return pd.Series(dtype=float)
     values = pd.to_numeric(mine[column], errors="coerce").astype(float)

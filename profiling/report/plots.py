@@ -154,8 +154,14 @@ def plot_speedup(tiers: pd.DataFrame, crossover: pd.DataFrame, path: Path) -> Pa
         if pd.notna(x) and row["variant"] in colors:
             c = colors[row["variant"]]
             ax.axvline(x, color=c, ls=":", lw=1.5)
-            ax.annotate(f"crossover ≈ {x:.1f}", (x, 1.0), xytext=(4, 8), textcoords="offset points",
-                        color=c, fontsize=8)  # fmt: skip
+            ax.annotate(
+                f"crossover ≈ {x:.1f}",
+                (x, 1.0),
+                xytext=(4, 8),
+                textcoords="offset points",
+                color=c,
+                fontsize=8,
+            )
     _setup_x(ax, tiers[xcol].to_numpy(dtype=float), xlabel)
     ax.set_ylabel("speedup vs baseline (baseline TPOT / TPOT)")
     ax.set_title("Speedup vs baseline (below 1: speculation does not pay off)")
@@ -217,8 +223,16 @@ def plot_memory(breakdown: pd.DataFrame, peaks: pd.DataFrame, path: Path) -> Pat
                 PEAK_LABELS.get(s, s) for s in set(peak["peak_source"].dropna()) - {""}
             )
         )
-        ax.bar(x, rest, 0.6, bottom=bottom, color="0.85", hatch="//", edgecolor="0.6",
-               label=f"rest of measured peak\n({src})")  # fmt: skip
+        ax.bar(
+            x,
+            rest,
+            0.6,
+            bottom=bottom,
+            color="0.85",
+            hatch="//",
+            edgecolor="0.6",
+            label=f"rest of measured peak\n({src})",
+        )
     weights = pd.to_numeric(breakdown.get("weights_total_bytes"), errors="coerce")
     for i in range(len(breakdown)):
         text = (
@@ -228,8 +242,14 @@ def plot_memory(breakdown: pd.DataFrame, peaks: pd.DataFrame, path: Path) -> Pat
         )
         if not np.isnan(peaks_scaled[i]):
             text.append(f"peak {format_bytes(peak_bytes[i], unit=unit, digits=1)}")
-        ax.annotate("\n".join(text), (x[i], bottom[i] + rest[i]),
-                    xytext=(0, 3), textcoords="offset points", ha="center", fontsize=8)  # fmt: skip
+        ax.annotate(
+            "\n".join(text),
+            (x[i], bottom[i] + rest[i]),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="center",
+            fontsize=8,
+        )
     ax.set_xticks(x)
     ax.set_xticklabels(breakdown["variant"].astype(str))
     ax.set_ylabel(f"memory ({unit})")
@@ -247,8 +267,14 @@ def plot_launch_overhead(launches: pd.DataFrame, path: Path) -> Path:
     colors = ["tab:green" if g else "tab:red" for g in launches["cuda_graphs"]]
     bars = ax.bar(x, launches["launch_overhead_mean_ms"], 0.6, color=colors)
     for bar, calls in zip(bars, launches["launch_calls_per_step"], strict=True):
-        ax.annotate(f"{calls:g} launch call(s)/step", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                    xytext=(0, 3), textcoords="offset points", ha="center", fontsize=8)  # fmt: skip
+        ax.annotate(
+            f"{calls:g} launch call(s)/step",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="center",
+            fontsize=8,
+        )
     ax.set_xticks(x)
     ax.set_xticklabels(launches["trace"], rotation=15, ha="right")
     ax.set_ylabel("launch API host time per step (ms)")
@@ -261,7 +287,10 @@ def plot_acceptance(tiers: pd.DataFrame, path: Path) -> Path:
     """Tokens per step (acceptance length) per speculative variant against concurrency."""
     spec = tiers[tiers["mode"] != "baseline"]
     return plot_vs_load(
-        spec if len(spec) else tiers, path, [("tokens_per_step", "")],
-        "tokens per decode step (1 = no speculation)", "Acceptance length (tokens per step)",
+        spec if len(spec) else tiers,
+        path,
+        [("tokens_per_step", "")],
+        "tokens per decode step (1 = no speculation)",
+        "Acceptance length (tokens per step)",
         palette=variant_colors(tiers["variant"].unique()),
-    )  # fmt: skip
+    )

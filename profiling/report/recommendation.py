@@ -191,8 +191,18 @@ def best_per_tier(
             base_row = base.iloc[0]
             over_base = margin(best, base_row, info, True)
         flagged = tuple(dict.fromkeys(_flagged(best, second, base_row)))
-        out.append(TierChoice(str(tier), as_float(best["concurrency"]), str(best["variant"]),
-                              float(best["value"]), runner, over_base, excluded, flagged))  # fmt: skip
+        out.append(
+            TierChoice(
+                str(tier),
+                as_float(best["concurrency"]),
+                str(best["variant"]),
+                float(best["value"]),
+                runner,
+                over_base,
+                excluded,
+                flagged,
+            )
+        )
     return out
 
 
@@ -224,8 +234,11 @@ def crossover_of(
         points.append((float(r["concurrency"]), m))
     has_interval = bool(points) and all(m.significant is not None for _, m in points)
     missing = [m.basis for _, m in points if m.significant is None]
-    basis = (points[0][1].basis if has_interval
-             else (missing[0] if missing else "no tier where both are measured"))  # fmt: skip
+    basis = (
+        points[0][1].basis
+        if has_interval
+        else (missing[0] if missing else "no tier where both are measured")
+    )
     pays = stops = estimate = low = high = surely = None
     for c, m in points:
         if not m.ratio >= 1.0:  # NaN (a zero figure) ends the run too
@@ -287,9 +300,18 @@ def memory_costs(
             pool = as_float(k.get("draft_kv_pool_bytes"))
             pool = pool if pool is not None else as_float(k.get("eagle3_kv_pool_bytes"))
         calm = as_float(unqueued.get(r.variant)) if unqueued is not None else None
-        out.append(MemoryCost(str(r.variant), as_float(r.extra_weights_bytes),
-                              as_float(r.extra_peak_bytes), str(r.peak_source or ""), blocks,
-                              pool, calm, UNQUEUED_NOTE if calm is not None else QUEUE_NOTE))  # fmt: skip
+        out.append(
+            MemoryCost(
+                str(r.variant),
+                as_float(r.extra_weights_bytes),
+                as_float(r.extra_peak_bytes),
+                str(r.peak_source or ""),
+                blocks,
+                pool,
+                calm,
+                UNQUEUED_NOTE if calm is not None else QUEUE_NOTE,
+            )
+        )
     return out
 
 
@@ -330,18 +352,28 @@ def recommend(
     spec = sorted(set(frame.loc[speculative, "variant"].astype(str)))
     if baseline is not None:
         spec = [v for v in spec if v != baseline]
-    cross = [crossover_of(frame, v, info, baseline, margin) for v in spec
-             if baseline]  # fmt: skip
+    cross = [crossover_of(frame, v, info, baseline, margin) for v in spec if baseline]
     wins = {v: sum(c.best == v for c in chosen) for v in spec}
     reach = {c.variant: c.pays_up_to or 0.0 for c in cross}
     ranked = sorted(spec, key=lambda v: (-wins[v], -reach.get(v, 0.0), v))
     winner = ranked[0] if ranked and wins[ranked[0]] > 0 else None
     if winner is None:
-        reason = ("no speculative variant is best by "
-                  f"{info.label} at any complete tier: serve without speculation")  # fmt: skip
+        reason = (
+            "no speculative variant is best by "
+            f"{info.label} at any complete tier: serve without speculation"
+        )
     else:
-        reason = (f"best by {info.label} at {wins[winner]} of {len(chosen)} complete tiers"
-                  + (", the most of any speculative variant" if len(spec) > 1 else ""))  # fmt: skip
-    return Recommendation(info, baseline, tuple(chosen), tuple(cross),
-                          tuple(memory_costs(memory, breakdown, unqueued)),
-                          tuple(excluded_rows(frame)), winner, reason)  # fmt: skip
+        reason = (
+            f"best by {info.label} at {wins[winner]} of {len(chosen)} complete tiers"
+            + (", the most of any speculative variant" if len(spec) > 1 else "")
+        )
+    return Recommendation(
+        info,
+        baseline,
+        tuple(chosen),
+        tuple(cross),
+        tuple(memory_costs(memory, breakdown, unqueued)),
+        tuple(excluded_rows(frame)),
+        winner,
+        reason,
+    )

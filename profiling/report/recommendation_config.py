@@ -42,11 +42,19 @@ from trtbench.spec.serving import VLLM_METHODS
 
 ACCEPT_THRESHOLD = 0.5
 LOOKUP_ACCEPT_THRESHOLD = 0.1  # n-gram: well above the verified token's cost share
-TRTLLM_DECODING = {"draft_target": "DraftTarget", "eagle3": "Eagle3", "mtp": "MTP",
-                   "ngram": "NGram", "medusa": "Medusa"}  # fmt: skip
+TRTLLM_DECODING = {
+    "draft_target": "DraftTarget",
+    "eagle3": "Eagle3",
+    "mtp": "MTP",
+    "ngram": "NGram",
+    "medusa": "Medusa",
+}
 DRAFT_LEN_FIELD = {"mtp": "num_nextn_predict_layers"}  # else max_draft_len
-NEEDS_MODEL = {"draft_target": "<draft model dir>", "medusa": "<Medusa heads dir>",
-               "eagle3": "<EAGLE-3 heads dir>"}  # fmt: skip
+NEEDS_MODEL = {
+    "draft_target": "<draft model dir>",
+    "medusa": "<Medusa heads dir>",
+    "eagle3": "<EAGLE-3 heads dir>",
+}
 
 
 @dataclass(frozen=True)
@@ -131,9 +139,11 @@ def scheduled_len(
 
 
 def make_policy(
-    rec: Recommendation, variants: pd.DataFrame, tiers: pd.DataFrame,
+    rec: Recommendation,
+    variants: pd.DataFrame,
+    tiers: pd.DataFrame,
     acceptance: pd.DataFrame | None,
-) -> Policy | None:  # fmt: skip
+) -> Policy | None:
     """The :class:`Policy` of ``rec.winner`` (None without a winner).
 
     Args:
@@ -156,14 +166,20 @@ def make_policy(
         and cross.pays_up_to is not None
     ):
         cap = int(cross.pays_up_to)
-        notes.append(f"speculation off above {cap}: at {cross.stops_at:g} it no longer beats "
-                     f"the baseline ({cross.basis})")  # fmt: skip
+        notes.append(
+            f"speculation off above {cap}: at {cross.stops_at:g} it no longer beats "
+            f"the baseline ({cross.basis})"
+        )
     elif cross is not None and cross.pays_up_to is None:
-        notes.append("it does not beat the baseline at the lowest tier: no cap can express "
-                     "where it pays; serve it only where the table above says it wins")  # fmt: skip
+        notes.append(
+            "it does not beat the baseline at the lowest tier: no cap can express "
+            "where it pays; serve it only where the table above says it wins"
+        )
     elif cross is not None:
-        notes.append(f"it pays at every measured tier (up to {cross.pays_up_to:g}): no cap; "
-                     "measure higher concurrencies to find the crossover")  # fmt: skip
+        notes.append(
+            f"it pays at every measured tier (up to {cross.pays_up_to:g}): no cap; "
+            "measure higher concurrencies to find the crossover"
+        )
     schedule = None
     threshold = accept_threshold(mode)
     rates = position_rates(acceptance, rec.winner)
@@ -193,11 +209,15 @@ def make_policy(
             if pairs[0][0] > 1:
                 pairs.insert(0, (1, pairs[0][1]))
             schedule = tuple(pairs)
-            notes.append(f"draft-length schedule: per tier the largest j with acceptance "
-                         f"a_j ≥ {threshold} (never growing with the batch)")  # fmt: skip
+            notes.append(
+                f"draft-length schedule: per tier the largest j with acceptance "
+                f"a_j ≥ {threshold} (never growing with the batch)"
+            )
         else:
-            notes.append(f"no draft-length schedule: every position up to K = {k} has "
-                         f"a_j ≥ {threshold} at every paying tier")  # fmt: skip
+            notes.append(
+                f"no draft-length schedule: every position up to K = {k} has "
+                f"a_j ≥ {threshold} at every paying tier"
+            )
     return Policy(rec.winner, mode, k, cap, schedule, tuple(notes))
 
 
@@ -216,8 +236,11 @@ def llmapi_snippet(policy: Policy, contract: ContractView) -> Snippet:
     at batch 1."""
     target = f"TensorRT-LLM {contract.version} LLM API"
     if contract.decoding_type is None or not contract.pytorch:
-        why = ("has no decoding_type for mode " + policy.mode if contract.decoding_type is None
-               else f"{contract.decoding_type} is not usable on the PyTorch backend")  # fmt: skip
+        why = (
+            "has no decoding_type for mode " + policy.mode
+            if contract.decoding_type is None
+            else f"{contract.decoding_type} is not usable on the PyTorch backend"
+        )
         text = f"# TensorRT-LLM {contract.version} {why}: use the engine path"
         return Snippet(target, "yaml", text, {}, (why,))
     spec: dict[str, Any] = {"decoding_type": contract.decoding_type}
@@ -228,8 +251,10 @@ def llmapi_snippet(policy: Policy, contract: ContractView) -> Snippet:
         wanted[k_field] = policy.draft_len
     if policy.schedule:
         wanted["draft_len_schedule"] = dict(policy.schedule)
-        notes.append("draft_len_schedule drafts nothing above its largest key, so it also "
-                     "turns speculation off above the crossover (no max_concurrency needed)")  # fmt: skip
+        notes.append(
+            "draft_len_schedule drafts nothing above its largest key, so it also "
+            "turns speculation off above the crossover (no max_concurrency needed)"
+        )
     elif policy.max_concurrency is not None:
         wanted["max_concurrency"] = policy.max_concurrency
     if policy.mode in NEEDS_MODEL:
@@ -237,27 +262,35 @@ def llmapi_snippet(policy: Policy, contract: ContractView) -> Snippet:
     for name, value in wanted.items():
         entry = contract.fields.get(name)
         if entry is None:
-            notes.append(f"TensorRT-LLM {contract.version}'s contract has no "
-                         f"speculative_config.{name}: left out")  # fmt: skip
+            notes.append(
+                f"TensorRT-LLM {contract.version}'s contract has no "
+                f"speculative_config.{name}: left out"
+            )
             continue
         spec[name] = value
         if entry.get("confirmed") is False and name in (
             "max_concurrency",
             "draft_len_schedule",
         ):
-            notes.append(f"speculative_config.{name}: presence at {contract.version} not "
-                         f"confirmed (contract evidence: {entry.get('evidence')})")  # fmt: skip
+            notes.append(
+                f"speculative_config.{name}: presence at {contract.version} not "
+                f"confirmed (contract evidence: {entry.get('evidence')})"
+            )
         if name == "draft_len_schedule" and "0 above" not in str(entry.get("note", "")):
-            notes.append(f"the {contract.version} contract does not say what a batch above "
-                         "the schedule's largest key drafts (1.4.0rc4: nothing); if it drafts, "
-                         f"add max_concurrency: {policy.max_concurrency}")  # fmt: skip
+            notes.append(
+                f"the {contract.version} contract does not say what a batch above "
+                "the schedule's largest key drafts (1.4.0rc4: nothing); if it drafts, "
+                f"add max_concurrency: {policy.max_concurrency}"
+            )
         if (
             "has_key_1_eq_max_draft_len" in entry.get("rules", ())
             and name == "draft_len_schedule"
         ):
             spec[k_field] = value[1]
-            notes.append(f"{contract.version} requires draft_len_schedule[1] == "
-                         f"max_draft_len: max_draft_len set to {value[1]}")  # fmt: skip
+            notes.append(
+                f"{contract.version} requires draft_len_schedule[1] == "
+                f"max_draft_len: max_draft_len set to {value[1]}"
+            )
     config = {"speculative_config": spec}
     return Snippet(target, "yaml", _yaml(config), config, tuple(notes))
 
@@ -290,10 +323,12 @@ def vllm_snippet(policy: Policy) -> Snippet:
         config["model"] = NEEDS_MODEL[policy.mode]
     if policy.draft_len is not None:
         config["num_speculative_tokens"] = policy.draft_len
-    notes = ["vLLM 0.32 has no disable_by_batch_size (vllm/config/speculative.py); "
-             "num_speculative_tokens_per_batch_size with K = 0 above the crossover does its "
-             "job (it switches full CUDA graphs to PIECEWISE and is off under data "
-             "parallelism: vllm/config/vllm.py)"]  # fmt: skip
+    notes = [
+        "vLLM 0.32 has no disable_by_batch_size (vllm/config/speculative.py); "
+        "num_speculative_tokens_per_batch_size with K = 0 above the crossover does its "
+        "job (it switches full CUDA graphs to PIECEWISE and is off under data "
+        "parallelism: vllm/config/vllm.py)"
+    ]
     ranges = vllm_ranges(policy)
     if ranges:
         config["num_speculative_tokens_per_batch_size"] = ranges
@@ -319,8 +354,10 @@ def engine_snippet(rec: Recommendation, policy: Policy | None) -> Snippet:
         lines.append(f"{span}: serve the `{best}` engine")
     if policy is not None and policy.schedule:
         shortest = min(n for _, n in policy.schedule)
-        lines.append(f"rebuild `{policy.variant}` with max_draft_len {shortest} where the "
-                     f"schedule drafts {shortest} (an engine has one draft length)")  # fmt: skip
+        lines.append(
+            f"rebuild `{policy.variant}` with max_draft_len {shortest} where the "
+            f"schedule drafts {shortest} (an engine has one draft length)"
+        )
     text = "\n".join(lines) or "no complete tier: nothing to serve"
     return Snippet("engine path", "text", text, {"ranges": ranges})
 

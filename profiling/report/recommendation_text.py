@@ -55,8 +55,11 @@ def _verdict(m: Margin) -> str:
         return "no interval"
     if m.significant:
         return "significant"
-    return "significantly worse" if m.high is not None and m.high < 1.0 \
-        else "not significant"  # fmt: skip
+    return (
+        "significantly worse"
+        if m.high is not None and m.high < 1.0
+        else "not significant"
+    )
 
 
 def _margin(m: Margin | None, name: bool = False) -> str:
@@ -68,8 +71,9 @@ def _margin(m: Margin | None, name: bool = False) -> str:
 
 
 def _evidence(t: TierChoice) -> str:
-    rounds = max((m.rounds for m in (t.over_baseline, t.runner_up) if m is not None),
-                 default=0)  # fmt: skip
+    rounds = max(
+        (m.rounds for m in (t.over_baseline, t.runner_up) if m is not None), default=0
+    )
     basis = next((m.basis for m in (t.over_baseline, t.runner_up) if m is not None), "")
     design = next(
         (d for d in ("interleaved", "rounds", "sequential") if d in basis), ""
@@ -82,8 +86,12 @@ def _evidence(t: TierChoice) -> str:
 
 def _unjudged(rec: Recommendation) -> list[str]:
     """How the margins were judged, once per basis (the table's cells say only the verdict)."""
-    bases = [m.basis for t in rec.tiers for m in (t.over_baseline, t.runner_up)
-             if m is not None]  # fmt: skip
+    bases = [
+        m.basis
+        for t in rec.tiers
+        for m in (t.over_baseline, t.runner_up)
+        if m is not None
+    ]
     return [f"Intervals: {b}." for b in dict.fromkeys(bases)]
 
 
@@ -96,15 +104,18 @@ def answer(rec: Recommendation, policy: Policy | None) -> str:
     if policy is None:
         return f"Serve without speculation: {rec.winner_reason}."
     cross = next((c for c in rec.crossovers if c.variant == policy.variant), None)
-    mine = [t for t in rec.tiers
-            if t.best == policy.variant and t.over_baseline is not None]  # fmt: skip
+    mine = [
+        t for t in rec.tiers if t.best == policy.variant and t.over_baseline is not None
+    ]
     sure = [t.tier for t in mine if t.over_baseline and t.over_baseline.significant]
     if mine and not sure and all(t.over_baseline.significant is False for t in mine):
         # best by point value only: say so rather than claim it pays everywhere
-        return (f"Serve `{policy.variant}` where the table below names it best, by point "
-                f"value only: {rec.winner_reason}; at none of those tiers is its margin "
-                "over the baseline significant (95 % intervals over rounds): measure "
-                "more rounds before acting on it.")  # fmt: skip
+        return (
+            f"Serve `{policy.variant}` where the table below names it best, by point "
+            f"value only: {rec.winner_reason}; at none of those tiers is its margin "
+            "over the baseline significant (95 % intervals over rounds): measure "
+            "more rounds before acting on it."
+        )
     where = "at every measured concurrency"
     if policy.max_concurrency is not None:
         where = f"up to concurrency {policy.max_concurrency}, speculation off above"
@@ -112,8 +123,10 @@ def answer(rec: Recommendation, policy: Policy | None) -> str:
             where += f" (at {cross.stops_at:g} it no longer beats the baseline)"
     how = ""
     if any(t.over_baseline.significant is not None for t in mine):
-        how = (f"; its margin over the baseline is significant at {_tier_list(sure)} "
-               f"(of the {len(mine)} tiers it wins)")  # fmt: skip
+        how = (
+            f"; its margin over the baseline is significant at {_tier_list(sure)} "
+            f"(of the {len(mine)} tiers it wins)"
+        )
     return f"Serve `{policy.variant}` {where}: {rec.winner_reason}{how}."
 
 
@@ -169,9 +182,11 @@ def _mem(rec: Recommendation) -> list[str]:
             if m.max_concurrency_unqueued
             else m.queue_note
         )
-        out.append(f"- `{m.variant}`: extra weights {w}, extra peak {p}; "
-                   f"draft-model KV: {kv} (verification blocks: the KV section); "
-                   f"largest concurrency without queueing: {unq}.")  # fmt: skip
+        out.append(
+            f"- `{m.variant}`: extra weights {w}, extra peak {p}; "
+            f"draft-model KV: {kv} (verification blocks: the KV section); "
+            f"largest concurrency without queueing: {unq}."
+        )
     return out or ["- memory not measured (no memory_breakdown.csv)"]
 
 
@@ -182,22 +197,36 @@ def recommendation_lines(
     sentence, then per tier the winner, its margins over the baseline and the runner-up with
     their intervals and the rounds behind them; crossovers, memory, the config."""
     o = rec.objective
-    lines = ["## Recommendation", "",
-             f"**{answer(rec, policy)}**", "",
-             f"| tier | best by {o.label} | {o.unit} | vs baseline | vs runner-up | "
-             "evidence |", "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "## Recommendation",
+        "",
+        f"**{answer(rec, policy)}**",
+        "",
+        f"| tier | best by {o.label} | {o.unit} | vs baseline | vs runner-up | "
+        "evidence |",
+        "|---|---|---|---|---|---|",
+    ]
     for t in rec.tiers:
-        lines.append(f"| {t.tier} | `{t.best}` | {t.value:.4g} | "
-                     f"{_margin(t.over_baseline)} | {_margin(t.runner_up, name=True)} | "
-                     f"{_evidence(t)} |")  # fmt: skip
-    lines += ["", f"Objective: {o.label} ({'higher' if o.higher_is_better else 'lower'} is "
-              "better; spec `report.objective`, or `trtbench report RUN --objective`). "
-              "Margins: the best variant's advantage, 95 % interval in brackets; "
-              "significant: the interval excludes 0.", *_unjudged(rec)]  # fmt: skip
+        lines.append(
+            f"| {t.tier} | `{t.best}` | {t.value:.4g} | "
+            f"{_margin(t.over_baseline)} | {_margin(t.runner_up, name=True)} | "
+            f"{_evidence(t)} |"
+        )
+    lines += [
+        "",
+        f"Objective: {o.label} ({'higher' if o.higher_is_better else 'lower'} is "
+        "better; spec `report.objective`, or `trtbench report RUN --objective`). "
+        "Margins: the best variant's advantage, 95 % interval in brackets; "
+        "significant: the interval excludes 0.",
+        *_unjudged(rec),
+    ]
     if any(t.interference for t in rec.tiers):
-        lines += ["", "Some of this evidence was measured while other processes used the "
-                  "host (the evidence column names them): re-run on a quiet machine "
-                  "before relying on those tiers."]  # fmt: skip
+        lines += [
+            "",
+            "Some of this evidence was measured while other processes used the "
+            "host (the evidence column names them): re-run on a quiet machine "
+            "before relying on those tiers.",
+        ]
     if rec.crossovers:
         lines += ["", "Where each speculative variant stops paying:", ""]
         lines += [_crossover_line(c) for c in rec.crossovers]

@@ -137,21 +137,41 @@ SUMMARY_KINDS = {"concurrency": "int"}
 """Kinds of summary.csv columns read here whose names carry no unit suffix."""
 BREAKDOWN_KINDS = {"peak_readings": "int"}
 STEP_KINDS = dict.fromkeys(
-    ("step", "pid", "launch_calls", "graph_launches", "kernels", "graph_kernels",
-     "launch_delay_calls"), "int",
-)  # fmt: skip
+    (
+        "step",
+        "pid",
+        "launch_calls",
+        "graph_launches",
+        "kernels",
+        "graph_kernels",
+        "launch_delay_calls",
+    ),
+    "int",
+)
 """Kinds of steps.csv columns without a unit suffix (the report sums and compares them)."""
 
 BUILD_FIELDS: dict[str | tuple[str, ...], type | tuple[type, ...]] = {
-    "mode": str, "backend": str, "max_draft_len": int, "medusa": dict,
-    "medusa.choices": list, "medusa.num_heads": int, "medusa.num_layers": int,
-    "cuda_graphs": dict, "host": dict, "host.gpus": list,
-}  # fmt: skip
+    "mode": str,
+    "backend": str,
+    "max_draft_len": int,
+    "medusa": dict,
+    "medusa.choices": list,
+    "medusa.num_heads": int,
+    "medusa.num_layers": int,
+    "cuda_graphs": dict,
+    "host": dict,
+    "host.gpus": list,
+}
 """Fields of ``build.json`` read here, with their JSON types (builders/manifest.py)."""
 REPO_FIELDS: dict[str | tuple[str, ...], type | tuple[type, ...]] = {
-    "mode": str, "backend": str, "max_draft_len": int, "medusa_choices": list,
-    "cuda_graphs": dict, "streaming": bool, "runtime": str,
-}  # fmt: skip
+    "mode": str,
+    "backend": str,
+    "max_draft_len": int,
+    "medusa_choices": list,
+    "cuda_graphs": dict,
+    "streaming": bool,
+    "runtime": str,
+}
 """Fields of ``trtbench.json`` read here (triton_repo/interface.py ``RepoMetadata``)."""
 
 
@@ -181,9 +201,13 @@ def _read_json(
 def _run_sections(run: dict[str, Any], path: Path, names: list[str]) -> None:
     """Check the ``run.json`` sections read here: ``build.variants.<v>``, ``loadtest.<v>``."""
     fields: dict[str | tuple[str, ...], type] = {
-        "build": dict, ("build", "variants"): dict, "loadtest": dict, "host": dict,
-        "design": dict, ("design", "name"): str,
-    }  # fmt: skip
+        "build": dict,
+        ("build", "variants"): dict,
+        "loadtest": dict,
+        "host": dict,
+        "design": dict,
+        ("design", "name"): str,
+    }
     for name in names:
         fields[("build", "variants", name)] = dict
         fields[("build", "variants", name, "max_draft_len")] = int
@@ -217,8 +241,12 @@ def _gpu_count(build: dict[str, Any]) -> int | None:
 def mode_from_name(name: str) -> str | None:
     """Guess a mode from a variant name (``medusa…``, ``draft…``/``dtm…``, ``baseline…``)."""
     low = name.lower()
-    for token, mode in (("medusa", "medusa"), ("draft", "draft_target"),
-                        ("dtm", "draft_target"), ("baseline", "baseline")):  # fmt: skip
+    for token, mode in (
+        ("medusa", "medusa"),
+        ("draft", "draft_target"),
+        ("dtm", "draft_target"),
+        ("baseline", "baseline"),
+    ):
         if token in low:
             return mode
     return None
@@ -256,18 +284,24 @@ def variant_info(
     if streaming is None and tested.get("endpoint"):
         streaming = tested["endpoint"] == "stream"
     return VariantInfo(
-        name=name, mode=mode, mode_source=source if mode else "",
+        name=name,
+        mode=mode,
+        mode_source=source if mode else "",
         backend=build.get("backend") or repo.get("backend") or built.get("backend"),
         server=(build.get("variant") or {}).get("server"),
         runtime=repo.get("runtime"),
         draft_len=int(draft_len) if mode in DRAFTING_MODES and draft_len else None,
         tree_nodes=len(choices) if mode == "medusa" and choices else None,
         medusa_choices=tuple(tuple(int(k) for k in c) for c in choices)
-        if mode == "medusa" and choices else None,
-        medusa_heads=medusa.get("num_heads"), medusa_layers=medusa.get("num_layers"),
+        if mode == "medusa" and choices
+        else None,
+        medusa_heads=medusa.get("num_heads"),
+        medusa_layers=medusa.get("num_layers"),
         cuda_graphs=graphs,
-        cuda_graphs_reason=reason, streaming=streaming, gpus=_gpu_count(build),
-    )  # fmt: skip
+        cuda_graphs_reason=reason,
+        streaming=streaming,
+        gpus=_gpu_count(build),
+    )
 
 
 def _optional_csv(
@@ -382,7 +416,7 @@ def load_run(root: Path, schemas: Mapping[str, Schema] | None = None) -> RunData
             schemas.get("memory_breakdown"),
             BREAKDOWN_FIX,
             keys=("variant",),
-        ),  # fmt: skip
+        ),
         steps=_steps(rd.traces_dir, schemas.get("steps")),
         acceptance=_optional_csv(
             rd.acceptance_csv,

@@ -44,8 +44,9 @@ def _num(frame: pd.DataFrame, column: str) -> pd.Series:
     return pd.to_numeric(frame[column], errors="coerce").astype(float)
 
 
-def interval_text(value: object, low: object, high: object, spec: str = ".2f",
-                  suffix: str = "x") -> str:  # fmt: skip
+def interval_text(
+    value: object, low: object, high: object, spec: str = ".2f", suffix: str = "x"
+) -> str:
     """``1.21x [1.10, 1.32]``; ``1.21x`` without an interval; ``-`` without a value."""
     if value is None or pd.isna(value):
         return "-"
@@ -77,10 +78,13 @@ def speedup_cells(summary: pd.DataFrame, name: str) -> pd.Series:
     pooled = _num(summary, name)
     has = low.notna() & high.notna() & mean.notna()
     return pd.Series(
-        [interval_text(m if ok else p, lo if ok else None, hi if ok else None)
-         for ok, m, lo, hi, p in zip(has, mean, low, high, pooled, strict=True)],
-        index=summary.index, dtype=object,
-    )  # fmt: skip
+        [
+            interval_text(m if ok else p, lo if ok else None, hi if ok else None)
+            for ok, m, lo, hi, p in zip(has, mean, low, high, pooled, strict=True)
+        ],
+        index=summary.index,
+        dtype=object,
+    )
 
 
 def with_speedup_text(summary: pd.DataFrame) -> pd.DataFrame:
@@ -113,8 +117,10 @@ def tier_intervals(summary: pd.DataFrame, basis: pd.Series) -> pd.DataFrame:
         _speedup_interval(summary, TPUT_SPEEDUP),
     )
     use_tpot = (basis == "tpot").to_numpy()
-    mean, low, high = (pd.Series(np.where(use_tpot, a, b), index=summary.index)
-                       for a, b in zip(tpot, tput, strict=True))  # fmt: skip
+    mean, low, high = (
+        pd.Series(np.where(use_tpot, a, b), index=summary.index)
+        for a, b in zip(tpot, tput, strict=True)
+    )
     out["speedup_repeat_mean"], out["speedup_ratio_ci95_low"] = mean, low
     out["speedup_ratio_repeat_mean"] = mean
     out["speedup_ratio_ci95_high"] = high
@@ -130,14 +136,16 @@ def tier_intervals(summary: pd.DataFrame, basis: pd.Series) -> pd.DataFrame:
     ]
     out["ttft_p95_text"] = [
         thin_text(v, n, MIN_SAMPLES["p95"])
-        for v, n in zip(_num(summary, "time_to_first_token_p95_ms"), out["ttft_p95_n"],
-                        strict=True)
-    ]  # fmt: skip
+        for v, n in zip(
+            _num(summary, "time_to_first_token_p95_ms"), out["ttft_p95_n"], strict=True
+        )
+    ]
     out["ttft_p99_text"] = [
         thin_text(v, n, MIN_SAMPLES["p99"])
-        for v, n in zip(_num(summary, "time_to_first_token_p99_ms"), out["ttft_p95_n"],
-                        strict=True)
-    ]  # fmt: skip
+        for v, n in zip(
+            _num(summary, "time_to_first_token_p99_ms"), out["ttft_p95_n"], strict=True
+        )
+    ]
     return out
 
 

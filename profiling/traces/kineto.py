@@ -131,9 +131,22 @@ def _xyz(value: Any) -> tuple[int | None, int | None, int | None]:
 
 
 _API_KEYS = ("corr", "pid", "tid", "s_api_name", "api_start_ns", "api_end_ns")
-_GPU_KEYS = ("corr", "gpu_kind", "start_ns", "end_ns", "device_id", "stream_id",
-             "graph_node_id", "s_name", "grid_x", "grid_y", "grid_z",
-             "block_x", "block_y", "block_z")  # fmt: skip
+_GPU_KEYS = (
+    "corr",
+    "gpu_kind",
+    "start_ns",
+    "end_ns",
+    "device_id",
+    "stream_id",
+    "graph_node_id",
+    "s_name",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+)
 
 
 class _Collector:
@@ -161,15 +174,31 @@ class _Collector:
         args = event.get("args") or {}
         name = str(event.get("name"))
         if cat in _API_CATS:
-            self._append(self.api, args.get("correlation"), (pid, tid, ts, "s"),
-                         _int(pid), _int(tid), name, start, start + dur)  # fmt: skip
+            self._append(
+                self.api,
+                args.get("correlation"),
+                (pid, tid, ts, "s"),
+                _int(pid),
+                _int(tid),
+                name,
+                start,
+                start + dur,
+            )
         elif cat in _GPU_CATS:
             self._append(
-                self.gpu, args.get("correlation"), (pid, tid, ts, "f"), _GPU_CATS[cat],
-                start, start + dur, _int(args.get("device", pid)),
-                _int(args.get("stream", tid)), _int(args.get("graph node id")), name,
-                *_xyz(args.get("grid")), *_xyz(args.get("block")),
-            )  # fmt: skip
+                self.gpu,
+                args.get("correlation"),
+                (pid, tid, ts, "f"),
+                _GPU_CATS[cat],
+                start,
+                start + dur,
+                _int(args.get("device", pid)),
+                _int(args.get("stream", tid)),
+                _int(args.get("graph node id")),
+                name,
+                *_xyz(args.get("grid")),
+                *_xyz(args.get("block")),
+            )
         elif cat == "user_annotation" or (cat == "cpu_op" and _LEGACY_STEP.match(name)):
             for column, value in zip(
                 RANGE_COLUMNS,

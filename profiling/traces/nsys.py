@@ -56,8 +56,18 @@ _NVTX_RANGE_TYPES = {  # ENUM_NSYS_EVENT_TYPE ids, used when the ENUM table is a
     "NvtxtPushPopRange": 70,
     "NvtxtStartEndRange": 71,
 }
-_MEMCPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-                 8: "DtoD", 9: "HtoH", 10: "PtoP"}  # fmt: skip
+_MEMCPY_KINDS = {
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+}
 # gpu_kind code, table, name columns (kernel: StringIds id, first present; memcpy: copyKind)
 _GPU_TABLES = (
     (0, "CUPTI_ACTIVITY_KIND_KERNEL", ("demangledName", "shortName")),
@@ -68,10 +78,22 @@ _GPU_TABLES = (
 # GPU-row fields read per table (NA where the table lacks the column). Each ADBC column costs
 # about as much as the row itself, so small integers travel packed (NA when any part is NULL):
 # grid/block x << 32 | y << 16 | z (CUDA limits: x < 2^31, y and z < 2^16), device << 32 | stream.
-_GPU_FIELDS = ("start", "end", "device_stream", "globalPid", "correlationId", "name",
-               "graphNodeId", "grid", "block")  # fmt: skip
-_PACKED = {"grid": ("gridX", "gridY", "gridZ"), "block": ("blockX", "blockY", "blockZ"),
-           "device_stream": ("deviceId", "streamId")}  # fmt: skip
+_GPU_FIELDS = (
+    "start",
+    "end",
+    "device_stream",
+    "globalPid",
+    "correlationId",
+    "name",
+    "graphNodeId",
+    "grid",
+    "block",
+)
+_PACKED = {
+    "grid": ("gridX", "gridY", "gridZ"),
+    "block": ("blockX", "blockY", "blockZ"),
+    "device_stream": ("deviceId", "streamId"),
+}
 # Fields of the launch-call rows (CUPTI_ACTIVITY_KIND_RUNTIME) taken into the frame.
 _CALL_FIELDS = ("start", "end", "tid", "nameId")
 
@@ -210,7 +232,7 @@ class NsysReport(LaunchTraceFacade):
                 "start": "start",
                 "end": "end",
                 "nameId": "nameId",
-            },  # fmt: skip
+            },
             "correlationId IS NOT NULL AND globalTid IS NOT NULL",
         )
         gtid = calls.pop("gtid")
@@ -250,10 +272,16 @@ class NsysReport(LaunchTraceFacade):
             if schema.has_rows(table):
                 parts.append(self._read_gpu(schema, table, names))
                 kinds.append(np.full(len(parts[-1]["start"]), kind, dtype=np.int8))
-        gpu = {
-            f: parts[0][f] if len(parts) == 1 else np.concatenate([p[f] for p in parts])
-            for f in _GPU_FIELDS
-        } if parts else {f: np.empty(0, np.int64) for f in _GPU_FIELDS}  # fmt: skip
+        gpu = (
+            {
+                f: parts[0][f]
+                if len(parts) == 1
+                else np.concatenate([p[f] for p in parts])
+                for f in _GPU_FIELDS
+            }
+            if parts
+            else {f: np.empty(0, np.int64) for f in _GPU_FIELDS}
+        )
         kind = np.concatenate(kinds) if kinds else np.empty(0, np.int8)
         del parts
         call_of, unmatched = _match_calls(calls, gpu)

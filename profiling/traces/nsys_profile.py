@@ -31,8 +31,11 @@ logger = logging.getLogger(__name__)
 
 CaptureRange = Literal["none", "nvtx", "cudaProfilerApi"]
 # Where NGC containers and the Nsight Systems installers put the CLI when it is not on PATH.
-_NSYS_GLOBS = ("/usr/local/cuda/bin/nsys", "/opt/nvidia/nsight-systems/*/bin/nsys",
-               "/opt/nvidia/nsight-systems-cli/*/bin/nsys")  # fmt: skip
+_NSYS_GLOBS = (
+    "/usr/local/cuda/bin/nsys",
+    "/opt/nvidia/nsight-systems/*/bin/nsys",
+    "/opt/nvidia/nsight-systems-cli/*/bin/nsys",
+)
 _STDERR_TAIL = 600
 STOP_GRACE_S = 30.0
 
@@ -75,8 +78,13 @@ def trace_flags(spec: NsysProfileSpec) -> list[str]:
 def collection_flags(spec: NsysProfileSpec) -> list[str]:
     """How it is collected: no CPU sampling or context switches, a SQLite export, and
     the output stem ``out_dir/name`` (overwritten)."""
-    return ["--sample=none", "--cpuctxsw=none", "--export=sqlite",
-            "--force-overwrite=true", f"--output={spec.out_dir / spec.name}"]  # fmt: skip
+    return [
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--export=sqlite",
+        "--force-overwrite=true",
+        f"--output={spec.out_dir / spec.name}",
+    ]
 
 
 def nsys_profile_argv(

@@ -123,9 +123,13 @@ def nsys_shutdown_argv(session: NsysSession) -> list[str]:
 def nsys_export_argv(nsys: Path, report: Path, sqlite: Path) -> list[str]:
     """``nsys export`` of ``report`` to ``sqlite`` (pure)."""
     return [
-        str(nsys), "export", "--type=sqlite", "--force-overwrite=true",
-        f"--output={sqlite}", str(report),
-    ]  # fmt: skip
+        str(nsys),
+        "export",
+        "--type=sqlite",
+        "--force-overwrite=true",
+        f"--output={sqlite}",
+        str(report),
+    ]
 
 
 def run_nsys_command(

@@ -32,11 +32,26 @@ TRACE_STEPS = 8
 def test_gpu_proof_on_cuda(tiny_models, tmp_path):
     out = tmp_path / "out"
     argv = [
-        sys.executable, str(REPO_ROOT / "scripts" / "gpu_proof.py"), "--device", "cuda",
-        "--out", str(out), "--models", str(tiny_models["target"].parent),
-        "--dtypes", "float32,bfloat16", "--batch-sizes", "1,8", "--max-tokens", "24",
-        "--trace-steps", str(TRACE_STEPS), "--trace-dtypes", "bfloat16", "--quiet",
-    ]  # fmt: skip
+        sys.executable,
+        str(REPO_ROOT / "scripts" / "gpu_proof.py"),
+        "--device",
+        "cuda",
+        "--out",
+        str(out),
+        "--models",
+        str(tiny_models["target"].parent),
+        "--dtypes",
+        "float32,bfloat16",
+        "--batch-sizes",
+        "1,8",
+        "--max-tokens",
+        "24",
+        "--trace-steps",
+        str(TRACE_STEPS),
+        "--trace-dtypes",
+        "bfloat16",
+        "--quiet",
+    ]
     done = subprocess.run(
         argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600
     )

@@ -39,7 +39,7 @@ def test_run_records_the_chosen_tier_under_nsys(tiny_models, tmp_path):
                 "max_input_len": 64,
                 "max_seq_len": 128,
             }
-        ],  # fmt: skip
+        ],
         "deploy": {"ready_timeout_s": 300, "reference_device": "cuda"},
         "loadtest": {
             "concurrency": [1, 2],
@@ -47,7 +47,7 @@ def test_run_records_the_chosen_tier_under_nsys(tiny_models, tmp_path):
             "warmup_requests": 1,
             "input_len_mean": 16,
             "output_len_mean": 12,
-        },  # fmt: skip
+        },
         "profile": {"nsys": True, "nsys_tier": 1},
     }
     spec_path = tmp_path / "spec.yaml"

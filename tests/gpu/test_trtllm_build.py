@@ -122,11 +122,24 @@ def test_served_variant_streams_a_load_test_tier(built, tiny_models, variant):
         with pytest.raises(SystemExit) as exc:
             main(
                 [
-                    "loadtest", "--url", server.grpc_url, "--model", meta.model_name,
-                    "--concurrency", "2", "--requests-per-tier", "8",
-                    "--input-len-mean", "32", "--output-len-mean", "32",
-                    "--tokenizer", str(tiny_models["target"]), "--out", str(results),
+                    "loadtest",
+                    "--url",
+                    server.grpc_url,
+                    "--model",
+                    meta.model_name,
+                    "--concurrency",
+                    "2",
+                    "--requests-per-tier",
+                    "8",
+                    "--input-len-mean",
+                    "32",
+                    "--output-len-mean",
+                    "32",
+                    "--tokenizer",
+                    str(tiny_models["target"]),
+                    "--out",
+                    str(results),
                 ]
-            )  # fmt: skip
+            )
         assert exc.value.code in (0, None)
     assert (results / "loadtest" / "summary.csv").is_file()

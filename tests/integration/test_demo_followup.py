@@ -51,9 +51,13 @@ def demo(tiny_models, tmp_path_factory):
     started = time.monotonic()
     proc = subprocess.Popen(  # noqa: S603 - our own script
         ["bash", str(REPO_ROOT / "scripts" / "demo.sh"), str(out), str(SPEC)],
-        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
-    )  # fmt: skip
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         output, _ = proc.communicate(timeout=DEMO_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -145,8 +149,11 @@ def test_follow_up_served_the_recommended_config(demo):
         k: v for k, v in (variant["speculation"] or {}).items() if v is not None
     }
     assert _keys_as_text(recorded) == wanted_spec  # the spec the follow-up ran
-    served = {k: v for k, v in (built["variant"]["speculation"] or {}).items()
-              if v is not None}  # fmt: skip
+    served = {
+        k: v
+        for k, v in (built["variant"]["speculation"] or {}).items()
+        if v is not None
+    }
     assert _keys_as_text(served) == wanted_spec  # what the engine was built with
     schedule = wanted_spec.get("draft_len_schedule")
     if schedule:
@@ -163,8 +170,10 @@ def test_report_has_the_follow_up_section(demo):
     headings = [line for line in text.splitlines() if line.startswith("## ")]
     assert headings[:2] == ["## Recommendation", "## Follow-up check"]
     check = json.loads((out / "follow-up" / "check.json").read_text())
-    said = {"pass": "keeps up with the best fixed variant at every tier",
-            "fail": "confirmed in fresh rounds: fail"}[check["verdict"]]  # fmt: skip
+    said = {
+        "pass": "keeps up with the best fixed variant at every tier",
+        "fail": "confirmed in fresh rounds: fail",
+    }[check["verdict"]]
     assert said in text
     design = (
         f"Measurement design: **interleaved**, 3 round(s), {VARIANTS} server start(s)"

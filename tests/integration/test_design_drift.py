@@ -97,8 +97,10 @@ def ratio_b_over_a(twins, tmp_path, design):
     flip = FlipAfter(slow, 3)
     prompts = synthetic_prompts(4, 8, 0.0, 16, 0.0, np.random.default_rng(0), None)
     cells = plan_cells(design, ["a", "b"], TIERS, 3, seed=0)
-    files = {v: RecordFiles(tmp_path / f"{v}.req.csv", tmp_path / f"{v}.resp.csv")
-             for v in servers}  # fmt: skip
+    files = {
+        v: RecordFiles(tmp_path / f"{v}.req.csv", tmp_path / f"{v}.resp.csv")
+        for v in servers
+    }
     sinks = {v: CsvRecordSink(f) for v, f in files.items()}
     lanes = []
     for v, server in servers.items():

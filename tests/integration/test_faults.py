@@ -475,10 +475,19 @@ def writers(scripted, tmp_path_factory) -> Writers:
             seen.append(data_rows(part))
             if second is None and seen[-1] > 0:
                 second = start_cli(
-                    loadtest_args(scripted, out, "second", "--concurrency", "1",
-                                  "--requests-per-tier", "2"),
-                    logs, "second", stamp=logs / "second.imported",
-                )  # fmt: skip
+                    loadtest_args(
+                        scripted,
+                        out,
+                        "second",
+                        "--concurrency",
+                        "1",
+                        "--requests-per-tier",
+                        "2",
+                    ),
+                    logs,
+                    "second",
+                    stamp=logs / "second.imported",
+                )
             if second is not None and second.proc.poll() is not None:
                 ended, alive = time.monotonic(), first.proc.poll() is None
                 break
@@ -493,8 +502,9 @@ def writers(scripted, tmp_path_factory) -> Writers:
         if second is not None:
             second.kill()
     took = ended - stamp_time(logs / "second.imported")
-    return Writers(out, logs, first, first_code, seen, second, took, alive,
-                   wait_gone(logs))  # fmt: skip
+    return Writers(
+        out, logs, first, first_code, seen, second, took, alive, wait_gone(logs)
+    )
 
 
 def test_second_writer_is_refused_at_once_naming_the_holder(writers, scripted):
@@ -523,11 +533,12 @@ def test_second_writer_is_refused_at_once_naming_the_holder(writers, scripted):
     assert writers.leftovers == []
     # once it ended, a new writer succeeds and keeps the first one's rows
     after = run_cli(
-        loadtest_args(scripted, out, "after", "--concurrency", "1",
-                      "--requests-per-tier", "4"),
+        loadtest_args(
+            scripted, out, "after", "--concurrency", "1", "--requests-per-tier", "4"
+        ),
         writers.logs,
         "after",
-    )  # fmt: skip
+    )
     assert after.proc.returncode == 0, after.stderr()
     again = raw_summary(out)
     assert set(again) == {("first", "c4"), ("after", "c1")}
@@ -603,8 +614,19 @@ def test_unwritable_out_fails_before_sending(scripted, tmp_path):
     family = "nv_inference_request_success"
     before = metric_total(scripted.metrics_url, family, "scripted")
     assert before is not None, f"no {family} sample for the scripted model"
-    args = ["loadtest", "--model", "scripted", "--concurrency", "1",
-            "--requests-per-tier", "2", "--warmup-requests", "1", "--out", out]  # fmt: skip
+    args = [
+        "loadtest",
+        "--model",
+        "scripted",
+        "--concurrency",
+        "1",
+        "--requests-per-tier",
+        "2",
+        "--warmup-requests",
+        "1",
+        "--out",
+        out,
+    ]
     live = run_cli([*args, "--url", scripted.grpc_url], tmp_path, "live", timeout=120)
     closed = run_cli(
         [*args, "--url", f"127.0.0.1:{closed_port()}"], tmp_path, "closed", timeout=120

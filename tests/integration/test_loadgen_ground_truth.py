@@ -153,11 +153,25 @@ def test_ttft_and_itl_match_the_script_at_concurrency_1_and_16(
     server, send_log, tmp_path
 ):
     done = timed_loadtest(
-        "--url", server.grpc_url, "--model", "scripted",
-        "--concurrency", "1,16", "--requests-per-tier", "48", "--ramp-up-s", "0.08",
-        "--output-len-mean", "9", "--input-len-mean", "16", "--warmup-requests", "4",
-        "--out", str(tmp_path),
-    )  # fmt: skip
+        "--url",
+        server.grpc_url,
+        "--model",
+        "scripted",
+        "--concurrency",
+        "1,16",
+        "--requests-per-tier",
+        "48",
+        "--ramp-up-s",
+        "0.08",
+        "--output-len-mean",
+        "9",
+        "--input-len-mean",
+        "16",
+        "--warmup-requests",
+        "4",
+        "--out",
+        str(tmp_path),
+    )
     assert done.returncode == 0, done.stderr
     summary = pd.read_csv(tmp_path / "loadtest" / "summary.csv")
     assert list(summary.columns) == columns(SUMMARY_SCHEMA)
@@ -229,10 +243,23 @@ def test_ttft_and_itl_match_the_script_at_concurrency_1_and_16(
 
 def test_non_streaming_endpoint_gives_one_response(server, send_log, tmp_path):
     done = timed_loadtest(
-        "--url", server.grpc_url, "--model", "scripted", "--endpoint",
-        "nostream", "--concurrency", "2", "--requests-per-tier", "4",
-        "--output-len-mean", "9", "--warmup-requests", "0", "--out", str(tmp_path),
-    )  # fmt: skip
+        "--url",
+        server.grpc_url,
+        "--model",
+        "scripted",
+        "--endpoint",
+        "nostream",
+        "--concurrency",
+        "2",
+        "--requests-per-tier",
+        "4",
+        "--output-len-mean",
+        "9",
+        "--warmup-requests",
+        "0",
+        "--out",
+        str(tmp_path),
+    )
     assert done.returncode == 0, done.stderr
     row = pd.read_csv(tmp_path / "loadtest" / "summary.csv").iloc[0]
     # All 9 tokens arrive at 80 ms in one response: TTFT = E2E, no ITL samples.
@@ -253,10 +280,26 @@ def test_non_streaming_endpoint_gives_one_response(server, send_log, tmp_path):
 
 def test_request_rate_schedule_and_timeouts_are_rows(server, tmp_path, capsys):
     code = loadtest(
-        capsys, "--url", server.grpc_url, "--model", "scripted", "--request-rate", "50",
-        "--arrival", "constant", "--requests-per-tier", "10", "--output-len-mean", "9",
-        "--request-timeout-s", "0.06", "--warmup-requests", "0", "--out", str(tmp_path),
-    )  # fmt: skip
+        capsys,
+        "--url",
+        server.grpc_url,
+        "--model",
+        "scripted",
+        "--request-rate",
+        "50",
+        "--arrival",
+        "constant",
+        "--requests-per-tier",
+        "10",
+        "--output-len-mean",
+        "9",
+        "--request-timeout-s",
+        "0.06",
+        "--warmup-requests",
+        "0",
+        "--out",
+        str(tmp_path),
+    )
     assert code == 0, capsys.readouterr().err
     req = pd.read_csv(tmp_path / "loadtest" / "requests.csv")
     # Constant 50 requests/s: intended send times exactly 20 ms apart.
@@ -269,8 +312,9 @@ def test_request_rate_schedule_and_timeouts_are_rows(server, tmp_path, capsys):
 
 
 def test_unknown_model_exits_2_naming_it(server, tmp_path, capsys):
-    code = loadtest(capsys, "--url", server.grpc_url, "--model", "nope",
-                    "--out", str(tmp_path))  # fmt: skip
+    code = loadtest(
+        capsys, "--url", server.grpc_url, "--model", "nope", "--out", str(tmp_path)
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert len(err.splitlines()) == 1
@@ -278,8 +322,15 @@ def test_unknown_model_exits_2_naming_it(server, tmp_path, capsys):
 
 
 def test_model_with_other_inputs_names_the_missing_tensor(server, tmp_path, capsys):
-    code = loadtest(capsys, "--url", server.grpc_url, "--model", "wrong_inputs",
-                    "--out", str(tmp_path))  # fmt: skip
+    code = loadtest(
+        capsys,
+        "--url",
+        server.grpc_url,
+        "--model",
+        "wrong_inputs",
+        "--out",
+        str(tmp_path),
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert len(err.splitlines()) == 1
@@ -288,10 +339,25 @@ def test_model_with_other_inputs_names_the_missing_tensor(server, tmp_path, caps
 
 def test_ctrl_c_keeps_what_was_measured(server, tmp_path):
     argv = [
-        sys.executable, "-m", "trtbench.cli", "loadtest", "--url", server.grpc_url,
-        "--model", "scripted", "--concurrency", "2", "--duration-s", "600",
-        "--output-len-mean", "9", "--warmup-requests", "0", "--out", str(tmp_path),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "trtbench.cli",
+        "loadtest",
+        "--url",
+        server.grpc_url,
+        "--model",
+        "scripted",
+        "--concurrency",
+        "2",
+        "--duration-s",
+        "600",
+        "--output-len-mean",
+        "9",
+        "--warmup-requests",
+        "0",
+        "--out",
+        str(tmp_path),
+    ]
     proc = subprocess.Popen(
         argv, stderr=subprocess.PIPE, text=True, env=dict(os.environ)
     )

@@ -85,8 +85,15 @@ def test_sigint_to_the_parent_exits_130_keeping_rows_and_no_worker(scripted, tmp
     more = ("--concurrency", "2,4", "--duration-s", "4")
     cli = start_cli(args(scripted, out, "int", *more), tmp_path, "loadtest")
     try:
-        pids = wait_for(lambda: [p.pid for p in workers_of(cli.pid)] if len(
-            workers_of(cli.pid)) == 2 else None, 120, "two worker processes")  # fmt: skip
+        pids = wait_for(
+            lambda: (
+                [p.pid for p in workers_of(cli.pid)]
+                if len(workers_of(cli.pid)) == 2
+                else None
+            ),
+            120,
+            "two worker processes",
+        )
         assert len(set(pids)) == 2
         cli.running_until(
             lambda: log_line(
@@ -126,8 +133,10 @@ def test_a_death_the_parent_sees_stops_every_worker(scripted, tmp_path):
 
     interface = asyncio.run(probe_model(scripted.grpc_url, "scripted"))
     target = LoadTarget(scripted.grpc_url, interface, "stream")
-    files = [RecordFiles(tmp_path / f"w{k}.requests.csv",
-                         tmp_path / f"w{k}.responses.csv") for k in range(2)]  # fmt: skip
+    files = [
+        RecordFiles(tmp_path / f"w{k}.requests.csv", tmp_path / f"w{k}.responses.csv")
+        for k in range(2)
+    ]
 
     def health() -> Health:  # dead once worker 0 has flushed its first chunk of rows
         f = files[0].responses
@@ -138,10 +147,14 @@ def test_a_death_the_parent_sees_stops_every_worker(scripted, tmp_path):
 
     t0 = time.monotonic()
     result = run_workers(
-        target, [Prompt("p", "hello", 1, 16, "words")], [Tier(concurrency=2)],
+        target,
+        [Prompt("p", "hello", 1, 16, "words")],
+        [Tier(concurrency=2)],
         LoadSettings(requests_per_tier=None, duration_s=300, warmup_requests=0),
-        "dead", files=files, health=health,
-    )  # fmt: skip
+        "dead",
+        files=files,
+        health=health,
+    )
     assert time.monotonic() - t0 < 150  # the death ended the tier, not its 300 s
     assert result.server_failure == "tritonserver exited with code -9"
     (tier,) = result.tiers

@@ -65,8 +65,9 @@ def listening(pid: int) -> list[tuple[str, int]]:
             conns = proc.net_connections(kind="inet")
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-        found += [(c.laddr.ip, c.laddr.port) for c in conns
-                  if c.status == psutil.CONN_LISTEN]  # fmt: skip
+        found += [
+            (c.laddr.ip, c.laddr.port) for c in conns if c.status == psutil.CONN_LISTEN
+        ]
     return found
 
 

@@ -41,12 +41,31 @@ def test_one_slot_queues_requests_and_the_client_keeps_up(run_dir, tmp_path, cap
     out = tmp_path / "out"
     with serve(run_dir, "baseline") as server:
         code, _, err = run_cli(
-            ["loadtest", "--url", server.grpc_url, "--model", "ensemble",
-             "--request-rate", "100", "--max-concurrency", "1", "--arrival", "constant",
-             "--requests-per-tier", REQUESTS, "--output-len-mean", "24",
-             "--input-len-mean", "16", "--warmup-requests", "1", "--out", out],
+            [
+                "loadtest",
+                "--url",
+                server.grpc_url,
+                "--model",
+                "ensemble",
+                "--request-rate",
+                "100",
+                "--max-concurrency",
+                "1",
+                "--arrival",
+                "constant",
+                "--requests-per-tier",
+                REQUESTS,
+                "--output-len-mean",
+                "24",
+                "--input-len-mean",
+                "16",
+                "--warmup-requests",
+                "1",
+                "--out",
+                out,
+            ],
             capsys,
-        )  # fmt: skip
+        )
     assert code == 0, err
     req = pd.read_csv(out / "loadtest" / "requests.csv").sort_values("scheduled_ns")
     assert len(req) == REQUESTS and req["error"].isna().all()
@@ -78,9 +97,14 @@ def test_one_slot_queues_requests_and_the_client_keeps_up(run_dir, tmp_path, cap
     assert row["request_latency_with_queue_max_ms"] > row["request_latency_max_ms"]
     assert row["event_loop_lag_max_ms"] >= 0
     print(
-        "queue ms", queue_ms.round(1).tolist(), "dispatch lag p99 ms",
-        round(float(row["dispatch_lag_p99_ms"]), 3), "client→server p50/p99 ms",
+        "queue ms",
+        queue_ms.round(1).tolist(),
+        "dispatch lag p99 ms",
+        round(float(row["dispatch_lag_p99_ms"]), 3),
+        "client→server p50/p99 ms",
         round(float(row["client_to_server_delay_p50_ms"]), 3),
-        round(float(row["client_to_server_delay_p99_ms"]), 3), "loop lag p99/max ms",
-        row["event_loop_lag_p99_ms"], row["event_loop_lag_max_ms"],
-    )  # fmt: skip
+        round(float(row["client_to_server_delay_p99_ms"]), 3),
+        "loop lag p99/max ms",
+        row["event_loop_lag_p99_ms"],
+        row["event_loop_lag_max_ms"],
+    )

@@ -78,8 +78,16 @@ def test_loadtest_chat_streams_tokens_not_roles(
     with a role-only delta: it is an empty response, never a token, so the tokens counted
     per request still equal the forced length and TTFT is the first chunk with content."""
     out = tmp_path / "chat"
-    openai_loadtest(capsys, vllm_url, tiny_models["target"], out, variant="vllm-chat",
-                    concurrency="1,2", output_tokens=OUTPUT_TOKENS, api="openai-chat")  # fmt: skip
+    openai_loadtest(
+        capsys,
+        vllm_url,
+        tiny_models["target"],
+        out,
+        variant="vllm-chat",
+        concurrency="1,2",
+        output_tokens=OUTPUT_TOKENS,
+        api="openai-chat",
+    )
     req = pd.read_csv(out / "loadtest" / "requests.csv")
     assert len(req) == 8 and req["error"].isna().all()
     assert (req["output_tokens"] == OUTPUT_TOKENS).all()
@@ -102,9 +110,12 @@ def test_counts_equal_the_servers_usage(vllm_url, tiny_models):
     model = str(tiny_models["target"])
     target = connect_openai(vllm_url, model, API_COMPLETIONS, fixed_output_len=False)
     assert target.interface.returns_ids and target.health_url.endswith("/health")
-    prompts = [Prompt(f"p{i}", text, 4, n, "words")
-               for i, (text, n) in enumerate([("The cat", 5), ("Hello world", 12),
-                                              ("def f(x):", 3)])]  # fmt: skip
+    prompts = [
+        Prompt(f"p{i}", text, 4, n, "words")
+        for i, (text, n) in enumerate(
+            [("The cat", 5), ("Hello world", 12), ("def f(x):", 3)]
+        )
+    ]
 
     async def go():
         transport = OpenAITransport(target, 2)
@@ -137,8 +148,18 @@ def test_bad_urls_exit_2_in_one_line(vllm_url, tiny_models, tmp_path, capsys):
         (["--api", "openai-completions", "--url", dead], dead),
     ):
         code, stdout, stderr = run_cli(
-            ["loadtest", *args, "--model", model, "--requests-per-tier", "1",
-             "--out", str(tmp_path / "bad")], capsys)  # fmt: skip
+            [
+                "loadtest",
+                *args,
+                "--model",
+                model,
+                "--requests-per-tier",
+                "1",
+                "--out",
+                str(tmp_path / "bad"),
+            ],
+            capsys,
+        )
         assert code == 2, stdout + stderr
         line = [s for s in stderr.splitlines() if s.strip()]
         assert len(line) == 1 and says in line[0], stderr

@@ -93,8 +93,11 @@ def test_tier_acceptance_from_prometheus(
         accepted / proposed, rel=1e-12
     )
     assert row["accepted_drafts_per_step_tokens"] == pytest.approx(accepted / drafts)
-    assert (row["verify_steps_count"], row["proposed_draft_tokens_count"],
-            row["accepted_draft_tokens_count"]) == (drafts, proposed, accepted)  # fmt: skip
+    assert (
+        row["verify_steps_count"],
+        row["proposed_draft_tokens_count"],
+        row["accepted_draft_tokens_count"],
+    ) == (drafts, proposed, accepted)
     acc = pd.read_csv(out / "loadtest" / "acceptance.csv")
     assert list(acc["kind"]) == ["position"] * K
     assert list(acc["draft_position"]) == list(range(1, K + 1))
@@ -109,5 +112,7 @@ def test_tier_acceptance_from_prometheus(
     run = json.loads((out / "run.json").read_text())
     [counts] = run["loadtest"]["vllm-draft"]["tiers"]["c2"]["server_spec_counts"]
     assert (counts["drafts"], counts["accepted"]) == (drafts, accepted)
-    print(f"vLLM draft_model K={K}: acceptance length {length:.3f} "
-          f"({accepted:g} accepted / {drafts:g} drafts), rate {accepted / proposed:.3f}")  # fmt: skip
+    print(
+        f"vLLM draft_model K={K}: acceptance length {length:.3f} "
+        f"({accepted:g} accepted / {drafts:g} drafts), rate {accepted / proposed:.3f}"
+    )

@@ -60,8 +60,11 @@ def test_two_passes_in_requests_summary_and_report(run_dir, capsys):
         row = summary.loc[tier]
         assert row["tier_status"] == "complete" and row["request_count"] == 2 * REQUESTS
         assert row["repeats_count"] == 2
-        for name in ("time_to_first_token_p50_ms", "time_per_output_token_mean_ms",
-                     "output_token_throughput_tokens_per_s"):  # fmt: skip
+        for name in (
+            "time_to_first_token_p50_ms",
+            "time_per_output_token_mean_ms",
+            "output_token_throughput_tokens_per_s",
+        ):
             low, high = row[f"{name}_ci95_low"], row[f"{name}_ci95_high"]
             assert math.isfinite(low) and low <= row[f"{name}_repeat_mean"] <= high
         # the baseline against itself, pass by pass: exactly 1 with no spread

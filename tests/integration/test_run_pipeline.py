@@ -146,9 +146,13 @@ def test_run_ends_with_the_report(finished_run):
     # No trace was recorded, so no launch-overhead plot.
     plots = {p.name for p in (out / "plots").glob("*.png")}
     assert plots == {
-        "ttft.png", "tpot.png", "throughput.png", "speedup.png", "acceptance.png",
+        "ttft.png",
+        "tpot.png",
+        "throughput.png",
+        "speedup.png",
+        "acceptance.png",
         "memory.png",
-    }  # fmt: skip
+    }
     assert all((out / "plots" / name).stat().st_size > 1000 for name in plots)
     # The run prints where the report and every plot went.
     _, _, stdout, _ = finished_run
@@ -235,10 +239,15 @@ def test_a_server_that_does_not_start_is_recorded_in_the_log_and_run_json(
     """The terminal's error line is also what trtbench.log and run.json keep: a server
     given 0.05 s to be ready (it needs seconds) fails its start."""
     spec = reference_run_spec(
-        "no-start", tiny_models, [{"name": "base", "mode": "baseline"}],
-        max_batch_size=2, deploy={"ready_timeout_s": 0.05}, profile={},
-        requests=2, output_tokens=4,
-    )  # fmt: skip
+        "no-start",
+        tiny_models,
+        [{"name": "base", "mode": "baseline"}],
+        max_batch_size=2,
+        deploy={"ready_timeout_s": 0.05},
+        profile={},
+        requests=2,
+        output_tokens=4,
+    )
     out = tmp_path / "out"
     with pytest.raises(SystemExit) as exit_:
         main(["run", str(write_spec(tmp_path, spec)), "--out", str(out)])

@@ -52,8 +52,12 @@ PER_BLOCK = 16
 INPUT_TOKENS = 32
 OUTPUT_TOKENS = 128
 ORDER = "TVVT"  # T: trtbench, V: vllm bench serve; equal mean position
-TOLERANCE = {"ttft_p50_ms": 2.0, "tpot_mean_ms": 1.0, "e2e_p50_ms": 1.0,
-             "output_tok_per_s": 1.0}  # fmt: skip
+TOLERANCE = {
+    "ttft_p50_ms": 2.0,
+    "tpot_mean_ms": 1.0,
+    "e2e_p50_ms": 1.0,
+    "output_tok_per_s": 1.0,
+}
 """Largest relative gap |a − b| / min(a, b) allowed between the tools' pooled figures (1.0: a
 factor of 2). Noise: the tools run one after the other on 2 shared cores, and when other
 servers load the machine whole waves of requests stall 0.3-2 s and arrive in one read, in
@@ -117,9 +121,12 @@ def bench(tmp_path_factory) -> Iterator[tuple[subprocess.Popen, Path]]:
     err = (logs / "driver.err").open("wb")
     proc = subprocess.Popen(
         [str(vllm_serve.VLLM_PYTHON), "-c", DRIVER, str(logs / "bench.log")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=err,
+        text=True,
         start_new_session=True,
-    )  # fmt: skip
+    )
     try:
         yield proc, logs
     finally:
@@ -139,20 +146,57 @@ def run_vllm_block(bench, url: str, model: Path, texts: list[str], tmp: Path) ->
     """One ``vllm bench serve`` run over ``texts``; its ``--save-detailed`` result."""
     proc, logs = bench
     data = tmp / "sharegpt.json"
-    data.write_text(json.dumps([
-        {"id": str(i), "conversations": [{"from": "human", "value": t},
-                                         {"from": "gpt", "value": "-"}]}
-        for i, t in enumerate(texts)]))  # fmt: skip
+    data.write_text(
+        json.dumps(
+            [
+                {
+                    "id": str(i),
+                    "conversations": [
+                        {"from": "human", "value": t},
+                        {"from": "gpt", "value": "-"},
+                    ],
+                }
+                for i, t in enumerate(texts)
+            ]
+        )
+    )
     args = [
-        "--backend", "openai", "--base-url", url.removesuffix("/v1"),
-        "--model", str(model), "--dataset-name", "sharegpt", "--dataset-path", str(data),
-        "--sharegpt-output-len", str(OUTPUT_TOKENS), "--disable-shuffle",
-        "--num-prompts", str(len(texts)), "--max-concurrency", str(CONCURRENCY),
-        "--request-rate", "inf", "--ignore-eos", "--temperature", "0",
-        "--num-warmups", "0", "--percentile-metrics", "ttft,tpot,itl,e2el",
-        "--metric-percentiles", "50,99", "--disable-tqdm", "--save-result",
-        "--save-detailed", "--result-dir", str(tmp), "--result-filename", "result.json",
-    ]  # fmt: skip
+        "--backend",
+        "openai",
+        "--base-url",
+        url.removesuffix("/v1"),
+        "--model",
+        str(model),
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        str(data),
+        "--sharegpt-output-len",
+        str(OUTPUT_TOKENS),
+        "--disable-shuffle",
+        "--num-prompts",
+        str(len(texts)),
+        "--max-concurrency",
+        str(CONCURRENCY),
+        "--request-rate",
+        "inf",
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--num-warmups",
+        "0",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,99",
+        "--disable-tqdm",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        str(tmp),
+        "--result-filename",
+        "result.json",
+    ]
     proc.stdin.write(json.dumps(args) + "\n")
     proc.stdin.flush()
     line = "ready"
@@ -169,15 +213,40 @@ def run_trtbench_block(
 ) -> tuple[pd.DataFrame, pd.Series]:
     """One ``trtbench loadtest`` tier over ``texts``: (requests.csv, the summary row)."""
     data = tmp / "prompts.jsonl"
-    data.write_text("".join(
-        json.dumps({"task_id": i, "prompt": t, "output_tokens": OUTPUT_TOKENS}) + "\n"
-        for i, t in enumerate(texts)))  # fmt: skip
+    data.write_text(
+        "".join(
+            json.dumps({"task_id": i, "prompt": t, "output_tokens": OUTPUT_TOKENS})
+            + "\n"
+            for i, t in enumerate(texts)
+        )
+    )
     out = tmp / "run"
     code, stdout, stderr = run_cli(
-        ["loadtest", "--api", "openai-completions", "--url", url, "--model", str(model),
-         "--concurrency", str(CONCURRENCY), "--requests-per-tier", str(len(texts)),
-         "--warmup-requests", "1", "--dataset", str(data), "--tokenizer", str(model),
-         "--variant", "vllm", "--out", str(out)], capsys)  # fmt: skip
+        [
+            "loadtest",
+            "--api",
+            "openai-completions",
+            "--url",
+            url,
+            "--model",
+            str(model),
+            "--concurrency",
+            str(CONCURRENCY),
+            "--requests-per-tier",
+            str(len(texts)),
+            "--warmup-requests",
+            "1",
+            "--dataset",
+            str(data),
+            "--tokenizer",
+            str(model),
+            "--variant",
+            "vllm",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 0, stdout + stderr
     summary = pd.read_csv(out / "loadtest" / "summary.csv").iloc[0]
     return pd.read_csv(out / "loadtest" / "requests.csv"), summary
@@ -185,8 +254,12 @@ def run_trtbench_block(
 
 def vllm_per_request(result: dict) -> pd.DataFrame:
     """vLLM's per-request fields (s) and its TPOT = (latency − TTFT) / (output_len − 1)."""
-    r = pd.DataFrame({k: result[k] for k in ("start_times", "ttfts", "latencies",
-                                             "output_lens", "input_lens")})  # fmt: skip
+    r = pd.DataFrame(
+        {
+            k: result[k]
+            for k in ("start_times", "ttfts", "latencies", "output_lens", "input_lens")
+        }
+    )
     r["chunks"] = [len(x) + 1 for x in result["itls"]]
     r["itl_sum"] = [sum(x) for x in result["itls"]]
     r["tpot"] = (r["latencies"] - r["ttfts"]) / (r["output_lens"] - 1)
@@ -248,9 +321,16 @@ def check_trtbench_block(req: pd.DataFrame, s: pd.Series, n: int) -> pd.DataFram
     ).sum()
     assert s["inter_token_latency_mean_ms"] == pytest.approx(1e3 * pooled)
     assert s["inter_chunk_latency_count"] == (req["token_responses"] - 1).sum()
-    return pd.DataFrame({"ttft": ttft, "e2e": e2e, "tpot": tpot, "tpot_vllm_form": vllm_form,
-                         "first_chunk_tokens": req["first_response_tokens"],
-                         "chunks": req["token_responses"]})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "ttft": ttft,
+            "e2e": e2e,
+            "tpot": tpot,
+            "tpot_vllm_form": vllm_form,
+            "first_chunk_tokens": req["first_response_tokens"],
+            "chunks": req["token_responses"],
+        }
+    )
 
 
 def gap(a: float, b: float) -> float:
@@ -320,8 +400,10 @@ def test_trtbench_and_vllm_bench_serve_agree(vllm_url, bench, model, tmp_path, c
         "tpot_mean_ms": (1e3 * t["tpot"].mean(), 1e3 * v["tpot"].mean()),
         "output_tok_per_s": (t_tok / t_dur, v_tok / v_dur),
     }
-    report = {name: {"trtbench": a, "vllm": b, "gap": gap(a, b)}
-              for name, (a, b) in figures.items()}  # fmt: skip
+    report = {
+        name: {"trtbench": a, "vllm": b, "gap": gap(a, b)}
+        for name, (a, b) in figures.items()
+    }
     report["vllm_duration_over_span"] = v_dur / v_span
     report["trtbench_multi_token_first_chunks"] = int(
         (t["first_chunk_tokens"] > 1).sum()

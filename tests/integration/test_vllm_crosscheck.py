@@ -146,8 +146,10 @@ class TestGreedy:
             equal += m == t.token_ids
             first = ties[0] if ties else GREEDY_TOKENS
             assert t.token_ids[:first] == m[:first], (n, ties)
-        print(f"\ngreedy: {len(prompts)} prompts x {GREEDY_TOKENS} tokens, {equal} equal; "
-              f"near-ties (prompt, first index, margin, equal): {unclear}")  # fmt: skip
+        print(
+            f"\ngreedy: {len(prompts)} prompts x {GREEDY_TOKENS} tokens, {equal} equal; "
+            f"near-ties (prompt, first index, margin, equal): {unclear}"
+        )
         clear = len(prompts) - len(unclear)
         assert clear >= len(prompts) * 3 // 4  # else the check would mean little
 
@@ -210,8 +212,10 @@ def check_speculative(ref, url, model, mode, drafts_per_step):
     requests, responses = step_frames(mode, mine)
     [summary] = acceptance_summary(requests, responses).to_dict("records")
     assert (delta.drafts, delta.draft_tokens, delta.accepted) == (
-        summary["verify_steps_count"], summary["proposed_draft_tokens_count"],
-        summary["accepted_draft_tokens_count"])  # fmt: skip
+        summary["verify_steps_count"],
+        summary["proposed_draft_tokens_count"],
+        summary["accepted_draft_tokens_count"],
+    )
     table = acceptance_table(requests, responses)
     position = table[table["kind"] == "position"].drop(columns="source")
     from_vllm = [
@@ -221,15 +225,20 @@ def check_speculative(ref, url, model, mode, drafts_per_step):
     assert position.to_dict("records") == from_vllm
     rest = [i for i in range(len(prompts)) if i not in clear]  # reported, not asserted
     others = complete_all(url, model, [prompts[i] for i in rest], SPEC_TOKENS)
-    same = [t.per_step_accepted == accepted_per_step(steps[i])
-            for i, t in zip(rest, others, strict=True)]  # fmt: skip
+    same = [
+        t.per_step_accepted == accepted_per_step(steps[i])
+        for i, t in zip(rest, others, strict=True)
+    ]
     figures = {
-        "prompts": len(prompts), "clear": len(clear),
-        "unclear_equal_steps": list(zip(rest, same, strict=True)), "drafts": delta.drafts,
-        "draft_tokens": delta.draft_tokens, "accepted": delta.accepted,
+        "prompts": len(prompts),
+        "clear": len(clear),
+        "unclear_equal_steps": list(zip(rest, same, strict=True)),
+        "drafts": delta.drafts,
+        "draft_tokens": delta.draft_tokens,
+        "accepted": delta.accepted,
         "vllm_per_pos": [a / delta.drafts for a in delta.accepted_per_pos],
         "trtbench_per_pos": list(position["value_ratio"]),
-    }  # fmt: skip
+    }
     print(f"\n{mode}: {json.dumps(figures)}")
     return steps, clear
 
@@ -261,8 +270,10 @@ def check_cut(ref, url, model, mode, steps, clear, drafts_per_step):
     assert delta.draft_tokens == drafts_per_step * verify_steps  # K even where 1 fit
     assert delta.accepted - emitted_accepted == dropped
     assert delta.accepted == sum(sum(accepted_per_step(m)) for m in mine)
-    print(f"\n{mode} cut: {len(cases)} requests, {verify_steps} verify steps, "
-          f"{delta.accepted:g} accepted = {emitted_accepted} emitted + {dropped} cut")  # fmt: skip
+    print(
+        f"\n{mode} cut: {len(cases)} requests, {verify_steps} verify steps, "
+        f"{delta.accepted:g} accepted = {emitted_accepted} emitted + {dropped} cut"
+    )
 
 
 @pytest.fixture

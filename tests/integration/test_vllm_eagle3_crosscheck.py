@@ -102,9 +102,16 @@ def test_vllm_eagle3_tokens_steps_and_counters_equal_the_reference(
     from trtbench.builders.reference.loading import make_engine
 
     prompts = ref["prompts"]
-    eng = make_engine("eagle3", ref["target"], ref["tok"], max_seq_len=256,
-                      max_input_len=PROMPT_LEN, max_batch_size=8, draft_len=K,
-                      eagle3=ref["eagle"])  # fmt: skip
+    eng = make_engine(
+        "eagle3",
+        ref["target"],
+        ref["tok"],
+        max_seq_len=256,
+        max_input_len=PROMPT_LEN,
+        max_batch_size=8,
+        draft_len=K,
+        eagle3=ref["eagle"],
+    )
     handles = [eng.submit(p, TOKENS, end_id=-1) for p in prompts]
     steps = [list(h) for h in handles]
     eng.close()
@@ -134,13 +141,19 @@ def test_vllm_eagle3_tokens_steps_and_counters_equal_the_reference(
     requests, responses = step_frames("eagle3", [steps[i] for i in clear])
     [summary] = acceptance_summary(requests, responses).to_dict("records")
     assert (delta.drafts, delta.draft_tokens, delta.accepted) == (
-        summary["verify_steps_count"], summary["proposed_draft_tokens_count"],
-        summary["accepted_draft_tokens_count"])  # fmt: skip
+        summary["verify_steps_count"],
+        summary["proposed_draft_tokens_count"],
+        summary["accepted_draft_tokens_count"],
+    )
     table = acceptance_table(requests, responses)
     position = table[table["kind"] == "position"].drop(columns="source")
-    from_vllm = [{k: v for k, v in r.items() if k != "source"}
-                 for r in position_rows(("eagle3", "c1"), delta)]  # fmt: skip
+    from_vllm = [
+        {k: v for k, v in r.items() if k != "source"}
+        for r in position_rows(("eagle3", "c1"), delta)
+    ]
     assert position.to_dict("records") == from_vllm
-    print(f"\neagle3: {len(clear)} of {len(prompts)} prompts clear; vLLM per position "
-          f"{[round(a / delta.drafts, 3) for a in delta.accepted_per_pos]}, "
-          f"{delta.accepted:g} accepted of {delta.draft_tokens:g} drafted")  # fmt: skip
+    print(
+        f"\neagle3: {len(clear)} of {len(prompts)} prompts clear; vLLM per position "
+        f"{[round(a / delta.drafts, 3) for a in delta.accepted_per_pos]}, "
+        f"{delta.accepted:g} accepted of {delta.draft_tokens:g} drafted"
+    )

@@ -59,8 +59,14 @@ def complete(
 ) -> Completion:
     """POST ``url/completions`` with ``prompt`` as token ids, greedy (temperature 0),
     ``ignore_eos``, ``return_token_ids`` (vLLM 0.32 ``CompletionRequest``), not streamed."""
-    body = {"model": model, "prompt": list(prompt), "max_tokens": max_tokens,
-            "temperature": 0, "ignore_eos": True, "return_token_ids": True}  # fmt: skip
+    body = {
+        "model": model,
+        "prompt": list(prompt),
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+        "return_token_ids": True,
+    }
     reply = httpx.post(f"{url}/completions", json=body, timeout=300)
     reply.raise_for_status()
     data = reply.json()
@@ -74,9 +80,12 @@ def complete(
 
 
 def complete_all(
-    url: str, model: str, prompts: Sequence[Sequence[int]], max_tokens: int | Sequence[int],
+    url: str,
+    model: str,
+    prompts: Sequence[Sequence[int]],
+    max_tokens: int | Sequence[int],
     concurrency: int = 8,
-) -> list[Completion]:  # fmt: skip
+) -> list[Completion]:
     """:func:`complete` for every prompt, ``concurrency`` in flight (vLLM batches them)."""
     lengths = [max_tokens] * len(prompts) if isinstance(max_tokens, int) else max_tokens
     with ThreadPoolExecutor(concurrency) as pool:
@@ -148,14 +157,30 @@ def step_frames(
     for i, steps in enumerate(requests):
         rid = f"r{i}"
         for s in steps:
-            resp_rows.append({"variant": variant, "tier": "c1", "request_id": rid,
-                              "tokens": len(s.token_ids), "draft_tokens": s.draft_proposed,
-                              "accepted_draft_tokens": s.draft_accepted})  # fmt: skip
+            resp_rows.append(
+                {
+                    "variant": variant,
+                    "tier": "c1",
+                    "request_id": rid,
+                    "tokens": len(s.token_ids),
+                    "draft_tokens": s.draft_proposed,
+                    "accepted_draft_tokens": s.draft_accepted,
+                }
+            )
         totals = {
             "output_tokens": sum(len(s.token_ids) for s in steps),
             "draft_tokens": sum(s.draft_proposed for s in steps),
             "accepted_draft_tokens": sum(s.draft_accepted for s in steps),
         }
-        req_rows.append({"variant": variant, "tier": "c1", "request_id": rid, "error": None,
-                         "first_token_ns": 1, "token_responses": len(steps), **totals})  # fmt: skip
+        req_rows.append(
+            {
+                "variant": variant,
+                "tier": "c1",
+                "request_id": rid,
+                "error": None,
+                "first_token_ns": 1,
+                "token_responses": len(steps),
+                **totals,
+            }
+        )
     return pd.DataFrame(req_rows), pd.DataFrame(resp_rows)

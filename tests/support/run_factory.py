@@ -42,10 +42,16 @@ def summary_row(variant: str, concurrency: int, **metrics: float) -> dict[str, A
         "errors": "error_count",
     }
     row: dict[str, Any] = {
-        "variant": variant, "tier": f"c{concurrency}", "concurrency": concurrency,
-        "request_count": 16, "error_count": 0, "osl_mismatch_count": 0, "duration_s": 1.0,
-        "output_token_throughput_tokens_per_s": 0.0, "request_throughput_per_s": 1.0,
-    }  # fmt: skip
+        "variant": variant,
+        "tier": f"c{concurrency}",
+        "concurrency": concurrency,
+        "request_count": 16,
+        "error_count": 0,
+        "osl_mismatch_count": 0,
+        "duration_s": 1.0,
+        "output_token_throughput_tokens_per_s": 0.0,
+        "request_throughput_per_s": 1.0,
+    }
     row.update({names[k]: v for k, v in metrics.items()})
     return row
 
@@ -115,13 +121,21 @@ def write_repo_metadata(
 ) -> Path:
     """Write ``model_repo/<variant>/trtbench.json`` through RepoMetadata."""
     meta = RepoMetadata(
-        variant=variant, backend="reference", mode=mode, model_name="ensemble",
-        models=["ensemble"], streaming=streaming, inputs={"text_input": "BYTES"},
+        variant=variant,
+        backend="reference",
+        mode=mode,
+        model_name="ensemble",
+        models=["ensemble"],
+        streaming=streaming,
+        inputs={"text_input": "BYTES"},
         outputs={"output_ids": "INT32"},
         speculative_counts="none" if mode == "baseline" else "per_response",
-        max_batch_size=8, max_input_len=64, max_seq_len=256, tokenizer_dir="/nonexistent",
+        max_batch_size=8,
+        max_input_len=64,
+        max_seq_len=256,
+        tokenizer_dir="/nonexistent",
         cuda_graphs={"requested": graphs[0], "enabled": graphs[1], "reason": graphs[2]},
-    )  # fmt: skip
+    )
     path = RunDir(root).model_repo(variant) / METADATA_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(meta.to_json())
@@ -142,13 +156,23 @@ def write_steps(
     from trtbench.profiling.traces.schemas import STEP_SCHEMA
 
     rows = [
-        {"step": i, "s_name": "decode_step", "pid": 1, "start_ns": i * 10**6,
-         "end_ns": i * 10**6 + 900_000, "wall_ns": 900_000,
-         "launch_calls": graph_launches if graph_launches else 10,
-         "graph_launches": graph_launches, "launch_overhead_ns": ns, "kernels": 10,
-         "graph_kernels": 10 if graph_launches else 0, "launch_delay_calls": 10,
-         "gpu_busy_ns": 500_000, "gpu_idle_ns": 100_000}
+        {
+            "step": i,
+            "s_name": "decode_step",
+            "pid": 1,
+            "start_ns": i * 10**6,
+            "end_ns": i * 10**6 + 900_000,
+            "wall_ns": 900_000,
+            "launch_calls": graph_launches if graph_launches else 10,
+            "graph_launches": graph_launches,
+            "launch_overhead_ns": ns,
+            "kernels": 10,
+            "graph_kernels": 10 if graph_launches else 0,
+            "launch_delay_calls": 10,
+            "gpu_busy_ns": 500_000,
+            "gpu_idle_ns": 100_000,
+        }
         for i, ns in enumerate(overheads_ns)
-    ]  # fmt: skip
+    ]
     path = RunDir(root).traces_dir / trace / "steps.csv"
     return write_csv(pd.DataFrame(rows), path, STEP_SCHEMA)

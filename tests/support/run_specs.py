@@ -46,8 +46,12 @@ def reference_run_spec(
     ``loadtest`` adds further ``loadtest`` keys (``slo_ttft_ms``, ``repeats``, …).
     ``deploy`` and ``profile`` are the spec's sections as they are.
     """
-    limits = {"dtype": "float32", "max_batch_size": max_batch_size,
-              "max_input_len": 64, "max_seq_len": 128}  # fmt: skip
+    limits = {
+        "dtype": "float32",
+        "max_batch_size": max_batch_size,
+        "max_input_len": 64,
+        "max_seq_len": 128,
+    }
     return {
         "name": name,
         "backend": "reference",

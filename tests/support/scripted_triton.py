@@ -49,6 +49,19 @@ def loadtest_args(
 ) -> list:
     """``trtbench loadtest`` of :data:`MODEL` on ``server`` into ``out`` as ``variant``:
     ``output_len`` tokens per request, ``warmup`` warm-up requests, then ``more`` options."""
-    return ["loadtest", "--url", server.grpc_url, "--model", MODEL,
-            "--variant", variant, "--output-len-mean", str(output_len),
-            "--warmup-requests", str(warmup), "--out", out, *more]  # fmt: skip
+    return [
+        "loadtest",
+        "--url",
+        server.grpc_url,
+        "--model",
+        MODEL,
+        "--variant",
+        variant,
+        "--output-len-mean",
+        str(output_len),
+        "--warmup-requests",
+        str(warmup),
+        "--out",
+        out,
+        *more,
+    ]

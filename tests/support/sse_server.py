@@ -54,8 +54,9 @@ def streaming(pieces: list[bytes], gap_s: float = 0.0, status: int = 200):
     return handler
 
 
-async def send_all(t: LoadTarget, handler, n: int = 1, pool: int | None = 4,
-                   timeout_s: float = 5.0) -> list[Exchange]:  # fmt: skip
+async def send_all(
+    t: LoadTarget, handler, n: int = 1, pool: int | None = 4, timeout_s: float = 5.0
+) -> list[Exchange]:
     """``n`` requests sent one after the other by an OpenAITransport to ``handler``."""
     async with serving(handler) as url:
         transport = OpenAITransport(dataclasses.replace(t, url=url), pool)

@@ -274,11 +274,19 @@ class NsysExportWriter:
             "streamId, correlationId, globalPid, graphId, graphExecId) "
             "VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)",
             (
-                (g.start_ns, g.end_ns, g.device_id, g.stream_id, g.correlation_id,
-                 g.global_pid, g.graph_id, g.graph_id)
+                (
+                    g.start_ns,
+                    g.end_ns,
+                    g.device_id,
+                    g.stream_id,
+                    g.correlation_id,
+                    g.global_pid,
+                    g.graph_id,
+                    g.graph_id,
+                )
                 for g in (GraphTraceRow(*r) for r in rows)
             ),
-        )  # fmt: skip
+        )
 
     def add_nvtx_ranges(self, rows: Iterable[NvtxRow]) -> None:
         """Insert NVTX push/pop ranges (eventType 59, text not registered)."""

@@ -40,13 +40,28 @@ def vllm_server(model: Path, log: Path, extra: Sequence[str] = ()) -> Iterator[s
         )
     port = free_port()
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}  # GiB: share the machine
-    cmd = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server",
-           "--model", str(model), "--host", "127.0.0.1",
-           "--port", str(port), "--dtype", "float32", "--max-model-len", "512",
-           "--gpu-memory-utilization", "0.1", *extra]  # fmt: skip
+    cmd = [
+        str(VLLM_PYTHON),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "512",
+        "--gpu-memory-utilization",
+        "0.1",
+        *extra,
+    ]
     with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while True:
@@ -102,12 +117,33 @@ def openai_loadtest(
     average, ``output_tokens`` each, tokenized with ``model``; fails the test unless it
     exits 0."""
     code, stdout, stderr = run_cli(
-        ["loadtest", "--api", api, "--url", url, "--model", str(model),
-         "--concurrency", concurrency, "--requests-per-tier", "4", "--warmup-requests", "1",
-         "--input-len-mean", "16", "--output-len-mean", str(output_tokens),
-         "--tokenizer", str(model), "--variant", variant, "--out", str(out)],
+        [
+            "loadtest",
+            "--api",
+            api,
+            "--url",
+            url,
+            "--model",
+            str(model),
+            "--concurrency",
+            concurrency,
+            "--requests-per-tier",
+            "4",
+            "--warmup-requests",
+            "1",
+            "--input-len-mean",
+            "16",
+            "--output-len-mean",
+            str(output_tokens),
+            "--tokenizer",
+            str(model),
+            "--variant",
+            variant,
+            "--out",
+            str(out),
+        ],
         capsys,
-    )  # fmt: skip
+    )
     assert code == 0, stdout + stderr
 
 

@@ -126,8 +126,13 @@ def deploy(
             "ready_timeout_s": ready_timeout_s,
         },
     )
-    preflight_deploy(run_dir, spec, write=not check, serve=serve,
-                     tritonserver_option=tritonserver is not None)  # fmt: skip
+    preflight_deploy(
+        run_dir,
+        spec,
+        write=not check,
+        serve=serve,
+        tritonserver_option=tritonserver is not None,
+    )
     if serve:
         # The lock covers writing the repositories, not the serving: a user load-tests
         # the served models into this run dir (`trtbench loadtest --out RUN`) meanwhile.

@@ -267,10 +267,20 @@ def check_load_options(
 )
 @click.option("--baseline", default=None, help="Variant the speedups compare against.")
 @run_dir_option(default=RUNS_ROOT / "loadtest")
-def loadtest(url: str, api: str, model: str, concurrency: str, request_rate: str | None,
-             slo: str | None, tokenizer: Path | None, endpoint: str | None,
-             variant: str | None, baseline: str | None, out: Path,
-             **fields: object) -> None:  # fmt: skip
+def loadtest(
+    url: str,
+    api: str,
+    model: str,
+    concurrency: str,
+    request_rate: str | None,
+    slo: str | None,
+    tokenizer: Path | None,
+    endpoint: str | None,
+    variant: str | None,
+    baseline: str | None,
+    out: Path,
+    **fields: object,
+) -> None:
     """Load-test MODEL at URL tier by tier; write OUT/loadtest/*.csv and print the table."""
     check_url(api, url)
     if endpoint is not None and api != API_GRPC:
@@ -280,15 +290,26 @@ def loadtest(url: str, api: str, model: str, concurrency: str, request_rate: str
     check_load_options(concurrency, request_rate, fields.get("max_concurrency"))
     check_workers_api(api, int(fields.get("workers") or 1))  # type: ignore[call-overload]
     spec = spec_from_options(
-        {**fields, **parse_slo(slo),
-         "concurrency": parse_list(concurrency, int, "--concurrency"),
-         "request_rate": parse_list(request_rate, float, "--request-rate")}
-    )  # fmt: skip
+        {
+            **fields,
+            **parse_slo(slo),
+            "concurrency": parse_list(concurrency, int, "--concurrency"),
+            "request_rate": parse_list(request_rate, float, "--request-rate"),
+        }
+    )
     prompts = preflight_loadtest(spec, out, tokenizer)  # before the first tier
     claim_run_dir(RunDir(out))
     outcome = run_loadtest(
-        url, model, spec, out, variant=variant, tokenizer_dir=tokenizer,
-        endpoint=endpoint, baseline=baseline, progress=TierProgress(), prompts=prompts,
+        url,
+        model,
+        spec,
+        out,
+        variant=variant,
+        tokenizer_dir=tokenizer,
+        endpoint=endpoint,
+        baseline=baseline,
+        progress=TierProgress(),
+        prompts=prompts,
         api=api,
-    )  # fmt: skip
+    )
     print_outcome(outcome)

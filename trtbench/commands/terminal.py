@@ -140,11 +140,14 @@ def unfinished_tiers(summary: pd.DataFrame) -> list[str]:
     bad = summary[summary["tier_status"].fillna("complete") != "complete"]
     return [
         f"{r['variant']} {r['tier']} is {r['tier_status']}"
-        + (f" ({r['tier_status_reason']})" if isinstance(r.get("tier_status_reason"), str)
-           and r["tier_status_reason"] else "")
+        + (
+            f" ({r['tier_status_reason']})"
+            if isinstance(r.get("tier_status_reason"), str) and r["tier_status_reason"]
+            else ""
+        )
         + ": not a measurement, no speedup computed from it"
         for _, r in bad.iterrows()
-    ]  # fmt: skip
+    ]
 
 
 def print_outcome(outcome: LoadtestOutcome) -> None:

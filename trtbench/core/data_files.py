@@ -46,8 +46,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KINDS = ("int", "float", "bool", "str")
-NUMBER_SUFFIXES = ("_ns", "_ms", "_s", "_bytes", "_tokens", "_ratio", "_count", "_pct",
-                   "_mw", "_mhz", "_per_token", "_blocks", "_per_block")  # fmt: skip
+NUMBER_SUFFIXES = (
+    "_ns",
+    "_ms",
+    "_s",
+    "_bytes",
+    "_tokens",
+    "_ratio",
+    "_count",
+    "_pct",
+    "_mw",
+    "_mhz",
+    "_per_token",
+    "_blocks",
+    "_per_block",
+)
 """Unit suffixes (docs/csv_schemas.md) that make a column numeric when it names no kind."""
 
 UPGRADE = "upgrade trtbench (pip install -U trtbench) or re-run with this version"
@@ -307,8 +320,10 @@ def read_csv_checked(
         if unknown:
             log.warning(
                 "%s: ignoring column(s) %s, unknown to this trtbench (written by a newer "
-                "version?)", path, ", ".join(unknown),
-            )  # fmt: skip
+                "version?)",
+                path,
+                ", ".join(unknown),
+            )
         frame = frame.reindex(columns=list(known))
     columns = known if schema is not None else dict.fromkeys(header)
     checks = {n: column_kind(n, getattr(c, "kind", None)) for n, c in columns.items()}

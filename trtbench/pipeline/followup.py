@@ -64,8 +64,13 @@ from trtbench.spec.report import GOODPUT_FIX, SLO_FIELDS
 log = logging.getLogger(__name__)
 
 REC_FIX = "render it again with `trtbench report RUN`"
-REC_FIELDS = {"objective.name": str, "winner": str, "baseline": str, "tiers": list,
-              "snippets": list}  # fmt: skip
+REC_FIELDS = {
+    "objective.name": str,
+    "winner": str,
+    "baseline": str,
+    "tiers": list,
+    "snippets": list,
+}
 DEFAULT_ROUNDS = 8
 """Rounds of each stage of the follow-up (``--rounds``)."""
 CONFIRM_SEED_STEP = 1
@@ -121,8 +126,10 @@ class FollowUpResult:
 
 def _recorded_spec(rd: RunDir) -> dict[str, Any]:
     if not rd.root.is_dir():
-        raise ConfigError(f"run directory {rd.root} does not exist; give the --out of a "
-                          "`trtbench run`")  # fmt: skip
+        raise ConfigError(
+            f"run directory {rd.root} does not exist; give the --out of a "
+            "`trtbench run`"
+        )
     spec = (rd.read_run_json().get("build") or {}).get("spec")
     if not isinstance(spec, dict) or not spec.get("variants"):
         raise ConfigError(
@@ -175,16 +182,24 @@ def plan_follow_up(root: Path, rounds: int = DEFAULT_ROUNDS) -> FollowUpPlan:
     recorded = _recorded_spec(rd)
     path, rec = _recommendation(rd)
     basis = _basis((rec.get("objective") or {}).get("name"), path)
-    best = {str(t["tier"]): str(t["best"]) for t in rec["tiers"]
-            if isinstance(t, dict) and t.get("tier") and t.get("best")}  # fmt: skip
+    best = {
+        str(t["tier"]): str(t["best"])
+        for t in rec["tiers"]
+        if isinstance(t, dict) and t.get("tier") and t.get("best")
+    }
     if not best:
         raise ConfigError(f"{path} has no complete tier to check; {REC_FIX}")
     variant, source = recommended_variant(recorded, rec, str(path))
     slos = [(recorded.get("loadtest") or {}).get(k) for k in SLO_FIELDS]
     if basis.objective == "goodput" and not any(slos):
         raise ConfigError(f"{path}: objective goodput needs SLOs: {GOODPUT_FIX}")
-    spec = follow_up_spec(recorded, variant, list(best.values()), rounds,
-                          f"{rd.run_json} build.spec + {path}")  # fmt: skip
+    spec = follow_up_spec(
+        recorded,
+        variant,
+        list(best.values()),
+        rounds,
+        f"{rd.run_json} build.spec + {path}",
+    )
     resolve_design(spec, spec.variants)  # a design these variants cannot have: exit 2
     out = RunDir(rd.root / FOLLOW_UP_DIR)
     prompts = preflight_run(spec, out)
@@ -200,8 +215,10 @@ def _stage(
         return [nothing for _ in tiers]
     run = load_run(out.root, RUN_CSV_SCHEMAS)
     rounds = run.rounds if run.rounds is not None else pd.DataFrame()
-    return [stage_result(rounds, run.summary, plan.variant, plan.best[t], t, plan.basis)
-            for t in tiers]  # fmt: skip
+    return [
+        stage_result(rounds, run.summary, plan.variant, plan.best[t], t, plan.basis)
+        for t in tiers
+    ]
 
 
 def _confirm(
@@ -219,8 +236,10 @@ def _confirm(
     spec = plan.spec.model_copy(update={"loadtest": loadtest, "variants": variants})
     log.info("confirming %s in fresh rounds", ", ".join(tiers))
     if progress is not None:
-        progress.stage(f"confirming {', '.join(tiers)} in {loadtest.repeats} fresh rounds "
-                       "(stage 1 read them significantly worse)")  # fmt: skip
+        progress.stage(
+            f"confirming {', '.join(tiers)} in {loadtest.repeats} fresh rounds "
+            "(stage 1 read them significantly worse)"
+        )
     outcome = run_bench(  # the same variants stage 1's preflight checked
         spec, out, (), progress, plan.prompts, plan.tiers_of(tiers), checked=True
     )
@@ -261,16 +280,29 @@ def run_follow_up(
         second, results = _confirm(plan, again, progress)
         confirm = dict(zip(again, results, strict=True))
         outcome = replace(second, warnings=[*outcome.warnings, *second.warnings])
-    checks = [settle(t, concurrency_of(summary, t) if len(summary) else None,
-                     plan.best[t], f, confirm.get(t))
-              for t, f in zip(tiers, first, strict=True)]  # fmt: skip
+    checks = [
+        settle(
+            t,
+            concurrency_of(summary, t) if len(summary) else None,
+            plan.best[t],
+            f,
+            confirm.get(t),
+        )
+        for t, f in zip(tiers, first, strict=True)
+    ]
     v = plan.spec.variants[0]
     speculation = v.speculation.model_dump(exclude_none=True) if v.speculation else None
-    recommended = {"variant": v.name, "from": plan.source, "mode": v.mode,
-                   "max_draft_len": v.max_draft_len, "speculation": speculation}  # fmt: skip
+    recommended = {
+        "variant": v.name,
+        "from": plan.source,
+        "mode": v.mode,
+        "max_draft_len": v.max_draft_len,
+        "speculation": speculation,
+    }
     paths = {"run": str(plan.run.root), "follow_up": str(plan.out.root)}
-    document = check_document(checks, plan.basis, recommended, paths,
-                              plan.spec.loadtest.repeats)  # fmt: skip
+    document = check_document(
+        checks, plan.basis, recommended, paths, plan.spec.loadtest.repeats
+    )
     write_json_atomic(check_path, document)
     warnings: list[str] = []
     report: Path | None = None

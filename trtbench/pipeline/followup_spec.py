@@ -54,8 +54,10 @@ def without_defaults(model: type[BaseModel], data: Mapping[str, Any]) -> dict[st
         if inner is not None and isinstance(value, Mapping):
             value = without_defaults(inner, value)
         elif inner is not None and isinstance(value, list):
-            value = [without_defaults(inner, v) if isinstance(v, Mapping) else v
-                     for v in value]  # fmt: skip
+            value = [
+                without_defaults(inner, v) if isinstance(v, Mapping) else v
+                for v in value
+            ]
         if field.is_required():
             out[name] = value
             continue
@@ -94,8 +96,11 @@ def recommended_variant(
         ConfigError: the winner (or, without one, the baseline) is not a variant of the
             recorded spec, or there is no baseline to fall back to.
     """
-    variants = {v.get("name"): v for v in recorded.get("variants") or []
-                if isinstance(v, Mapping)}  # fmt: skip
+    variants = {
+        v.get("name"): v
+        for v in recorded.get("variants") or []
+        if isinstance(v, Mapping)
+    }
     winner, baseline = rec.get("winner"), rec.get("baseline")
     source = winner or baseline
     if source is None:

@@ -147,8 +147,14 @@ def connect(
             no token ids and no tokenizer.
     """
     if api != API_GRPC:
-        return connect_openai(url, model, api, fixed_output_len=fixed_output_len,
-                              extra=dict(extra_inputs or {}), has_tokenizer=has_tokenizer)  # fmt: skip
+        return connect_openai(
+            url,
+            model,
+            api,
+            fixed_output_len=fixed_output_len,
+            extra=dict(extra_inputs or {}),
+            has_tokenizer=has_tokenizer,
+        )
     interface = asyncio.run(probe_model(url, model))
     kind = endpoint or interface.default_endpoint()
     if kind not in ENDPOINTS:
@@ -186,9 +192,20 @@ def measure(
     for path in (files.requests, files.responses, files.outputs) if fresh else ():
         path.unlink(missing_ok=True)
     if spec.workers > 1:  # N client processes, parts merged into ``files``
-        return run_in_parts(files, spec.workers, target, prompts, tiers_of(spec),
-                            settings_of(spec), variant, tokenizer, progress, spec.seed,
-                            health=health, passes=passes)  # fmt: skip
+        return run_in_parts(
+            files,
+            spec.workers,
+            target,
+            prompts,
+            tiers_of(spec),
+            settings_of(spec),
+            variant,
+            tokenizer,
+            progress,
+            spec.seed,
+            health=health,
+            passes=passes,
+        )
     with CsvRecordSink(files) as sink:
         return run_load(
             target,
@@ -238,8 +255,14 @@ def run_loadtest(
     tokenizer = open_tokenizer(tokenizer_dir)
     if prompts is None:
         prompts = make_prompts(spec, tokenizer)
-    target = connect(url, model, endpoint=endpoint, api=api, has_tokenizer=tokenizer is not None,
-                     fixed_output_len=spec.fixed_output_len)  # fmt: skip
+    target = connect(
+        url,
+        model,
+        endpoint=endpoint,
+        api=api,
+        has_tokenizer=tokenizer is not None,
+        fixed_output_len=spec.fixed_output_len,
+    )
     label = variant or model
     run_dir = RunDir(out)
     result = measure(target, spec, label, prompts, run_dir, tokenizer, progress)
@@ -252,9 +275,16 @@ def run_loadtest(
         run_dir.update_run_json("baseline", baseline)
     run_dir.update_run_json(
         "loadtest",
-        {label: {"url": url, "model": model, "endpoint": target.endpoint, "api": api,
-                 **result_json(result)}},
-    )  # fmt: skip
+        {
+            label: {
+                "url": url,
+                "model": model,
+                "endpoint": target.endpoint,
+                "api": api,
+                **result_json(result),
+            }
+        },
+    )
     for w in warnings:  # the terminal prints them from the outcome; the log keeps them
         log.info("warning: %s", w)
     return LoadtestOutcome(

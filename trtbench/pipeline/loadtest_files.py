@@ -64,8 +64,11 @@ def record_files(run_dir: RunDir, variant: str) -> RecordFiles:
     """
     parts = run_dir.loadtest_dir / "parts"
     stem = re.sub(r"[^A-Za-z0-9._-]", "_", variant)  # a --variant label is free text
-    return RecordFiles(parts / f"{stem}.requests.csv", parts / f"{stem}.responses.csv",
-                       parts / f"{stem}.outputs.csv")  # fmt: skip
+    return RecordFiles(
+        parts / f"{stem}.requests.csv",
+        parts / f"{stem}.responses.csv",
+        parts / f"{stem}.outputs.csv",
+    )
 
 
 def _existing(path: Path, replace: set[str]) -> pd.DataFrame | None:
@@ -150,8 +153,13 @@ def write_loadtest(
     outputs = merge_outputs(run_dir.loadtest_dir / OUTPUTS_CSV, parts, replace)
     summary = with_lossless(summary, outputs, base)
     summary = add_loop_lag(summary, tier_loop_lags(results), run_dir.summary_csv)
-    summary, acceptance = add_server_counts(summary, acceptance_table(req, resp), results,
-                                            run_dir.summary_csv, run_dir.acceptance_csv)  # fmt: skip
+    summary, acceptance = add_server_counts(
+        summary,
+        acceptance_table(req, resp),
+        results,
+        run_dir.summary_csv,
+        run_dir.acceptance_csv,
+    )
     if len(req):
         table = requests_table(req).assign(in_window=trusted.in_window)
         write_csv(table, run_dir.requests_csv, REQUESTS_SCHEMA)
@@ -184,9 +192,12 @@ def _rounds(
     new = rounds_table(mine, cells)
     if not run_dir.rounds_csv.is_file():
         return new
-    old = read_csv_checked(run_dir.rounds_csv, ROUNDS_SCHEMA, keys=("variant", "tier"),
-                           fix="re-run `trtbench loadtest` for its variants, or delete "
-                               "the file")  # fmt: skip
+    old = read_csv_checked(
+        run_dir.rounds_csv,
+        ROUNDS_SCHEMA,
+        keys=("variant", "tier"),
+        fix="re-run `trtbench loadtest` for its variants, or delete the file",
+    )
     old = old[~old["variant"].astype(str).isin(replace)]
     return _concat([old, new]) if len(old) else new
 

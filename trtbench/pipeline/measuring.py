@@ -61,16 +61,24 @@ def plan_design(
         ConfigError: a design the variants cannot have (:func:`resolve_design`).
     """
     design = resolve_design(spec, variants)
-    cells = plan_cells(design.name, [v.name for v in variants], tiers_of(spec.loadtest),
-                       design.rounds, spec.loadtest.seed, tiers_of_variant)  # fmt: skip
+    cells = plan_cells(
+        design.name,
+        [v.name for v in variants],
+        tiers_of(spec.loadtest),
+        design.rounds,
+        spec.loadtest.seed,
+        tiers_of_variant,
+    )
     return design, cells
 
 
 def design_line(design: ResolvedDesign, variants: int) -> str:
     """What the terminal says before the first server starts."""
     starts = server_starts(design.name, variants, design.rounds)
-    return (f"design {design.name}: {design.rounds} round(s), {starts} server start(s); "
-            f"{DESIGN_TEXT[design.name].split(':', 1)[1].strip()}")  # fmt: skip
+    return (
+        f"design {design.name}: {design.rounds} round(s), {starts} server start(s); "
+        f"{DESIGN_TEXT[design.name].split(':', 1)[1].strip()}"
+    )
 
 
 def _passes(cells: Sequence[Cell]) -> list[TierPass]:
@@ -103,9 +111,15 @@ def _interleaved(
         for stop in stops:
             stack.callback(stop)
         got.results.update(
-            run_interleaved(lanes, prompts or [], tiers_of(spec.loadtest),
-                            settings_of(spec.loadtest), cells, spec.loadtest.seed)
-        )  # fmt: skip
+            run_interleaved(
+                lanes,
+                prompts or [],
+                tiers_of(spec.loadtest),
+                settings_of(spec.loadtest),
+                cells,
+                spec.loadtest.seed,
+            )
+        )
 
 
 def measure_variants(
@@ -138,9 +152,12 @@ def measure_variants(
             cannot have.
     """
     design, cells = plan or plan_design(spec, variants)
-    record = {**design.as_json(),
-              "server_starts": server_starts(design.name, len(variants), design.rounds),
-              "seed": spec.loadtest.seed, "order": order_json(cells)}  # fmt: skip
+    record = {
+        **design.as_json(),
+        "server_starts": server_starts(design.name, len(variants), design.rounds),
+        "seed": spec.loadtest.seed,
+        "order": order_json(cells),
+    }
     rd.update_run_json("design", record)
     line = design_line(design, len(variants))
     log.info("%s", line)
@@ -154,15 +171,24 @@ def measure_variants(
         for r in range(design.rounds):
             for name in dict.fromkeys(c.variant for c in cells if c.round == r):
                 mine = rounds_of(cells, name)[r]
-                prompts = measure_variant(rd, spec, by_name[name], prompts, progress,
-                                          got, nsys if r == 0 else None, _passes(mine))  # fmt: skip
+                prompts = measure_variant(
+                    rd,
+                    spec,
+                    by_name[name],
+                    prompts,
+                    progress,
+                    got,
+                    nsys if r == 0 else None,
+                    _passes(mine),
+                )
                 if got.results[name].interrupted:
                     return record
         return record
     for v in variants:  # sequential
         mine = [c for c in cells if c.variant == v.name]
-        prompts = measure_variant(rd, spec, v, prompts, progress, got, nsys,
-                                  _passes(mine))  # fmt: skip
+        prompts = measure_variant(
+            rd, spec, v, prompts, progress, got, nsys, _passes(mine)
+        )
         if got.results[v.name].interrupted:
             break
         if (

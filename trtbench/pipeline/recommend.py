@@ -65,8 +65,12 @@ def contract_view(version: str, mode: str) -> ContractView:
     except ConfigError:
         return ContractView(contract.version, None, {})
     entry = contract.class_entry(cls)
-    return ContractView(contract.version, name, contract.class_fields(cls),
-                        entry.get("pytorch") is not False)  # fmt: skip
+    return ContractView(
+        contract.version,
+        name,
+        contract.class_fields(cls),
+        entry.get("pytorch") is not False,
+    )
 
 
 def _snippets(run: RunData, rec: Any, policy: Policy | None) -> list[Snippet]:
@@ -134,10 +138,20 @@ def recommend_run(
         goodput is not None and pd.to_numeric(goodput, errors="coerce").notna().any()
     )
     check_goodput_slos(chosen, bool(slos) or bool(measured))
-    rec = recommend(tiers, run.summary, chosen, run.baseline, memory,
-                    run.memory_breakdown, unqueued_concurrency(kv), run.rounds,
-                    run.design)  # fmt: skip
+    rec = recommend(
+        tiers,
+        run.summary,
+        chosen,
+        run.baseline,
+        memory,
+        run.memory_breakdown,
+        unqueued_concurrency(kv),
+        run.rounds,
+        run.design,
+    )
     policy = make_policy(rec, variants, tiers, run.acceptance)
     snippets = _snippets(run, rec, policy)
-    return RunRecommendation(recommendation_lines(rec, policy, snippets),
-                             recommendation_json(rec, policy, snippets))  # fmt: skip
+    return RunRecommendation(
+        recommendation_lines(rec, policy, snippets),
+        recommendation_json(rec, policy, snippets),
+    )

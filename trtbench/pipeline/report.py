@@ -85,9 +85,15 @@ def analyze_run(run: RunData) -> RunAnalysis:
         notes.insert(0, "No baseline variant in this run: speedups are not available.")
     measured = complete_tiers(tiers)
     return RunAnalysis(
-        run, variants, tiers, crossovers(measured),
-        comparison_matrix(measured, variants, memory), memory, launches, notes,
-    )  # fmt: skip
+        run,
+        variants,
+        tiers,
+        crossovers(measured),
+        comparison_matrix(measured, variants, memory),
+        memory,
+        launches,
+        notes,
+    )
 
 
 def complete_tiers(tiers: pd.DataFrame) -> pd.DataFrame:
@@ -100,19 +106,44 @@ def draw_plots(a: RunAnalysis, plots_dir: Path) -> list[tuple[str, Path]]:
     """Every plot the data allows, as (caption, path); complete tiers only."""
     t = complete_tiers(a.tiers)
     out = [
-        ("TTFT p50 (solid) and p95 (dashed)", plots.plot_vs_load(
-            t, plots_dir / "ttft.png", [("ttft_p50_ms", "p50"), ("ttft_p95_ms", "p95")],
-            "time to first token (ms)", "TTFT vs load (p50 solid, p95 dashed)")),
-        ("TPOT", plots.plot_vs_load(
-            t, plots_dir / "tpot.png", [("tpot_mean_ms", "mean"), ("tpot_p50_ms", "p50")],
-            "time per output token (ms)", "TPOT vs load (mean solid, p50 dashed)")),
-        ("Output throughput", plots.plot_vs_load(
-            t, plots_dir / "throughput.png", [("output_tokens_per_s", "")],
-            "output tokens/s (system)", "Output token throughput vs load")),
-    ]  # fmt: skip
+        (
+            "TTFT p50 (solid) and p95 (dashed)",
+            plots.plot_vs_load(
+                t,
+                plots_dir / "ttft.png",
+                [("ttft_p50_ms", "p50"), ("ttft_p95_ms", "p95")],
+                "time to first token (ms)",
+                "TTFT vs load (p50 solid, p95 dashed)",
+            ),
+        ),
+        (
+            "TPOT",
+            plots.plot_vs_load(
+                t,
+                plots_dir / "tpot.png",
+                [("tpot_mean_ms", "mean"), ("tpot_p50_ms", "p50")],
+                "time per output token (ms)",
+                "TPOT vs load (mean solid, p50 dashed)",
+            ),
+        ),
+        (
+            "Output throughput",
+            plots.plot_vs_load(
+                t,
+                plots_dir / "throughput.png",
+                [("output_tokens_per_s", "")],
+                "output tokens/s (system)",
+                "Output token throughput vs load",
+            ),
+        ),
+    ]
     if a.run.baseline is not None:
-        out.append(("Speedup vs baseline, crossover marked",
-                    plots.plot_speedup(t, a.crossover, plots_dir / "speedup.png")))  # fmt: skip
+        out.append(
+            (
+                "Speedup vs baseline, crossover marked",
+                plots.plot_speedup(t, a.crossover, plots_dir / "speedup.png"),
+            )
+        )
     if (t["mode"] != "baseline").any():
         out.append(
             ("Tokens per step", plots.plot_acceptance(t, plots_dir / "acceptance.png"))
@@ -126,8 +157,14 @@ def draw_plots(a: RunAnalysis, plots_dir: Path) -> list[tuple[str, Path]]:
             )
         )
     if a.launches is not None and len(a.launches):
-        out.append(("Launch overhead per step",
-                    plots.plot_launch_overhead(a.launches, plots_dir / "launch_overhead.png")))  # fmt: skip
+        out.append(
+            (
+                "Launch overhead per step",
+                plots.plot_launch_overhead(
+                    a.launches, plots_dir / "launch_overhead.png"
+                ),
+            )
+        )
     return out
 
 
@@ -158,9 +195,15 @@ def _header(a: RunAnalysis) -> list[str]:
     fits, _ = fit_run(a.run.summary, a.run.variants, a.run.baseline)
     for f in fits:
         alpha = f"α = {f.alpha:.3f}, " if f.alpha is not None else ""
-        cost = "" if f.cost_ratio is None else (
-            f"draft cost c = {f.cost_ratio:.3f}" if f.cost_kind == "c"
-            else f"step cost v = {f.cost_ratio:.3f} x baseline")  # fmt: skip
+        cost = (
+            ""
+            if f.cost_ratio is None
+            else (
+                f"draft cost c = {f.cost_ratio:.3f}"
+                if f.cost_kind == "c"
+                else f"step cost v = {f.cost_ratio:.3f} x baseline"
+            )
+        )
         lines.append(
             f"Fitted (`trtbench plan --from-run`): `{f.variant}` E = {f.tokens_per_step:.2f} "
             f"tokens/step, {alpha}{cost}."
@@ -204,13 +247,28 @@ def write_report(
     drawn = draw_plots(a, rd.plots_dir)
     rel = [(caption, str(path.relative_to(run.root))) for caption, path in drawn]
     outputs = rd.loadtest_dir / OUTPUTS_CSV
-    lossless = lossless_lines(run.summary, read_outputs_csv(outputs)
-                              if outputs.is_file() else None, run.baseline)  # fmt: skip
-    text = render_report(f"trtbench report: {run.name}", a.matrix, a.tiers, a.memory,
-                         a.launches, a.notes, rel, _header(a),
-                         [*lossless, "", *acceptance_lines(run.acceptance, run.summary),
-                          *([""] + kv_lines(kv) if kv is not None else [])],
-                         [*advice.lines, *follow_up_lines(run.root)])  # fmt: skip
+    lossless = lossless_lines(
+        run.summary,
+        read_outputs_csv(outputs) if outputs.is_file() else None,
+        run.baseline,
+    )
+    text = render_report(
+        f"trtbench report: {run.name}",
+        a.matrix,
+        a.tiers,
+        a.memory,
+        a.launches,
+        a.notes,
+        rel,
+        _header(a),
+        [
+            *lossless,
+            "",
+            *acceptance_lines(run.acceptance, run.summary),
+            *([""] + kv_lines(kv) if kv is not None else []),
+        ],
+        [*advice.lines, *follow_up_lines(run.root)],
+    )
     write_json_atomic(run.root / RECOMMENDATION_JSON, advice.document)
     path = rd.report_md
     path.write_text(text)

@@ -182,9 +182,14 @@ def _finish(
     )
     traces = [p for files in got.traces.values() for p in files]
     outcome = LoadtestOutcome(
-        pd.DataFrame(), out, stop_signal is not None, list(got.notes), traces,
-        stop_signal=stop_signal, failures=failures,
-    )  # fmt: skip
+        pd.DataFrame(),
+        out,
+        stop_signal is not None,
+        list(got.notes),
+        traces,
+        stop_signal=stop_signal,
+        failures=failures,
+    )
     if not any(r.tiers for r in got.results.values()):
         return outcome
     baseline = baseline_of(spec, list(got.results))

@@ -127,8 +127,13 @@ class TierMarking:
             sampler.mark(f"tier:{tier.label}")
         if self.got is not None:
             snapshot = self.got.meter.start()
-            self._open = (variant, tier.label, time.perf_counter_ns(), time.time(),
-                          snapshot)  # fmt: skip
+            self._open = (
+                variant,
+                tier.label,
+                time.perf_counter_ns(),
+                time.time(),
+                snapshot,
+            )
         if self.inner is not None:
             self.inner.tier_started(variant, tier, total)
 
@@ -145,8 +150,17 @@ class TierMarking:
             rounds = sum(
                 c.variant == variant and c.tier == label for c in self.got.cells
             )
-            self.got.cells.append(CellTiming(variant, label, rounds, start_ns,
-                                             time.perf_counter_ns(), unix_s, host))  # fmt: skip
+            self.got.cells.append(
+                CellTiming(
+                    variant,
+                    label,
+                    rounds,
+                    start_ns,
+                    time.perf_counter_ns(),
+                    unix_s,
+                    host,
+                )
+            )
             self._open = None
         if self.inner is not None:
             self.inner.tier_ended()
@@ -271,8 +285,11 @@ def served(
     try:
         with sampled(server, variant.name, spec, warn) as samplers:
             target, how = _connect(server, spec, tokenizer, meta)
-            _stage(progress, f"{variant.name}: serving {how} "
-                             f"(ready after {time.monotonic() - start:.1f} s)")  # fmt: skip
+            _stage(
+                progress,
+                f"{variant.name}: serving {how} "
+                f"(ready after {time.monotonic() - start:.1f} s)",
+            )
             marking = TierMarking(progress, samplers, capture, got)
 
             def stop_soon() -> None:
@@ -280,8 +297,15 @@ def served(
                     sampler.stop()
                 server.signal_stop()
 
-            yield Served(variant.name, target, tokenizer, prompts, marking,
-                         server_health(server), stop_soon)  # fmt: skip
+            yield Served(
+                variant.name,
+                target,
+                tokenizer,
+                prompts,
+                marking,
+                server_health(server),
+                stop_soon,
+            )
     finally:
         got.keep_samples(variant.name, samplers)
         got.seconds[variant.name] = round(
@@ -316,9 +340,18 @@ def measure_variant(
     """
     earlier = got.results.get(variant.name)
     with served(rd, spec, variant, prompts, progress, got, nsys) as s:
-        result = measure(s.target, spec.loadtest, variant.name, s.prompts, rd,
-                         s.tokenizer, s.marking, health=s.health, passes=passes,
-                         fresh=earlier is None)  # fmt: skip
+        result = measure(
+            s.target,
+            spec.loadtest,
+            variant.name,
+            s.prompts,
+            rd,
+            s.tokenizer,
+            s.marking,
+            health=s.health,
+            passes=passes,
+            fresh=earlier is None,
+        )
     got.results[variant.name] = (
         result if earlier is None else combine_results(earlier, result)
     )
@@ -336,9 +369,13 @@ def _connect(
     completions with token ids."""
     fixed = spec.loadtest.fixed_output_len
     if isinstance(server, VllmServer) or meta is None:
-        target = connect(server.base_url, server.model_name, api=API_COMPLETIONS,
-                         has_tokenizer=tokenizer is not None,
-                         fixed_output_len=fixed)  # fmt: skip
+        target = connect(
+            server.base_url,
+            server.model_name,
+            api=API_COMPLETIONS,
+            has_tokenizer=tokenizer is not None,
+            fixed_output_len=fixed,
+        )
         return target, f"{server.model_name} with vLLM at {server.base_url}"
     target = connect(
         server.grpc_url,

@@ -124,9 +124,16 @@ def _head(
     target: ModelShape, name: str, params: float, layers: int, vocab: int
 ) -> ModelShape:
     return ModelShape(
-        name, params, params, layers, target.hidden, target.q_heads,
-        target.kv_heads, target.head_dim, vocab,
-    )  # fmt: skip
+        name,
+        params,
+        params,
+        layers,
+        target.hidden,
+        target.q_heads,
+        target.kv_heads,
+        target.head_dim,
+        vocab,
+    )
 
 
 def eagle3_setup(

@@ -155,13 +155,18 @@ def fit_run(
         measured = tokens_per_step(group)
         for idx, row in group.iterrows():
             s_meas = float(row[TPOT_SPEEDUP])
-            rows.append({
-                "variant": fit.variant, "tier": row["tier"],
-                "concurrency": row["concurrency"],
-                "measured_tokens_per_step": float(measured[idx]),
-                "predicted_tokens_per_step": e_pred,
-                "measured_speedup_ratio": s_meas,
-                "predicted_speedup_ratio": s_pred,
-                "error_ratio": s_pred / s_meas - 1.0 if s_meas > 0 else float("nan"),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "variant": fit.variant,
+                    "tier": row["tier"],
+                    "concurrency": row["concurrency"],
+                    "measured_tokens_per_step": float(measured[idx]),
+                    "predicted_tokens_per_step": e_pred,
+                    "measured_speedup_ratio": s_meas,
+                    "predicted_speedup_ratio": s_pred,
+                    "error_ratio": s_pred / s_meas - 1.0
+                    if s_meas > 0
+                    else float("nan"),
+                }
+            )
     return fits, pd.DataFrame(rows)

@@ -82,30 +82,59 @@ GPUS: dict[str, GpuSpec] = {
     g.name: g
     for g in (
         GpuSpec(
-            "h100-sxm", "H100 SXM5 80GB", 80 * _GB, 3.35 * _TB, 989 * _TB, 1979 * _TB,
+            "h100-sxm",
+            "H100 SXM5 80GB",
+            80 * _GB,
+            3.35 * _TB,
+            989 * _TB,
+            1979 * _TB,
             "https://www.nvidia.com/en-us/data-center/h100/ (NVIDIA H100 spec page)",
-            450 * _GB, "NVLink 4",
+            450 * _GB,
+            "NVLink 4",
         ),
         GpuSpec(
-            "h200", "H200 SXM 141GB", 141 * _GB, 4.8 * _TB, 989 * _TB, 1979 * _TB,
+            "h200",
+            "H200 SXM 141GB",
+            141 * _GB,
+            4.8 * _TB,
+            989 * _TB,
+            1979 * _TB,
             "https://www.nvidia.com/en-us/data-center/h200/ (NVIDIA H200 spec page)",
-            450 * _GB, "NVLink 4",
+            450 * _GB,
+            "NVLink 4",
         ),
         GpuSpec(
-            "a100-sxm-80gb", "A100 SXM4 80GB", 80 * _GB, 2.039 * _TB, 312 * _TB, None,
+            "a100-sxm-80gb",
+            "A100 SXM4 80GB",
+            80 * _GB,
+            2.039 * _TB,
+            312 * _TB,
+            None,
             "NVIDIA A100 datasheet (SXM4 80GB: 2,039 GB/s, BF16 312 TFLOP/s dense)",
-            300 * _GB, "NVLink 3",
+            300 * _GB,
+            "NVLink 3",
         ),
         GpuSpec(
-            "l40s", "L40S 48GB", 48 * _GB, 0.864 * _TB, 362.05 * _TB, 733 * _TB,
+            "l40s",
+            "L40S 48GB",
+            48 * _GB,
+            0.864 * _TB,
+            362.05 * _TB,
+            733 * _TB,
             "NVIDIA L40S datasheet (864 GB/s; BF16 362 / FP8 733 TFLOP/s dense)",
-            32 * _GB, "PCIe Gen4 x16",
+            32 * _GB,
+            "PCIe Gen4 x16",
         ),
     )
-}  # fmt: skip
+}
 
-_ALIASES = {"h100": "h100-sxm", "h100-sxm5": "h100-sxm", "h200-sxm": "h200",
-            "a100": "a100-sxm-80gb", "a100-80gb": "a100-sxm-80gb"}  # fmt: skip
+_ALIASES = {
+    "h100": "h100-sxm",
+    "h100-sxm5": "h100-sxm",
+    "h200-sxm": "h200",
+    "a100": "a100-sxm-80gb",
+    "a100-80gb": "a100-sxm-80gb",
+}
 
 
 def get_gpu(name: str) -> GpuSpec:

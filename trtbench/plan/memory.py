@@ -75,9 +75,15 @@ def estimate_memory(inputs: PlanInputs, mode: str, batch: int) -> MemoryEstimate
     total = weights + extra + batch * (kv_seq + logits_seq) + inputs.overhead_bytes
     fits = total <= inputs.memory_fraction * inputs.gpu.memory_bytes
     return MemoryEstimate(
-        weights, extra, kv_seq, batch * kv_seq, total, fits, logits_seq,
+        weights,
+        extra,
+        kv_seq,
+        batch * kv_seq,
+        total,
+        fits,
+        logits_seq,
         inputs.overhead_bytes,
-    )  # fmt: skip
+    )
 
 
 def max_fitting_concurrency(inputs: PlanInputs, mode: str) -> int:

@@ -101,9 +101,16 @@ def shape_from_hf_config(config: Mapping[str, Any], name: str = "model") -> Mode
     embed = vocab * hidden
     params = embed * (1 if tied else 2) + layers * (per_layer + 2 * hidden) + hidden
     return ModelShape(
-        name, float(params), float(layers * per_layer + embed), layers, hidden,
-        q_heads, kv_heads, head_dim, vocab,
-    )  # fmt: skip
+        name,
+        float(params),
+        float(layers * per_layer + embed),
+        layers,
+        hidden,
+        q_heads,
+        kv_heads,
+        head_dim,
+        vocab,
+    )
 
 
 def shape_from_config_file(path: Path) -> ModelShape:
@@ -161,26 +168,65 @@ def shape_from_sizes(text: str, name: str = "model") -> ModelShape:
     matmul = params if values.get("tied", 0) else params - vocab * hidden
     heads = int(values.get("heads", hidden // head_dim))
     return ModelShape(
-        name, params, matmul, int(values["layers"]), hidden, heads,
-        int(values["kv_heads"]), head_dim, vocab,
-    )  # fmt: skip
+        name,
+        params,
+        matmul,
+        int(values["layers"]),
+        hidden,
+        heads,
+        int(values["kv_heads"]),
+        head_dim,
+        vocab,
+    )
 
 
 # Shapes of public checkpoints (their HF config.json values).
 PRESET_CONFIGS: dict[str, dict[str, Any]] = {
-    "llama-3-8b": dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
-                       num_key_value_heads=8, intermediate_size=14336, vocab_size=128256),
-    "llama-3.1-70b": dict(hidden_size=8192, num_hidden_layers=80, num_attention_heads=64,
-                          num_key_value_heads=8, intermediate_size=28672, vocab_size=128256),
-    "llama-3.2-1b": dict(hidden_size=2048, num_hidden_layers=16, num_attention_heads=32,
-                         num_key_value_heads=8, head_dim=64, intermediate_size=8192,
-                         vocab_size=128256, tie_word_embeddings=True),
-    "llama-3.2-3b": dict(hidden_size=3072, num_hidden_layers=28, num_attention_heads=24,
-                         num_key_value_heads=8, head_dim=128, intermediate_size=8192,
-                         vocab_size=128256, tie_word_embeddings=True),
-    "vicuna-7b": dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
-                      num_key_value_heads=32, intermediate_size=11008, vocab_size=32000),
-}  # fmt: skip
+    "llama-3-8b": dict(
+        hidden_size=4096,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        intermediate_size=14336,
+        vocab_size=128256,
+    ),
+    "llama-3.1-70b": dict(
+        hidden_size=8192,
+        num_hidden_layers=80,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        intermediate_size=28672,
+        vocab_size=128256,
+    ),
+    "llama-3.2-1b": dict(
+        hidden_size=2048,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=64,
+        intermediate_size=8192,
+        vocab_size=128256,
+        tie_word_embeddings=True,
+    ),
+    "llama-3.2-3b": dict(
+        hidden_size=3072,
+        num_hidden_layers=28,
+        num_attention_heads=24,
+        num_key_value_heads=8,
+        head_dim=128,
+        intermediate_size=8192,
+        vocab_size=128256,
+        tie_word_embeddings=True,
+    ),
+    "vicuna-7b": dict(
+        hidden_size=4096,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        intermediate_size=11008,
+        vocab_size=32000,
+    ),
+}
 
 
 def resolve_model(spec: str | Path) -> ModelShape:

@@ -56,10 +56,20 @@ from trtbench.plan.parallel import communication_s, kv_share
 from trtbench.plan.speculation import expected_tokens_per_step, optimal_draft_len
 
 __all__ = [
-    "BASELINE", "DRAFT_TARGET", "DTYPE_BYTES", "MEDUSA", "DraftSetup", "MedusaSetup",
-    "MemoryEstimate", "PlanInputs", "check_inputs", "check_medusa", "estimate_memory",
-    "max_fitting_concurrency", "medusa_head_params",
-]  # fmt: skip
+    "BASELINE",
+    "DRAFT_TARGET",
+    "DTYPE_BYTES",
+    "MEDUSA",
+    "DraftSetup",
+    "MedusaSetup",
+    "MemoryEstimate",
+    "PlanInputs",
+    "check_inputs",
+    "check_medusa",
+    "estimate_memory",
+    "max_fitting_concurrency",
+    "medusa_head_params",
+]
 
 
 @dataclass(frozen=True)
@@ -217,11 +227,21 @@ def plan_row(inputs: PlanInputs, mode: str, batch: int) -> PlanRow:
     mem = estimate_memory(inputs, mode, batch)
     tpot = step.step_s / step.tokens_per_step
     return PlanRow(
-        mode, batch, step.step_s * 1e3, step.tokens_per_step, tpot * 1e3,
-        batch / tpot, speedup_at(inputs, mode, batch), step.bound, mem.weights_bytes,
-        mem.extra_weights_bytes, mem.kv_cache_bytes, mem.total_bytes, mem.fits,
+        mode,
+        batch,
+        step.step_s * 1e3,
+        step.tokens_per_step,
+        tpot * 1e3,
+        batch / tpot,
+        speedup_at(inputs, mode, batch),
+        step.bound,
+        mem.weights_bytes,
+        mem.extra_weights_bytes,
+        mem.kv_cache_bytes,
+        mem.total_bytes,
+        mem.fits,
         step.communication_s * 1e3,
-    )  # fmt: skip
+    )
 
 
 def recommend(rows: Sequence[PlanRow]) -> str:
@@ -263,8 +283,11 @@ def make_plan(inputs: PlanInputs) -> Plan:
         )
         optimal = optimal_draft_len(d.alpha, cost_ratio)
     return Plan(
-        inputs, rows, recommended,
+        inputs,
+        rows,
+        recommended,
         {m: crossover_concurrency(inputs, m) for m in spec_modes},
         {m: max_fitting_concurrency(inputs, m) for m in inputs.modes},
-        cost_ratio, optimal,
-    )  # fmt: skip
+        cost_ratio,
+        optimal,
+    )

@@ -55,22 +55,28 @@ T = TypeVar("T")
 # Cumulative top-1..top-5 training accuracies of Medusa-1 heads 1..5 (FasterDecoding/Medusa
 # assets/medusa_acc.csv, rows 7b/13b/33b), 4 decimals.
 MEDUSA_ACCURACY_PRESETS: dict[str, tuple[tuple[float, ...], ...]] = {
-    "vicuna-7b": ((0.5604, 0.6717, 0.7271, 0.7599, 0.7799),
-                  (0.3164, 0.4236, 0.4851, 0.5282, 0.5625),
-                  (0.2010, 0.2879, 0.3475, 0.3834, 0.4169),
-                  (0.1474, 0.2250, 0.2737, 0.3109, 0.3397),
-                  (0.1175, 0.1866, 0.2346, 0.2721, 0.2998)),
-    "vicuna-13b": ((0.5939, 0.7053, 0.7578, 0.7925, 0.8161),
-                   (0.3397, 0.4400, 0.5068, 0.5465, 0.5803),
-                   (0.2161, 0.3085, 0.3612, 0.4030, 0.4364),
-                   (0.1500, 0.2317, 0.2878, 0.3234, 0.3541),
-                   (0.1223, 0.1957, 0.2434, 0.2791, 0.3070)),
-    "vicuna-33b": ((0.6046, 0.7162, 0.7649, 0.7983, 0.8223),
-                   (0.3558, 0.4690, 0.5287, 0.5692, 0.5961),
-                   (0.2246, 0.3197, 0.3785, 0.4210, 0.4462),
-                   (0.1596, 0.2488, 0.3073, 0.3480, 0.3755),
-                   (0.1370, 0.2067, 0.2621, 0.2984, 0.3258)),
-}  # fmt: skip
+    "vicuna-7b": (
+        (0.5604, 0.6717, 0.7271, 0.7599, 0.7799),
+        (0.3164, 0.4236, 0.4851, 0.5282, 0.5625),
+        (0.2010, 0.2879, 0.3475, 0.3834, 0.4169),
+        (0.1474, 0.2250, 0.2737, 0.3109, 0.3397),
+        (0.1175, 0.1866, 0.2346, 0.2721, 0.2998),
+    ),
+    "vicuna-13b": (
+        (0.5939, 0.7053, 0.7578, 0.7925, 0.8161),
+        (0.3397, 0.4400, 0.5068, 0.5465, 0.5803),
+        (0.2161, 0.3085, 0.3612, 0.4030, 0.4364),
+        (0.1500, 0.2317, 0.2878, 0.3234, 0.3541),
+        (0.1223, 0.1957, 0.2434, 0.2791, 0.3070),
+    ),
+    "vicuna-33b": (
+        (0.6046, 0.7162, 0.7649, 0.7983, 0.8223),
+        (0.3558, 0.4690, 0.5287, 0.5692, 0.5961),
+        (0.2246, 0.3197, 0.3785, 0.4210, 0.4462),
+        (0.1596, 0.2488, 0.3073, 0.3480, 0.3755),
+        (0.1370, 0.2067, 0.2621, 0.2984, 0.3258),
+    ),
+}
 
 DType = Literal["float16", "bfloat16", "fp8"]
 KvDType = Literal["auto", "float16", "bfloat16", "fp8"]
@@ -244,16 +250,21 @@ def plan_inputs(settings: PlanSettings) -> PlanInputs:
     target = _option("--model", lambda: resolve_model(settings.model or ""))
     gpu = _option("--gpu", lambda: get_gpu(settings.gpu))
     inputs = PlanInputs(
-        target=target, gpu=gpu,
-        input_len=settings.input_len, output_len=settings.output_len,
-        concurrencies=tuple(settings.concurrency), dtype=settings.dtype,
-        kv_dtype=settings.kv_dtype, draft=draft, medusa=medusa_setup(settings),
+        target=target,
+        gpu=gpu,
+        input_len=settings.input_len,
+        output_len=settings.output_len,
+        concurrencies=tuple(settings.concurrency),
+        dtype=settings.dtype,
+        kv_dtype=settings.kv_dtype,
+        draft=draft,
+        medusa=medusa_setup(settings),
         memory_fraction=settings.memory_fraction,
         step_overhead_ms=settings.step_overhead_ms,
         chains=chain_setups(settings, target),
         parallel=parallelism(settings, gpu),
         overhead_bytes=settings.overhead_gib * 2**30,
-    )  # fmt: skip
+    )
     _option("--dtype", lambda: inputs.peak_flops_per_s)
     return inputs
 

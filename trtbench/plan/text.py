@@ -99,15 +99,35 @@ def _parallel_line(plan: Plan) -> str:
 
 
 def _rows(plan: Plan) -> str:
-    header = ("B", "mode", "step ms", "comm ms", "tok/step", "TPOT ms", "tok/s",
-              "speedup", "bound", "memory/GPU", "fits")  # fmt: skip
+    header = (
+        "B",
+        "mode",
+        "step ms",
+        "comm ms",
+        "tok/step",
+        "TPOT ms",
+        "tok/s",
+        "speedup",
+        "bound",
+        "memory/GPU",
+        "fits",
+    )
     rows = [
-        (str(r.concurrency), r.mode, f"{r.step_time_ms:.4g}", f"{r.communication_ms:.3g}",
-         f"{r.tokens_per_step:.2f}", f"{r.tpot_ms:.4g}", f"{r.output_tokens_per_s:.0f}",
-         f"{r.speedup_ratio:.2f}x", r.bound, format_bytes(r.total_memory_bytes),
-         "yes" if r.fits else "NO")
+        (
+            str(r.concurrency),
+            r.mode,
+            f"{r.step_time_ms:.4g}",
+            f"{r.communication_ms:.3g}",
+            f"{r.tokens_per_step:.2f}",
+            f"{r.tpot_ms:.4g}",
+            f"{r.output_tokens_per_s:.0f}",
+            f"{r.speedup_ratio:.2f}x",
+            r.bound,
+            format_bytes(r.total_memory_bytes),
+            "yes" if r.fits else "NO",
+        )
         for r in plan.rows
-    ]  # fmt: skip
+    ]
     return table(header, rows)
 
 
@@ -172,23 +192,40 @@ def render_fit(result: PlanResult) -> str:
         "fitted on",
     )
     rows = [
-        (f.variant, f.mode, _num(f.draft_len, "d"), f"{f.tokens_per_step:.3f}",
-         _num(f.alpha, ".3f"),
-         "-" if f.cost_ratio is None else f"{f.cost_kind}={f.cost_ratio:.3f}",
-         f.reference_tier or "-")
+        (
+            f.variant,
+            f.mode,
+            _num(f.draft_len, "d"),
+            f"{f.tokens_per_step:.3f}",
+            _num(f.alpha, ".3f"),
+            "-" if f.cost_ratio is None else f"{f.cost_kind}={f.cost_ratio:.3f}",
+            f.reference_tier or "-",
+        )
         for f in result.fits
-    ]  # fmt: skip
+    ]
     out = [f"Fit to {result.run_dir}:", table(header, rows), FIT_LEGEND, ""]
     frame = result.fit_rows
     roof = frame is not None and "roofline_speedup_ratio" in frame
-    header = ("variant", "tier", "E meas", "E pred", "speedup meas", "speedup pred",
-              "error") + (("roofline", "roofline error") if roof else ())  # fmt: skip
+    header = (
+        "variant",
+        "tier",
+        "E meas",
+        "E pred",
+        "speedup meas",
+        "speedup pred",
+        "error",
+    ) + (("roofline", "roofline error") if roof else ())
     rows = []
     for _, r in (frame if frame is not None else pd.DataFrame()).iterrows():
-        row = (r["variant"], r["tier"], _num(r["measured_tokens_per_step"], ".2f"),
-               _num(r["predicted_tokens_per_step"], ".2f"),
-               _num(r["measured_speedup_ratio"], ".2f"),
-               _num(r["predicted_speedup_ratio"], ".2f"), _num(r["error_ratio"], "+.1%"))  # fmt: skip
+        row = (
+            r["variant"],
+            r["tier"],
+            _num(r["measured_tokens_per_step"], ".2f"),
+            _num(r["predicted_tokens_per_step"], ".2f"),
+            _num(r["measured_speedup_ratio"], ".2f"),
+            _num(r["predicted_speedup_ratio"], ".2f"),
+            _num(r["error_ratio"], "+.1%"),
+        )
         if roof:
             row += (
                 _num(r["roofline_speedup_ratio"], ".2f"),
@@ -224,19 +261,43 @@ def render_tier_fit(result: TierFitResult) -> str:
         f"  baseline decode step t(B) = {c.a_ms:.3f} ms + {c.b_ms:.3f} ms x B (R² {r2}, "
         f"tiers {', '.join(c.tiers)}); τ = {c.token_ms:.3f} ms per extra verified token"
     )
-    header = ("variant", "tier", "B", "S ms", "role", "E", "E from", "ρ tier", "ρ others",
-              "TPOT meas", "TPOT pred", "error", "speedup meas", "speedup pred")  # fmt: skip
+    header = (
+        "variant",
+        "tier",
+        "B",
+        "S ms",
+        "role",
+        "E",
+        "E from",
+        "ρ tier",
+        "ρ others",
+        "TPOT meas",
+        "TPOT pred",
+        "error",
+        "speedup meas",
+        "speedup pred",
+    )
     rows = [
-        (r["variant"], r["tier"],
-         _num(r["batch"], ".2f") + ("" if r["batch_source"] == "records" else " c"),
-         _num(r["prefill_stall_ms"], ".3f") if r["stall_source"] == "records" else "-",
-         r["role"], _num(r["tokens_per_step"], ".3f"), r["e_source"],
-         _num(r["implied_overhead_ratio"], ".2f"), _num(r["overhead_ratio"], ".2f"),
-         _num(r["measured_tpot_ms"], ".3f"), _num(r["predicted_tpot_ms"], ".3f"),
-         _num(r["error_ratio"], "+.1%"), _num(r["measured_speedup_ratio"], ".2f"),
-         _num(r["predicted_speedup_ratio"], ".2f"))
+        (
+            r["variant"],
+            r["tier"],
+            _num(r["batch"], ".2f") + ("" if r["batch_source"] == "records" else " c"),
+            _num(r["prefill_stall_ms"], ".3f")
+            if r["stall_source"] == "records"
+            else "-",
+            r["role"],
+            _num(r["tokens_per_step"], ".3f"),
+            r["e_source"],
+            _num(r["implied_overhead_ratio"], ".2f"),
+            _num(r["overhead_ratio"], ".2f"),
+            _num(r["measured_tpot_ms"], ".3f"),
+            _num(r["predicted_tpot_ms"], ".3f"),
+            _num(r["error_ratio"], "+.1%"),
+            _num(r["measured_speedup_ratio"], ".2f"),
+            _num(r["predicted_speedup_ratio"], ".2f"),
+        )
         for _, r in result.rows.iterrows()
-    ]  # fmt: skip
+    ]
     out.append(table(header, rows))
     medians = error_medians(result.rows)
     overall = medians.pop("overall")

@@ -242,21 +242,31 @@ def _variant_rows(
         step = rho * curve.at(batch) + _verify_ms(curve, batch, q, share)
         pred = step / e + stall if e and pd.notna(e) else float("nan")
         base = base_tpot.get(float(row["concurrency"]), float("nan"))
-        out.append({
-            "variant": info.name, "mode": info.mode or "", "tier": row["tier"],
-            "concurrency": float(row["concurrency"]), "batch": batch,
-            "batch_source": row["batch_source"],
-            "admissions_per_token": row["admissions_per_token"],
-            "prefill_stall_ms": stall, "stall_source": row["stall_source"],
-            "role": "predicted" if pd.notna(rho) else "not_predicted",
-            "e_source": source, "tokens_per_step": e, "verify_tokens": q,
-            "implied_overhead_ratio": rho_i, "overhead_ratio": rho,
-            "predicted_step_ms": step, "measured_tpot_ms": meas,
-            "predicted_tpot_ms": pred,
-            "error_ratio": pred / meas - 1.0 if meas > 0 else float("nan"),
-            "measured_speedup_ratio": base / meas if meas > 0 else float("nan"),
-            "predicted_speedup_ratio": base / pred if pred > 0 else float("nan"),
-        })  # fmt: skip
+        out.append(
+            {
+                "variant": info.name,
+                "mode": info.mode or "",
+                "tier": row["tier"],
+                "concurrency": float(row["concurrency"]),
+                "batch": batch,
+                "batch_source": row["batch_source"],
+                "admissions_per_token": row["admissions_per_token"],
+                "prefill_stall_ms": stall,
+                "stall_source": row["stall_source"],
+                "role": "predicted" if pd.notna(rho) else "not_predicted",
+                "e_source": source,
+                "tokens_per_step": e,
+                "verify_tokens": q,
+                "implied_overhead_ratio": rho_i,
+                "overhead_ratio": rho,
+                "predicted_step_ms": step,
+                "measured_tpot_ms": meas,
+                "predicted_tpot_ms": pred,
+                "error_ratio": pred / meas - 1.0 if meas > 0 else float("nan"),
+                "measured_speedup_ratio": base / meas if meas > 0 else float("nan"),
+                "predicted_speedup_ratio": base / pred if pred > 0 else float("nan"),
+            }
+        )
     return out
 
 

@@ -35,6 +35,7 @@ from pydantic import (
 )
 
 from trtbench.core.errors import ConfigError
+from trtbench.core.paths import expand_vars
 from trtbench.core.validation_errors import format_validation_error
 from trtbench.spec.design import CoResidentField, DesignFields
 from trtbench.spec.kv import KvCacheVariantFields
@@ -46,7 +47,6 @@ from trtbench.spec.llmapi import (
     check_llmapi_mode_fields,
     variant_backend_problem,
 )
-from trtbench.spec.paths import resolve_paths
 from trtbench.spec.report import ReportFields
 from trtbench.spec.serving import (
     SERVING_PATH_KEYS,
@@ -172,7 +172,9 @@ class DeploySpec(VllmDeployFields, CoResidentField, _Strict):
     def _distinct_ports(self) -> DeploySpec:
         ports = [p for p in (self.grpc_port, self.http_port, self.metrics_port) if p]
         if len(set(ports)) < len(ports):
-            raise ValueError(f"grpc_port, http_port and metrics_port must differ, got {self.grpc_port}, {self.http_port}, {self.metrics_port}")  # fmt: skip
+            raise ValueError(
+                f"grpc_port, http_port and metrics_port must differ, got {self.grpc_port}, {self.http_port}, {self.metrics_port}"
+            )
         return self
 
 
@@ -344,6 +346,36 @@ class BenchSpec(ReportFields, _Strict):
 
 
 PATH_KEYS = {"models", "tritonserver", "dataset", *LLMAPI_PATH_KEYS, *SERVING_PATH_KEYS}
+
+
+def resolve_paths(
+    data: object, base: Path, keys: set[str], in_paths: bool = False
+) -> object:
+    """``data`` (a parsed spec) with env vars expanded and relative paths made absolute
+    (against ``base``) in every string under one of ``keys`` (pure apart from the
+    environment).
+
+    Raises:
+        ConfigError: an environment variable that is not set (names it and the fix).
+    """
+    if isinstance(data, dict):
+        return {
+            k: resolve_paths(v, base, keys, in_paths or k in keys)
+            for k, v in data.items()
+        }
+    if isinstance(data, list):
+        return [resolve_paths(v, base, keys, in_paths) for v in data]
+    if in_paths and isinstance(data, str):
+        try:
+            text = expand_vars(data)
+        except KeyError as exc:
+            raise ConfigError(
+                f"environment variable {exc.args[0]} in {data!r} is not set; set it or "
+                f"write ${{{exc.args[0]}:-default}}"
+            ) from None
+        path = Path(text).expanduser()
+        return str(path if path.is_absolute() else (base / path).resolve())
+    return data
 
 
 def parse_spec(

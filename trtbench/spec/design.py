@@ -54,8 +54,12 @@ class ResolvedDesign:
 
     def as_json(self) -> dict[str, Any]:
         """run.json's ``design`` (the order is added by the run)."""
-        return {"name": self.name, "rounds": self.rounds,
-                "co_resident": self.co_resident, "asked": self.asked}  # fmt: skip
+        return {
+            "name": self.name,
+            "rounds": self.rounds,
+            "co_resident": self.co_resident,
+            "asked": self.asked,
+        }
 
 
 def _reference_served(spec: Any, variant: Any) -> bool:

@@ -231,8 +231,14 @@ class OpenAITransport:
         ``[DONE]``.
         """
         t = self.target
-        body = request_body(t.endpoint, t.interface.name, prompt.text,
-                            prompt.output_tokens, t.options, self.token_ids)  # fmt: skip
+        body = request_body(
+            t.endpoint,
+            t.interface.name,
+            prompt.text,
+            prompt.output_tokens,
+            t.options,
+            self.token_ids,
+        )
         lines: list[tuple[int, str]] = []
         sent = time.perf_counter_ns()
         error: str | None = None
@@ -404,8 +410,9 @@ def connect_openai(
         )
     outputs = (IDS_OUTPUT,) if probe.token_ids else (TEXT_OUTPUT,)
     interface = ModelInterface(model, {}, outputs, True)
-    options = RequestOptions(stream=True, fixed_output_len=fixed_output_len,
-                             extra=dict(extra or {}))  # fmt: skip
+    options = RequestOptions(
+        stream=True, fixed_output_len=fixed_output_len, extra=dict(extra or {})
+    )
     return LoadTarget(
         url.rstrip("/"), interface, endpoint, options, api, probe.health_url
     )

@@ -84,8 +84,12 @@ def attach_step_counts(
     if pairs is not None and _lines_up(out, token_chunks, pairs):
         for i, (d, a) in zip(token_chunks[1:], pairs, strict=True):
             t, p = out[i]
-            out[i] = (t, replace(p, draft_tokens=d, accepted_draft_tokens=a,
-                                 cumulative_counts=False))  # fmt: skip
+            out[i] = (
+                t,
+                replace(
+                    p, draft_tokens=d, accepted_draft_tokens=a, cumulative_counts=False
+                ),
+            )
         return out
     drafted = stats.get("num_draft_tokens")
     accepted = stats.get("num_accepted_draft_tokens")
@@ -95,8 +99,15 @@ def attach_step_counts(
         and 0 <= accepted <= drafted
     ):
         t, p = out[-1]
-        out[-1] = (t, replace(p, draft_tokens=drafted, accepted_draft_tokens=accepted,
-                              cumulative_counts=True))  # fmt: skip
+        out[-1] = (
+            t,
+            replace(
+                p,
+                draft_tokens=drafted,
+                accepted_draft_tokens=accepted,
+                cumulative_counts=True,
+            ),
+        )
     return out
 
 

@@ -152,7 +152,7 @@ def parse_response(
     final = bool(final_param is not None and final_param.bool_param)
     arrival, scheduled, first = (
         t if t and t > 0 else None for t in map(times.get, _TIME_NAMES)
-    )  # fmt: skip
+    )
     return ParsedResponse(
         ids, text, final, draft, accepted, cumulative, arrival, scheduled, first
     )

@@ -139,11 +139,18 @@ def position_rows(key: TierKey, counts: SpecCounters) -> list[dict[str, object]]
         return []
     steps = round(counts.drafts)
     return [
-        {"variant": key[0], "tier": key[1], "kind": POSITION, "draft_position": j,
-         "steps_count": steps, "hits_count": round(a), "value_ratio": a / counts.drafts,
-         "source": SERVER_PROMETHEUS}
+        {
+            "variant": key[0],
+            "tier": key[1],
+            "kind": POSITION,
+            "draft_position": j,
+            "steps_count": steps,
+            "hits_count": round(a),
+            "value_ratio": a / counts.drafts,
+            "source": SERVER_PROMETHEUS,
+        }
         for j, a in enumerate(counts.accepted_per_pos, start=1)
-    ]  # fmt: skip
+    ]
 
 
 def _old_rows(
@@ -203,7 +210,9 @@ def add_server_counts(
     out[SOURCE] = out[SOURCE].astype(object)
     source = out[SOURCE].fillna("").astype(str)
     filled: set[TierKey] = set()
-    for i, (v, t) in enumerate(zip(out["variant"].astype(str), out["tier"].astype(str), strict=True)):  # fmt: skip
+    for i, (v, t) in enumerate(
+        zip(out["variant"].astype(str), out["tier"].astype(str), strict=True)
+    ):
         if source.iloc[i] or (v, t) not in values:
             continue
         for column, value in values[(v, t)].items():

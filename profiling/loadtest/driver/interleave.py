@@ -94,8 +94,9 @@ async def _drive(
                     if stopped:
                         break
                     one_pass = TierPass(cell.round, cell.tier_index, cell.tier)
-                    await run_pass(runners[cell.variant], cell.variant, one_pass, seed,
-                                   len(tiers))  # fmt: skip
+                    await run_pass(
+                        runners[cell.variant], cell.variant, one_pass, seed, len(tiers)
+                    )
             finally:
                 sampler.cancel()
     return stopped[0] if stopped else None
@@ -141,8 +142,9 @@ def run_interleaved(
                 f"model {lane.target.interface.name!r} returns text without token ids; "
                 "give its tokenizer so the text can be re-tokenized"
             )
-        runners[lane.variant] = TierRunner(lane.target, prompts, settings,
-                                           lane.tokenizer, lane.progress, lane.sink)  # fmt: skip
+        runners[lane.variant] = TierRunner(
+            lane.target, prompts, settings, lane.tokenizer, lane.progress, lane.sink
+        )
     switch = sys.getswitchinterval()
     sys.setswitchinterval(
         min(switch, GIL_SWITCH_S)

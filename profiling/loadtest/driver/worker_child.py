@@ -134,11 +134,20 @@ def worker_main(k: int, job: WorkerJob, ipc: dict[str, Any]) -> None:
             return
         with CsvRecordSink(job.files[k]) as sink:
             result = run_load(
-                job.target, job.prompts, job.tiers, settings, job.variant,
-                job.tokenizer, SharedCounter(ipc["counts"], k), job.seed, sink=sink,
-                health=health, share=share, before_tier=before_tier,
+                job.target,
+                job.prompts,
+                job.tiers,
+                settings,
+                job.variant,
+                job.tokenizer,
+                SharedCounter(ipc["counts"], k),
+                job.seed,
+                sink=sink,
+                health=health,
+                share=share,
+                before_tier=before_tier,
                 passes=job.passes,
-            )  # fmt: skip
+            )
         events.put(("result", k, result))
     except BaseException as exc:  # noqa: BLE001 - handed to the parent, which raises
         events.put(("error", k, portable(exc)))

@@ -75,14 +75,22 @@ class _Parent:
         n = len(job.files)
         ctx = mp.get_context("spawn")
         self.job, self.progress, self.n = job, progress, n
-        self.ipc = {"events": ctx.Queue(), "barrier": ctx.Barrier(n + 1),
-                    "counts": ctx.RawArray("q", 2 * n), "dead": ctx.Event(),
-                    "reason": ctx.RawArray("c", REASON_BYTES)}  # fmt: skip
+        self.ipc = {
+            "events": ctx.Queue(),
+            "barrier": ctx.Barrier(n + 1),
+            "counts": ctx.RawArray("q", 2 * n),
+            "dead": ctx.Event(),
+            "reason": ctx.RawArray("c", REASON_BYTES),
+        }
         self.procs = [
-            ctx.Process(target=worker_main, args=(k, job, self.ipc),
-                        name=f"trtbench-loadgen-{k}", daemon=True)
+            ctx.Process(
+                target=worker_main,
+                args=(k, job, self.ipc),
+                name=f"trtbench-loadgen-{k}",
+                daemon=True,
+            )
             for k in range(n)
-        ]  # fmt: skip
+        ]
         self.results: dict[int, LoadResult] = {}
         self.errors: dict[int, BaseException] = {}
         self.synced: set[int] = set()
@@ -170,8 +178,13 @@ class _Parent:
             )
         self.passes += 1
         self.synced.clear()
-        log.info("%s %s: pass %d on %d client processes", self.job.variant,
-                 self.sync_label, self.passes, self.n)  # fmt: skip
+        log.info(
+            "%s %s: pass %d on %d client processes",
+            self.job.variant,
+            self.sync_label,
+            self.passes,
+            self.n,
+        )
         with contextlib.suppress(threading.BrokenBarrierError):
             self.ipc["barrier"].wait(SYNC_TIMEOUT_S)
 
@@ -275,9 +288,18 @@ def run_workers(
     """
     if not files:
         raise ValueError("run_workers needs one RecordFiles per worker")
-    job = WorkerJob(target, tuple(prompts), tuple(tiers), settings, variant, tokenizer,
-                    seed, tuple(files), health is not None,
-                    None if passes is None else tuple(passes))  # fmt: skip
+    job = WorkerJob(
+        target,
+        tuple(prompts),
+        tuple(tiers),
+        settings,
+        variant,
+        tokenizer,
+        seed,
+        tuple(files),
+        health is not None,
+        None if passes is None else tuple(passes),
+    )
     parent = _Parent(job, progress)
     done = threading.Event()
     watcher: threading.Thread | None = None

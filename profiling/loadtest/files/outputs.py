@@ -41,14 +41,31 @@ OUTPUTS_SCHEMA: tuple[Column, ...] = (
     Column("variant", "served variant (or the --variant label)"),
     Column("tier", "tier label: c<N> = concurrency N, r<X> = X requests/s"),
     Column("repeat", "0-based pass over the tier (loadtest.repeats)"),
-    Column("request_index", "0-based request index in its tier pass; the prompt is prompts[index mod count], the same for every variant", False),
+    Column(
+        "request_index",
+        "0-based request index in its tier pass; the prompt is prompts[index mod count], the same for every variant",
+        False,
+    ),
     Column("request_id", "the request (as in requests.csv)"),
-    Column("output_tokens", "generated tokens, prompt echo excluded (ids counted; text: re-tokenized count)"),
-    Column("output_kind", "ids (the server returned output_ids) | text (text only: digest + length compared)"),
-    Column("output_digest", "BLAKE2b-64 hex of the ids as little-endian int32 (ids) or of the UTF-8 text (text)"),
-    Column("output_token_ids", "the output token ids, space separated (empty for text)", False),
+    Column(
+        "output_tokens",
+        "generated tokens, prompt echo excluded (ids counted; text: re-tokenized count)",
+    ),
+    Column(
+        "output_kind",
+        "ids (the server returned output_ids) | text (text only: digest + length compared)",
+    ),
+    Column(
+        "output_digest",
+        "BLAKE2b-64 hex of the ids as little-endian int32 (ids) or of the UTF-8 text (text)",
+    ),
+    Column(
+        "output_token_ids",
+        "the output token ids, space separated (empty for text)",
+        False,
+    ),
     Column("output_chars", "text length in characters (text; empty for ids)", False),
-)  # fmt: skip
+)
 
 _FIX = "re-run `trtbench loadtest` for the variants it holds, or delete the file"
 
@@ -125,9 +142,14 @@ def read_outputs_csv(path: Path) -> pd.DataFrame:
         fix=_FIX,
         kinds=kinds,
         keys=("variant", "tier", "request_id", "output_kind", "output_digest"),
-        dtype={"output_digest": str, "output_token_ids": str, "variant": str,
-               "tier": str, "output_kind": str},
-    )  # fmt: skip
+        dtype={
+            "output_digest": str,
+            "output_token_ids": str,
+            "variant": str,
+            "tier": str,
+            "output_kind": str,
+        },
+    )
     frame["output_token_ids"] = frame["output_token_ids"].fillna("").astype(str)
     for name in ("repeat", "request_index", "output_tokens", "output_chars"):
         frame[name] = pd.to_numeric(frame[name]).astype("Int64")

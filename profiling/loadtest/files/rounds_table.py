@@ -68,10 +68,24 @@ class CellTiming:
 ROUNDS_SCHEMA: tuple[Column, ...] = (
     Column("variant", "variant name"),
     Column("tier", "tier label (c<N> or r<rate>)"),
-    Column("round", "0-based round (loadtest.repeats); requests.csv `repeat`", True, "int"),
-    Column("position", "0-based place of the cell in the run's order (by start time)", False, "int"),
-    Column("started_at", "wall-clock start, ISO 8601 UTC (a label: durations use the monotonic clock)", False, "str"),
-    Column("start_s", "start, seconds after the run's first cell (monotonic clock)", False),
+    Column(
+        "round", "0-based round (loadtest.repeats); requests.csv `repeat`", True, "int"
+    ),
+    Column(
+        "position",
+        "0-based place of the cell in the run's order (by start time)",
+        False,
+        "int",
+    ),
+    Column(
+        "started_at",
+        "wall-clock start, ISO 8601 UTC (a label: durations use the monotonic clock)",
+        False,
+        "str",
+    ),
+    Column(
+        "start_s", "start, seconds after the run's first cell (monotonic clock)", False
+    ),
     Column("duration_s", "from the cell's first send to its last response", False),
     Column("request_count", "requests of this pass in the measurement window", False),
     Column("error_count", "of those, failed", False),
@@ -79,22 +93,67 @@ ROUNDS_SCHEMA: tuple[Column, ...] = (
     Column("tpot_mean_ms", "TPOT mean of the pass", False),
     Column("tpot_p50_ms", "TPOT median of the pass", False),
     Column("output_tokens_per_s", "output tokens / the pass's span", False),
-    Column("request_goodput_per_s", "requests meeting every SLO / the pass's span (needs loadtest.slo_*)", False),
-    Column("host_busy_cores", "cores' worth of CPU every process on the host used during the cell (/proc/stat)", False),
-    Column("own_cpu_cores", "of those, trtbench's own process tree (client, workers, the servers it started)", False),
-    Column("host_other_cpu_cores", "of those, every other process, kernel thread and interrupt", False),
-    Column("host_other_cpu_share", "host_other_cpu_cores / the host's CPUs (0..1)", False),
-    Column("gpu_other_processes", "compute processes on a GPU that are not trtbench's (NVML; empty without NVML)", False),
+    Column(
+        "request_goodput_per_s",
+        "requests meeting every SLO / the pass's span (needs loadtest.slo_*)",
+        False,
+    ),
+    Column(
+        "host_busy_cores",
+        "cores' worth of CPU every process on the host used during the cell (/proc/stat)",
+        False,
+    ),
+    Column(
+        "own_cpu_cores",
+        "of those, trtbench's own process tree (client, workers, the servers it started)",
+        False,
+    ),
+    Column(
+        "host_other_cpu_cores",
+        "of those, every other process, kernel thread and interrupt",
+        False,
+    ),
+    Column(
+        "host_other_cpu_share", "host_other_cpu_cores / the host's CPUs (0..1)", False
+    ),
+    Column(
+        "gpu_other_processes",
+        "compute processes on a GPU that are not trtbench's (NVML; empty without NVML)",
+        False,
+    ),
     Column("gpu_other_used_bytes", "their device memory (NVML)", False),
-    Column("host_load_source", "proc, proc+nvml, or unavailable (no /proc: not measured)", False, "str"),
-    Column("interference_flag", f"other processes took more than {_SHARE} of the host's CPU, or held a GPU, during the cell", False, "bool"),
-)  # fmt: skip
+    Column(
+        "host_load_source",
+        "proc, proc+nvml, or unavailable (no /proc: not measured)",
+        False,
+        "str",
+    ),
+    Column(
+        "interference_flag",
+        f"other processes took more than {_SHARE} of the host's CPU, or held a GPU, during the cell",
+        False,
+        "bool",
+    ),
+)
 
 INTERFERENCE_COLUMNS: tuple[Column, ...] = (
-    Column("host_other_cpu_share_max", f"the largest share of the host's CPU other processes took during one round of the tier (flag above {OTHER_SHARE_LIMIT:g}; rounds.csv)", False),
-    Column("interference_rounds", "rounds of the tier measured while other processes took more than their share or held a GPU", False),
-    Column("interference_flag", "at least one round of the tier was measured under interference (its figures may read slow)", False, "bool"),
-)  # fmt: skip
+    Column(
+        "host_other_cpu_share_max",
+        f"the largest share of the host's CPU other processes took during one round of the tier (flag above {OTHER_SHARE_LIMIT:g}; rounds.csv)",
+        False,
+    ),
+    Column(
+        "interference_rounds",
+        "rounds of the tier measured while other processes took more than their share or held a GPU",
+        False,
+    ),
+    Column(
+        "interference_flag",
+        "at least one round of the tier was measured under interference (its figures may read slow)",
+        False,
+        "bool",
+    ),
+)
 """summary.csv columns from the cells' host load."""
 
 
@@ -114,16 +173,25 @@ def _timing_rows(cells: Sequence[CellTiming]) -> pd.DataFrame:
     rows = []
     for position, c in enumerate(ordered):
         h = c.host
-        rows.append({
-            "variant": c.variant, "tier": c.tier, "round": c.round, "position": position,
-            "started_at": _iso(c.started_unix_s), "start_s": (c.start_ns - t0) / 1e9,
-            "duration_s": (c.end_ns - c.start_ns) / 1e9,
-            "host_busy_cores": h.host_busy_cores, "own_cpu_cores": h.own_cores,
-            "host_other_cpu_cores": h.other_cores, "host_other_cpu_share": h.other_share,
-            "gpu_other_processes": h.gpu_other_processes,
-            "gpu_other_used_bytes": h.gpu_other_used_bytes,
-            "host_load_source": h.source, "interference_flag": is_flagged(h),
-        })  # fmt: skip
+        rows.append(
+            {
+                "variant": c.variant,
+                "tier": c.tier,
+                "round": c.round,
+                "position": position,
+                "started_at": _iso(c.started_unix_s),
+                "start_s": (c.start_ns - t0) / 1e9,
+                "duration_s": (c.end_ns - c.start_ns) / 1e9,
+                "host_busy_cores": h.host_busy_cores,
+                "own_cpu_cores": h.own_cores,
+                "host_other_cpu_cores": h.other_cores,
+                "host_other_cpu_share": h.other_share,
+                "gpu_other_processes": h.gpu_other_processes,
+                "gpu_other_used_bytes": h.gpu_other_used_bytes,
+                "host_load_source": h.source,
+                "interference_flag": is_flagged(h),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -164,12 +232,14 @@ def interference_summary(summary: pd.DataFrame, rounds: pd.DataFrame) -> pd.Data
         return out
     share = pd.to_numeric(rounds.get("host_other_cpu_share"), errors="coerce")
     flag = rounds.get("interference_flag")
-    frame = pd.DataFrame({
-        "variant": rounds.get("variant", pd.Series(dtype=str)).astype(str),
-        "tier": rounds.get("tier", pd.Series(dtype=str)).astype(str),
-        "share": share if share is not None else np.nan,
-        "flag": flag.fillna(False).astype(bool) if flag is not None else False,
-    })  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "variant": rounds.get("variant", pd.Series(dtype=str)).astype(str),
+            "tier": rounds.get("tier", pd.Series(dtype=str)).astype(str),
+            "share": share if share is not None else np.nan,
+            "flag": flag.fillna(False).astype(bool) if flag is not None else False,
+        }
+    )
     grouped = frame.groupby(["variant", "tier"], sort=False).agg(
         host_other_cpu_share_max=("share", "max"), interference_rounds=("flag", "sum")
     )

@@ -37,10 +37,20 @@ _TIER = (
 )
 
 _LOAD = (
-    Column("concurrency", "closed-loop concurrency of the tier (empty in rate mode)", False),
-    Column("request_rate_per_s", "target request rate of the tier (empty in concurrency mode)", False),
-    Column("max_concurrency", "cap on requests in flight of the open loop (--max-concurrency; empty: no cap)", False),
-)  # fmt: skip
+    Column(
+        "concurrency", "closed-loop concurrency of the tier (empty in rate mode)", False
+    ),
+    Column(
+        "request_rate_per_s",
+        "target request rate of the tier (empty in concurrency mode)",
+        False,
+    ),
+    Column(
+        "max_concurrency",
+        "cap on requests in flight of the open loop (--max-concurrency; empty: no cap)",
+        False,
+    ),
+)
 
 REQUESTS_SCHEMA: tuple[Column, ...] = (
     *_TIER,
@@ -48,7 +58,9 @@ REQUESTS_SCHEMA: tuple[Column, ...] = (
     Column("request_id", "unique request id (<variant>-<tier>-<index>)"),
     Column("task_id", "prompt id (dataset task_id or synthetic-<i>)"),
     Column("scheduled_ns", "intended send time"),
-    Column("sent_ns", "time the request was handed to gRPC (stamped right before the call)"),
+    Column(
+        "sent_ns", "time the request was handed to gRPC (stamped right before the call)"
+    ),
     Column("first_token_ns", "arrival of the first response carrying a token", False),
     Column("last_token_ns", "arrival of the last response carrying a token", False),
     Column("end_ns", "end of the request (final response, error or timeout)"),
@@ -56,26 +68,66 @@ REQUESTS_SCHEMA: tuple[Column, ...] = (
     Column("requested_output_tokens", "max_tokens sent"),
     Column("output_tokens", "generated tokens, prompt echo excluded"),
     Column("token_responses", "responses that carried at least one token"),
-    Column("empty_responses", "responses with no token (e.g. the empty final response)"),
+    Column(
+        "empty_responses", "responses with no token (e.g. the empty final response)"
+    ),
     Column("echoed_tokens", "prompt tokens echoed by the server (not output)"),
     Column("first_response_tokens", "tokens in the first token-carrying response"),
     Column("draft_tokens", "draft tokens proposed (server-reported)", False),
     Column("accepted_draft_tokens", "draft tokens accepted (server-reported)", False),
-    Column("input_token_source", "tokenizer | dataset | words (approximate: 1 word = 1 token)"),
-    Column("output_token_source", "output_ids (exact ids) | retokenized (text re-encoded with the model's tokenizer)"),
+    Column(
+        "input_token_source",
+        "tokenizer | dataset | words (approximate: 1 word = 1 token)",
+    ),
+    Column(
+        "output_token_source",
+        "output_ids (exact ids) | retokenized (text re-encoded with the model's tokenizer)",
+    ),
     Column("error", "empty on success, else why the request failed", False),
-    Column("repeat", "0-based pass over the tier (loadtest.repeats); empty in files from before the column: 0", False),
-    Column("request_index", "0-based request index in its tier pass; the prompt is prompts[index mod count], the same for every variant", False),
-    Column("ready_ns", "when the request could go: max(scheduled_ns, when its --max-concurrency slot became free); empty in older files: scheduled_ns", False),
-    Column("server_arrival_ns", "server-reported arrival (arrival_time_ns) moved onto this clock; empty when not reported", False),
-    Column("server_scheduled_ns", "server-reported first scheduling (first_scheduled_time_ns) moved onto this clock; empty when not reported", False),
-    Column("server_first_token_ns", "server-reported first token (first_token_time_ns) moved onto this clock; empty when not reported", False),
+    Column(
+        "repeat",
+        "0-based pass over the tier (loadtest.repeats); empty in files from before the column: 0",
+        False,
+    ),
+    Column(
+        "request_index",
+        "0-based request index in its tier pass; the prompt is prompts[index mod count], the same for every variant",
+        False,
+    ),
+    Column(
+        "ready_ns",
+        "when the request could go: max(scheduled_ns, when its --max-concurrency slot became free); empty in older files: scheduled_ns",
+        False,
+    ),
+    Column(
+        "server_arrival_ns",
+        "server-reported arrival (arrival_time_ns) moved onto this clock; empty when not reported",
+        False,
+    ),
+    Column(
+        "server_scheduled_ns",
+        "server-reported first scheduling (first_scheduled_time_ns) moved onto this clock; empty when not reported",
+        False,
+    ),
+    Column(
+        "server_first_token_ns",
+        "server-reported first token (first_token_time_ns) moved onto this clock; empty when not reported",
+        False,
+    ),
     Column("time_to_first_token_ms", "first_token_ns − sent_ns", False),
     Column("request_latency_ms", "E2E: last_token_ns − sent_ns", False),
-    Column("time_per_output_token_ms", "(E2E − TTFT) / (output_tokens − first_response_tokens)", False),
-    Column("tokens_per_response_tokens", "(output_tokens − first_response_tokens) / (token_responses − 1)", False),
+    Column(
+        "time_per_output_token_ms",
+        "(E2E − TTFT) / (output_tokens − first_response_tokens)",
+        False,
+    ),
+    Column(
+        "tokens_per_response_tokens",
+        "(output_tokens − first_response_tokens) / (token_responses − 1)",
+        False,
+    ),
     IN_WINDOW,
-)  # fmt: skip
+)
 
 RESPONSES_SCHEMA: tuple[Column, ...] = (
     *_TIER,
@@ -84,29 +136,65 @@ RESPONSES_SCHEMA: tuple[Column, ...] = (
     Column("received_ns", "time the client received it"),
     Column("tokens", "output tokens it carried (0: an empty response)"),
     Column("final", "the server flagged it triton_final_response"),
-    Column("draft_tokens", "draft tokens proposed in the steps it covers (server-reported)", False),
+    Column(
+        "draft_tokens",
+        "draft tokens proposed in the steps it covers (server-reported)",
+        False,
+    ),
     Column("accepted_draft_tokens", "of those, accepted (server-reported)", False),
-)  # fmt: skip
+)
 
 _SUMMARY_HEAD = (
     *_TIER,
-    Column("tier_status", "complete | partial (server died after some requests) | failed (no request succeeded) | interrupted (stop signal); only complete tiers are measurements (empty in files from before the column: complete)", False),
-    Column("tier_status_reason", "why the tier is not complete (empty when it is)", False),
+    Column(
+        "tier_status",
+        "complete | partial (server died after some requests) | failed (no request succeeded) | interrupted (stop signal); only complete tiers are measurements (empty in files from before the column: complete)",
+        False,
+    ),
+    Column(
+        "tier_status_reason", "why the tier is not complete (empty when it is)", False
+    ),
     *_LOAD,
-    Column("request_count", "measured requests (warmup excluded), failed ones included"),
+    Column(
+        "request_count", "measured requests (warmup excluded), failed ones included"
+    ),
     Column("error_count", "failed requests"),
-    Column("osl_mismatch_count", "requests whose output length missed the requested one by > min(5%, 50 tokens)"),
-    Column("duration_s", "max end − min send over the tier's requests, summed over its passes"),
-    Column("output_token_throughput_tokens_per_s", "Σ output tokens of successful requests / duration"),
+    Column(
+        "osl_mismatch_count",
+        "requests whose output length missed the requested one by > min(5%, 50 tokens)",
+    ),
+    Column(
+        "duration_s",
+        "max end − min send over the tier's requests, summed over its passes",
+    ),
+    Column(
+        "output_token_throughput_tokens_per_s",
+        "Σ output tokens of successful requests / duration",
+    ),
     Column("request_throughput_per_s", "successful requests / duration"),
-    Column("request_goodput_per_s", "requests meeting every SLO / duration (empty without SLOs)", False),
-    Column("good_request_fraction_ratio", "requests meeting every SLO / all requests", False),
-)  # fmt: skip
+    Column(
+        "request_goodput_per_s",
+        "requests meeting every SLO / duration (empty without SLOs)",
+        False,
+    ),
+    Column(
+        "good_request_fraction_ratio",
+        "requests meeting every SLO / all requests",
+        False,
+    ),
+)
 
-_STAT_TEXT = {"mean": "mean", "std": "standard deviation (ddof 0)", "min": "minimum",
-              "max": "maximum", "p50": "50th percentile (numpy linear)",
-              "p90": "90th percentile", "p95": "95th percentile", "p99": "99th percentile",
-              "n": "number of samples"}  # fmt: skip
+_STAT_TEXT = {
+    "mean": "mean",
+    "std": "standard deviation (ddof 0)",
+    "min": "minimum",
+    "max": "maximum",
+    "p50": "50th percentile (numpy linear)",
+    "p90": "90th percentile",
+    "p95": "95th percentile",
+    "p99": "99th percentile",
+    "n": "number of samples",
+}
 
 SUMMARY_SCHEMA: tuple[Column, ...] = (
     *_SUMMARY_HEAD,
@@ -115,17 +203,37 @@ SUMMARY_SCHEMA: tuple[Column, ...] = (
         for m in METRICS
         for s in (*STATS, "n")
     ),
-    Column("tpot_speedup_ratio", "baseline mean TPOT / this variant's mean TPOT, same tier", False),
-    Column("output_token_throughput_speedup_ratio", "this variant's output tok/s / baseline's, same tier", False),
-    Column("speedup_note", "why the speedups are empty (a tier or the baseline's tier not complete, no tokens)", False),
-    Column("event_loop_lag_p50_ms", "client event-loop lag (actual − intended wake of a 10 ms sampler) — 50th percentile (≤ 1.9 % high; an idle loop's wakes are up to 1 ms late)", False),
-    Column("event_loop_lag_p99_ms", "client event-loop lag (actual − intended wake of a 10 ms sampler) — 99th percentile (≤ 1.9 % high)", False),
+    Column(
+        "tpot_speedup_ratio",
+        "baseline mean TPOT / this variant's mean TPOT, same tier",
+        False,
+    ),
+    Column(
+        "output_token_throughput_speedup_ratio",
+        "this variant's output tok/s / baseline's, same tier",
+        False,
+    ),
+    Column(
+        "speedup_note",
+        "why the speedups are empty (a tier or the baseline's tier not complete, no tokens)",
+        False,
+    ),
+    Column(
+        "event_loop_lag_p50_ms",
+        "client event-loop lag (actual − intended wake of a 10 ms sampler) — 50th percentile (≤ 1.9 % high; an idle loop's wakes are up to 1 ms late)",
+        False,
+    ),
+    Column(
+        "event_loop_lag_p99_ms",
+        "client event-loop lag (actual − intended wake of a 10 ms sampler) — 99th percentile (≤ 1.9 % high)",
+        False,
+    ),
     Column("event_loop_lag_max_ms", "client event-loop lag — maximum", False),
     *REPEAT_SUMMARY_COLUMNS,
     *INTERFERENCE_COLUMNS,
     *LOSSLESS_SUMMARY_COLUMNS,
     *ACCEPTANCE_SUMMARY_COLUMNS,
-)  # fmt: skip
+)
 
 _PER_REQUEST = (
     "time_to_first_token_ms",

@@ -247,24 +247,32 @@ def _loop_limit(r: Mapping[str, object]) -> float:
 
 
 _CHECKS = (
-    ("dispatch_lag_p50_ms", _ttft_tolerance,
-     "p50 dispatch lag (sent − ready) over TTFT p50's uncertainty (95 % half-width, at "
-     "least 10 %)",
-     "the client was late sending due requests, which moves the queue-inclusive TTFT/E2E "
-     "and lowers the offered load; lower the load per client process (--workers N)"),
-    ("client_to_server_delay_p50_ms",
-     lambda r: arrival_limit_ms(_num(r, "time_to_first_token_p50_ms")),
-     "server-side: p50 send → model arrival over half of TTFT p50",
-     "most of TTFT passed in the network, Triton's queue and the hand-off to the model "
-     "before it saw the request (the model stamps arrival_time_ns), so TTFT compares the "
-     "serving front end more than the variants; server-side waiting, not client lag"),
-    ("event_loop_lag_p50_ms", _loop_limit,
-     "p50 event-loop lag of the client over 1 ms timer rounding + the uncertainty of TTFT "
-     "p50 or ITL p50",
-     "its send and receive stamps are late by about as much, which moves TTFT and ITL (TPOT "
-     "mean barely); use --workers N, or give the client CPU the server does not take (its "
-     "own cores: taskset; a higher priority: nice -n -10)"),
-)  # fmt: skip
+    (
+        "dispatch_lag_p50_ms",
+        _ttft_tolerance,
+        "p50 dispatch lag (sent − ready) over TTFT p50's uncertainty (95 % half-width, at "
+        "least 10 %)",
+        "the client was late sending due requests, which moves the queue-inclusive TTFT/E2E "
+        "and lowers the offered load; lower the load per client process (--workers N)",
+    ),
+    (
+        "client_to_server_delay_p50_ms",
+        lambda r: arrival_limit_ms(_num(r, "time_to_first_token_p50_ms")),
+        "server-side: p50 send → model arrival over half of TTFT p50",
+        "most of TTFT passed in the network, Triton's queue and the hand-off to the model "
+        "before it saw the request (the model stamps arrival_time_ns), so TTFT compares the "
+        "serving front end more than the variants; server-side waiting, not client lag",
+    ),
+    (
+        "event_loop_lag_p50_ms",
+        _loop_limit,
+        "p50 event-loop lag of the client over 1 ms timer rounding + the uncertainty of TTFT "
+        "p50 or ITL p50",
+        "its send and receive stamps are late by about as much, which moves TTFT and ITL (TPOT "
+        "mean barely); use --workers N, or give the client CPU the server does not take (its "
+        "own cores: taskset; a higher priority: nice -n -10)",
+    ),
+)
 
 
 def client_warnings(
@@ -292,9 +300,10 @@ def client_warnings(
     if variants is not None and "variant" in summary:
         summary = summary[summary["variant"].astype(str).isin(variants)]
     rows = [
-        r for r in summary.to_dict("records")
+        r
+        for r in summary.to_dict("records")
         if str(r.get("tier_status") or "complete") in ("complete", "nan")
-    ]  # fmt: skip
+    ]
     variants_seen = list(dict.fromkeys(str(r["variant"]) for r in rows))
     for column, limit_of, what, why in _CHECKS:
         for variant in variants_seen:

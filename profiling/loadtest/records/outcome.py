@@ -115,15 +115,28 @@ def result_json(result: LoadResult) -> dict[str, object]:
     """What run.json keeps of a load result: tiers done and each tier's outcome."""
     return {
         "tiers_done": result.tiers_done,
-        "tiers": {t.tier: {"status": t.status, "reason": t.reason,
-                           "requests": t.requests, "failed": t.failed,
-                           "unfinished": t.unfinished,
-                           **({"server_spec_counts": [None if c is None else c.as_json()
-                                                      for c in t.spec_counts]}
-                              if t.spec_counts else {})} for t in result.tiers},
+        "tiers": {
+            t.tier: {
+                "status": t.status,
+                "reason": t.reason,
+                "requests": t.requests,
+                "failed": t.failed,
+                "unfinished": t.unfinished,
+                **(
+                    {
+                        "server_spec_counts": [
+                            None if c is None else c.as_json() for c in t.spec_counts
+                        ]
+                    }
+                    if t.spec_counts
+                    else {}
+                ),
+            }
+            for t in result.tiers
+        },
         "interrupted": result.interrupted,
         "server_failure": result.server_failure,
-    }  # fmt: skip
+    }
 
 
 def failure_lines(results: Mapping[str, LoadResult]) -> list[str]:

@@ -48,21 +48,38 @@ class SpecCounters:
                 pad(self.accepted_per_pos), pad(before.accepted_per_pos), strict=True
             )
         ]
-        return SpecCounters(self.drafts - before.drafts, self.draft_tokens - before.draft_tokens,
-                            self.accepted - before.accepted, tuple(per))  # fmt: skip
+        return SpecCounters(
+            self.drafts - before.drafts,
+            self.draft_tokens - before.draft_tokens,
+            self.accepted - before.accepted,
+            tuple(per),
+        )
 
     def plus(self, other: SpecCounters) -> SpecCounters:
         """The counts of two tier passes together (per-position lists padded with 0)."""
         n = max(len(self.accepted_per_pos), len(other.accepted_per_pos))
         pad = lambda v: list(v) + [0.0] * (n - len(v))  # noqa: E731
-        per = (a + b for a, b in zip(pad(self.accepted_per_pos), pad(other.accepted_per_pos), strict=True))  # fmt: skip
-        return SpecCounters(self.drafts + other.drafts, self.draft_tokens + other.draft_tokens,
-                            self.accepted + other.accepted, tuple(per))  # fmt: skip
+        per = (
+            a + b
+            for a, b in zip(
+                pad(self.accepted_per_pos), pad(other.accepted_per_pos), strict=True
+            )
+        )
+        return SpecCounters(
+            self.drafts + other.drafts,
+            self.draft_tokens + other.draft_tokens,
+            self.accepted + other.accepted,
+            tuple(per),
+        )
 
     def as_json(self) -> dict[str, object]:
         """The counts as plain JSON (run.json)."""
-        return {"drafts": self.drafts, "draft_tokens": self.draft_tokens,
-                "accepted": self.accepted, "accepted_per_pos": list(self.accepted_per_pos)}  # fmt: skip
+        return {
+            "drafts": self.drafts,
+            "draft_tokens": self.draft_tokens,
+            "accepted": self.accepted,
+            "accepted_per_pos": list(self.accepted_per_pos),
+        }
 
     def figures(self) -> dict[str, float]:
         """acceptance_length_tokens, draft_acceptance_rate_ratio, accepted_drafts_per_step_tokens

@@ -54,25 +54,74 @@ HISTOGRAM = "histogram"
 KEYS = ["variant", "tier"]
 
 ACCEPTANCE_SUMMARY_COLUMNS: tuple[Column, ...] = (
-    Column("acceptance_length_tokens", "pooled: 1 + Σ accepted drafts / verify steps (vLLM bench serve acceptance length; AIPerf token-weighted acceptance length); empty without draft counts", False),
-    Column("draft_acceptance_rate_ratio", "pooled: Σ accepted / Σ proposed draft tokens (vLLM/AIPerf acceptance rate; not TRT-LLM's Medusa 'acceptance rate' = tokens/step)", False),
-    Column("accepted_drafts_per_step_tokens", "pooled: Σ accepted drafts / verify steps (AIPerf accepted_per_verified)", False),
-    Column("verify_steps_count", "verify steps (steps that proposed > 0 drafts) of successful requests", False),
-    Column("proposed_draft_tokens_count", "Σ proposed draft tokens (Medusa: tree nodes per step)", False),
-    Column("accepted_draft_tokens_count", "Σ drafts accepted by verification (not reduced at a step cut by max_tokens / the end token)", False),
-    Column("spec_decode_counts_source", "server_per_step (per-response counts) | server_request_totals (request totals only: no per-position rates) | server_prometheus (the server's Prometheus counters over the tier, OpenAI APIs: no histogram) | empty (no draft counts, or a baseline)", False),
-)  # fmt: skip
+    Column(
+        "acceptance_length_tokens",
+        "pooled: 1 + Σ accepted drafts / verify steps (vLLM bench serve acceptance length; AIPerf token-weighted acceptance length); empty without draft counts",
+        False,
+    ),
+    Column(
+        "draft_acceptance_rate_ratio",
+        "pooled: Σ accepted / Σ proposed draft tokens (vLLM/AIPerf acceptance rate; not TRT-LLM's Medusa 'acceptance rate' = tokens/step)",
+        False,
+    ),
+    Column(
+        "accepted_drafts_per_step_tokens",
+        "pooled: Σ accepted drafts / verify steps (AIPerf accepted_per_verified)",
+        False,
+    ),
+    Column(
+        "verify_steps_count",
+        "verify steps (steps that proposed > 0 drafts) of successful requests",
+        False,
+    ),
+    Column(
+        "proposed_draft_tokens_count",
+        "Σ proposed draft tokens (Medusa: tree nodes per step)",
+        False,
+    ),
+    Column(
+        "accepted_draft_tokens_count",
+        "Σ drafts accepted by verification (not reduced at a step cut by max_tokens / the end token)",
+        False,
+    ),
+    Column(
+        "spec_decode_counts_source",
+        "server_per_step (per-response counts) | server_request_totals (request totals only: no per-position rates) | server_prometheus (the server's Prometheus counters over the tier, OpenAI APIs: no histogram) | empty (no draft counts, or a baseline)",
+        False,
+    ),
+)
 
 ACCEPTANCE_SCHEMA: tuple[Column, ...] = (
     Column("variant", "served variant"),
     Column("tier", "tier label (c<N> / r<X>)"),
-    Column("kind", "position (acceptance rate at draft position j) | histogram (steps that accepted exactly j drafts)"),
-    Column("draft_position", "j: 1..K for kind position (the j-th draft of a step); 0..K accepted drafts for kind histogram", kind="int"),
-    Column("steps_count", "position: verify steps that proposed ≥ j drafts; histogram: all verify steps", kind="int"),
-    Column("hits_count", "position: of those, steps that accepted ≥ j drafts; histogram: steps that accepted exactly j", kind="int"),
-    Column("value_ratio", "hits / steps: the acceptance rate at position j, or the share of steps that accepted exactly j"),
-    Column("source", "where the counts come from: server_per_step, or server_prometheus (position rows only; steps = the tier's drafts, vLLM's denominator)"),
-)  # fmt: skip
+    Column(
+        "kind",
+        "position (acceptance rate at draft position j) | histogram (steps that accepted exactly j drafts)",
+    ),
+    Column(
+        "draft_position",
+        "j: 1..K for kind position (the j-th draft of a step); 0..K accepted drafts for kind histogram",
+        kind="int",
+    ),
+    Column(
+        "steps_count",
+        "position: verify steps that proposed ≥ j drafts; histogram: all verify steps",
+        kind="int",
+    ),
+    Column(
+        "hits_count",
+        "position: of those, steps that accepted ≥ j drafts; histogram: steps that accepted exactly j",
+        kind="int",
+    ),
+    Column(
+        "value_ratio",
+        "hits / steps: the acceptance rate at position j, or the share of steps that accepted exactly j",
+    ),
+    Column(
+        "source",
+        "where the counts come from: server_per_step, or server_prometheus (position rows only; steps = the tier's drafts, vLLM's denominator)",
+    ),
+)
 
 
 def _ok(requests: pd.DataFrame) -> pd.DataFrame:
@@ -226,11 +275,18 @@ def _tier_rows(variant: str, tier: str, steps: pd.DataFrame) -> list[dict]:
     ]
     rows += [(HISTOGRAM, j, n, int(exact[j])) for j in range(k + 1)]
     return [
-        {"variant": variant, "tier": tier, "kind": kind, "draft_position": j,
-         "steps_count": s, "hits_count": h, "value_ratio": h / s if s else np.nan,
-         "source": PER_STEP}
+        {
+            "variant": variant,
+            "tier": tier,
+            "kind": kind,
+            "draft_position": j,
+            "steps_count": s,
+            "hits_count": h,
+            "value_ratio": h / s if s else np.nan,
+            "source": PER_STEP,
+        }
         for kind, j, s, h in rows
-    ]  # fmt: skip
+    ]
 
 
 def acceptance_table(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:

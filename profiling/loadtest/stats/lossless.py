@@ -40,14 +40,40 @@ MATCH_KINDS = ("same pass", "other pass", "other tier")
 CAUSE_NOTE = "cause unclassified (the server returns no logprobs)"
 
 LOSSLESS_SUMMARY_COLUMNS: tuple[Column, ...] = (
-    Column("lossless_compared_count", "successful requests whose output was compared with the baseline's output for the same prompt", False),
-    Column("lossless_match_count", "of those, outputs equal to the baseline's (ids equal; text: digest and length equal)", False),
-    Column("lossless_match_ratio", "lossless_match_count / lossless_compared_count", False),
-    Column("lossless_first_divergence_min_tokens", "smallest 0-based output index where a mismatched output first differs from the baseline's (shorter length when one is a prefix); empty: no mismatch or text outputs", False),
-    Column("lossless_first_divergence_median_tokens", "median of that index over the mismatched requests", False),
-    Column("lossless_status", "ok (every compared output equals the baseline's) | mismatch | not_compared (no baseline, no outputs, nothing matched) | baseline (the baseline itself)", False),
-    Column("lossless_note", "which baseline requests were matched (same pass / other pass / other tier), requests without a counterpart, the cause of a mismatch", False),
-)  # fmt: skip
+    Column(
+        "lossless_compared_count",
+        "successful requests whose output was compared with the baseline's output for the same prompt",
+        False,
+    ),
+    Column(
+        "lossless_match_count",
+        "of those, outputs equal to the baseline's (ids equal; text: digest and length equal)",
+        False,
+    ),
+    Column(
+        "lossless_match_ratio", "lossless_match_count / lossless_compared_count", False
+    ),
+    Column(
+        "lossless_first_divergence_min_tokens",
+        "smallest 0-based output index where a mismatched output first differs from the baseline's (shorter length when one is a prefix); empty: no mismatch or text outputs",
+        False,
+    ),
+    Column(
+        "lossless_first_divergence_median_tokens",
+        "median of that index over the mismatched requests",
+        False,
+    ),
+    Column(
+        "lossless_status",
+        "ok (every compared output equals the baseline's) | mismatch | not_compared (no baseline, no outputs, nothing matched) | baseline (the baseline itself)",
+        False,
+    ),
+    Column(
+        "lossless_note",
+        "which baseline requests were matched (same pass / other pass / other tier), requests without a counterpart, the cause of a mismatch",
+        False,
+    ),
+)
 
 LOSSLESS_NAMES = tuple(c.name for c in LOSSLESS_SUMMARY_COLUMNS)
 
@@ -88,8 +114,14 @@ def match_baseline(outputs: pd.DataFrame, baseline: str) -> pd.DataFrame:
         baseline_request_id, equal (bool, None when not compared), first_divergence
         (``Int64``; NA when equal, unknown or not compared), reason (why not compared).
     """
-    cols = ["request_id", "output_kind", "output_digest", "output_token_ids",
-            "output_tokens", "output_chars"]  # fmt: skip
+    cols = [
+        "request_id",
+        "output_kind",
+        "output_digest",
+        "output_token_ids",
+        "output_tokens",
+        "output_chars",
+    ]
     base = outputs[outputs["variant"] == baseline]
     rest = outputs[outputs["variant"] != baseline].reset_index(drop=True)
     found = pd.DataFrame(index=rest.index, columns=["match", *("b_" + c for c in cols)])
@@ -189,16 +221,23 @@ def _row_baseline() -> dict[str, object]:
 
 
 def _row_none(note: str) -> dict[str, object]:
-    return {"lossless_compared_count": 0, "lossless_match_count": 0,
-            "lossless_status": STATUS_NOT_COMPARED, "lossless_note": note}  # fmt: skip
+    return {
+        "lossless_compared_count": 0,
+        "lossless_match_count": 0,
+        "lossless_status": STATUS_NOT_COMPARED,
+        "lossless_note": note,
+    }
 
 
 def _row(group: pd.DataFrame) -> dict[str, object]:
     compared = group[group["equal"].notna()]
     n, m = len(compared), int(compared["equal"].astype(bool).sum())
     div = compared["first_divergence"].dropna().astype(float)
-    notes = [f"{(compared['match'] == k).sum()} matched by {k}"
-             for k in MATCH_KINDS if (compared["match"] == k).any()]  # fmt: skip
+    notes = [
+        f"{(compared['match'] == k).sum()} matched by {k}"
+        for k in MATCH_KINDS
+        if (compared["match"] == k).any()
+    ]
     for reason, count in group["reason"].dropna().value_counts().items():
         notes.append(f"{count} not compared: {reason}")
     if m < n:

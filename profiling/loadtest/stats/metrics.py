@@ -46,8 +46,11 @@ from trtbench.profiling.loadtest.stats.speedups import COMPLETE, add_speedups
 STATS = ("mean", "std", "min", "max", "p50", "p90", "p95", "p99")
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 TIER_KEYS = ("variant", "tier")
-SLO_KEYS = {"ttft_ms": "time_to_first_token", "tpot_ms": "time_per_output_token",
-            "e2e_ms": "request_latency"}  # fmt: skip
+SLO_KEYS = {
+    "ttft_ms": "time_to_first_token",
+    "tpot_ms": "time_per_output_token",
+    "e2e_ms": "request_latency",
+}
 
 T = TypeVar("T", str, tuple)
 
@@ -173,8 +176,12 @@ def describe(values: np.ndarray | pd.Series) -> dict[str, float]:
     v = v[~np.isnan(v)]
     if v.size == 0:
         return {**dict.fromkeys(STATS, float("nan")), "n": 0}
-    out = {"mean": float(v.mean()), "std": float(v.std(ddof=0)),
-           "min": float(v.min()), "max": float(v.max())}  # fmt: skip
+    out = {
+        "mean": float(v.mean()),
+        "std": float(v.std(ddof=0)),
+        "min": float(v.min()),
+        "max": float(v.max()),
+    }
     for name, q in PERCENTILES.items():
         out[name] = float(np.percentile(v, q, method="linear"))
     out["n"] = int(v.size)
@@ -211,38 +218,86 @@ def _per_request(name: str, unit: str, description: str) -> Metric:
 METRICS: tuple[Metric, ...] = (
     _per_request("time_to_first_token", "ms", "send → first response carrying a token"),
     _per_request("request_latency", "ms", "E2E: send → last response carrying a token"),
-    _per_request("time_per_output_token", "ms",
-                 "TPOT = (E2E − TTFT) / (OSL − tokens in the first response), per request"),
-    Metric("inter_token_latency", "ms", _itl_samples,
-           "per-token ITL: a gap before a response of n tokens gives n samples of gap/n"),
-    Metric("inter_chunk_latency", "ms", lambda p, g: g["gap_ms"].to_numpy(dtype=float),
-           "ICL: gap between consecutive responses carrying tokens"),
-    _per_request("tokens_per_response", "tokens",
-                 "(OSL − first-response tokens) / (token responses − 1), per request"),
-    _per_request("output_token_throughput_per_user", "tokens_per_s", "1 / TPOT, per request"),
-    _per_request("output_sequence_length", "tokens",
-                 "OSL: generated tokens (prompt echo excluded)"),
+    _per_request(
+        "time_per_output_token",
+        "ms",
+        "TPOT = (E2E − TTFT) / (OSL − tokens in the first response), per request",
+    ),
+    Metric(
+        "inter_token_latency",
+        "ms",
+        _itl_samples,
+        "per-token ITL: a gap before a response of n tokens gives n samples of gap/n",
+    ),
+    Metric(
+        "inter_chunk_latency",
+        "ms",
+        lambda p, g: g["gap_ms"].to_numpy(dtype=float),
+        "ICL: gap between consecutive responses carrying tokens",
+    ),
+    _per_request(
+        "tokens_per_response",
+        "tokens",
+        "(OSL − first-response tokens) / (token responses − 1), per request",
+    ),
+    _per_request(
+        "output_token_throughput_per_user", "tokens_per_s", "1 / TPOT, per request"
+    ),
+    _per_request(
+        "output_sequence_length",
+        "tokens",
+        "OSL: generated tokens (prompt echo excluded)",
+    ),
     _per_request("input_sequence_length", "tokens", "ISL: prompt tokens"),
-    _per_request("client_queue_time", "ms",
-                 "ready − scheduled: wait for a --max-concurrency slot (0 without a cap)"),
-    _per_request("dispatch_lag", "ms",
-                 "sent − ready: the client's own delay in sending a due request"),
-    _per_request("time_to_first_token_with_queue", "ms",
-                 "first token − scheduled (queue-inclusive TTFT)"),
-    _per_request("request_latency_with_queue", "ms",
-                 "last token − scheduled (queue-inclusive E2E)"),
-    _per_request("client_to_server_delay", "ms",
-                 "server-reported arrival − sent, where the server reports it"),
-    _per_request("server_queue_time", "ms", "server first scheduled − server arrival "
-                 "(TensorRT-LLM perf metrics), where the server reports them"),
-    _per_request("server_prefill_time", "ms", "server first token − server first "
-                 "scheduled (TensorRT-LLM perf metrics), where the server reports them"),
-    _per_request("acceptance_length_per_request", "tokens",
-                 "1 + accepted drafts / verify steps (token responses − 1) of each request, "
-                 "where the server reports draft counts (pooled: acceptance_length_tokens)"),
-    _per_request("draft_acceptance_rate_per_request", "ratio",
-                 "accepted / proposed draft tokens, where the server reports them"),
-)  # fmt: skip
+    _per_request(
+        "client_queue_time",
+        "ms",
+        "ready − scheduled: wait for a --max-concurrency slot (0 without a cap)",
+    ),
+    _per_request(
+        "dispatch_lag",
+        "ms",
+        "sent − ready: the client's own delay in sending a due request",
+    ),
+    _per_request(
+        "time_to_first_token_with_queue",
+        "ms",
+        "first token − scheduled (queue-inclusive TTFT)",
+    ),
+    _per_request(
+        "request_latency_with_queue",
+        "ms",
+        "last token − scheduled (queue-inclusive E2E)",
+    ),
+    _per_request(
+        "client_to_server_delay",
+        "ms",
+        "server-reported arrival − sent, where the server reports it",
+    ),
+    _per_request(
+        "server_queue_time",
+        "ms",
+        "server first scheduled − server arrival "
+        "(TensorRT-LLM perf metrics), where the server reports them",
+    ),
+    _per_request(
+        "server_prefill_time",
+        "ms",
+        "server first token − server first "
+        "scheduled (TensorRT-LLM perf metrics), where the server reports them",
+    ),
+    _per_request(
+        "acceptance_length_per_request",
+        "tokens",
+        "1 + accepted drafts / verify steps (token responses − 1) of each request, "
+        "where the server reports draft counts (pooled: acceptance_length_tokens)",
+    ),
+    _per_request(
+        "draft_acceptance_rate_per_request",
+        "ratio",
+        "accepted / proposed draft tokens, where the server reports them",
+    ),
+)
 
 
 def stat_column(metric: Metric, stat: str) -> str:
@@ -341,15 +396,24 @@ def _status_rows(statuses: TierStatuses, seen: set[tuple[str, str]]) -> list[dic
         if (variant, tier) in seen:
             continue
         load = tier[1:]
-        rows.append({
-            "variant": variant, "tier": tier, "tier_status": status,
-            "tier_status_reason": reason, "request_count": 0, "error_count": 0,
-            "osl_mismatch_count": 0, "duration_s": float("nan"),
-            "output_token_throughput_tokens_per_s": float("nan"),
-            "request_throughput_per_s": float("nan"),
-            "concurrency": int(load) if tier.startswith("c") and load.isdigit() else None,
-            "request_rate_per_s": float(load) if tier.startswith("r") else None,
-        })  # fmt: skip
+        rows.append(
+            {
+                "variant": variant,
+                "tier": tier,
+                "tier_status": status,
+                "tier_status_reason": reason,
+                "request_count": 0,
+                "error_count": 0,
+                "osl_mismatch_count": 0,
+                "duration_s": float("nan"),
+                "output_token_throughput_tokens_per_s": float("nan"),
+                "request_throughput_per_s": float("nan"),
+                "concurrency": int(load)
+                if tier.startswith("c") and load.isdigit()
+                else None,
+                "request_rate_per_s": float(load) if tier.startswith("r") else None,
+            }
+        )
     return rows
 
 
@@ -383,8 +447,12 @@ def summarize(
         mine = (per_request["variant"] == variant) & (per_request["tier"] == tier)
         my_gaps = gaps[(gaps["variant"] == variant) & (gaps["tier"] == tier)]
         status, reason = statuses.get((variant, tier), (COMPLETE, ""))
-        row: dict[str, object] = {"variant": variant, "tier": tier,
-                                  "tier_status": status, "tier_status_reason": reason}  # fmt: skip
+        row: dict[str, object] = {
+            "variant": variant,
+            "tier": tier,
+            "tier_status": status,
+            "tier_status_reason": reason,
+        }
         row.update(_tier_scalars(req, per_request[mine], slos))
         for metric in METRICS:
             stats = describe(metric.samples(per_request[mine], my_gaps))

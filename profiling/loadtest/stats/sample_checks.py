@@ -64,11 +64,16 @@ def token_sources(requests: pd.DataFrame) -> pd.DataFrame:
         [requests["variant"], requests["tier"]], sort=False
     ):
         known = sorted(set(s) - {""})
-        rows.append({
-            "variant": variant, "tier": tier,
-            "output_token_source": known[0] if len(known) == 1 else (MIXED if known else ""),
-            "retokenized_count": int((s == TOKEN_SOURCE_RETOKENIZED).sum()),
-        })  # fmt: skip
+        rows.append(
+            {
+                "variant": variant,
+                "tier": tier,
+                "output_token_source": known[0]
+                if len(known) == 1
+                else (MIXED if known else ""),
+                "retokenized_count": int((s == TOKEN_SOURCE_RETOKENIZED).sum()),
+            }
+        )
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -48,28 +48,58 @@ _REPEATED_TEXT = {
     "output_token_throughput_tokens_per_s": "output tok/s of each pass",
     "tpot_speedup_ratio": "TPOT speedup of each pass (pass r vs the baseline's pass r; complete tiers)",
     "output_token_throughput_speedup_ratio": "output tok/s speedup of each pass (pass r vs the baseline's pass r; complete tiers)",
-}  # fmt: skip
-_CI = ("geometric mean over the passes",
-       "95 % Student-t interval on the log scale, low end (empty with one pass)",
-       "95 % Student-t interval on the log scale, high end (empty with one pass)")  # fmt: skip
+}
+_CI = (
+    "geometric mean over the passes",
+    "95 % Student-t interval on the log scale, low end (empty with one pass)",
+    "95 % Student-t interval on the log scale, high end (empty with one pass)",
+)
 
 REPEAT_SUMMARY_COLUMNS: tuple[Column, ...] = (
-    Column("measurement_window", "which completions the statistics use: 'all completions' or 'completions after the first S s of each pass' (loadtest.warmup_s)", False, "str"),
-    Column("repeats_count", "passes over the tier with at least one measured request (loadtest.repeats)", False),
+    Column(
+        "measurement_window",
+        "which completions the statistics use: 'all completions' or 'completions after the first S s of each pass' (loadtest.warmup_s)",
+        False,
+        "str",
+    ),
+    Column(
+        "repeats_count",
+        "passes over the tier with at least one measured request (loadtest.repeats)",
+        False,
+    ),
     *(
         Column(col, f"{_REPEATED_TEXT[name]}: {what}", False, "float")
         for name in REPEATED
         for col, what in zip(repeat_columns(name), _CI, strict=True)
     ),
-    Column("repeat_ci_note", "why interval columns are empty ('' when none is)", False, "str"),
+    Column(
+        "repeat_ci_note",
+        "why interval columns are empty ('' when none is)",
+        False,
+        "str",
+    ),
     *(
-        Column(n_ok_column(m, stat), f"{m.name} {stat} rests on at least {least} samples", False, "bool")
+        Column(
+            n_ok_column(m, stat),
+            f"{m.name} {stat} rests on at least {least} samples",
+            False,
+            "bool",
+        )
         for m in METRICS
         for stat, least in MIN_SAMPLES.items()
     ),
-    Column("output_token_source", "output_ids | retokenized | mixed: where the tier's output token counts come from", False, "str"),
-    Column("retokenized_count", "requests whose output tokens were counted by re-tokenizing text", False),
-)  # fmt: skip
+    Column(
+        "output_token_source",
+        "output_ids | retokenized | mixed: where the tier's output token counts come from",
+        False,
+        "str",
+    ),
+    Column(
+        "retokenized_count",
+        "requests whose output tokens were counted by re-tokenizing text",
+        False,
+    ),
+)
 IN_WINDOW = Column(
     "in_window",
     "the request counts in the statistics (false: it ended within the first "
@@ -175,10 +205,13 @@ def in_tier_order(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty or "concurrency" not in frame:
         return frame
     first = {v: i for i, v in enumerate(dict.fromkeys(frame["variant"]))}
-    key = pd.DataFrame({
-        "v": frame["variant"].map(first),
-        "c": pd.to_numeric(frame["concurrency"], errors="coerce"),
-        "r": pd.to_numeric(frame.get("request_rate_per_s"), errors="coerce"),
-    }, index=frame.index)  # fmt: skip
+    key = pd.DataFrame(
+        {
+            "v": frame["variant"].map(first),
+            "c": pd.to_numeric(frame["concurrency"], errors="coerce"),
+            "r": pd.to_numeric(frame.get("request_rate_per_s"), errors="coerce"),
+        },
+        index=frame.index,
+    )
     order = key.sort_values(["v", "c", "r"], kind="stable", na_position="last").index
     return frame.loc[order].reset_index(drop=True)

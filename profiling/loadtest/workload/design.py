@@ -123,8 +123,11 @@ def plan_cells(
     raw: list[tuple[int, int, str]] = []  # (round, tier index, variant)
     if design == SEQUENTIAL:
         for v in variants:
-            raw += [(p.repeat, p.index, v) for p in tier_passes(tiers, rounds, seed)
-                    if measures(v, p.tier)]  # fmt: skip
+            raw += [
+                (p.repeat, p.index, v)
+                for p in tier_passes(tiers, rounds, seed)
+                if measures(v, p.tier)
+            ]
     for r in range(rounds if design != SEQUENTIAL else 0):
         tier_order = _permutation(len(tiers), seed, r, _TIER_SALT)
         if design == INTERLEAVED:
@@ -134,8 +137,11 @@ def plan_cells(
                 raw += [(r, t, here[i]) for i in order]
         else:
             for i in _permutation(len(variants), seed, r, _VARIANT_SALT):
-                raw += [(r, t, variants[i]) for t in tier_order
-                        if measures(variants[i], tiers[t])]  # fmt: skip
+                raw += [
+                    (r, t, variants[i])
+                    for t in tier_order
+                    if measures(variants[i], tiers[t])
+                ]
     return [Cell(k, r, t, tiers[t], v) for k, (r, t, v) in enumerate(raw)]
 
 

@@ -246,8 +246,9 @@ def _dataset_prompt(
     if isinstance(text, str) and text:
         text = _sendable(text, "prompt", where)
         if tokenizer is None:
-            return Prompt(task_id, text, len(text.split()), out, TOKEN_SOURCE_WORDS,
-                          origin=where)  # fmt: skip
+            return Prompt(
+                task_id, text, len(text.split()), out, TOKEN_SOURCE_WORDS, origin=where
+            )
         ids = tuple(tokenizer.encode(text))
         return Prompt(task_id, text, len(ids), out, TOKEN_SOURCE_TOKENIZER, ids, where)
     vocab = tokenizer.vocab_size if tokenizer is not None else None

@@ -254,9 +254,13 @@ def _lossless_rows(outputs, models, prompts, dtype, batch, graphs) -> list[dict]
             continue
         found = tab.compare_outputs(ref, outputs[(mode, g)], dtype, gap_at)
         rows.append(
-            {**tab.config_key(mode, dtype, batch, g), "compared_to": ref_name,
-             **asdict(found), "lossless": found.lossless}
-        )  # fmt: skip
+            {
+                **tab.config_key(mode, dtype, batch, g),
+                "compared_to": ref_name,
+                **asdict(found),
+                "lossless": found.lossless,
+            }
+        )
     return rows
 
 
@@ -350,8 +354,14 @@ def run_gpu_proof(settings: ProofSettings) -> dict[str, object]:
     table = tab.render_table(timing, lossless, kineto)
     (out / "table.txt").write_text(table + "\n")
     summary = build_summary(
-        settings, device, environment(device), timing, lossless, kineto, sampler.info(),
+        settings,
+        device,
+        environment(device),
+        timing,
+        lossless,
+        kineto,
+        sampler.info(),
         time.perf_counter() - started,
-    )  # fmt: skip
+    )
     write_json_atomic(out / "summary.json", summary)
     return {**summary, "table": table}

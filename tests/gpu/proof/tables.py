@@ -37,13 +37,19 @@ NA = "n/a"
 CONFIG_COLUMNS = (
     Column("mode", "decoding mode of the reference engine"),
     Column("dtype", "float32 / bfloat16 (weights, activations, KV cache)"),
-    Column("batch_size", "requests submitted together = max_batch_size (in-flight batching)"),
+    Column(
+        "batch_size",
+        "requests submitted together = max_batch_size (in-flight batching)",
+    ),
     Column("graphs", "eager or graphs (the engine's cuda_graphs option)"),
-)  # fmt: skip
+)
 
 TIMING_SCHEMA: tuple[Column, ...] = (
     *CONFIG_COLUMNS,
-    Column("graphs_status", "eager | captured | n/a (graphs asked for, not available) | error (the run failed)"),
+    Column(
+        "graphs_status",
+        "eager | captured | n/a (graphs asked for, not available) | error (the run failed)",
+    ),
     Column("graphs_reason", "the engine's cuda_graphs reason (why n/a), or the error"),
     Column("engine_build_s", "engine assembly incl. CUDA-graph capture (s)", False),
     Column("full_batch_steps", "decode steps over all batch_size rows", False),
@@ -53,15 +59,37 @@ TIMING_SCHEMA: tuple[Column, ...] = (
     Column("step_ms_median", "median of the same (ms)", False),
     Column("tokens_per_step", "full_batch_tokens / full_batch_steps (all rows)", False),
     Column("output_tok_s", "full_batch_tokens / full_batch_decode_ns x 1e9", False),
-    Column("speedup_vs_baseline", "output_tok_s / baseline output_tok_s (same dtype, batch, graphs)", False),
+    Column(
+        "speedup_vs_baseline",
+        "output_tok_s / baseline output_tok_s (same dtype, batch, graphs)",
+        False,
+    ),
     Column("all_steps", "every decode step of the run (the shrinking tail too)", False),
-    Column("all_decode_tok_s", "all decode tokens / all decode time (prefill excluded)", False),
-    Column("first_iteration_ms", "first batcher iteration: every prefill + one decode step (ms)", False),
+    Column(
+        "all_decode_tok_s",
+        "all decode tokens / all decode time (prefill excluded)",
+        False,
+    ),
+    Column(
+        "first_iteration_ms",
+        "first batcher iteration: every prefill + one decode step (ms)",
+        False,
+    ),
     Column("param_bytes", "parameters of the engine's models in dtype", False),
-    Column("kv_cache_bytes", "KV-cache buffers allocated by the engine's runners", False),
-    Column("torch_max_allocated_bytes", "torch.cuda.max_memory_allocated over build + run (CUDA only)", False),
-    Column("torch_max_reserved_bytes", "torch.cuda.max_memory_reserved over build + run (CUDA only)", False),
-)  # fmt: skip
+    Column(
+        "kv_cache_bytes", "KV-cache buffers allocated by the engine's runners", False
+    ),
+    Column(
+        "torch_max_allocated_bytes",
+        "torch.cuda.max_memory_allocated over build + run (CUDA only)",
+        False,
+    ),
+    Column(
+        "torch_max_reserved_bytes",
+        "torch.cuda.max_memory_reserved over build + run (CUDA only)",
+        False,
+    ),
+)
 
 LOSSLESS_SCHEMA: tuple[Column, ...] = (
     *CONFIG_COLUMNS,
@@ -70,29 +98,60 @@ LOSSLESS_SCHEMA: tuple[Column, ...] = (
     Column("exact", "requests whose tokens equal the reference's"),
     Column("ties", "diverging requests excused: top-2 gap within the tie margin"),
     Column("mismatches", "diverging requests not excused"),
-    Column("first_divergence_min_tokens", "smallest output index of a divergence", False),
-    Column("min_gap_at_divergence", "smallest baseline top-2 logit gap at a divergence", False),
-    Column("margin_at_min_gap", "the tie margin at that divergence (0: exact required)", False),
+    Column(
+        "first_divergence_min_tokens", "smallest output index of a divergence", False
+    ),
+    Column(
+        "min_gap_at_divergence",
+        "smallest baseline top-2 logit gap at a divergence",
+        False,
+    ),
+    Column(
+        "margin_at_min_gap",
+        "the tie margin at that divergence (0: exact required)",
+        False,
+    ),
     Column("lossless", "True when mismatches == 0"),
-)  # fmt: skip
+)
 
 KINETO_SCHEMA: tuple[Column, ...] = (
     *CONFIG_COLUMNS,
     Column("steps_requested", "decode steps profiled (--trace-steps)"),
     Column("steps_run", "decode steps the batcher ran under the profiler", False),
-    Column("decode_step_ranges", "decode_step#N annotations counted in the trace", False),
-    Column("analysis_status", "ok | n/a (trtbench analyze kineto refused the trace) | error (tracing failed)"),
+    Column(
+        "decode_step_ranges", "decode_step#N annotations counted in the trace", False
+    ),
+    Column(
+        "analysis_status",
+        "ok | n/a (trtbench analyze kineto refused the trace) | error (tracing failed)",
+    ),
     Column("analysis_reason", "why n/a (the analyzer's message)"),
     Column("steps_analyzed", "steps in the analysis (annotation windows)", False),
-    Column("launch_calls_per_step", "kernel + graph launch API calls per step (mean)", False),
-    Column("launch_overhead_mean_ns", "host time in those calls per step (mean, ns)", False),
+    Column(
+        "launch_calls_per_step",
+        "kernel + graph launch API calls per step (mean)",
+        False,
+    ),
+    Column(
+        "launch_overhead_mean_ns", "host time in those calls per step (mean, ns)", False
+    ),
     Column("launch_overhead_median_ns", "the same, median (ns)", False),
     Column("graph_launches_per_step", "cudaGraphLaunch calls per step (mean)", False),
-    Column("kernels_per_step", "kernels run per step, graph nodes included (mean)", False),
-    Column("gpu_idle_mean_ns", "GPU idle inside the step: span - busy union (mean, ns)", False),
-    Column("launch_delay_mean_ns", "first GPU start - API end, over launch calls (ns)", False),
+    Column(
+        "kernels_per_step", "kernels run per step, graph nodes included (mean)", False
+    ),
+    Column(
+        "gpu_idle_mean_ns",
+        "GPU idle inside the step: span - busy union (mean, ns)",
+        False,
+    ),
+    Column(
+        "launch_delay_mean_ns",
+        "first GPU start - API end, over launch calls (ns)",
+        False,
+    ),
     Column("wall_mean_ns", "step wall time under the profiler (mean, ns)", False),
-)  # fmt: skip
+)
 
 
 INT_COLUMNS = frozenset(

@@ -43,8 +43,10 @@ def sharded(path: Path, shards: list[dict[str, np.ndarray]]) -> Path:
 def test_shapes_of_a_sharded_checkpoint_are_read_from_every_shard(tmp_path):
     all_ = tensors(range(3))
     names = sorted(all_)
-    path = sharded(tmp_path / "m", [{n: all_[n] for n in names[:2]},
-                                    {n: all_[n] for n in names[2:]}])  # fmt: skip
+    path = sharded(
+        tmp_path / "m",
+        [{n: all_[n] for n in names[:2]}, {n: all_[n] for n in names[2:]}],
+    )
     assert weight_shapes(path) == {n: list(a.shape) for n, a in all_.items()}
     check_weights_match_config(path, CONFIG, "models.target")  # agrees: no error
 
@@ -71,8 +73,11 @@ def test_an_embedding_of_another_vocabulary_is_refused(tmp_path):
     path = tmp_path / "m"
     path.mkdir()
     save_file(tensors(range(3), vocab=12), str(path / "model.safetensors"))
-    with pytest.raises(ConfigError, match=r"vocab_size 10, hidden_size 4, but "
-                       r"model.embed_tokens.weight is \[12, 4\]"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"vocab_size 10, hidden_size 4, but "
+        r"model.embed_tokens.weight is \[12, 4\]",
+    ):
         check_weights_match_config(path, CONFIG, "models.target")
 
 

@@ -22,9 +22,19 @@ import tomllib
 
 from tests.support.data import REPO_ROOT
 
-MAX_CODE_LINES = 320
-"""A module's code lines at most (docstrings, comments and blank lines not counted): a
-module is split by concept, and a long explanation never pushes code out of its file."""
+SOFT_CODE_LINES = 320
+"""A module's code lines (docstrings, comments and blank lines not counted) above which it
+must say why it is one concept (:data:`LONGER_BY_CONCEPT`): a module is split where its
+concept splits, never to fit a count, and a long explanation never pushes code out."""
+HARD_CODE_LINES = 400
+"""No module, listed or not, holds more code lines than this."""
+LONGER_BY_CONCEPT = {
+    "profiling/traces/nsys.py": "one facade over one export format: the schema-aware "
+    "loader of an Nsight Systems SQLite export and its call-to-GPU-work join",
+    "profiling/loadtest/stats/metrics.py": "the definitions of summary.csv's latency "
+    "figures, kept together so each reads beside the others (docs/metrics.md)",
+}
+"""Modules above :data:`SOFT_CODE_LINES`, each with the concept that holds it together."""
 NOT_CODE = {
     "templates",
     "data",
@@ -381,8 +391,14 @@ def code_lines(text: str) -> int:
             and isinstance(node.value.value, str)
         ):
             doc.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
-    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
-            tokenize.DEDENT, tokenize.ENDMARKER}  # fmt: skip
+    skip = {
+        tokenize.COMMENT,
+        tokenize.NL,
+        tokenize.NEWLINE,
+        tokenize.INDENT,
+        tokenize.DEDENT,
+        tokenize.ENDMARKER,
+    }
     code: set[int] = set()
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
         if tok.type not in skip:
@@ -405,12 +421,33 @@ def test_code_lines_count_code_only():
 
 
 def test_modules_stay_within_the_size_budget():
-    over = {
-        str(m.path.relative_to(REPO_ROOT)): n
+    sizes = {
+        str(m.path.relative_to(REPO_ROOT)): code_lines(m.path.read_text())
         for m in MODULES
-        if (n := code_lines(m.path.read_text())) > MAX_CODE_LINES
     }
-    assert over == {}
+    unexplained = {
+        path: n
+        for path, n in sizes.items()
+        if n > SOFT_CODE_LINES and path not in LONGER_BY_CONCEPT
+    }
+    assert unexplained == {}, "split by concept, or say why in LONGER_BY_CONCEPT"
+    assert {path: n for path, n in sizes.items() if n > HARD_CODE_LINES} == {}
+    stale = {
+        path: sizes.get(path)
+        for path in LONGER_BY_CONCEPT
+        if sizes.get(path, 0) <= SOFT_CODE_LINES
+    }
+    assert stale == {}, "no longer over the soft limit: drop it from LONGER_BY_CONCEPT"
+
+
+def test_no_module_is_packed_to_fit():
+    """``# fmt: skip`` kept code on fewer lines to fit the count; the formatter decides."""
+    packed = [
+        str(p.relative_to(REPO_ROOT))
+        for p in python_files()
+        if "fmt: skip" in p.read_text()
+    ]
+    assert packed == [(str(Path(__file__).relative_to(REPO_ROOT)))]
 
 
 def test_the_checks_see_a_violation():

@@ -26,9 +26,11 @@ def test_os_error_line_names_both_paths_and_the_reason():
 def test_an_unwritable_output_file_is_one_line_not_a_traceback(tmp_path, capsys):
     write_summary(
         tmp_path,
-        [summary_row("baseline", 1, tpot=10.0, tok_s=100.0),
-         summary_row("medusa", 1, tpot=5.0, tok_s=200.0)],
-    )  # fmt: skip
+        [
+            summary_row("baseline", 1, tpot=10.0, tok_s=100.0),
+            summary_row("medusa", 1, tpot=5.0, tok_s=200.0),
+        ],
+    )
     (tmp_path / "report.md").mkdir()  # the report cannot replace a directory
     code, _, err = run_cli(["report", tmp_path], capsys)
     assert code == 2

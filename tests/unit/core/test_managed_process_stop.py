@@ -39,10 +39,15 @@ class SlowToStop(ManagedProcess):
     """The CHILD script as a managed process (its notes in ``notes``)."""
 
     wording = ProcessWording(
-        label="slow-to-stop", header="slow-to-stop", not_serving="is not ready",
-        port_taken=(), ports="its ports", retry_with="a retry", slow="the host is busy",
+        label="slow-to-stop",
+        header="slow-to-stop",
+        not_serving="is not ready",
+        port_taken=(),
+        ports="its ports",
+        retry_with="a retry",
+        slow="the host is busy",
         poll_s=0.05,
-    )  # fmt: skip
+    )
 
     def __init__(self, folder: Path, release: Path) -> None:
         super().__init__(folder / "process.log", ready_timeout_s=60.0)

@@ -39,12 +39,25 @@ def make_run(root):
     write_build(root, "medusa", "medusa", choices=[[0], [0, 0], [1]])
     write_repo_metadata(root, "baseline", "baseline", streaming=True)
     write_repo_metadata(root, "medusa", "medusa", streaming=True)
-    write_breakdown(root, [
-        {"variant": "baseline", "mode": "baseline", "weight_source": "files",
-         "weights_total_bytes": 16 * GIB, "peak_device_used_bytes": 60 * GIB},
-        {"variant": "medusa", "mode": "medusa", "weight_source": "files",
-         "weights_total_bytes": 17 * GIB, "peak_device_used_bytes": 61 * GIB},
-    ])  # fmt: skip
+    write_breakdown(
+        root,
+        [
+            {
+                "variant": "baseline",
+                "mode": "baseline",
+                "weight_source": "files",
+                "weights_total_bytes": 16 * GIB,
+                "peak_device_used_bytes": 60 * GIB,
+            },
+            {
+                "variant": "medusa",
+                "mode": "medusa",
+                "weight_source": "files",
+                "weights_total_bytes": 17 * GIB,
+                "peak_device_used_bytes": 61 * GIB,
+            },
+        ],
+    )
     write_steps(root, "baseline-eager", [1_400_000, 1_500_000, 1_300_000])
     RunDir(root).update_run_json("loadtest", {"medusa": {"endpoint": "stream"}})
     return root
@@ -64,8 +77,11 @@ def report_error(capsys, *args) -> str:
 
 
 def test_an_intact_run_reads_every_row(run):
-    schemas = {"summary": SUMMARY_SCHEMA, "memory_breakdown": MEMORY_BREAKDOWN_SCHEMA,
-               "steps": STEP_SCHEMA}  # fmt: skip
+    schemas = {
+        "summary": SUMMARY_SCHEMA,
+        "memory_breakdown": MEMORY_BREAKDOWN_SCHEMA,
+        "steps": STEP_SCHEMA,
+    }
     data = load_run(run, schemas)
     assert len(data.summary) == 4 and len(data.steps) == 3
     assert list(data.steps.columns) == ["trace", *(c.name for c in STEP_SCHEMA)]
@@ -205,10 +221,15 @@ def test_run_json_with_a_wrong_section_type(run, capsys):
 @pytest.mark.parametrize(
     ("where", "column", "value", "expected"),
     [
-        ("summary", "concurrency", "4x", "line 3: column concurrency holds '4x', not an integer"),
+        (
+            "summary",
+            "concurrency",
+            "4x",
+            "line 3: column concurrency holds '4x', not an integer",
+        ),
         ("steps", "graph_launches", "one", "line 2: column graph_launches holds 'one'"),
     ],
-)  # fmt: skip
+)
 def test_unsuffixed_columns_the_report_uses_are_typed(
     run, capsys, where, column, value, expected
 ):

@@ -88,12 +88,17 @@ def test_an_old_run_json_without_schema_version_reads_as_version_1(tmp_path):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('{"schema_version": 99, "build": {}}',
-         "{path} has schema_version 99 but this trtbench reads up to 1; upgrade trtbench "
-         "(pip install -U trtbench) or re-run with this version"),
-        ('{"schema_version": 1, "build": {"vari', "{path} line 1 column 33: not valid JSON"),
+        (
+            '{"schema_version": 99, "build": {}}',
+            "{path} has schema_version 99 but this trtbench reads up to 1; upgrade trtbench "
+            "(pip install -U trtbench) or re-run with this version",
+        ),
+        (
+            '{"schema_version": 1, "build": {"vari',
+            "{path} line 1 column 33: not valid JSON",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_newer_or_truncated_run_json_is_refused_and_left_alone(
     tmp_path, text, message
 ):

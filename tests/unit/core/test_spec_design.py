@@ -23,8 +23,12 @@ def resolved(text: str) -> ResolvedDesign:
 def test_auto_is_interleaved_for_reference_variants_on_triton():
     d = resolved(f"variants: {TWO % ''}\nloadtest: {{repeats: 4}}\n")
     assert d == ResolvedDesign("interleaved", 4, True, "auto")
-    assert d.as_json() == {"name": "interleaved", "rounds": 4, "co_resident": True,
-                           "asked": "auto"}  # fmt: skip
+    assert d.as_json() == {
+        "name": "interleaved",
+        "rounds": 4,
+        "co_resident": True,
+        "asked": "auto",
+    }
 
 
 def test_rounds_is_also_spelt_rounds():
@@ -45,14 +49,18 @@ def test_auto_is_rounds_when_a_variant_takes_a_gpu(text):
 
 
 def test_llmapi_on_the_reference_runtime_is_co_resident():
-    text = (f"backend: trtllm-pytorch\nvariants: {TWO % ''}\n"
-            "deploy: {llmapi_runtime: reference}\n")  # fmt: skip
+    text = (
+        f"backend: trtllm-pytorch\nvariants: {TWO % ''}\n"
+        "deploy: {llmapi_runtime: reference}\n"
+    )
     assert resolved(text).name == "interleaved"
 
 
 def test_co_resident_true_makes_gpu_variants_interleaved():
-    text = (f"variants: {TWO % ', server: vllm'}\ndeploy: {{co_resident: true}}\n"
-            "loadtest: {repeats: 3}\n")  # fmt: skip
+    text = (
+        f"variants: {TWO % ', server: vllm'}\ndeploy: {{co_resident: true}}\n"
+        "loadtest: {repeats: 3}\n"
+    )
     assert resolved(text) == ResolvedDesign("interleaved", 3, True, "auto")
 
 
@@ -78,8 +86,10 @@ def test_interleaved_without_co_residence_names_the_field():
 
 
 def test_interleaved_with_several_workers_is_refused():
-    text = (f"variants: {TWO % ''}\n"
-            "loadtest: {design: interleaved, workers: 2, concurrency: [2, 4]}\n")  # fmt: skip
+    text = (
+        f"variants: {TWO % ''}\n"
+        "loadtest: {design: interleaved, workers: 2, concurrency: [2, 4]}\n"
+    )
     with pytest.raises(ConfigError, match="loadtest.workers 2") as info:
         resolved(text)
     assert "loadtest.design: rounds" in str(info.value)
@@ -88,8 +98,10 @@ def test_interleaved_with_several_workers_is_refused():
     with pytest.raises(ConfigError, match="loadtest.workers 2"):
         resolved(auto)
     # the rounds design takes several workers
-    rounds = (f"variants: {TWO % ''}\n"
-              "loadtest: {design: rounds, workers: 2, concurrency: [2, 4]}\n")  # fmt: skip
+    rounds = (
+        f"variants: {TWO % ''}\n"
+        "loadtest: {design: rounds, workers: 2, concurrency: [2, 4]}\n"
+    )
     assert resolved(rounds).name == "rounds"
 
 
@@ -101,8 +113,10 @@ def test_an_unknown_design_is_a_config_error():
 def test_only_the_variants_of_the_run_count():
     """A follow-up resolves the design of a subset: the reference variants alone are
     co-resident even when the spec also holds a vLLM one."""
-    text = ("variants: [{name: base, mode: baseline}, {name: draft, mode: draft_target},"
-            " {name: v, mode: draft_target, server: vllm}]\n")  # fmt: skip
+    text = (
+        "variants: [{name: base, mode: baseline}, {name: draft, mode: draft_target},"
+        " {name: v, mode: draft_target, server: vllm}]\n"
+    )
     spec = parse_spec(MODELS + text, "s.yaml")
     assert resolve_design(spec, spec.variants).name == "rounds"
     assert resolve_design(spec, spec.variants[:2]).name == "interleaved"

@@ -166,7 +166,11 @@ def test_misplaced_llmapi_fields_are_named_in_one_line(variant, message):
 
 def test_trtllm_version_must_look_like_a_release():
     with pytest.raises(ConfigError) as info:
-        parse_spec(PYTORCH.replace("models:", "trtllm_version: latest\nmodels:") + "  - {name: b, mode: baseline}\n", source="s.yaml")  # fmt: skip
+        parse_spec(
+            PYTORCH.replace("models:", "trtllm_version: latest\nmodels:")
+            + "  - {name: b, mode: baseline}\n",
+            source="s.yaml",
+        )
     assert str(info.value).startswith("s.yaml: trtllm_version: String should match")
 
 

@@ -46,9 +46,17 @@ PROMPT_LEN = 32
 MODES = ("baseline", "draft_target", "ngram", "medusa", "eagle3")  # the default: all
 MAX_PER_STEP = {"baseline": 1, "draft_target": 5, "ngram": 5, "medusa": 4, "eagle3": 5}
 SUMMARY_KEYS = {
-    "gpu_proof_version", "settings", "environment", "elapsed_s", "cuda_only",
-    "lossless", "errors", "speedups", "launch", "files",
-}  # fmt: skip
+    "gpu_proof_version",
+    "settings",
+    "environment",
+    "elapsed_s",
+    "cuda_only",
+    "lossless",
+    "errors",
+    "speedups",
+    "launch",
+    "files",
+}
 CUDA_ONLY = {"cuda_graphs", "kineto_launch_analysis", "nvml", "torch_cuda_memory"}
 
 
@@ -57,11 +65,27 @@ def proof(tiny_models, tmp_path_factory):
     """Run the script once; return (out dir, completed process)."""
     out = tmp_path_factory.mktemp("gpu_proof") / "out"
     argv = [
-        sys.executable, str(SCRIPT), "--device", "cpu", "--out", str(out),
-        "--models", str(tiny_models["target"].parent), "--dtypes", "float32",
-        "--batch-sizes", ",".join(map(str, BATCHES)), "--max-tokens", str(MAX_TOKENS),
-        "--trace-steps", str(TRACE_STEPS), "--threads", "1", "--keep-traces", "--quiet",
-    ]  # fmt: skip
+        sys.executable,
+        str(SCRIPT),
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+        "--models",
+        str(tiny_models["target"].parent),
+        "--dtypes",
+        "float32",
+        "--batch-sizes",
+        ",".join(map(str, BATCHES)),
+        "--max-tokens",
+        str(MAX_TOKENS),
+        "--trace-steps",
+        str(TRACE_STEPS),
+        "--threads",
+        "1",
+        "--keep-traces",
+        "--quiet",
+    ]
     done = subprocess.run(
         argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
     )

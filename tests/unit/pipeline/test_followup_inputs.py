@@ -57,8 +57,10 @@ def test_plan_runs_the_recommended_config_over_the_same_tiers(run):
     ]
     assert plan.best == {"c1": "ngram", "c2": "baseline"}
     assert plan.tiers_of() == {
-        "ngram-recommended": ["c1", "c2"], "ngram": ["c1"], "baseline": ["c2"],
-    }  # fmt: skip
+        "ngram-recommended": ["c1", "c2"],
+        "ngram": ["c1"],
+        "baseline": ["c2"],
+    }
     assert plan.out.root == run / "follow-up"
     assert not (run / "follow-up").exists()  # nothing built or written yet
 
@@ -97,13 +99,20 @@ def _no_spec(run):
 @pytest.mark.parametrize(
     ("damage", "says"),
     [
-        (lambda r: (r / "recommendation.json").unlink(), "recommendation.json does not exist"),
-        (lambda r: (r / "recommendation.json").write_text('{"schema_version": 1, "tie'),
-         "not valid JSON"),
+        (
+            lambda r: (r / "recommendation.json").unlink(),
+            "recommendation.json does not exist",
+        ),
+        (
+            lambda r: (r / "recommendation.json").write_text(
+                '{"schema_version": 1, "tie'
+            ),
+            "not valid JSON",
+        ),
         (_goodput_objective, "objective goodput needs SLOs"),
         (_no_spec, "records no spec (build.spec)"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_exits_2_with_one_line(run, capsys, damage, says):
     damage(run)
     capsys.readouterr()  # the report's own warnings
@@ -129,8 +138,9 @@ def test_report_shows_the_follow_up_check(run, capsys):
         settle("c1", 1, "ngram", stage, None),
         settle("c2", 2, "baseline", stage, None),
     ]
-    doc = check_document(checks, basis, {"variant": "ngram-recommended", "from": "ngram"},
-                         {}, 8)  # fmt: skip
+    doc = check_document(
+        checks, basis, {"variant": "ngram-recommended", "from": "ngram"}, {}, 8
+    )
     (run / "follow-up").mkdir()
     (run / "follow-up" / "check.json").write_text(json.dumps(doc))
     code, _, _ = run_cli(["report", run], capsys)

@@ -22,17 +22,41 @@ def _measure(run_dir: RunDir, variant: str, outputs: list[list[int]]) -> LoadRes
             rid = f"{variant}-c1-{i}"
             t0 = i * 20 * MS
             req = RequestRecord(
-                variant=variant, tier="c1", concurrency=1, request_rate_per_s=None,
-                request_id=rid, task_id=f"synthetic-{i}", scheduled_ns=t0, sent_ns=t0,
-                first_token_ns=t0 + 2 * MS, last_token_ns=t0 + 10 * MS,
-                end_ns=t0 + 10 * MS, input_tokens=4, requested_output_tokens=len(ids),
-                output_tokens=len(ids), token_responses=2, empty_responses=0,
-                echoed_tokens=0, first_response_tokens=1, draft_tokens=None,
-                accepted_draft_tokens=None, input_token_source="words",
-                output_token_source="output_ids", request_index=i,
-            )  # fmt: skip
-            out = OutputRecord(variant, "c1", 0, i, rid, len(ids), "ids",
-                               ids_digest(ids), " ".join(map(str, ids)))  # fmt: skip
+                variant=variant,
+                tier="c1",
+                concurrency=1,
+                request_rate_per_s=None,
+                request_id=rid,
+                task_id=f"synthetic-{i}",
+                scheduled_ns=t0,
+                sent_ns=t0,
+                first_token_ns=t0 + 2 * MS,
+                last_token_ns=t0 + 10 * MS,
+                end_ns=t0 + 10 * MS,
+                input_tokens=4,
+                requested_output_tokens=len(ids),
+                output_tokens=len(ids),
+                token_responses=2,
+                empty_responses=0,
+                echoed_tokens=0,
+                first_response_tokens=1,
+                draft_tokens=None,
+                accepted_draft_tokens=None,
+                input_token_source="words",
+                output_token_source="output_ids",
+                request_index=i,
+            )
+            out = OutputRecord(
+                variant,
+                "c1",
+                0,
+                i,
+                rid,
+                len(ids),
+                "ids",
+                ids_digest(ids),
+                " ".join(map(str, ids)),
+            )
             responses = [
                 ResponseRecord(variant, "c1", rid, 0, t0 + 2 * MS, 1, False),
                 ResponseRecord(variant, "c1", rid, 1, t0 + 10 * MS, len(ids) - 1, True),
@@ -44,8 +68,10 @@ def _measure(run_dir: RunDir, variant: str, outputs: list[list[int]]) -> LoadRes
 def test_outputs_merge_and_the_summary_gets_the_gate(tmp_path):
     run_dir = RunDir(tmp_path / "run")
     same = [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]]
-    results = {"base": _measure(run_dir, "base", same),
-               "spec": _measure(run_dir, "spec", [same[0], [6, 7, 0, 9, 10]])}  # fmt: skip
+    results = {
+        "base": _measure(run_dir, "base", same),
+        "spec": _measure(run_dir, "spec", [same[0], [6, 7, 0, 9, 10]]),
+    }
     summary, warnings = write_loadtest(run_dir, results, baseline="base")
     rows = summary.set_index("variant")
     assert rows.loc["base", "lossless_status"] == "baseline"

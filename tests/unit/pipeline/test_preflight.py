@@ -142,8 +142,11 @@ def test_served_limits_come_from_trtbench_json(tmp_path, tiny_models):
     ok = Prompt("a", "x", 63, 192, "tokenizer", (5,) * 63)
     check_served_prompts([ok], meta, tok)
     long = Prompt("b", "x", 64, 8, "tokenizer", (5,) * 64)
-    with pytest.raises(ConfigError, match=r"prompt b: 64 input tokens \(\+1 the server "
-                       r"adds\) exceed max_input_len 64 of variant base"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"prompt b: 64 input tokens \(\+1 the server "
+        r"adds\) exceed max_input_len 64 of variant base",
+    ):
         check_served_prompts([ok, long], meta, tok)
 
 
@@ -218,9 +221,13 @@ def test_run_checks_the_dataset_before_building(
 ):
     data = dataset(tmp_path, GOOD, line.replace(b'{"', b'{"task_id": 2, "', 1))
     spec = write_spec(
-        tmp_path, tiny_models, fake_server, {"dataset": str(data)},
-        max_input_len=64, max_seq_len=256,
-    )  # fmt: skip
+        tmp_path,
+        tiny_models,
+        fake_server,
+        {"dataset": str(data)},
+        max_input_len=64,
+        max_seq_len=256,
+    )
     out = tmp_path / "out"
     err = run_fails(capsys, "run", spec, "--out", out)
     assert f"{data}{needle}" in err
@@ -231,9 +238,13 @@ def test_run_checks_synthetic_lengths_against_each_variant(
     tmp_path, capsys, tiny_models, fake_server
 ):
     spec = write_spec(
-        tmp_path, tiny_models, fake_server, {"input_len_mean": 100},
-        max_input_len=64, max_seq_len=256,
-    )  # fmt: skip
+        tmp_path,
+        tiny_models,
+        fake_server,
+        {"input_len_mean": 100},
+        max_input_len=64,
+        max_seq_len=256,
+    )
     out = tmp_path / "out"
     err = run_fails(capsys, "run", spec, "--out", out)
     assert "prompt synthetic-0: " in err
@@ -246,10 +257,13 @@ def test_run_checks_synthetic_lengths_against_each_variant(
     ("loadtest", "deploy", "needle"),
     [
         ({"concurrency": [2, 2]}, {}, "loadtest.concurrency: 2 is listed twice"),
-        ({}, {"tritonserver": "/nonexistent/tritonserver"},
-         "deploy.tritonserver /nonexistent/tritonserver is not an executable file"),
+        (
+            {},
+            {"tritonserver": "/nonexistent/tritonserver"},
+            "deploy.tritonserver /nonexistent/tritonserver is not an executable file",
+        ),
     ],
-)  # fmt: skip
+)
 def test_run_checks_spec_inputs_before_building(
     tmp_path, capsys, tiny_models, fake_server, loadtest, deploy, needle
 ):
@@ -304,8 +318,16 @@ def test_deploy_serve_with_a_missing_tritonserver(tmp_path, capsys):
 
 
 def test_deploy_serve_with_a_taken_port(tmp_path, capsys, fake_server, listening):
-    err = run_fails(capsys, "deploy", tmp_path / "run", "--serve", "--tritonserver",
-                    fake_server, "--http-port", listening)  # fmt: skip
+    err = run_fails(
+        capsys,
+        "deploy",
+        tmp_path / "run",
+        "--serve",
+        "--tritonserver",
+        fake_server,
+        "--http-port",
+        listening,
+    )
     assert f"http_port {listening} is already in use" in err and "--http-port" in err
 
 

@@ -23,7 +23,11 @@ def dirs(tmp_path_factory):
     config["num_nextn_predict_layers"] = 1
     (target / "config.json").write_text(json.dumps(config))
     shutil.copytree(target, root / "eagle3")
-    return {"target": target, "draft": write_llama(root / "draft", hidden=16), "eagle3": root / "eagle3"}  # fmt: skip
+    return {
+        "target": target,
+        "draft": write_llama(root / "draft", hidden=16),
+        "eagle3": root / "eagle3",
+    }
 
 
 def spec_with(dirs, runtime: str, *variants: dict, mpirun: str = "mpirun"):
@@ -42,7 +46,7 @@ EAGLE = {"name": "e3", "mode": "eagle3"}
 @pytest.mark.parametrize(
     ("variant", "decoding_type"),
     [({"name": "m", "mode": "mtp"}, "MTP")],
-)  # fmt: skip
+)
 def test_reference_runtime_lacks_these_modes(dirs, variant, decoding_type):
     if variant["mode"] == "eagle3":
         variant = {**variant, "speculative_model": str(dirs["eagle3"])}
@@ -62,9 +66,15 @@ def test_reference_runtime_lacks_these_modes(dirs, variant, decoding_type):
 
 
 def test_plans_are_checked_before_the_first_build(dirs):
-    bad = {"name": "d", "mode": "draft_target", "speculative_model": str(dirs["target"].parent)}  # fmt: skip
+    bad = {
+        "name": "d",
+        "mode": "draft_target",
+        "speculative_model": str(dirs["target"].parent),
+    }
     spec = spec_with(dirs, "reference", {"name": "b", "mode": "baseline"}, bad)
-    with pytest.raises(ConfigError, match=r"variants\[1\].speculative_model: .* has no config.json"):  # fmt: skip
+    with pytest.raises(
+        ConfigError, match=r"variants\[1\].speculative_model: .* has no config.json"
+    ):
         check_llmapi_variants(spec, spec.variants)
 
 

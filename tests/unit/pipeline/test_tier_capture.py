@@ -65,20 +65,34 @@ def test_session_names_start_with_a_letter_and_keep_safe_characters():
 def test_session_command_lines(tmp_path):
     s = session(tmp_path)
     assert nsys_launch_argv(s, ["tritonserver", "--grpc-port=1"]) == [
-        "/opt/nsys/bin/nsys", "launch", "--session-new=trtbench-base-7",
-        "--trace=cuda,nvtx", "--cuda-graph-trace=node", "tritonserver", "--grpc-port=1",
-    ]  # fmt: skip
+        "/opt/nsys/bin/nsys",
+        "launch",
+        "--session-new=trtbench-base-7",
+        "--trace=cuda,nvtx",
+        "--cuda-graph-trace=node",
+        "tritonserver",
+        "--grpc-port=1",
+    ]
     assert nsys_start_argv(s) == [
-        "/opt/nsys/bin/nsys", "start", "--session=trtbench-base-7", "--sample=none",
-        "--cpuctxsw=none", "--export=sqlite", "--force-overwrite=true",
+        "/opt/nsys/bin/nsys",
+        "start",
+        "--session=trtbench-base-7",
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--export=sqlite",
+        "--force-overwrite=true",
         f"--output={tmp_path}/c4",
-    ]  # fmt: skip
+    ]
     assert nsys_stop_argv(s) == [str(NSYS), "stop", "--session=trtbench-base-7"]
     assert nsys_shutdown_argv(s) == [str(NSYS), "shutdown", "--session=trtbench-base-7"]
     assert nsys_export_argv(NSYS, tmp_path / "a.nsys-rep", tmp_path / "a.sqlite") == [
-        str(NSYS), "export", "--type=sqlite", "--force-overwrite=true",
-        f"--output={tmp_path}/a.sqlite", f"{tmp_path}/a.nsys-rep",
-    ]  # fmt: skip
+        str(NSYS),
+        "export",
+        "--type=sqlite",
+        "--force-overwrite=true",
+        f"--output={tmp_path}/a.sqlite",
+        f"{tmp_path}/a.nsys-rep",
+    ]
     assert s.report_path == tmp_path / "c4.nsys-rep"
 
 
@@ -166,8 +180,11 @@ def test_recorded_export_is_analyzed_into_the_three_csvs(tmp_path, make_export):
     files, notes = analyze_capture(capture)
     assert notes == []
     assert [p.name for p in files] == [
-        "c4.sqlite", "kernel_launches.csv", "launch_summary.csv", "steps.csv",
-    ]  # fmt: skip
+        "c4.sqlite",
+        "kernel_launches.csv",
+        "launch_summary.csv",
+        "steps.csv",
+    ]
     assert len(pd.read_csv(out / "kernel_launches.csv")) == kernels
     assert collect_sqlite(capture.session, wait_s=0) == out / "c4.sqlite"
 

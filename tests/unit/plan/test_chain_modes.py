@@ -92,8 +92,21 @@ def test_mtp_memory_adds_modules_and_their_kv():
 
 def test_cli_plans_every_mode(tmp_path):
     out = tmp_path / "modes.csv"
-    args = ["plan", "--model", "llama-3-8b", "--eagle3", "default", "--mtp", "default",
-            "--ngram", "0.6x2", "--concurrency", "1,8", "--out", str(out)]  # fmt: skip
+    args = [
+        "plan",
+        "--model",
+        "llama-3-8b",
+        "--eagle3",
+        "default",
+        "--mtp",
+        "default",
+        "--ngram",
+        "0.6x2",
+        "--concurrency",
+        "1,8",
+        "--out",
+        str(out),
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "eagle3: K=3, rates 0.8,0.7,0.6 → E=2.70" in result.output

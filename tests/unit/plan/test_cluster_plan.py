@@ -29,8 +29,19 @@ from trtbench.plan.planner import (
 from trtbench.plan.settings import PlanSettings, parallelism
 
 H100 = GPUS["h100-sxm"]
-SEED = ["plan", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--draft", "llama-3.2-1b",
-        "--medusa-accuracies", "vicuna-33b", "--concurrency", "1,2,4,8,16,32,64"]  # fmt: skip
+SEED = [
+    "plan",
+    "--model",
+    "llama-3.1-70b",
+    "--gpu",
+    "h100-sxm",
+    "--draft",
+    "llama-3.2-1b",
+    "--medusa-accuracies",
+    "vicuna-33b",
+    "--concurrency",
+    "1,2,4,8,16,32,64",
+]
 
 # Llama-3.1-70B: 70,553,706,496 params (80 layers, hidden 8192, 8 KV heads of 128).
 PARAMS_70B = 70_553_706_496
@@ -126,14 +137,18 @@ def test_tp_that_does_not_divide_heads_is_a_config_error():
 @pytest.mark.parametrize(
     ("args", "needles"),
     [
-        (["--model", "llama-3.1-70b", "--tp", "3"],
-         ("--tp 3", "64 attention heads", "llama-3.1-70b", "use --tp 1, 2, 4, 8")),
-        (["--model", "llama-3-8b", "--gpu", "b200"],
-         ("b200", "a100-sxm-80gb, h100-sxm, h200, l40s")),
+        (
+            ["--model", "llama-3.1-70b", "--tp", "3"],
+            ("--tp 3", "64 attention heads", "llama-3.1-70b", "use --tp 1, 2, 4, 8"),
+        ),
+        (
+            ["--model", "llama-3-8b", "--gpu", "b200"],
+            ("b200", "a100-sxm-80gb, h100-sxm, h200, l40s"),
+        ),
         (["--model", "llama-3.1-70b", "--gpus", "8", "--tp", "2"], ("--gpus 8",)),
         (["--model", "llama-3.1-70b", "--tp", "0"], ("--tp",)),
     ],
-)  # fmt: skip
+)
 def test_bad_cluster_input_exits_2_in_one_line(args, needles, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["plan", *args])

@@ -14,8 +14,19 @@ from trtbench.profiling.report.run_data import load_run
 
 def test_plan_prints_and_writes_csv(tmp_path):
     out = tmp_path / "plan.csv"
-    args = ["plan", "--model", "llama-3-8b", "--draft", "llama-3.2-1b",
-            "--medusa-accuracies", "vicuna-7b", "--concurrency", "1,64", "--out", str(out)]  # fmt: skip
+    args = [
+        "plan",
+        "--model",
+        "llama-3-8b",
+        "--draft",
+        "llama-3.2-1b",
+        "--medusa-accuracies",
+        "vicuna-7b",
+        "--concurrency",
+        "1,64",
+        "--out",
+        str(out),
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "E[N]=3.36" in result.output  # α = 0.8, γ = 4 (Leviathan et al. 2023)
@@ -52,12 +63,24 @@ def test_plan_prints_and_writes_csv(tmp_path):
         (["--model", "no-such-model"], "--model"),
         (["--draft", "llama-3.2-1b"], "--model"),
         (["--model", "llama-3-8b", "--draft", "params=1e9"], "--draft"),
-        (["--model", "llama-3-8b", "--medusa-accuracies", "0.5,x"], "--medusa-accuracies"),
-        (["--model", "llama-3-8b", "--medusa-accuracies", "vicuna-7b",
-          "--medusa-tree", "mc_sim_7b_63"], "--medusa-tree"),  # ranks 5..9 unmeasured
+        (
+            ["--model", "llama-3-8b", "--medusa-accuracies", "0.5,x"],
+            "--medusa-accuracies",
+        ),
+        (
+            [
+                "--model",
+                "llama-3-8b",
+                "--medusa-accuracies",
+                "vicuna-7b",
+                "--medusa-tree",
+                "mc_sim_7b_63",
+            ],
+            "--medusa-tree",
+        ),  # ranks 5..9 unmeasured
         (["--model", "llama-3-8b", "--from-run", "/nonexistent/run"], "--from-run"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_exits_2_naming_the_option(args, option, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["plan", *args])
@@ -73,12 +96,13 @@ def _fit_run_dir(root, baseline="baseline"):
     # c8: TPOT 6 -> speedup 2.0. medusa (3 nodes): 2 tokens/response, TPOT 6.25 -> 1.6,
     # v = 2 / 1.6 = 1.25; c8 TPOT 8 -> 1.5
     rows = [
-        summary_row("baseline", 1, tpot=10.0), summary_row("baseline", 8, tpot=12.0),
+        summary_row("baseline", 1, tpot=10.0),
+        summary_row("baseline", 8, tpot=12.0),
         summary_row("draft-k4", 1, tpot=10 * 1.2 / 3.3616, accept=3.3616),
         summary_row("draft-k4", 8, tpot=6.0, accept=3.3616),
         summary_row("medusa", 1, tpot=6.25, per_response=2.0),
         summary_row("medusa", 8, tpot=8.0, per_response=2.0),
-    ]  # fmt: skip
+    ]
     write_summary(root, rows, baseline)
     write_build(root, "baseline", "baseline")
     write_build(root, "draft-k4", "draft_target", draft_len=4)

@@ -52,11 +52,23 @@ def test_expected_tokens_edges(alpha, gamma, tokens):
 # (alpha, c) -> (optimal gamma, speedup): Leviathan et al. 2023's wall-time gain maximised over
 # integer gamma (their Fig. 3 plots the optimum); values computed independently of the planner
 OPTIMAL_TABLE = [
-    (0.6, 0.02, 6, 2.17), (0.6, 0.05, 4, 1.92), (0.6, 0.10, 3, 1.67), (0.6, 0.20, 2, 1.40),
-    (0.7, 0.02, 8, 2.76), (0.7, 0.05, 6, 2.35), (0.7, 0.10, 4, 1.98), (0.7, 0.20, 3, 1.58),
-    (0.8, 0.02, 11, 3.82), (0.8, 0.05, 8, 3.09), (0.8, 0.10, 6, 2.47), (0.8, 0.20, 4, 1.87),
-    (0.9, 0.02, 19, 6.37), (0.9, 0.05, 13, 4.67), (0.9, 0.10, 10, 3.43), (0.9, 0.20, 7, 2.37),
-]  # fmt: skip
+    (0.6, 0.02, 6, 2.17),
+    (0.6, 0.05, 4, 1.92),
+    (0.6, 0.10, 3, 1.67),
+    (0.6, 0.20, 2, 1.40),
+    (0.7, 0.02, 8, 2.76),
+    (0.7, 0.05, 6, 2.35),
+    (0.7, 0.10, 4, 1.98),
+    (0.7, 0.20, 3, 1.58),
+    (0.8, 0.02, 11, 3.82),
+    (0.8, 0.05, 8, 3.09),
+    (0.8, 0.10, 6, 2.47),
+    (0.8, 0.20, 4, 1.87),
+    (0.9, 0.02, 19, 6.37),
+    (0.9, 0.05, 13, 4.67),
+    (0.9, 0.10, 10, 3.43),
+    (0.9, 0.20, 7, 2.37),
+]
 
 
 @pytest.mark.parametrize(("alpha", "c", "gamma", "speedup"), OPTIMAL_TABLE)
@@ -85,7 +97,10 @@ def test_medusa_top1_chain_of_four_heads_on_vicuna_7b_is_1_78():
     assert round(setup.tokens_per_step, 2) == 1.78
 
 
-@pytest.mark.parametrize(("preset", "expected"), [("vicuna-7b", 2.38), ("vicuna-13b", 2.48), ("vicuna-33b", 2.52)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("preset", "expected"),
+    [("vicuna-7b", 2.38), ("vicuna-13b", 2.48), ("vicuna-33b", 2.52)],
+)
 def test_greedy_64_token_tree_matches_published_expectation(preset, expected):
     # greedy tree (Medusa App. C) of 63 nodes + root on the top-5 accuracies -> 2.38 / 2.48 / 2.52
     settings = PlanSettings(
@@ -107,8 +122,14 @@ def test_llama_shapes_from_hf_config_match_published_sizes(tmp_path):
     # Llama-3-8B: 8,030,261,248 parameters; Llama-3.2-1B (tied): 1,235,814,400
     assert resolve_model("llama-3-8b").params == 8_030_261_248
     assert resolve_model("llama-3.2-1b").params == 1_235_814_400
-    cfg = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
-           "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256}  # fmt: skip
+    cfg = {
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+    }
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     shape = shape_from_config_file(tmp_path)
     assert shape.params == 8_030_261_248
@@ -130,8 +151,14 @@ SEVEN_B = "params=7e9,layers=32,hidden=4096,kv_heads=32,head_dim=128,vocab=32000
 
 
 def _inputs(model: str = SEVEN_B, **kw) -> PlanInputs:
-    base = dict(target=resolve_model(model), gpu=H100, input_len=1000, output_len=2,
-                concurrencies=(1,), dtype="float16")  # fmt: skip
+    base = dict(
+        target=resolve_model(model),
+        gpu=H100,
+        input_len=1000,
+        output_len=2,
+        concurrencies=(1,),
+        dtype="float16",
+    )
     base.update(kw)
     return PlanInputs(**base)
 

@@ -54,15 +54,31 @@ ADMISSIONS = 1 / 4
 
 def _request(name, repeat, first, last, n, error):
     return RequestRecord(
-        variant="spec", tier="c2", concurrency=2, request_rate_per_s=None,
-        request_id=name, task_id=f"synthetic-{name}", scheduled_ns=0, sent_ns=0,
-        first_token_ns=first, last_token_ns=last, end_ns=(last or 0) + 1,
-        input_tokens=8, requested_output_tokens=n + 1, output_tokens=0 if error else n + 1,
-        token_responses=0 if error else n + 1, empty_responses=1, echoed_tokens=0,
-        first_response_tokens=0 if error else 1, draft_tokens=None,
-        accepted_draft_tokens=None, input_token_source="tokenizer",
-        output_token_source="output_ids", error=error, repeat=repeat,
-    )  # fmt: skip
+        variant="spec",
+        tier="c2",
+        concurrency=2,
+        request_rate_per_s=None,
+        request_id=name,
+        task_id=f"synthetic-{name}",
+        scheduled_ns=0,
+        sent_ns=0,
+        first_token_ns=first,
+        last_token_ns=last,
+        end_ns=(last or 0) + 1,
+        input_tokens=8,
+        requested_output_tokens=n + 1,
+        output_tokens=0 if error else n + 1,
+        token_responses=0 if error else n + 1,
+        empty_responses=1,
+        echoed_tokens=0,
+        first_response_tokens=0 if error else 1,
+        draft_tokens=None,
+        accepted_draft_tokens=None,
+        input_token_source="tokenizer",
+        output_token_source="output_ids",
+        error=error,
+        repeat=repeat,
+    )
 
 
 def _records():
@@ -117,12 +133,18 @@ def test_read_effective_batch_from_the_run_files(tmp_path):
 
 
 def test_with_batch_falls_back_to_the_concurrency():
-    summary = pd.DataFrame({"variant": ["spec", "spec"], "tier": ["c2", "c4"],
-                            "concurrency": [2, 4]})  # fmt: skip
-    batch = pd.DataFrame({"variant": ["spec"], "tier": ["c2"],
-                          "batch_effective": [EXPECTED],
-                          "admissions_per_token": [ADMISSIONS],
-                          "requests_count": [4]})  # fmt: skip
+    summary = pd.DataFrame(
+        {"variant": ["spec", "spec"], "tier": ["c2", "c4"], "concurrency": [2, 4]}
+    )
+    batch = pd.DataFrame(
+        {
+            "variant": ["spec"],
+            "tier": ["c2"],
+            "batch_effective": [EXPECTED],
+            "admissions_per_token": [ADMISSIONS],
+            "requests_count": [4],
+        }
+    )
     out = with_batch(summary, batch)
     assert out["batch"].tolist() == pytest.approx([EXPECTED, 4.0])
     assert out["admissions_per_token"].iloc[0] == pytest.approx(ADMISSIONS)

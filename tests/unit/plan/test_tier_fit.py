@@ -170,8 +170,12 @@ def test_effective_batch_moves_the_curve_and_the_prediction():
 
 def test_with_stall_is_admissions_times_prefill():
     prefill = summary_column("server_prefill_time")
-    rows = pd.DataFrame({"admissions_per_token": [0.25, float("nan"), 0.5],
-                         prefill: [4.0, 4.0, float("nan")]})  # fmt: skip
+    rows = pd.DataFrame(
+        {
+            "admissions_per_token": [0.25, float("nan"), 0.5],
+            prefill: [4.0, 4.0, float("nan")],
+        }
+    )
     out = with_stall(rows)
     assert out["stall_ms"].tolist() == [1.0, 0.0, 0.0]  # 0.25 x 4 ms; else left out
     assert out["stall_source"].tolist() == ["records", "none", "none"]
@@ -187,20 +191,39 @@ def test_prefill_stall_is_taken_out_before_the_fit_and_added_back_undivided():
     # The curve is a = 2, b = 0.5 exactly again, ρ_i and the predicted steps are those of
     # the module doc, and the prediction is step/E + S (S NOT divided by E).
     prefill = summary_column("server_prefill_time")
-    stall = {("baseline", 2): 0.2, ("baseline", 4): 0.4, ("draft", 2): 0.5,
-             ("draft", 4): 1.0}  # fmt: skip
+    stall = {
+        ("baseline", 2): 0.2,
+        ("baseline", 4): 0.4,
+        ("draft", 2): 0.5,
+        ("draft", 4): 1.0,
+    }
     rows = [_row("baseline", 1, 2.5, **{prefill: 3.5})]
-    rows += [_row("baseline", c, 2 + 0.5 * c + stall["baseline", c], **{prefill: 4.0})
-             for c in (2, 4)]  # fmt: skip
-    rows += [_row("draft", c, MEASURED[c] + stall.get(("draft", c), 0.0),
-                  **{prefill: 5.0}) for c in (1, 2, 4)]  # fmt: skip
-    admissions = {("baseline", 1): 0.0, ("baseline", 2): 0.05, ("baseline", 4): 0.1,
-                  ("draft", 1): 0.0, ("draft", 2): 0.1, ("draft", 4): 0.2}  # fmt: skip
+    rows += [
+        _row("baseline", c, 2 + 0.5 * c + stall["baseline", c], **{prefill: 4.0})
+        for c in (2, 4)
+    ]
+    rows += [
+        _row("draft", c, MEASURED[c] + stall.get(("draft", c), 0.0), **{prefill: 5.0})
+        for c in (1, 2, 4)
+    ]
+    admissions = {
+        ("baseline", 1): 0.0,
+        ("baseline", 2): 0.05,
+        ("baseline", 4): 0.1,
+        ("draft", 1): 0.0,
+        ("draft", 2): 0.1,
+        ("draft", 4): 0.2,
+    }
     batch = pd.DataFrame(
         [(v, f"c{c}", float(c), a, 10) for (v, c), a in admissions.items()],
-        columns=["variant", "tier", "batch_effective", "admissions_per_token",
-                 "requests_count"],
-    )  # fmt: skip
+        columns=[
+            "variant",
+            "tier",
+            "batch_effective",
+            "admissions_per_token",
+            "requests_count",
+        ],
+    )
     result = fit_tiers(pd.DataFrame(rows), VARIANTS, "baseline", _acceptance(), batch)
     c = result.curve
     assert (c.a_ms, c.b_ms, c.r2, c.token_ms) == pytest.approx((2.0, 0.5, 1.0, 0.1))
@@ -250,10 +273,13 @@ def test_ngram_share_of_drafting_row_steps():
         + [_row("ng", 1, 2.0), _row("ng", 2, 2.5)]
     )
     acc = pd.DataFrame(
-        [("ng", t, "position", k, 100, h, h / 100, "server_per_step")
-         for t in ("c1", "c2") for k, h in ((1, 60), (2, 20))],
+        [
+            ("ng", t, "position", k, 100, h, h / 100, "server_per_step")
+            for t in ("c1", "c2")
+            for k, h in ((1, 60), (2, 20))
+        ],
         columns=[c.name for c in ACCEPTANCE_SCHEMA],
-    )  # fmt: skip
+    )
     variants = {**VARIANTS, "ng": VariantInfo("ng", "ngram", draft_len=2)}
     rows = fit_tiers(summary, variants, "baseline", acc).rows.set_index("tier")
     s = 100 / 120

@@ -126,7 +126,10 @@ def test_reference_runtime_repository(engine_dir):
     )
     # our reference model and the helpers it imports
     assert "engine_from_llm_args" in files["tensorrt_llm/1/model.py"]
-    assert {"tensorrt_llm/1/trtbench_model_utils.py", "tensorrt_llm/1/trtbench_detok.py"} <= set(files)  # fmt: skip
+    assert {
+        "tensorrt_llm/1/trtbench_model_utils.py",
+        "tensorrt_llm/1/trtbench_detok.py",
+    } <= set(files)
     meta = json.loads(files["trtbench.json"])
     assert meta["backend"] == "trtllm-pytorch" and meta["model_name"] == "tensorrt_llm"
     assert meta["models"] == ["tensorrt_llm"] and meta["world_size"] == 1
@@ -219,5 +222,7 @@ def test_llm_args_map_onto_reference_modes():
     assert (base.mode, base.draft, base.cuda_graphs) == ("baseline", None, True)
     for kind, mode in (("MTP", "mtp"),):
         args = {"model": "/t", "speculative_config": {"decoding_type": kind}}
-        with pytest.raises(ConfigError, match=f"decoding_type {kind} yet: it has no {mode} mode"):  # fmt: skip
+        with pytest.raises(
+            ConfigError, match=f"decoding_type {kind} yet: it has no {mode} mode"
+        ):
             plan_from_llm_args(args)

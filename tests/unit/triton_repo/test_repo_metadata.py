@@ -27,17 +27,23 @@ def test_round_trip(path):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d.update(schema_version=99),
-         "{path} has schema_version 99 but this trtbench reads up to 1; upgrade trtbench "
-         "(pip install -U trtbench) or re-run with this version"),
-        (lambda d: d.update(streaming="yes please"),
-         "{path} is not valid trtbench repository metadata (streaming: Input should be a "
-         "valid boolean, unable to interpret input); " + FIX),
-        (lambda d: d.pop("model_name"),
-         "{path} is not valid trtbench repository metadata (model_name: Field required); "
-         + FIX),
+        (
+            lambda d: d.update(schema_version=99),
+            "{path} has schema_version 99 but this trtbench reads up to 1; upgrade trtbench "
+            "(pip install -U trtbench) or re-run with this version",
+        ),
+        (
+            lambda d: d.update(streaming="yes please"),
+            "{path} is not valid trtbench repository metadata (streaming: Input should be a "
+            "valid boolean, unable to interpret input); " + FIX,
+        ),
+        (
+            lambda d: d.pop("model_name"),
+            "{path} is not valid trtbench repository metadata (model_name: Field required); "
+            + FIX,
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_documents(path, change, message):
     doc = json.loads(path.read_text())
     change(doc)

@@ -87,13 +87,21 @@ def test_bind_address_must_be_an_ip_literal():
 def test_mpirun_mpmd_two_ranks_rank1_loads_only_trtllm_models():
     argv = mpirun_argv("mpirun", RANK, 2, ["tensorrt_llm", "tensorrt_llm_draft"])
     assert argv == [
-        "mpirun", "--allow-run-as-root",
-        "-n", "1", *RANK, "--backend-config=python,shm-region-prefix-name=prefix0_",
+        "mpirun",
+        "--allow-run-as-root",
+        "-n",
+        "1",
+        *RANK,
+        "--backend-config=python,shm-region-prefix-name=prefix0_",
         ":",
-        "-n", "1", *RANK, "--backend-config=python,shm-region-prefix-name=prefix1_",
+        "-n",
+        "1",
+        *RANK,
+        "--backend-config=python,shm-region-prefix-name=prefix1_",
         "--model-control-mode=explicit",
-        "--load-model=tensorrt_llm", "--load-model=tensorrt_llm_draft",
-    ]  # fmt: skip
+        "--load-model=tensorrt_llm",
+        "--load-model=tensorrt_llm_draft",
+    ]
 
 
 def test_mpirun_four_ranks_have_four_segments_and_prefixes():
@@ -150,8 +158,13 @@ def test_mpirun_ranks_bind_the_configured_address(tmp_path):
     fake_executable(tmp_path / "bin", "mpirun")
     fake_executable(tmp_path / "bin", "tritonserver")
     env = {"PATH": str(tmp_path / "bin")}
-    cfg = ServerConfig(tmp_path / "repo", tmp_path / "s.log", bind_address="0.0.0.0",
-                       world_size=4, tensorrt_llm_models=("tensorrt_llm",))  # fmt: skip
+    cfg = ServerConfig(
+        tmp_path / "repo",
+        tmp_path / "s.log",
+        bind_address="0.0.0.0",
+        world_size=4,
+        tensorrt_llm_models=("tensorrt_llm",),
+    )
     argv = TritonServer(cfg, environ=env).build_argv(
         find_tritonserver(None, env), PORTS
     )
@@ -246,12 +259,22 @@ def test_log_errors_without_key_lines_keeps_the_last_errors():
 
 def test_server_config_from_metadata(tmp_path):
     meta = RepoMetadata(
-        variant="v", backend="trtllm", mode="draft_target", model_name="tensorrt_llm_bls",
+        variant="v",
+        backend="trtllm",
+        mode="draft_target",
+        model_name="tensorrt_llm_bls",
         models=["ensemble", "tensorrt_llm", "tensorrt_llm_draft", "tensorrt_llm_bls"],
-        tensorrt_llm_models=["tensorrt_llm", "tensorrt_llm_draft"], world_size=2,
-        streaming=False, inputs={}, outputs={}, speculative_counts="per_response",
-        max_batch_size=4, max_input_len=8, max_seq_len=16, tokenizer_dir="/t",
-    )  # fmt: skip
+        tensorrt_llm_models=["tensorrt_llm", "tensorrt_llm_draft"],
+        world_size=2,
+        streaming=False,
+        inputs={},
+        outputs={},
+        speculative_counts="per_response",
+        max_batch_size=4,
+        max_input_len=8,
+        max_seq_len=16,
+        tokenizer_dir="/t",
+    )
     deploy = DeploySpec(grpc_port=9001, ready_timeout_s=12, mpirun="/usr/bin/mpirun")
     cfg = server_config(tmp_path, "v", meta, deploy)
     assert cfg.model_repo == (tmp_path / "model_repo" / "v").resolve()
@@ -281,12 +304,16 @@ def test_urls_dial_loopback_literals_never_localhost(tmp_path):
         server.ports = PORTS
         return server.grpc_url, server.http_url, server.metrics_url
 
-    assert urls("127.0.0.1") == urls("0.0.0.0") == (
-        "127.0.0.1:8001", "http://127.0.0.1:8000", "http://127.0.0.1:8002/metrics"
-    )  # fmt: skip
-    assert urls("::1") == urls("::") == (
-        "[::1]:8001", "http://[::1]:8000", "http://[::1]:8002/metrics"
-    )  # fmt: skip
+    assert (
+        urls("127.0.0.1")
+        == urls("0.0.0.0")
+        == ("127.0.0.1:8001", "http://127.0.0.1:8000", "http://127.0.0.1:8002/metrics")
+    )
+    assert (
+        urls("::1")
+        == urls("::")
+        == ("[::1]:8001", "http://[::1]:8000", "http://[::1]:8002/metrics")
+    )
     assert urls("10.1.2.3")[0] == "10.1.2.3:8001"
     assert urls("fd00::2")[1] == "http://[fd00::2]:8000"
 

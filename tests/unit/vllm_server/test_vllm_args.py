@@ -34,12 +34,33 @@ def test_baseline_argv_in_full(models):
     v = variant(name="base", max_batch_size=4, max_input_len=256, max_seq_len=512)
     settings = VllmSettings(kv_cache_gib=0.5, seed=7, extra_args=("--x", "1"))
     assert serve_argv(PY, v, models, 8123, settings) == [
-        "/v/bin/python", "-m", "vllm.entrypoints.launchers.api_server.entry",
-        "--model", "/m/target", "--served-model-name", "base", "--host", "127.0.0.1",
-        "--port", "8123", "--dtype", "float32", "--seed", "7",
-        "--max-num-seqs", "4", "--max-model-len", "512", "--generation-config", "vllm",
-        "--enforce-eager", "--kv-cache-memory-bytes", "536870912", "--x", "1",
-    ]  # fmt: skip
+        "/v/bin/python",
+        "-m",
+        "vllm.entrypoints.launchers.api_server.entry",
+        "--model",
+        "/m/target",
+        "--served-model-name",
+        "base",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8123",
+        "--dtype",
+        "float32",
+        "--seed",
+        "7",
+        "--max-num-seqs",
+        "4",
+        "--max-model-len",
+        "512",
+        "--generation-config",
+        "vllm",
+        "--enforce-eager",
+        "--kv-cache-memory-bytes",
+        "536870912",
+        "--x",
+        "1",
+    ]
 
 
 def test_optional_flags(models):

@@ -65,7 +65,10 @@ def test_recommendation_vllm_snippet_for_an_eagle3_winner():
     assert snip.config["model"].startswith("<")  # a placeholder to fill in
     # K 4 at batch 1, 2 at 2..8, off (0) from 9: vLLM's inclusive [start, end, K] ranges
     assert snip.config["num_speculative_tokens_per_batch_size"] == [
-        [1, 1, 4], [2, 8, 2], [9, 9, 0]]  # fmt: skip
+        [1, 1, 4],
+        [2, 8, 2],
+        [9, 9, 0],
+    ]
     payload = snip.text.split("--speculative-config '", 1)[1].rstrip("'")
     assert json.loads(payload) == snip.config
 
@@ -91,7 +94,7 @@ def test_deploy_prints_the_vllm_serve_line_of_an_eagle3_variant(
                 "max_draft_len": 3,
                 "speculative_model": str(tiny_models["eagle3"]),
             },
-        ],  # fmt: skip
+        ],
         max_batch_size=2,
         deploy={"vllm_python": str(python)},
         profile={},

@@ -185,10 +185,12 @@ class TritonPythonModel(EngineModel):
             try:
                 if scalar_input(request, "stop", False):
                     sender.send(
-                        error_response("stop requests are not supported by the "
-                                       "reference runtime; cancel the gRPC call"),
+                        error_response(
+                            "stop requests are not supported by the "
+                            "reference runtime; cancel the gRPC call"
+                        ),
                         flags=FINAL,
-                    )  # fmt: skip
+                    )
                     continue
                 req = _Request(request, self.tokenizer)
                 responder = _Responder(req, sender, self.tokenizer, self.outbox)

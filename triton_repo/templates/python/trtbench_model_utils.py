@@ -30,23 +30,56 @@ STATS_PERIOD_S = 0.1
 # backend names them (NVIDIA/TensorRT-LLM
 # ``triton_backend/inflight_batcher_llm/src/custom_metrics_reporter/``).
 GAUGES = (
-    ("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", {
-        "max": "max_blocks", "free": "free_blocks", "used": "used_blocks",
-        "tokens_per": "tokens_per_block",
-        "fraction": lambda s: s.used_blocks / s.max_blocks if s.max_blocks else 0.0}),
-    ("nv_trt_llm_request_metrics", "request_type", {
-        "active": "active", "max": "max_requests", "scheduled": "scheduled",
-        "context": "context", "waiting": "waiting"}),
-    ("nv_trt_llm_inflight_batcher_metrics", "inflight_batcher_specific_metric", {
-        "paused_requests": "paused",
-        "generation_requests": lambda s: s.scheduled - s.context}),
-    ("nv_trt_llm_general_metrics", "general_type", {
-        "iteration_counter": "steps", "timestamp": lambda s: time.time_ns() // 1000}),
-)  # fmt: skip
+    (
+        "nv_trt_llm_kv_cache_block_metrics",
+        "kv_cache_block_type",
+        {
+            "max": "max_blocks",
+            "free": "free_blocks",
+            "used": "used_blocks",
+            "tokens_per": "tokens_per_block",
+            "fraction": lambda s: s.used_blocks / s.max_blocks if s.max_blocks else 0.0,
+        },
+    ),
+    (
+        "nv_trt_llm_request_metrics",
+        "request_type",
+        {
+            "active": "active",
+            "max": "max_requests",
+            "scheduled": "scheduled",
+            "context": "context",
+            "waiting": "waiting",
+        },
+    ),
+    (
+        "nv_trt_llm_inflight_batcher_metrics",
+        "inflight_batcher_specific_metric",
+        {
+            "paused_requests": "paused",
+            "generation_requests": lambda s: s.scheduled - s.context,
+        },
+    ),
+    (
+        "nv_trt_llm_general_metrics",
+        "general_type",
+        {"iteration_counter": "steps", "timestamp": lambda s: time.time_ns() // 1000},
+    ),
+)
 # trtbench's own totals (counters; TensorRT-LLM exports no speculative metric).
-COUNTERS = ("trtbench_reference_counters", "counter", (
-    "draft_tokens", "accepted_draft_tokens", "preemptions", "kv_waits", "draft_skipped_for_kv",
-    "block_steps", "speculative_block_steps"))  # fmt: skip
+COUNTERS = (
+    "trtbench_reference_counters",
+    "counter",
+    (
+        "draft_tokens",
+        "accepted_draft_tokens",
+        "preemptions",
+        "kv_waits",
+        "draft_skipped_for_kv",
+        "block_steps",
+        "speculative_block_steps",
+    ),
+)
 
 
 def model_parameters(model_config: dict) -> dict[str, str]:
@@ -245,18 +278,20 @@ class EngineMetrics:
         self._gauges, self._counters, self._last, self._families = [], [], {}, []
         for name, label, cats in GAUGES:
             family = pb_utils.MetricFamily(
-                name=name, description=f"{name} (trtbench reference engine)",
+                name=name,
+                description=f"{name} (trtbench reference engine)",
                 kind=pb_utils.MetricFamily.GAUGE,
-            )  # fmt: skip
+            )
             self._families.append(family)  # a family lives while referenced
             for cat, get in cats.items():
                 metric = family.Metric(labels={**base, label: cat})
                 self._gauges.append((metric, get))
         name, label, fields = COUNTERS
         family = pb_utils.MetricFamily(
-            name=name, description="trtbench reference engine totals",
+            name=name,
+            description="trtbench reference engine totals",
             kind=pb_utils.MetricFamily.COUNTER,
-        )  # fmt: skip
+        )
         for field in fields:
             self._counters.append((family.Metric(labels={**base, label: field}), field))
         self._families.append(family)

@@ -380,8 +380,12 @@ def test_weights_unlike_their_config_are_refused_before_anything_is_built(
     )  # the premise
     target = _edited_copy(model_dirs["target"], tmp_path / "target", **config)
     models = {"target": str(target)}
-    spec = make_spec(model_dirs, tmp_path, models=models,
-                     variants=[{"name": "base", "mode": "baseline"}])  # fmt: skip
+    spec = make_spec(
+        model_dirs,
+        tmp_path,
+        models=models,
+        variants=[{"name": "base", "mode": "baseline"}],
+    )
     code, _, err = run_cli(["build", spec, "--out", tmp_path / "run"], capsys)
     assert code == 2 and err.count("\n") == 1, err
     assert err.startswith(f"trtbench: error: {spec}: models.target: ")
@@ -395,8 +399,10 @@ def test_a_bad_second_variant_fails_before_the_first_is_built(
     model_dirs, tmp_path, capsys, command
 ):
     deep = [[0], [0, 0], [0, 0, 0], [0, 0, 0, 0]]  # deeper than the 3 heads
-    variants = [{"name": "base", "mode": "baseline"},
-                {"name": "deep", "mode": "medusa", "medusa_choices": deep}]  # fmt: skip
+    variants = [
+        {"name": "base", "mode": "baseline"},
+        {"name": "deep", "mode": "medusa", "medusa_choices": deep},
+    ]
     spec = make_spec(model_dirs, tmp_path, variants=variants)
     code, _, err = run_cli([command, spec, "--out", tmp_path / "run"], capsys)
     assert code == 2 and err.count("\n") == 1, err

@@ -28,9 +28,14 @@ def dt_k4(tiny_models):
     draft = load_causal_lm(tiny_models["draft"], f32, cpu)
     tok = AutoTokenizer.from_pretrained(tiny_models["target"])
     engine = make_engine(
-        "draft_target", target, tok, draft=draft, draft_len=4,
-        max_seq_len=128, max_input_len=64,
-    )  # fmt: skip
+        "draft_target",
+        target,
+        tok,
+        draft=draft,
+        draft_len=4,
+        max_seq_len=128,
+        max_input_len=64,
+    )
     return engine, tok(PROMPT)["input_ids"]
 
 

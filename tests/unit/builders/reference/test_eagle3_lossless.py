@@ -33,8 +33,13 @@ POOL = torch.randint(2, VOCAB, (90,), generator=GEN).tolist()
 PROMPTS = [[7], [2, 3], POOL[:8], POOL[8:25]]
 TINY = KvCacheSettings(tokens_per_block=4, max_tokens=64)
 # (arrival iteration, prompt, max_tokens)
-SCENARIO = [(0, POOL[30:39], 30), (0, POOL[39:56], 22), (1, POOL[56:61], 33),
-            (2, [7], 12), (4, POOL[61:75], 24)]  # fmt: skip
+SCENARIO = [
+    (0, POOL[30:39], 30),
+    (0, POOL[39:56], 22),
+    (1, POOL[56:61], 33),
+    (2, [7], 12),
+    (4, POOL[61:75], 24),
+]
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -68,8 +73,13 @@ def engines(family, draft):
     return {
         "eagle3": make_engine("eagle3", target, tok, draft_len=K, eagle3=draft, **kw),
         "eagle3-schedule": make_engine(
-            "eagle3", target, tok, draft_len=K, eagle3=draft,
-            draft_len_schedule={1: 3, 2: 1}, **kw,
+            "eagle3",
+            target,
+            tok,
+            draft_len=K,
+            eagle3=draft,
+            draft_len_schedule={1: 3, 2: 1},
+            **kw,
         ),
         "eagle3-mc1": make_engine(
             "eagle3", target, tok, draft_len=K, eagle3=draft, max_concurrency=1, **kw
@@ -77,7 +87,7 @@ def engines(family, draft):
         "eagle3-kv": make_engine(
             "eagle3", target, tok, draft_len=K, eagle3=draft, kv_cache=TINY, **tight
         ),
-    }  # fmt: skip
+    }
 
 
 def oracle(target, prompt, n):

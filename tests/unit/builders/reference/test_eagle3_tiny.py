@@ -84,8 +84,11 @@ def test_layout_is_what_vllm_llama_eagle3_loads(saved, tiny_models):
     assert all(0 <= i <= target["num_hidden_layers"] for i in ids)
     assert shapes["fc.weight"] == [hidden, hidden * len(ids)]
     # the draft's own LM head is draft_vocab_size x hidden; the full vocabulary: no d2t
-    assert re.search(r"ParallelLMHead\(\s*self\.config\.draft_vocab_size,\s*"
-                     r"self\.config\.hidden_size", src)  # fmt: skip
+    assert re.search(
+        r"ParallelLMHead\(\s*self\.config\.draft_vocab_size,\s*"
+        r"self\.config\.hidden_size",
+        src,
+    )
     assert config["draft_vocab_size"] == config["vocab_size"] == target["vocab_size"]
     assert shapes["lm_head.weight"] == [config["draft_vocab_size"], hidden]
     assert "d2t" not in shapes and "t2d" not in shapes
@@ -95,13 +98,15 @@ def test_layout_is_what_vllm_llama_eagle3_loads(saved, tiny_models):
     # every tensor is one vLLM's layer / model holds
     inter = config["intermediate_size"]
     want = {
-        **{f"midlayer.{n}.weight": [hidden] for n in
-           ("input_layernorm", "hidden_norm", "post_attention_layernorm")},
+        **{
+            f"midlayer.{n}.weight": [hidden]
+            for n in ("input_layernorm", "hidden_norm", "post_attention_layernorm")
+        },
         "midlayer.mlp.gate_proj.weight": [inter, hidden],
         "midlayer.mlp.up_proj.weight": [inter, hidden],
         "midlayer.mlp.down_proj.weight": [hidden, inter],
         "norm.weight": [hidden],
-    }  # fmt: skip
+    }
     assert "self.hidden_norm = RMSNorm(config.hidden_size" in src
     for name, shape in want.items():
         assert shapes[name] == shape, name
@@ -144,8 +149,9 @@ def heldout_prompts(tokenizer, count: int) -> list[list[int]]:
 
     r = Recipe()
     stream = tc.encode_stream(tokenizer, tc.select_corpus(r)[1])
-    windows = random_windows(stream, r.prompt_len, r.eval_prompts,
-                             np.random.default_rng([r.seed, 4]))  # fmt: skip
+    windows = random_windows(
+        stream, r.prompt_len, r.eval_prompts, np.random.default_rng([r.seed, 4])
+    )
     return [w.tolist() for w in windows[:count]]
 
 
@@ -199,10 +205,20 @@ def test_a_checkpoint_that_does_not_fit_is_exit_2_with_one_line(
 ):
     bad = bad_copy(eagle_dir, tmp_path, **changes)
     spec = tmp_path / "spec.yaml"
-    variant = {"name": "e3", "mode": "eagle3", "speculative_model": str(bad),
-               "max_draft_len": 4, "max_input_len": 32, "max_seq_len": 64}  # fmt: skip
-    doc = {"name": "t", "backend": "reference",
-           "models": {"target": str(tiny_models["target"])}, "variants": [variant]}  # fmt: skip
+    variant = {
+        "name": "e3",
+        "mode": "eagle3",
+        "speculative_model": str(bad),
+        "max_draft_len": 4,
+        "max_input_len": 32,
+        "max_seq_len": 64,
+    }
+    doc = {
+        "name": "t",
+        "backend": "reference",
+        "models": {"target": str(tiny_models["target"])},
+        "variants": [variant],
+    }
     spec.write_text(yaml.safe_dump(doc))
     code, _, err = run_cli(["build", spec, "--out", tmp_path / "run"], capsys)
     assert code == 2
@@ -215,10 +231,20 @@ def test_good_checkpoint_builds_and_records_its_check(
     tiny_models, eagle_dir, tmp_path, capsys
 ):
     spec = tmp_path / "spec.yaml"
-    variant = {"name": "e3", "mode": "eagle3", "speculative_model": str(eagle_dir),
-               "max_draft_len": 4, "max_input_len": 32, "max_seq_len": 64}  # fmt: skip
-    doc = {"name": "t", "backend": "reference",
-           "models": {"target": str(tiny_models["target"])}, "variants": [variant]}  # fmt: skip
+    variant = {
+        "name": "e3",
+        "mode": "eagle3",
+        "speculative_model": str(eagle_dir),
+        "max_draft_len": 4,
+        "max_input_len": 32,
+        "max_seq_len": 64,
+    }
+    doc = {
+        "name": "t",
+        "backend": "reference",
+        "models": {"target": str(tiny_models["target"])},
+        "variants": [variant],
+    }
     spec.write_text(yaml.safe_dump(doc))
     out = tmp_path / "run"
     code, stdout, err = run_cli(["build", spec, "--out", out], capsys)
@@ -236,8 +262,11 @@ def test_tensors_that_do_not_match_the_config_are_refused(
 ):
     bad = bad_copy(eagle_dir, tmp_path, intermediate_size=256)
     target = load_causal_lm(tiny_models["target"], torch.float32, torch.device("cpu"))
-    with pytest.raises(ConfigError, match=r"midlayer\.mlp\.down_proj\.weight \[192, 512\] "
-                       r"\(config: \[192, 256\]\).*re-export the checkpoint"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"midlayer\.mlp\.down_proj\.weight \[192, 512\] "
+        r"\(config: \[192, 256\]\).*re-export the checkpoint",
+    ):
         load_eagle3(bad, target, torch.float32, torch.device("cpu"))
 
 

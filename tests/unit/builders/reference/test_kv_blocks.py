@@ -28,8 +28,23 @@ def test_pool_size_is_the_smallest_limit():
     assert pool_blocks(KvCacheSettings(4, max_tokens=100), 512, 3, 70, 64) == 25
     # 0.5 x 40960 bytes / (512 bytes x 4 tokens) = 10 blocks < 16 needed at 64 tokens
     with pytest.raises(ConfigError, match="kv_cache_budget_bytes 40960"):
-        pool_blocks(KvCacheSettings(4, budget_bytes=40960, free_memory_fraction=0.5), 512, 3, 70, 64)  # fmt: skip
-    assert pool_blocks(KvCacheSettings(4, budget_bytes=81920, free_memory_fraction=0.5), 512, 3, 70, 64) == 20  # fmt: skip
+        pool_blocks(
+            KvCacheSettings(4, budget_bytes=40960, free_memory_fraction=0.5),
+            512,
+            3,
+            70,
+            64,
+        )
+    assert (
+        pool_blocks(
+            KvCacheSettings(4, budget_bytes=81920, free_memory_fraction=0.5),
+            512,
+            3,
+            70,
+            64,
+        )
+        == 20
+    )
     with pytest.raises(ConfigError, match="tokens_per_block is 0"):
         pool_blocks(KvCacheSettings(0), 512, 3, 70, 64)
 
@@ -79,7 +94,10 @@ def test_verification_blocks_oldest_first_else_draft_nothing():
     pool.sync({"a": 5, "b": 7})  # after the step: a kept 2 tokens, b 1
     assert (pool.held("a"), pool.held("b")) == (2, 2)
     # q = 9 (a tree of 8 nodes): a needs ceil(14/4)=4 (+2 -> 6), b ceil(16/4)=4 (+2 > 1 free)
-    assert pool.reserve_speculative([SeqNeed("a", 5, 1), SeqNeed("b", 7, 2)], 9) == [True, False]  # fmt: skip
+    assert pool.reserve_speculative([SeqNeed("a", 5, 1), SeqNeed("b", 7, 2)], 9) == [
+        True,
+        False,
+    ]
     assert pool.draft_skipped == 1 and pool.used_blocks == 6
 
 

@@ -71,15 +71,26 @@ def test_the_draft_models_kv_counts_in_the_byte_budget(target, tmp_path, capsys)
     16) = 2 blocks < 4, so the budget that builds baseline is exit 2 for draft_target;
     4 × 16 × 512 / 0.9 = 36408.9 → at least 36409."""
     draft = save_model(random_llama(seed=1), tmp_path / "draft", make_tokenizer(64))
-    variant = {"name": "d", "mode": "draft_target", "max_draft_len": 2,
-               "max_input_len": 32, "max_seq_len": 64, "tokens_per_block": 16}  # fmt: skip
-    doc = {"name": "t", "backend": "reference",
-           "models": {"target": str(target), "draft": str(draft)}}  # fmt: skip
+    variant = {
+        "name": "d",
+        "mode": "draft_target",
+        "max_draft_len": 2,
+        "max_input_len": 32,
+        "max_seq_len": 64,
+        "tokens_per_block": 16,
+    }
+    doc = {
+        "name": "t",
+        "backend": "reference",
+        "models": {"target": str(target), "draft": str(draft)},
+    }
     for budget, code in ((18205, 2), (36408, 2), (36409, 0)):
         spec = tmp_path / "spec.yaml"
-        spec.write_text(yaml.safe_dump(
-            {**doc, "variants": [{**variant, "kv_cache_budget_bytes": budget}]}
-        ))  # fmt: skip
+        spec.write_text(
+            yaml.safe_dump(
+                {**doc, "variants": [{**variant, "kv_cache_budget_bytes": budget}]}
+            )
+        )
         got, _, err = run_cli(
             ["build", spec, "--out", tmp_path / f"run{budget}", "--dry-run"], capsys
         )

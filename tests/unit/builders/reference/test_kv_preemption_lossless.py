@@ -27,8 +27,13 @@ TREE = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]
 GEN = torch.Generator().manual_seed(5)
 POOL = torch.randint(2, VOCAB, (80,), generator=GEN).tolist()
 # (arrival iteration, prompt, max_tokens)
-SCENARIO = [(0, POOL[0:9], 30), (0, POOL[9:26], 22), (1, POOL[26:31], 33),
-            (2, [7], 12), (4, POOL[31:45], 24)]  # fmt: skip
+SCENARIO = [
+    (0, POOL[0:9], 30),
+    (0, POOL[9:26], 22),
+    (1, POOL[26:31], 33),
+    (2, [7], 12),
+    (4, POOL[31:45], 24),
+]
 TINY = KvCacheSettings(tokens_per_block=4, max_tokens=64)
 GNE = KvCacheSettings(tokens_per_block=4, max_tokens=64, policy="guaranteed_no_evict")
 KW = {"max_seq_len": 64, "max_input_len": 32, "max_batch_size": 3, "kv_cache": TINY}

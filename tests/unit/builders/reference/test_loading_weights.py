@@ -100,9 +100,14 @@ def test_the_tiny_model_loader_checks_too(saved, tmp_path):
 def test_tied_lm_head_is_not_missing(tmp_path):
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
-    )  # fmt: skip
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    )
     tied = save_model(LlamaForCausalLM(config), tmp_path / "tied")
     assert "lm_head.weight" not in load_file(str(tied / WEIGHTS))
     model = load_causal_lm(tied, F32, CPU)
@@ -148,12 +153,24 @@ def test_a_draft_whose_weights_lost_a_layer_is_refused_by_the_build(tmp_path, ca
     config["num_hidden_layers"] = 2
     (draft / "config.json").write_text(json.dumps(config))
     spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump({
-        "name": "t", "backend": "reference",
-        "models": {"target": str(target), "draft": str(draft)},
-        "variants": [{"name": "dt", "mode": "draft_target", "max_draft_len": 2,
-                      "max_input_len": 16, "max_seq_len": 32}],
-    }))  # fmt: skip
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "t",
+                "backend": "reference",
+                "models": {"target": str(target), "draft": str(draft)},
+                "variants": [
+                    {
+                        "name": "dt",
+                        "mode": "draft_target",
+                        "max_draft_len": 2,
+                        "max_input_len": 16,
+                        "max_seq_len": 32,
+                    }
+                ],
+            }
+        )
+    )
     code, _, err = run_cli(["build", spec, "--out", tmp_path / "run"], capsys)
     assert code == 2, err
     line = err.strip().splitlines()[-1]  # after the save's progress bar

@@ -43,24 +43,44 @@ def engines(family):
         "baseline": make_engine("baseline", target, tok, **kw),
         "ngram-k3": make_engine("ngram", target, tok, draft_len=3, ngram=NGRAM, **kw),
         "ngram-2to4-k5-newest": make_engine(
-            "ngram", target, tok, draft_len=5,
-            ngram=NgramSettings(2, 4, use_oldest=False), **kw,
+            "ngram",
+            target,
+            tok,
+            draft_len=5,
+            ngram=NgramSettings(2, 4, use_oldest=False),
+            **kw,
         ),
         "ngram-schedule": make_engine(
-            "ngram", target, tok, draft_len=4, ngram=NGRAM,
-            draft_len_schedule={1: 4, 2: 2}, **kw,
+            "ngram",
+            target,
+            tok,
+            draft_len=4,
+            ngram=NGRAM,
+            draft_len_schedule={1: 4, 2: 2},
+            **kw,
         ),
         "dt-mc1": make_engine(
-            "draft_target", target, tok, draft=near, draft_len=3, max_concurrency=1, **kw
+            "draft_target",
+            target,
+            tok,
+            draft=near,
+            draft_len=3,
+            max_concurrency=1,
+            **kw,
         ),
         "dt-schedule": make_engine(
-            "draft_target", target, tok, draft=near, draft_len=3,
-            draft_len_schedule={1: 3, 2: 1}, **kw,
+            "draft_target",
+            target,
+            tok,
+            draft=near,
+            draft_len=3,
+            draft_len_schedule={1: 3, 2: 1},
+            **kw,
         ),
         "medusa-mc2": make_engine(
             "medusa", target, tok, heads=heads, choices=TREE, max_concurrency=2, **kw
         ),
-    }  # fmt: skip
+    }
 
 
 SPECULATIVE = [
@@ -141,9 +161,14 @@ def test_hand_worked_prompt_drafts_from_its_repeat(engines, expected):
 
 def make_scenario(target):
     """(arrival iteration, prompt, max_tokens, end_id, min_tokens, oracle tokens)."""
-    rows = [(0, POOL[30:33], 20, -1, 0), (0, POOL[33:42], 14, -1, 0),
-            (1, POOL[42:59], 25, -1, 0), (2, [7], 1, -1, 0),
-            (3, POOL[59:64], 18, -1, 0), (5, PROMPTS[4], 16, -1, 0)]  # fmt: skip
+    rows = [
+        (0, POOL[30:33], 20, -1, 0),
+        (0, POOL[33:42], 14, -1, 0),
+        (1, POOL[42:59], 25, -1, 0),
+        (2, [7], 1, -1, 0),
+        (3, POOL[59:64], 18, -1, 0),
+        (5, PROMPTS[4], 16, -1, 0),
+    ]
     first, _ = greedy_oracle(target, POOL[42:59], 1)
     rows[2] = (1, POOL[42:59], 25, first[0], 5)  # its first token suppressed 5 times
     out = []

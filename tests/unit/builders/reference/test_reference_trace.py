@@ -53,8 +53,14 @@ def test_one_range_per_prefill_and_decode_step(traced):
     token from the prefill and 4 more from 4 decode steps that run both rows at once."""
     engine, path, outputs = traced
     names = sorted(e["name"] for e in annotations(path))
-    assert names == ["decode_step#0", "decode_step#1", "decode_step#2",
-                     "decode_step#3", "prefill", "prefill"]  # fmt: skip
+    assert names == [
+        "decode_step#0",
+        "decode_step#1",
+        "decode_step#2",
+        "decode_step#3",
+        "prefill",
+        "prefill",
+    ]
     assert outputs == [engine.generate_ids(p, 5, end_id=-1) for p in PROMPTS]
 
 

@@ -35,9 +35,16 @@ def engine_copy(tmp_path, name: str, sizes: dict[int, int]):
 
 @pytest.mark.parametrize(
     ("value", "name"),
-    [(1, "NONE"), (2, "DRAFT_TOKENS_EXTERNAL"), (4, "MEDUSA"), (32, "EAGLE"),
-     (None, "NONE"), ("SpeculativeDecodingMode.MEDUSA", "MEDUSA"), ("medusa", "MEDUSA")],
-)  # fmt: skip
+    [
+        (1, "NONE"),
+        (2, "DRAFT_TOKENS_EXTERNAL"),
+        (4, "MEDUSA"),
+        (32, "EAGLE"),
+        (None, "NONE"),
+        ("SpeculativeDecodingMode.MEDUSA", "MEDUSA"),
+        ("medusa", "MEDUSA"),
+    ],
+)
 def test_decode_spec_mode(value, name):
     assert decode_spec_mode(value) == name
 
@@ -144,9 +151,14 @@ def plans(tmp_path_factory):
 
 @pytest.mark.parametrize(
     ("plan", "role", "fixture"),
-    [("base", "target", "baseline_tp2"), ("dt", "target", "draft_target/target"),
-     ("dt", "draft", "draft_target/draft"), ("med", "target", "medusa"), ("fp8", "target", "fp8")],
-)  # fmt: skip
+    [
+        ("base", "target", "baseline_tp2"),
+        ("dt", "target", "draft_target/target"),
+        ("dt", "draft", "draft_target/draft"),
+        ("med", "target", "medusa"),
+        ("fp8", "target", "fp8"),
+    ],
+)
 def test_readback_accepts_engines_built_as_planned(plans, plan, role, fixture):
     step = next(e for e in plans[plan].engines if e.role == role)
     assert engine_mismatches(summarize_engine(CONFIGS / fixture), step.expect) == []

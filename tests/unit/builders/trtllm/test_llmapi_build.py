@@ -52,24 +52,48 @@ def full_spec(models: dict[str, Path], version: str = "1.4.0rc4") -> dict:
         "backend": "trtllm-pytorch",
         "trtllm_version": version,
         "models": {"target": str(models["mtp_target"]), "draft": str(models["draft"])},
-        "deploy": {"kv_cache_free_gpu_mem_fraction": 0.8, "enable_kv_cache_reuse": False},
+        "deploy": {
+            "kv_cache_free_gpu_mem_fraction": 0.8,
+            "enable_kv_cache_reuse": False,
+        },
         "variants": [
-            {"name": "base", "mode": "baseline", "cuda_graphs": True,
-             "cuda_graph_padding": True, "max_batch_size": 16, "max_num_tokens": 4096},
-            {"name": "dt", "mode": "draft_target", "max_draft_len": 3,
-             "overlap_scheduler": False},
-            {"name": "e3", "mode": "eagle3", "speculative_model": str(models["eagle"]),
-             "cuda_graphs": True, "cuda_graph_batch_sizes": [4, 1, 2],
-             "speculation": {"max_concurrency": 8}},
+            {
+                "name": "base",
+                "mode": "baseline",
+                "cuda_graphs": True,
+                "cuda_graph_padding": True,
+                "max_batch_size": 16,
+                "max_num_tokens": 4096,
+            },
+            {
+                "name": "dt",
+                "mode": "draft_target",
+                "max_draft_len": 3,
+                "overlap_scheduler": False,
+            },
+            {
+                "name": "e3",
+                "mode": "eagle3",
+                "speculative_model": str(models["eagle"]),
+                "cuda_graphs": True,
+                "cuda_graph_batch_sizes": [4, 1, 2],
+                "speculation": {"max_concurrency": 8},
+            },
             {"name": "mtp", "mode": "mtp", "dtype": "bfloat16", "tp_size": 2},
-            {"name": "ng", "mode": "ngram", "max_draft_len": 5,
-             "max_matching_ngram_size": 3,
-             "speculation": {"draft_len_schedule": {8: 2, 1: 5}},
-             "speculative_options": {"is_keep_all": False},
-             "llm_api_options": {"enable_chunked_prefill": True,
-                                 "kv_cache_config": {"max_tokens": 2048}}},
+            {
+                "name": "ng",
+                "mode": "ngram",
+                "max_draft_len": 5,
+                "max_matching_ngram_size": 3,
+                "speculation": {"draft_len_schedule": {8: 2, 1: 5}},
+                "speculative_options": {"is_keep_all": False},
+                "llm_api_options": {
+                    "enable_chunked_prefill": True,
+                    "kv_cache_config": {"max_tokens": 2048},
+                },
+            },
         ],
-    }  # fmt: skip
+    }
 
 
 def common(**over) -> dict:
@@ -217,16 +241,24 @@ def test_dry_run_prints_the_llm_call_and_command_lines_and_writes_nothing(
     assert code == 0, err
     assert not out.exists()
     heads = [ln for ln in stdout.splitlines() if ln.startswith("would build ")]
-    assert [h.split(":")[0] for h in heads] == [f"would build {n}" for n in ("base", "dt", "e3", "mtp", "ng", "med")]  # fmt: skip
+    assert [h.split(":")[0] for h in heads] == [
+        f"would build {n}" for n in ("base", "dt", "e3", "mtp", "ng", "med")
+    ]
     assert heads[5].startswith("would build med: trtllm medusa")
     yaml_e3 = out.resolve() / "engines/e3/llm_api.yaml"
     target = str(models["mtp_target"])
-    assert "from tensorrt_llm.llmapi import CudaGraphConfig, Eagle3DecodingConfig, KvCacheConfig" in stdout  # fmt: skip
+    assert (
+        "from tensorrt_llm.llmapi import CudaGraphConfig, Eagle3DecodingConfig, KvCacheConfig"
+        in stdout
+    )
     assert (
         "    speculative_config=Eagle3DecodingConfig(max_draft_len=4, "
         f"speculative_model='{models['eagle']}', max_concurrency=8)," in stdout
     )
-    assert "    cuda_graph_config=CudaGraphConfig(batch_sizes=[1, 2, 4], enable_padding=False)," in stdout  # fmt: skip
+    assert (
+        "    cuda_graph_config=CudaGraphConfig(batch_sizes=[1, 2, 4], enable_padding=False),"
+        in stdout
+    )
     assert (
         f"trtllm-serve {target} --backend pytorch --host 127.0.0.1 --port 8000 "
         f"--extra_llm_api_options {yaml_e3}" in stdout.splitlines()
@@ -296,8 +328,13 @@ def test_mtp_on_a_target_without_mtp_layers(models, tmp_path, capsys):
 
 
 def test_cuda_graph_batch_size_above_max_batch_size(models, tmp_path, capsys):
-    variant = {"name": "b", "mode": "baseline", "cuda_graphs": True,
-               "max_batch_size": 4, "cuda_graph_batch_sizes": [1, 8]}  # fmt: skip
+    variant = {
+        "name": "b",
+        "mode": "baseline",
+        "cuda_graphs": True,
+        "max_batch_size": 4,
+        "cuda_graph_batch_sizes": [1, 8],
+    }
     line = cli_error(tmp_path, capsys, one_variant(models, variant))
     assert "variants[1]: cuda_graph_batch_sizes: 8 is above max_batch_size 4" in line
 
@@ -305,8 +342,11 @@ def test_cuda_graph_batch_size_above_max_batch_size(models, tmp_path, capsys):
 def test_a_knob_the_chosen_version_lacks_names_the_version_that_has_it(
     models, tmp_path, capsys
 ):
-    variant = {"name": "n", "mode": "ngram",
-               "speculative_options": {"use_rejection_sampling": True}}  # fmt: skip
+    variant = {
+        "name": "n",
+        "mode": "ngram",
+        "speculative_options": {"use_rejection_sampling": True},
+    }
     line = cli_error(
         tmp_path, capsys, one_variant(models, variant, trtllm_version="1.2.1")
     )
@@ -352,7 +392,11 @@ def test_unknown_version_and_backend_override(models, tmp_path, capsys):
 def test_a_bad_later_variant_stops_the_build_before_anything_is_written(
     models, tmp_path, capsys
 ):
-    bad = {"name": "e", "mode": "eagle3", "speculative_model": str(models["target"].parent)}  # fmt: skip
+    bad = {
+        "name": "e",
+        "mode": "eagle3",
+        "speculative_model": str(models["target"].parent),
+    }
     line = cli_error(tmp_path, capsys, one_variant(models, bad))
     assert "variants[1].speculative_model:" in line and "has no config.json" in line
 
@@ -362,14 +406,33 @@ def test_version_resolution(models):
         yaml.safe_dump(one_variant(models, {"name": "n", "mode": "ngram"}))
     )
     chosen, contract = resolve_trtllm_version(spec, (None, None))
-    assert (chosen.version, chosen.source, contract.version) == ("1.4.0rc4", "newest contract", "1.4.0rc4")  # fmt: skip
+    assert (chosen.version, chosen.source, contract.version) == (
+        "1.4.0rc4",
+        "newest contract",
+        "1.4.0rc4",
+    )
     chosen, contract = resolve_trtllm_version(spec, ("1.2.1", "/site/tensorrt_llm"))
-    assert (chosen.source, contract.version, chosen.module_path) == ("installed", "1.2.1", "/site/tensorrt_llm")  # fmt: skip
-    with pytest.raises(ConfigError, match=r"the installed tensorrt_llm \(/s/t\): TensorRT-LLM 1.3.0rc29 has no"):  # fmt: skip
+    assert (chosen.source, contract.version, chosen.module_path) == (
+        "installed",
+        "1.2.1",
+        "/site/tensorrt_llm",
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"the installed tensorrt_llm \(/s/t\): TensorRT-LLM 1.3.0rc29 has no",
+    ):
         resolve_trtllm_version(spec, ("1.3.0rc29", "/s/t"))
-    pinned = parse_spec(yaml.safe_dump(one_variant(models, {"name": "n", "mode": "ngram"}, trtllm_version="1.2.1")))  # fmt: skip
+    pinned = parse_spec(
+        yaml.safe_dump(
+            one_variant(models, {"name": "n", "mode": "ngram"}, trtllm_version="1.2.1")
+        )
+    )
     chosen, _ = resolve_trtllm_version(pinned, ("1.4.0rc4", "/s/t"))
-    assert (chosen.version, chosen.source, chosen.installed) == ("1.2.1", "spec", "1.4.0rc4")  # fmt: skip
+    assert (chosen.version, chosen.source, chosen.installed) == (
+        "1.2.1",
+        "spec",
+        "1.4.0rc4",
+    )
 
 
 def test_engine_path_refuses_a_tensorrt_llm_after_1_3_0rc20(monkeypatch):

@@ -42,8 +42,11 @@ def test_llm_arguments_the_contract_does_not_list_pass_and_are_named(
 ):
     # enable_attention_dp and max_input_len are TorchLlmArgs fields the contract does not
     # list (it lists what trtbench writes); host_cache_size likewise on KvCacheConfig
-    extra = {"enable_attention_dp": True, "max_input_len": 256,
-             "kv_cache_config": {"host_cache_size": 1024}}  # fmt: skip
+    extra = {
+        "enable_attention_dp": True,
+        "max_input_len": 256,
+        "kv_cache_config": {"host_cache_size": 1024},
+    }
     doc = spec(models, {"name": "b", "mode": "baseline", "llm_api_options": extra})
     code, out, err = run_cli(
         ["build", write(tmp_path, doc), "--out", tmp_path / "r"], capsys
@@ -70,8 +73,12 @@ def test_llm_arguments_the_contract_does_not_list_pass_and_are_named(
 
 
 def test_a_misspelt_speculative_knob_is_still_refused(models, tmp_path, capsys):
-    variant = {"name": "n", "mode": "ngram", "max_draft_len": 3,
-               "speculative_options": {"max_matching_ngram_sise": 2}}  # fmt: skip
+    variant = {
+        "name": "n",
+        "mode": "ngram",
+        "max_draft_len": 3,
+        "speculative_options": {"max_matching_ngram_sise": 2},
+    }
     code, _, err = run_cli(
         ["build", write(tmp_path, spec(models, variant)), "--dry-run"], capsys
     )

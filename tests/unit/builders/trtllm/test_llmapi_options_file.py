@@ -55,10 +55,13 @@ def test_file_keys_replace_the_variants_own(models, tmp_path, capsys):
     draft = str(models["draft"])
     options = {
         "kv_cache_config": {"free_gpu_memory_fraction": 0.5},
-        "speculative_config": {"decoding_type": "DraftTarget", "max_draft_len": 2,
-                               "speculative_model": draft},
+        "speculative_config": {
+            "decoding_type": "DraftTarget",
+            "max_draft_len": 2,
+            "speculative_model": draft,
+        },
         "enable_chunked_prefill": True,
-    }  # fmt: skip
+    }
     spec = spec_with(models, tmp_path, options)
     code, out, err = run_cli(["build", spec, "--out", tmp_path / "run"], capsys)
     assert code == 0, err

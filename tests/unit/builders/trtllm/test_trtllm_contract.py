@@ -103,16 +103,35 @@ def test_misspelt_plugin_field_is_caught_in_the_nested_call(contract):
 @pytest.mark.parametrize(
     ("call", "needle"),
     [
-        (Call("BuildConfig", {"speculative_decoding_mode": EnumRef("SpeculativeDecodingMode", "TREE")}), "must be one of"),
-        (Call("BuildConfig", {"speculative_decoding_mode": "medusa"}), "expected SpeculativeDecodingMode"),
+        (
+            Call(
+                "BuildConfig",
+                {
+                    "speculative_decoding_mode": EnumRef(
+                        "SpeculativeDecodingMode", "TREE"
+                    )
+                },
+            ),
+            "must be one of",
+        ),
+        (
+            Call("BuildConfig", {"speculative_decoding_mode": "medusa"}),
+            "expected SpeculativeDecodingMode",
+        ),
         (Call("BuildConfig", {"max_batch_size": True}), "expected int"),
         (Call("PluginConfig", {"gemm_plugin": "fp16"}), "must be one of"),
         (Call("PluginConfig", {"use_paged_context_fmha": "enable"}), "expected bool"),
-        (Call("MedusaDecodingConfig", {"medusa_choices": [[0], [-1]]}), "expected choices"),
-        (Call("LLM", {"build_config": Call("KvCacheConfig")}), "expected a BuildConfig"),
+        (
+            Call("MedusaDecodingConfig", {"medusa_choices": [[0], [-1]]}),
+            "expected choices",
+        ),
+        (
+            Call("LLM", {"build_config": Call("KvCacheConfig")}),
+            "expected a BuildConfig",
+        ),
         (Call("MedusaForCausalLm.from_hugging_face", {}, ("a", "b")), "2 positional"),
     ],
-)  # fmt: skip
+)
 def test_wrong_values_are_refused(contract, call, needle):
     with pytest.raises(ConfigError, match=needle):
         check_call(call, contract)
@@ -132,14 +151,22 @@ def test_generated_plans_pass_the_contract(plans, contract):
         ("base", {"max_draft_len": 3}, "spec_mode_needs_draft_len"),
         ("med", {"max_beam_width": 2}, "beam_with_speculation"),
         ("dt", {"plugins": {"paged_kv_cache": False}}, "spec_needs_attention_plugin"),
-        ("med", {"plugins": {"gpt_attention_plugin": None}}, "spec_needs_attention_plugin"),
+        (
+            "med",
+            {"plugins": {"gpt_attention_plugin": None}},
+            "spec_needs_attention_plugin",
+        ),
         ("base", {"opt_num_tokens": 64}, "profiles_vs_opt_num_tokens"),
         ("base", {"max_input_len": 4096}, "input_le_seq"),
         ("base", {"llm": {"max_batch_size": 64}}, "runtime_le_build"),
-        ("base", {"llm": {"kv_cache_config": Call("KvCacheConfig", {"dtype": "fp8"})}}, "kv_dtype_auto"),
+        (
+            "base",
+            {"llm": {"kv_cache_config": Call("KvCacheConfig", {"dtype": "fp8"})}},
+            "kv_dtype_auto",
+        ),
         ("med", {"max_draft_len": 5}, "medusa_tree"),
     ],
-)  # fmt: skip
+)
 def test_broken_rules_fail_before_any_gpu_work(plans, contract, name, change, rule):
     plan = replace_build(plans[name], **change)
     with pytest.raises(ConfigError, match=rule):
@@ -200,9 +227,16 @@ def test_draft_target_needs_paged_context_fmha_on_the_draft(plans, contract):
 
 @pytest.mark.parametrize(
     ("capability", "ok"),
-    [((7, 0), False), ((8, 0), False), ((8, 6), False), ((8, 9), True), ((9, 0), True),
-     ((10, 0), True), (None, True)],
-)  # fmt: skip
+    [
+        ((7, 0), False),
+        ((8, 0), False),
+        ((8, 6), False),
+        ((8, 9), True),
+        ((9, 0), True),
+        ((10, 0), True),
+        (None, True),
+    ],
+)
 def test_fp8_capability(capability, ok):
     if ok:
         check_fp8_capability(capability)

@@ -234,19 +234,27 @@ def test_real_build_without_tensorrt_llm_names_the_image(models, tmp_path, capsy
     ("variant", "needle"),
     [
         # tree deeper than the heads: depth 4 > 3 heads
-        ("{name: v, mode: medusa, medusa_choices: [[0], [0, 0], [0, 0, 0], [0, 0, 0, 0]]}",
-         "depth 4 exceeds num_medusa_heads 3"),
+        (
+            "{name: v, mode: medusa, medusa_choices: [[0], [0, 0], [0, 0, 0], [0, 0, 0, 0]]}",
+            "depth 4 exceeds num_medusa_heads 3",
+        ),
         # tree larger than max_draft_len: 6 nodes > 5
-        (f"{{name: v, mode: medusa, medusa_choices: {TREE6}, max_draft_len: 5}}",
-         "6 nodes but the engine's max_draft_len is 5"),
+        (
+            f"{{name: v, mode: medusa, medusa_choices: {TREE6}, max_draft_len: 5}}",
+            "6 nodes but the engine's max_draft_len is 5",
+        ),
         # the default tree mc_sim_7b_63 is 4 deep: too deep for 3 heads
         ("{name: v, mode: medusa}", "depth 4 exceeds num_medusa_heads 3"),
-        ("{name: v, mode: medusa, medusa_choices: [[0]], max_beam_width: 2}",
-         "beam_with_speculation"),
-        ("{name: v, mode: medusa, medusa_choices: [[0]], quantization: fp8}",
-         "fp8_medusa"),
+        (
+            "{name: v, mode: medusa, medusa_choices: [[0]], max_beam_width: 2}",
+            "beam_with_speculation",
+        ),
+        (
+            "{name: v, mode: medusa, medusa_choices: [[0]], quantization: fp8}",
+            "fp8_medusa",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_medusa_variants_exit_2_with_one_line(
     models, tmp_path, capsys, variant, needle
 ):

@@ -52,15 +52,30 @@ def stream(variant, tier, rid, steps, error=None, totals=None):
     ]
     osl = sum(n for n, _, _ in steps)
     request = RequestRecord(
-        variant=variant, tier=tier, concurrency=1, request_rate_per_s=None, request_id=rid,
-        task_id=rid, scheduled_ns=0, sent_ns=100, first_token_ns=1000,
-        last_token_ns=1000 + 10 * (len(steps) - 1), end_ns=2000, input_tokens=8,
-        requested_output_tokens=osl, output_tokens=osl, token_responses=len(steps),
-        empty_responses=0, echoed_tokens=0, first_response_tokens=steps[0][0],
+        variant=variant,
+        tier=tier,
+        concurrency=1,
+        request_rate_per_s=None,
+        request_id=rid,
+        task_id=rid,
+        scheduled_ns=0,
+        sent_ns=100,
+        first_token_ns=1000,
+        last_token_ns=1000 + 10 * (len(steps) - 1),
+        end_ns=2000,
+        input_tokens=8,
+        requested_output_tokens=osl,
+        output_tokens=osl,
+        token_responses=len(steps),
+        empty_responses=0,
+        echoed_tokens=0,
+        first_response_tokens=steps[0][0],
         draft_tokens=sum(drafts) if drafts else None,
         accepted_draft_tokens=sum(accepted) if accepted else None,
-        input_token_source="tokenizer", output_token_source="output_ids", error=error,
-    )  # fmt: skip
+        input_token_source="tokenizer",
+        output_token_source="output_ids",
+        error=error,
+    )
     return request, responses
 
 
@@ -84,12 +99,18 @@ def hand():
         # baseline: counts reported, nothing proposed
         stream("base", "c1", "d", [(1, 0, 0), (1, 0, 0), (1, 0, 0)]),
         # totals only on the final response: 4 token responses → 3 verify steps
-        stream("trt", "c1", "e", [(1, 0, 0), (3, 0, 0), (2, 0, 0), (4, 0, 0)], totals=(12, 5)),
+        stream(
+            "trt",
+            "c1",
+            "e",
+            [(1, 0, 0), (3, 0, 0), (2, 0, 0), (4, 0, 0)],
+            totals=(12, 5),
+        ),
         # one response (not streamed), 9 tokens, 5 accepted: 9 − 1 − 5 = 3 verify steps
         stream("trt", "c2", "f", [(9, 0, 0)], totals=(8, 5)),
         # no counts at all
         stream("plain", "c1", "g", [(1, 0, 0), (2, 0, 0)], totals=(None, None)),
-    )  # fmt: skip
+    )
 
 
 def test_pooled_figures(hand):

@@ -66,20 +66,46 @@ def records(variant, runs):
     for r, steps in enumerate(runs):
         rid = f"{variant}-c1-{r}"
         for i, s in enumerate(steps):
-            responses.append(ResponseRecord(
-                variant, "c1", rid, i, 1000 + i, len(s.token_ids), i == len(steps) - 1,
-                s.draft_proposed, s.draft_accepted))  # fmt: skip
+            responses.append(
+                ResponseRecord(
+                    variant,
+                    "c1",
+                    rid,
+                    i,
+                    1000 + i,
+                    len(s.token_ids),
+                    i == len(steps) - 1,
+                    s.draft_proposed,
+                    s.draft_accepted,
+                )
+            )
         osl = sum(len(s.token_ids) for s in steps)
-        requests.append(RequestRecord(
-            variant=variant, tier="c1", concurrency=1, request_rate_per_s=None,
-            request_id=rid, task_id=rid, scheduled_ns=0, sent_ns=10, first_token_ns=1000,
-            last_token_ns=1000 + len(steps) - 1, end_ns=5000, input_tokens=8,
-            requested_output_tokens=LIMITS[r], output_tokens=osl,
-            token_responses=len(steps), empty_responses=0, echoed_tokens=0,
-            first_response_tokens=len(steps[0].token_ids),
-            draft_tokens=sum(s.draft_proposed for s in steps),
-            accepted_draft_tokens=sum(s.draft_accepted for s in steps),
-            input_token_source="tokenizer", output_token_source="output_ids"))  # fmt: skip
+        requests.append(
+            RequestRecord(
+                variant=variant,
+                tier="c1",
+                concurrency=1,
+                request_rate_per_s=None,
+                request_id=rid,
+                task_id=rid,
+                scheduled_ns=0,
+                sent_ns=10,
+                first_token_ns=1000,
+                last_token_ns=1000 + len(steps) - 1,
+                end_ns=5000,
+                input_tokens=8,
+                requested_output_tokens=LIMITS[r],
+                output_tokens=osl,
+                token_responses=len(steps),
+                empty_responses=0,
+                echoed_tokens=0,
+                first_response_tokens=len(steps[0].token_ids),
+                draft_tokens=sum(s.draft_proposed for s in steps),
+                accepted_draft_tokens=sum(s.draft_accepted for s in steps),
+                input_token_source="tokenizer",
+                output_token_source="output_ids",
+            )
+        )
     return records_to_frame(requests), records_to_frame(responses)
 
 

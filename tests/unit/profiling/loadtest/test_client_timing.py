@@ -50,16 +50,33 @@ def ns(ms: float) -> int:
 
 def request(i, scheduled, ready, sent, first, last, arrival=None) -> RequestRecord:
     return RequestRecord(
-        variant="v", tier="r10", concurrency=None, request_rate_per_s=10.0,
-        request_id=f"v-r10-{i}", task_id="t", scheduled_ns=ns(scheduled),
-        sent_ns=ns(sent), first_token_ns=ns(first), last_token_ns=ns(last),
-        end_ns=ns(last), input_tokens=4, requested_output_tokens=4, output_tokens=4,
-        token_responses=2, empty_responses=0, echoed_tokens=0, first_response_tokens=2,
-        draft_tokens=None, accepted_draft_tokens=None, input_token_source="words",
-        output_token_source="output_ids", request_index=i,
+        variant="v",
+        tier="r10",
+        concurrency=None,
+        request_rate_per_s=10.0,
+        request_id=f"v-r10-{i}",
+        task_id="t",
+        scheduled_ns=ns(scheduled),
+        sent_ns=ns(sent),
+        first_token_ns=ns(first),
+        last_token_ns=ns(last),
+        end_ns=ns(last),
+        input_tokens=4,
+        requested_output_tokens=4,
+        output_tokens=4,
+        token_responses=2,
+        empty_responses=0,
+        echoed_tokens=0,
+        first_response_tokens=2,
+        draft_tokens=None,
+        accepted_draft_tokens=None,
+        input_token_source="words",
+        output_token_source="output_ids",
+        request_index=i,
         ready_ns=None if ready is None else ns(ready),
-        server_arrival_ns=None if arrival is None else ns(arrival), max_concurrency=1,
-    )  # fmt: skip
+        server_arrival_ns=None if arrival is None else ns(arrival),
+        max_concurrency=1,
+    )
 
 
 def responses_of(r: RequestRecord) -> list[ResponseRecord]:
@@ -140,17 +157,24 @@ def row(tier, **values):
     arrival limit 20 ms. Delays default to nothing worth a line; rare ones (p99) are
     large on purpose: they move no p50."""
     base = {
-        "variant": "a", "tier": tier, "tier_status": "complete",
-        "time_to_first_token_p50_ms": 40.0, "time_to_first_token_p50_ms_ci95_low": 30.0,
-        "time_to_first_token_p50_ms_ci95_high": 50.0, "inter_token_latency_p50_ms": 5.0,
+        "variant": "a",
+        "tier": tier,
+        "tier_status": "complete",
+        "time_to_first_token_p50_ms": 40.0,
+        "time_to_first_token_p50_ms_ci95_low": 30.0,
+        "time_to_first_token_p50_ms_ci95_high": 50.0,
+        "inter_token_latency_p50_ms": 5.0,
         "time_per_output_token_mean_ms": 8.0,
         "time_per_output_token_mean_ms_ci95_low": 6.0,
         "time_per_output_token_mean_ms_ci95_high": 10.0,
-        "dispatch_lag_p50_ms": 0.1, "dispatch_lag_p99_ms": 100.0,
-        "client_to_server_delay_p50_ms": 1.0, "client_to_server_delay_p99_ms": 100.0,
-        "event_loop_lag_p50_ms": 0.3, "event_loop_lag_p99_ms": 100.0,
+        "dispatch_lag_p50_ms": 0.1,
+        "dispatch_lag_p99_ms": 100.0,
+        "client_to_server_delay_p50_ms": 1.0,
+        "client_to_server_delay_p99_ms": 100.0,
+        "event_loop_lag_p50_ms": 0.3,
+        "event_loop_lag_p99_ms": 100.0,
         "event_loop_lag_max_ms": 500.0,
-    }  # fmt: skip
+    }
     return base | values
 
 
@@ -161,14 +185,29 @@ def test_a_quiet_tier_gives_no_line_whatever_its_rare_delays():
 @pytest.mark.parametrize(
     ("column", "over", "under", "start", "limit"),
     [
-        ("dispatch_lag_p50_ms", 10.5, 9.5,
-         "a: p50 dispatch lag (sent − ready) over TTFT p50's uncertainty", "10.00"),
-        ("client_to_server_delay_p50_ms", 21.0, 19.0,
-         "a: server-side: p50 send → model arrival over half of TTFT p50", "20.00"),
-        ("event_loop_lag_p50_ms", 2.3, 2.2,
-         "a: p50 event-loop lag of the client over 1 ms timer rounding", "2.25"),
+        (
+            "dispatch_lag_p50_ms",
+            10.5,
+            9.5,
+            "a: p50 dispatch lag (sent − ready) over TTFT p50's uncertainty",
+            "10.00",
+        ),
+        (
+            "client_to_server_delay_p50_ms",
+            21.0,
+            19.0,
+            "a: server-side: p50 send → model arrival over half of TTFT p50",
+            "20.00",
+        ),
+        (
+            "event_loop_lag_p50_ms",
+            2.3,
+            2.2,
+            "a: p50 event-loop lag of the client over 1 ms timer rounding",
+            "2.25",
+        ),
     ],
-)  # fmt: skip
+)
 def test_each_check_fires_just_over_its_limit_and_not_under(
     column, over, under, start, limit
 ):
@@ -181,10 +220,12 @@ def test_each_check_fires_just_over_its_limit_and_not_under(
 def test_without_an_interval_the_floor_is_ten_percent():
     # TTFT p50 40 ms, no interval → 4 ms; ITL p50 5 ms, no TPOT interval → 0.5 ms, so the
     # loop limit is 1 + min(4, 0.5) = 1.5 ms
-    plain = {"time_to_first_token_p50_ms_ci95_low": np.nan,
-             "time_to_first_token_p50_ms_ci95_high": np.nan,
-             "time_per_output_token_mean_ms_ci95_low": np.nan,
-             "time_per_output_token_mean_ms_ci95_high": np.nan}  # fmt: skip
+    plain = {
+        "time_to_first_token_p50_ms_ci95_low": np.nan,
+        "time_to_first_token_p50_ms_ci95_high": np.nan,
+        "time_per_output_token_mean_ms_ci95_low": np.nan,
+        "time_per_output_token_mean_ms_ci95_high": np.nan,
+    }
     summary = pd.DataFrame(
         [
             row("c1", **plain, dispatch_lag_p50_ms=4.1, event_loop_lag_p50_ms=1.6),
@@ -237,9 +278,13 @@ def test_loop_lag_columns_from_results_and_from_the_old_summary(tmp_path):
     assert lags == {("new", "r1"): (0.2, 0.8, 3.0)}  # the larger of the passes
     old = tmp_path / "summary.csv"
     pd.DataFrame(  # written before event_loop_lag_p50_ms
-        {"variant": ["old"], "tier": ["c1"], "event_loop_lag_p99_ms": [1.5],
-         "event_loop_lag_max_ms": [4.0]}
-    ).to_csv(old, index=False)  # fmt: skip
+        {
+            "variant": ["old"],
+            "tier": ["c1"],
+            "event_loop_lag_p99_ms": [1.5],
+            "event_loop_lag_max_ms": [4.0],
+        }
+    ).to_csv(old, index=False)
     summary = pd.DataFrame(
         {"variant": ["old", "new", "new"], "tier": ["c1", "r1", "r2"]}
     )

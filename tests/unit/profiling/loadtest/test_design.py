@@ -212,8 +212,11 @@ def test_tiers_of_restricts_each_variant_to_its_tiers(design):
     if design == SEQUENTIAL:  # tier_passes' order, less the tiers a variant skips
         assert runs([c.variant for c in cells]) == VARIANTS
         for variant, labels in TIERS_OF.items():
-            expected = [(p.repeat, p.tier.label) for p in tier_passes(TIERS, 3, 1)
-                        if p.tier.label in labels]  # fmt: skip
+            expected = [
+                (p.repeat, p.tier.label)
+                for p in tier_passes(TIERS, 3, 1)
+                if p.tier.label in labels
+            ]
             mine = [(c.round, c.tier.label) for c in cells if c.variant == variant]
             assert mine == expected
 

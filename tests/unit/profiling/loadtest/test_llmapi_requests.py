@@ -62,8 +62,12 @@ def llmapi_config(max_tokens_type=T.TYPE_INT32, max_tokens="sampling_param_max_t
     ):
         c.input.add(name=name, data_type=dtype, dims=[1], optional=True)
     c.output.add(name="text_output", data_type=T.TYPE_STRING, dims=[-1])
-    for name in ("arrival_time_ns", "first_scheduled_time_ns", "first_token_time_ns",
-                 "last_token_time_ns"):  # fmt: skip
+    for name in (
+        "arrival_time_ns",
+        "first_scheduled_time_ns",
+        "first_token_time_ns",
+        "last_token_time_ns",
+    ):
         c.output.add(name=name, data_type=T.TYPE_INT64, dims=[1])
     for name in ("total_accepted_draft_tokens", "total_draft_tokens"):
         c.output.add(name=name, data_type=T.TYPE_INT32, dims=[1])
@@ -91,8 +95,12 @@ def test_llmapi_request_has_exactly_its_tensors():
     assert raw["sampling_param_exclude_input_from_output"] == b"\x01"
     assert raw["sampling_param_return_perf_metrics"] == b"\x01"
     one = build_request(iface, "x", 3, "r-2", RequestOptions(stream=False))
-    assert dict(zip([t.name for t in one.inputs], one.raw_input_contents,
-                    strict=True))["streaming"] == b"\x00"  # fmt: skip
+    assert (
+        dict(zip([t.name for t in one.inputs], one.raw_input_contents, strict=True))[
+            "streaming"
+        ]
+        == b"\x00"
+    )
 
 
 def test_an_ensemble_with_per_response_counts_is_asked_for_perf_metrics():
@@ -163,8 +171,10 @@ def test_parse_reads_the_server_times_and_totals(dtype):
     p = parse_response(msg)
     assert p.text == "Hello" and p.final
     assert (p.server_arrival_ns, p.server_scheduled_ns, p.server_first_token_ns) == (
-        1_000_000, 3_000_000, 8_000_000,
-    )  # fmt: skip
+        1_000_000,
+        3_000_000,
+        8_000_000,
+    )
     assert (p.draft_tokens, p.accepted_draft_tokens, p.cumulative_counts) == (
         4,
         3,
@@ -207,10 +217,14 @@ def llmapi_exchange(sent, times, last_totals=(8, 5), every=True):
     texts = ["Hello", "Hello world", "Hello world !"]
     totals = [(0, 0), (4, 3), last_totals]
     msgs = [
-        response(t, times if every or i == 2 else None,
-                 totals[i] if every or i == 2 else None, final=i == 2)
+        response(
+            t,
+            times if every or i == 2 else None,
+            totals[i] if every or i == 2 else None,
+            final=i == 2,
+        )
         for i, t in enumerate(texts)
-    ]  # fmt: skip
+    ]
     received = [sent + 9_000_000, sent + 10_000_000, sent + 11_000_000]
     return Exchange(sent, received[-1], list(zip(received, msgs, strict=True)))
 
@@ -227,18 +241,28 @@ def test_llmapi_records(words, every):
     assert [r.tokens for r in resp] == [1, 1, 1]
     assert (rec.output_tokens, rec.output_token_source) == (3, "retokenized")
     assert out is not None and out.output_chars == len("Hello world !")
-    assert (rec.server_arrival_ns, rec.server_scheduled_ns, rec.server_first_token_ns) == (
-        1_000_000, 3_000_000, 8_000_000,
-    )  # fmt: skip
+    assert (
+        rec.server_arrival_ns,
+        rec.server_scheduled_ns,
+        rec.server_first_token_ns,
+    ) == (
+        1_000_000,
+        3_000_000,
+        8_000_000,
+    )
     assert (rec.draft_tokens, rec.accepted_draft_tokens) == (8, 5)
     if every:  # running totals on every response → per-step differences
         assert [(r.draft_tokens, r.accepted_draft_tokens) for r in resp] == [
-            (0, 0), (4, 3), (4, 2),
-        ]  # fmt: skip
+            (0, 0),
+            (4, 3),
+            (4, 2),
+        ]
     else:  # totals on the final response only
         assert [(r.draft_tokens, r.accepted_draft_tokens) for r in resp] == [
-            (None, None), (None, None), (8, 5),
-        ]  # fmt: skip
+            (None, None),
+            (None, None),
+            (8, 5),
+        ]
     per = request_metrics(records_to_frame([rec]), records_to_frame(resp))
     assert per["client_to_server_delay_ms"].iloc[0] == pytest.approx(0.1)  # 1.0 − 0.9
     assert per["server_queue_time_ms"].iloc[0] == pytest.approx(2.0)  # 3 − 1
@@ -251,18 +275,32 @@ def test_reference_ensemble_times_on_the_final_response_in_epoch_ns():
     sent = 2_000_000_000
     first = response(ids=[5], times=(OFFSET + 2_001_000_000,), dtype="INT64")
     final = response(
-        ids=[6, 7], final=True, dtype="INT64", totals=(3, 1),
+        ids=[6, 7],
+        final=True,
+        dtype="INT64",
+        totals=(3, 1),
         times=(OFFSET + 2_001_000_000, OFFSET + 2_004_000_000, OFFSET + 2_010_000_000),
-    )  # fmt: skip
-    exchange = Exchange(sent, sent + 20_000_000,
-                        [(sent + 12_000_000, first), (sent + 20_000_000, final)])  # fmt: skip
+    )
+    exchange = Exchange(
+        sent,
+        sent + 20_000_000,
+        [(sent + 12_000_000, first), (sent + 20_000_000, final)],
+    )
     rec, _ = exchange_to_records(
-        exchange, PROMPT, RequestSlot("v", Tier(concurrency=1), 0, sent),
+        exchange,
+        PROMPT,
+        RequestSlot("v", Tier(concurrency=1), 0, sent),
         clock_offset_ns=OFFSET,
-    )  # fmt: skip
-    assert (rec.server_arrival_ns, rec.server_scheduled_ns, rec.server_first_token_ns) == (
-        2_001_000_000, 2_004_000_000, 2_010_000_000,
-    )  # fmt: skip
+    )
+    assert (
+        rec.server_arrival_ns,
+        rec.server_scheduled_ns,
+        rec.server_first_token_ns,
+    ) == (
+        2_001_000_000,
+        2_004_000_000,
+        2_010_000_000,
+    )
     assert (rec.output_tokens, rec.draft_tokens, rec.accepted_draft_tokens) == (3, 3, 1)
 
 
@@ -271,9 +309,11 @@ def test_summary_percentiles_of_the_server_split(words):
     p50 3 / p90 3.8 / p99 3.98 (queue) and p50 4 / p90 4.8 / p99 4.98 (prefill)."""
     requests, responses = [], []
     for i, (times, sent) in enumerate(
-        [((1_000_000, 3_000_000, 8_000_000), 900_000),
-         ((2_000_000, 6_000_000, 9_000_000), 1_500_000)]
-    ):  # fmt: skip
+        [
+            ((1_000_000, 3_000_000, 8_000_000), 900_000),
+            ((2_000_000, 6_000_000, 9_000_000), 1_500_000),
+        ]
+    ):
         slot = RequestSlot("v", Tier(concurrency=2), i, sent)
         rec, resp = exchange_to_records(
             llmapi_exchange(sent, times), PROMPT, slot, words, True, OFFSET, True

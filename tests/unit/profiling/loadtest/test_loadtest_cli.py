@@ -28,8 +28,9 @@ def test_unreachable_url(capsys, tmp_path):
 
 @pytest.mark.parametrize("value", ["0", "4,-2"])
 def test_concurrency_must_be_positive(capsys, tmp_path, value):
-    code, err = run(capsys, "--url", "localhost:1", "--concurrency", value,
-                    "--out", str(tmp_path))  # fmt: skip
+    code, err = run(
+        capsys, "--url", "localhost:1", "--concurrency", value, "--out", str(tmp_path)
+    )
     assert code == 2
     assert len(err.splitlines()) == 1
     assert "--concurrency" in err and "greater than or equal to 1" in err
@@ -46,8 +47,9 @@ def test_dataset_line_that_is_not_json(capsys, tmp_path):
     data = tmp_path / "d.jsonl"
     good = json.dumps({"task_id": 1, "prompt": "x", "output_tokens": 3})
     data.write_text(f"{good}\n{good}\n{{oops\n")
-    code, err = run(capsys, "--url", "localhost:1", "--dataset", str(data),
-                    "--out", str(tmp_path))  # fmt: skip
+    code, err = run(
+        capsys, "--url", "localhost:1", "--dataset", str(data), "--out", str(tmp_path)
+    )
     assert code == 2
     assert len(err.splitlines()) == 1
     assert f"{data}:3: not valid JSON" in err

@@ -23,18 +23,33 @@ def _digest(ids: list[int]) -> str:
 
 
 def _ids_row(variant, tier, index, ids, repeat=0):
-    return {"variant": variant, "tier": tier, "repeat": repeat, "request_index": index,
-            "request_id": f"{variant}-{tier}-r{repeat}-{index}", "output_tokens": len(ids),
-            "output_kind": "ids", "output_digest": _digest(ids),
-            "output_token_ids": " ".join(map(str, ids)), "output_chars": pd.NA}  # fmt: skip
+    return {
+        "variant": variant,
+        "tier": tier,
+        "repeat": repeat,
+        "request_index": index,
+        "request_id": f"{variant}-{tier}-r{repeat}-{index}",
+        "output_tokens": len(ids),
+        "output_kind": "ids",
+        "output_digest": _digest(ids),
+        "output_token_ids": " ".join(map(str, ids)),
+        "output_chars": pd.NA,
+    }
 
 
 def _text_row(variant, tier, index, text):
-    return {"variant": variant, "tier": tier, "repeat": 0, "request_index": index,
-            "request_id": f"{variant}-{tier}-{index}", "output_tokens": 3,
-            "output_kind": "text",
-            "output_digest": hashlib.blake2b(text.encode(), digest_size=8).hexdigest(),
-            "output_token_ids": "", "output_chars": len(text)}  # fmt: skip
+    return {
+        "variant": variant,
+        "tier": tier,
+        "repeat": 0,
+        "request_index": index,
+        "request_id": f"{variant}-{tier}-{index}",
+        "output_tokens": 3,
+        "output_kind": "text",
+        "output_digest": hashlib.blake2b(text.encode(), digest_size=8).hexdigest(),
+        "output_token_ids": "",
+        "output_chars": len(text),
+    }
 
 
 def _frame(rows):
@@ -53,8 +68,10 @@ def test_first_divergence_by_definition():
 
 
 def test_equal_outputs_are_ok_and_the_baseline_is_marked():
-    out = _frame([_ids_row("base", "c1", i, BASE) for i in range(3)]
-                 + [_ids_row("spec", "c1", i, BASE) for i in range(3)])  # fmt: skip
+    out = _frame(
+        [_ids_row("base", "c1", i, BASE) for i in range(3)]
+        + [_ids_row("spec", "c1", i, BASE) for i in range(3)]
+    )
     table = lossless_summary(out, [("base", "c1"), ("spec", "c1")], "base")
     base, spec = table.iloc[0], table.iloc[1]
     assert base["lossless_status"] == "baseline"
@@ -87,8 +104,12 @@ def test_divergence_at_k_and_prefix_give_the_index_min_and_median():
 
 
 def test_text_outputs_compare_digest_and_length():
-    rows = [_text_row("base", "c1", 0, "hello world"), _text_row("base", "c1", 1, "abc"),
-            _text_row("spec", "c1", 0, "hello world"), _text_row("spec", "c1", 1, "abd")]  # fmt: skip
+    rows = [
+        _text_row("base", "c1", 0, "hello world"),
+        _text_row("base", "c1", 1, "abc"),
+        _text_row("spec", "c1", 0, "hello world"),
+        _text_row("spec", "c1", 1, "abd"),
+    ]
     row = lossless_summary(_frame(rows), [("spec", "c1")], "base").iloc[0]
     assert row["lossless_status"] == "mismatch"
     assert (row["lossless_compared_count"], row["lossless_match_count"]) == (2, 1)
@@ -125,9 +146,11 @@ def test_fallbacks_other_pass_then_other_tier_are_named():
 
 
 def test_same_pass_is_preferred_over_other_passes():
-    rows = [_ids_row("base", "c1", 0, [1, 1], repeat=0),
-            _ids_row("base", "c1", 0, BASE, repeat=1),
-            _ids_row("spec", "c1", 0, BASE, repeat=1)]  # fmt: skip
+    rows = [
+        _ids_row("base", "c1", 0, [1, 1], repeat=0),
+        _ids_row("base", "c1", 0, BASE, repeat=1),
+        _ids_row("spec", "c1", 0, BASE, repeat=1),
+    ]
     row = lossless_summary(_frame(rows), [("spec", "c1")], "base").iloc[0]
     assert row["lossless_status"] == "ok"
     assert row["lossless_note"] == "1 matched by same pass"
@@ -164,8 +187,13 @@ def test_a_variant_tier_without_outputs_is_not_compared():
 
 def test_with_lossless_replaces_stale_columns_and_warns_once_per_flagged_tier():
     rows = [_ids_row("base", "c1", 0, BASE), _ids_row("spec", "c1", 0, [5, 6, 0, 8, 9])]
-    summary = pd.DataFrame({"variant": ["base", "spec"], "tier": ["c1", "c1"],
-                            "lossless_status": ["ok", "ok"]})  # fmt: skip
+    summary = pd.DataFrame(
+        {
+            "variant": ["base", "spec"],
+            "tier": ["c1", "c1"],
+            "lossless_status": ["ok", "ok"],
+        }
+    )
     out = with_lossless(summary, _frame(rows), "base")
     assert list(out["lossless_status"]) == ["baseline", "mismatch"]
     assert lossless_warnings(out) == [

@@ -111,8 +111,12 @@ def test_multi_token_responses_hand_computed():
 def test_tokens_received_all_at_once_give_no_rate_not_inf():
     """A client that reads every token line in one go stamps them alike: TPOT is 0 ms as
     observed, and the per-user rate 1/TPOT is missing, never inf (nor a NaN statistic)."""
-    stream = [(40.0, response([1])), (40.0, response([2, 3])), (40.0, response([4])),
-              (41.0, response(final=True))]  # fmt: skip
+    stream = [
+        (40.0, response([1])),
+        (40.0, response([2, 3])),
+        (40.0, response([4])),
+        (41.0, response(final=True)),
+    ]
     req, resp = frames(records(stream))
     m = request_metrics(req).iloc[0]
     assert m["time_per_output_token_ms"] == 0.0

@@ -19,16 +19,24 @@ BASE = "models: {target: /m}\nvariants: [{name: b, mode: baseline}]\n"
 @pytest.mark.parametrize(
     ("args", "needles"),
     [
-        (["--max-concurrency", "2"],
-         ["--max-concurrency caps an open loop", "--request-rate"]),
-        (["--concurrency", "4", "--max-concurrency", "2"],
-         ["--max-concurrency caps an open loop"]),
-        (["--request-rate", "2", "--concurrency", "4"],
-         ["--concurrency cannot go with --request-rate", "use --max-concurrency"]),
-        (["--request-rate", "2", "--max-concurrency", "0"],
-         ["--max-concurrency", "greater than or equal to 1"]),
+        (
+            ["--max-concurrency", "2"],
+            ["--max-concurrency caps an open loop", "--request-rate"],
+        ),
+        (
+            ["--concurrency", "4", "--max-concurrency", "2"],
+            ["--max-concurrency caps an open loop"],
+        ),
+        (
+            ["--request-rate", "2", "--concurrency", "4"],
+            ["--concurrency cannot go with --request-rate", "use --max-concurrency"],
+        ),
+        (
+            ["--request-rate", "2", "--max-concurrency", "0"],
+            ["--max-concurrency", "greater than or equal to 1"],
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_cap_options_exit_2_in_one_line(capsys, tmp_path, args, needles):
     out = tmp_path / "out"
     code, _, err = run_cli(

@@ -106,7 +106,12 @@ def test_chat_stream_parsed_chunk_by_chunk():
     assert [t for t, _ in parsed] == [0, 20, 40, 80, 100]
     p = [r for _, r in parsed]
     assert [None if r.ids is None else r.ids.tolist() for r in p] == [
-        None, [], [17], [42, 7], None]  # fmt: skip
+        None,
+        [],
+        [17],
+        [42, 7],
+        None,
+    ]
     assert [r.text for r in p] == ["", "", "Hi", " there!", None]
     assert [r.usage_tokens for r in p] == [None, None, None, None, 3]
     assert [r.final for r in p] == [False, False, False, False, True]
@@ -129,8 +134,14 @@ def target(
     api: str, endpoint: str, ids: bool, url: str = "http://h:1/v1"
 ) -> LoadTarget:
     outputs = ("output_ids",) if ids else ("text_output",)
-    return LoadTarget(url, ModelInterface("m", {}, outputs, True), endpoint,
-                      RequestOptions(), api, "http://h:1/health")  # fmt: skip
+    return LoadTarget(
+        url,
+        ModelInterface("m", {}, outputs, True),
+        endpoint,
+        RequestOptions(),
+        api,
+        "http://h:1/health",
+    )
 
 
 def send_mocked(t: LoadTarget, raw: bytes, status: int = 200):
@@ -176,8 +187,11 @@ def test_text_stream_retokenized_then_fitted_to_usage():
 
 
 def test_http_error_and_missing_done_are_request_errors():
-    exchange, _ = send_mocked(target(API_COMPLETIONS, COMPLETIONS, True),
-                              b'{"error": {"message": "bad  model"}}', 404)  # fmt: skip
+    exchange, _ = send_mocked(
+        target(API_COMPLETIONS, COMPLETIONS, True),
+        b'{"error": {"message": "bad  model"}}',
+        404,
+    )
     assert exchange.error == 'HTTP 404: {"error": {"message": "bad model"}}'
     cut = TEXT_SSE.split(b"data: [DONE]")[0]
     exchange, _ = send_mocked(target(API_COMPLETIONS, COMPLETIONS, True), cut)
@@ -186,8 +200,13 @@ def test_http_error_and_missing_done_are_request_errors():
 
 
 def test_refused_connection_is_unavailable():
-    t = LoadTarget("http://127.0.0.1:9/v1", ModelInterface("m", {}, ("output_ids",), True),
-                   COMPLETIONS, RequestOptions(), API_COMPLETIONS)  # fmt: skip
+    t = LoadTarget(
+        "http://127.0.0.1:9/v1",
+        ModelInterface("m", {}, ("output_ids",), True),
+        COMPLETIONS,
+        RequestOptions(),
+        API_COMPLETIONS,
+    )
 
     async def go():
         transport = OpenAITransport(t, 1)

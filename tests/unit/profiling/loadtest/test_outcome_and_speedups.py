@@ -57,22 +57,29 @@ def test_tier_line_names_unfinished_requests_and_reason():
 
 
 def _summary(rows):
-    cols = ["variant", "tier", "tier_status", "time_per_output_token_mean_ms",
-            "output_token_throughput_tokens_per_s"]  # fmt: skip
+    cols = [
+        "variant",
+        "tier",
+        "tier_status",
+        "time_per_output_token_mean_ms",
+        "output_token_throughput_tokens_per_s",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
 def test_speedups_only_between_complete_tiers():
     s = add_speedups(
-        _summary([
-            ("base", "c1", "complete", 10.0, 100.0),
-            ("base", "c2", "partial", 12.0, 150.0),
-            ("med", "c1", "complete", 5.0, 200.0),
-            ("med", "c2", "complete", 6.0, 300.0),
-            ("med", "c4", "complete", 8.0, 400.0),  # baseline has no c4
-        ]),
+        _summary(
+            [
+                ("base", "c1", "complete", 10.0, 100.0),
+                ("base", "c2", "partial", 12.0, 150.0),
+                ("med", "c1", "complete", 5.0, 200.0),
+                ("med", "c2", "complete", 6.0, 300.0),
+                ("med", "c4", "complete", 8.0, 400.0),  # baseline has no c4
+            ]
+        ),
         "base",
-    )  # fmt: skip
+    )
     med = s[s["variant"] == "med"].set_index("tier")
     assert med.at["c1", "tpot_speedup_ratio"] == pytest.approx(10.0 / 5.0)
     assert med.at["c1", "output_token_throughput_speedup_ratio"] == pytest.approx(2.0)
@@ -91,10 +98,14 @@ def test_speedups_only_between_complete_tiers():
 
 def test_a_partial_variant_tier_gets_no_speedup():
     s = add_speedups(
-        _summary([("base", "c1", "complete", 10.0, 100.0),
-                  ("med", "c1", "interrupted", 5.0, 200.0)]),
+        _summary(
+            [
+                ("base", "c1", "complete", 10.0, 100.0),
+                ("med", "c1", "interrupted", 5.0, 200.0),
+            ]
+        ),
         "base",
-    )  # fmt: skip
+    )
     row = s[s["variant"] == "med"].iloc[0]
     assert math.isnan(row["tpot_speedup_ratio"])
     assert row["speedup_note"] == "tier is interrupted"
@@ -102,10 +113,14 @@ def test_a_partial_variant_tier_gets_no_speedup():
 
 def test_an_empty_baseline_never_gives_inf():
     s = add_speedups(
-        _summary([("base", "c1", "complete", float("nan"), 0.0),
-                  ("med", "c1", "complete", 5.0, 200.0)]),
+        _summary(
+            [
+                ("base", "c1", "complete", float("nan"), 0.0),
+                ("med", "c1", "complete", 5.0, 200.0),
+            ]
+        ),
         "base",
-    )  # fmt: skip
+    )
     row = s[s["variant"] == "med"].iloc[0]
     assert math.isnan(row["tpot_speedup_ratio"])
     assert math.isnan(row["output_token_throughput_speedup_ratio"])

@@ -57,11 +57,16 @@ def test_ids_output_drops_the_echoed_prompt_and_keeps_the_slot_keys():
     record, _, out = exchange_to_all_records(exchange, prompt, slot, echo_possible=True)
     assert record.echoed_tokens == 2
     assert out == OutputRecord(
-        variant="spec", tier="c2", repeat=1, request_index=7,
-        request_id="spec-c2-r1-7", output_tokens=3, output_kind="ids",
+        variant="spec",
+        tier="c2",
+        repeat=1,
+        request_index=7,
+        request_id="spec-c2-r1-7",
+        output_tokens=3,
+        output_kind="ids",
         output_digest=_blake(struct.pack("<3i", 3, 4, -5)),
         output_token_ids="3 4 -5",
-    )  # fmt: skip
+    )
 
 
 def test_a_failed_request_has_no_output_row():
@@ -75,21 +80,39 @@ def test_a_failed_request_has_no_output_row():
 
 def _request_record(**kw) -> RequestRecord:
     fields = dict(
-        variant="v", tier="c1", concurrency=1, request_rate_per_s=None,
-        request_id="v-c1-0", task_id="t", scheduled_ns=0, sent_ns=0,
-        first_token_ns=1, last_token_ns=2, end_ns=2, input_tokens=2,
-        requested_output_tokens=4, output_tokens=4, token_responses=2,
-        empty_responses=0, echoed_tokens=0, first_response_tokens=1,
-        draft_tokens=None, accepted_draft_tokens=None, input_token_source="words",
-        output_token_source="retokenized", request_index=0,
-    )  # fmt: skip
+        variant="v",
+        tier="c1",
+        concurrency=1,
+        request_rate_per_s=None,
+        request_id="v-c1-0",
+        task_id="t",
+        scheduled_ns=0,
+        sent_ns=0,
+        first_token_ns=1,
+        last_token_ns=2,
+        end_ns=2,
+        input_tokens=2,
+        requested_output_tokens=4,
+        output_tokens=4,
+        token_responses=2,
+        empty_responses=0,
+        echoed_tokens=0,
+        first_response_tokens=1,
+        draft_tokens=None,
+        accepted_draft_tokens=None,
+        input_token_source="words",
+        output_token_source="retokenized",
+        request_index=0,
+    )
     return RequestRecord(**(fields | kw))
 
 
 def test_text_output_is_a_digest_of_the_text_after_the_echo_and_its_length():
     prompt = Prompt("t", "Hi ", 1, 4, "words")
-    parsed = [ParsedResponse(None, text, False, None, None, False)
-              for text in ("Hi th", "ére")]  # fmt: skip
+    parsed = [
+        ParsedResponse(None, text, False, None, None, False)
+        for text in ("Hi th", "ére")
+    ]
     out = output_record(parsed, prompt, _request_record(), echo_possible=True)
     assert out.output_kind == "text"
     assert out.output_digest == _blake("thére".encode())
@@ -98,8 +121,9 @@ def test_text_output_is_a_digest_of_the_text_after_the_echo_and_its_length():
 
 def test_outputs_stream_to_a_part_file_and_merge_with_other_variants(tmp_path):
     parts = tmp_path / "parts"
-    files = RecordFiles(parts / "v.requests.csv", parts / "v.responses.csv",
-                        parts / "v.outputs.csv")  # fmt: skip
+    files = RecordFiles(
+        parts / "v.requests.csv", parts / "v.responses.csv", parts / "v.outputs.csv"
+    )
     # Digits only with a leading zero: must come back as the same text.
     digest = "0123456789012345"
     with CsvRecordSink(files, chunk_rows=2) as sink:
@@ -115,8 +139,11 @@ def test_outputs_stream_to_a_part_file_and_merge_with_other_variants(tmp_path):
     old = OutputRecord("w", "c1", 0, 0, "w-c1-0", 1, "text", "ab", "", 5)
     with CsvRecordSink(RecordFiles(tmp_path / "a", tmp_path / "b", target)) as sink:
         sink.add(_request_record(request_id="w-c1-0"), [], old)
-        sink.add(_request_record(request_id="v-old"), [],
-                 OutputRecord("v", "c9", 0, 0, "v-old", 1, "ids", "ff", "1"))  # fmt: skip
+        sink.add(
+            _request_record(request_id="v-old"),
+            [],
+            OutputRecord("v", "c9", 0, 0, "v-old", 1, "ids", "ff", "1"),
+        )
     merged = merge_outputs(target, [files.outputs], replace={"v"})
     back = read_outputs_csv(target)
     assert list(back["request_id"]) == ["w-c1-0", "v-c1-0", "v-c1-1", "v-c1-2"]

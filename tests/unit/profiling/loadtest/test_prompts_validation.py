@@ -167,8 +167,11 @@ def test_limits_name_the_first_bad_dataset_line(tmp_path, tiny_tok):
         f"{path}:2 (task b): {n} input tokens (+1 the server adds) exceed max_input_len "
         f"{n} of variant v; shorten that line's prompt"
     )
-    with pytest.raises(ConfigError, match=rf"{path.name}:2 \(task b\): {n} input tokens"
-                       rf" \+ 4 output tokens exceed max_seq_len {n + 3}"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=rf"{path.name}:2 \(task b\): {n} input tokens"
+        rf" \+ 4 output tokens exceed max_seq_len {n + 3}",
+    ):
         check_prompt_limits(prompts, max_seq_len=n + 3)
     with pytest.raises(
         ConfigError, match=r":1 \(task a\): output_tokens 4 exceed max_output_len 3"
@@ -181,8 +184,11 @@ def test_limits_check_known_ids_against_the_engine_vocabulary(tmp_path, tiny_tok
         tmp_path, tiny_tok, {"task_id": "z", "input_ids": [3, 2047], "output_tokens": 2}
     )
     check_prompt_limits(prompts, vocab_size=2048)
-    with pytest.raises(ConfigError, match=r"\(task z\): token id 2047 is outside the "
-                       r"vocabulary \[0, 2000\) of the engine"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"\(task z\): token id 2047 is outside the "
+        r"vocabulary \[0, 2000\) of the engine",
+    ):
         check_prompt_limits(prompts, vocab_size=2000)
 
 

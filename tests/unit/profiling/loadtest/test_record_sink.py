@@ -13,22 +13,38 @@ from trtbench.profiling.loadtest.records.record_sink import CsvRecordSink, Recor
 
 def _request(i: int, error: str | None = None) -> RequestRecord:
     return RequestRecord(
-        variant="v", tier="c2", concurrency=2, request_rate_per_s=None,
-        request_id=f"v-c2-{i}", task_id=f"synthetic-{i}", scheduled_ns=10 * i,
-        sent_ns=10 * i + 1, first_token_ns=None if error else 10 * i + 5,
-        last_token_ns=None if error else 10 * i + 9, end_ns=10 * i + 9,
-        input_tokens=4, requested_output_tokens=3, output_tokens=0 if error else 3,
-        token_responses=0 if error else 2, empty_responses=1, echoed_tokens=0,
-        first_response_tokens=0 if error else 1, draft_tokens=None,
-        accepted_draft_tokens=None, input_token_source="tokenizer",
-        output_token_source="output_ids", error=error,
-    )  # fmt: skip
+        variant="v",
+        tier="c2",
+        concurrency=2,
+        request_rate_per_s=None,
+        request_id=f"v-c2-{i}",
+        task_id=f"synthetic-{i}",
+        scheduled_ns=10 * i,
+        sent_ns=10 * i + 1,
+        first_token_ns=None if error else 10 * i + 5,
+        last_token_ns=None if error else 10 * i + 9,
+        end_ns=10 * i + 9,
+        input_tokens=4,
+        requested_output_tokens=3,
+        output_tokens=0 if error else 3,
+        token_responses=0 if error else 2,
+        empty_responses=1,
+        echoed_tokens=0,
+        first_response_tokens=0 if error else 1,
+        draft_tokens=None,
+        accepted_draft_tokens=None,
+        input_token_source="tokenizer",
+        output_token_source="output_ids",
+        error=error,
+    )
 
 
 def _responses(i: int) -> list[ResponseRecord]:
     rid = f"v-c2-{i}"
-    return [ResponseRecord("v", "c2", rid, 0, 10 * i + 5, 1, False, 2, 1),
-            ResponseRecord("v", "c2", rid, 1, 10 * i + 9, 2, True)]  # fmt: skip
+    return [
+        ResponseRecord("v", "c2", rid, 0, 10 * i + 5, 1, False, 2, 1),
+        ResponseRecord("v", "c2", rid, 1, 10 * i + 9, 2, True),
+    ]
 
 
 def _rows(path) -> list[list[str]]:

@@ -21,15 +21,30 @@ from trtbench.profiling.loadtest.files.schemas import (
 def request(i: int, error: str | None = None) -> RequestRecord:
     t = 1_000_000 * i
     return RequestRecord(
-        variant="base", tier="c1", concurrency=1, request_rate_per_s=None,
-        request_id=f"base-c1-{i}", task_id=f"synthetic-{i}", scheduled_ns=t, sent_ns=t + 10,
-        first_token_ns=None if error else t + 500, last_token_ns=None if error else t + 900,
-        end_ns=t + 1000, input_tokens=8, requested_output_tokens=4,
-        output_tokens=0 if error else 4, token_responses=0 if error else 4,
-        empty_responses=1, echoed_tokens=0, first_response_tokens=0 if error else 1,
-        draft_tokens=None, accepted_draft_tokens=None, input_token_source="tokenizer",
-        output_token_source="output_ids", error=error,
-    )  # fmt: skip
+        variant="base",
+        tier="c1",
+        concurrency=1,
+        request_rate_per_s=None,
+        request_id=f"base-c1-{i}",
+        task_id=f"synthetic-{i}",
+        scheduled_ns=t,
+        sent_ns=t + 10,
+        first_token_ns=None if error else t + 500,
+        last_token_ns=None if error else t + 900,
+        end_ns=t + 1000,
+        input_tokens=8,
+        requested_output_tokens=4,
+        output_tokens=0 if error else 4,
+        token_responses=0 if error else 4,
+        empty_responses=1,
+        echoed_tokens=0,
+        first_response_tokens=0 if error else 1,
+        draft_tokens=None,
+        accepted_draft_tokens=None,
+        input_token_source="tokenizer",
+        output_token_source="output_ids",
+        error=error,
+    )
 
 
 @pytest.fixture

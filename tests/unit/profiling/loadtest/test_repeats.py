@@ -45,16 +45,35 @@ def request(
     times = [sent_ns + int((ttft_ms + k * tpot_ms) * MS) for k in range(osl)]
     rid = f"{variant}-{tier}-r{repeat}-{index}"
     rec = RequestRecord(
-        variant=variant, tier=tier, concurrency=int(tier[1:]), request_rate_per_s=None,
-        request_id=rid, task_id=f"t{index}", scheduled_ns=sent_ns, sent_ns=sent_ns,
-        first_token_ns=times[0], last_token_ns=times[-1], end_ns=times[-1],
-        input_tokens=4, requested_output_tokens=osl, output_tokens=osl,
-        token_responses=osl, empty_responses=0, echoed_tokens=0, first_response_tokens=1,
-        draft_tokens=None, accepted_draft_tokens=None, input_token_source="words",
-        output_token_source=source, repeat=repeat, request_index=index,
-    )  # fmt: skip
-    resp = [ResponseRecord(variant, tier, rid, k, t, 1, k == osl - 1)
-            for k, t in enumerate(times)]  # fmt: skip
+        variant=variant,
+        tier=tier,
+        concurrency=int(tier[1:]),
+        request_rate_per_s=None,
+        request_id=rid,
+        task_id=f"t{index}",
+        scheduled_ns=sent_ns,
+        sent_ns=sent_ns,
+        first_token_ns=times[0],
+        last_token_ns=times[-1],
+        end_ns=times[-1],
+        input_tokens=4,
+        requested_output_tokens=osl,
+        output_tokens=osl,
+        token_responses=osl,
+        empty_responses=0,
+        echoed_tokens=0,
+        first_response_tokens=1,
+        draft_tokens=None,
+        accepted_draft_tokens=None,
+        input_token_source="words",
+        output_token_source=source,
+        repeat=repeat,
+        request_index=index,
+    )
+    resp = [
+        ResponseRecord(variant, tier, rid, k, t, 1, k == osl - 1)
+        for k, t in enumerate(times)
+    ]
     return rec, resp
 
 
@@ -234,8 +253,10 @@ def test_window_drops_completions_in_each_pass_start():
 
 
 def test_a_window_that_empties_a_tier_marks_it_and_warns():
-    req, resp = frames([request("base", 0, i, i * 10 * MS, 10.0) for i in range(3)]
-                       + [request("base", 0, 0, 0, 10.0, tier="c2")])  # fmt: skip
+    req, resp = frames(
+        [request("base", 0, i, i * 10 * MS, 10.0) for i in range(3)]
+        + [request("base", 0, 0, 0, 10.0, tier="c2")]
+    )
     req.loc[req["tier"] == "c2", "end_ns"] += 5 * S  # c2's request ends 5 s in
     trusted = summarize_trusted(req, resp, warmup_s=2.0)
     rows = trusted.summary.set_index("tier")
@@ -296,9 +317,12 @@ def test_n_ok_flags_at_the_thresholds():
 
 
 def test_token_source_per_tier_and_a_warning_for_retokenized_text():
-    recs = [request("v", 0, 0, 0, 5.0), request("v", 0, 1, 0, 5.0),
-            request("v", 0, 0, 0, 5.0, tier="c2"),
-            request("v", 0, 1, 0, 5.0, tier="c2", source="retokenized")]  # fmt: skip
+    recs = [
+        request("v", 0, 0, 0, 5.0),
+        request("v", 0, 1, 0, 5.0),
+        request("v", 0, 0, 0, 5.0, tier="c2"),
+        request("v", 0, 1, 0, 5.0, tier="c2", source="retokenized"),
+    ]
     req, resp = frames(recs)
     sources = token_sources(req).set_index("tier")
     assert sources.loc["c1", "output_token_source"] == "output_ids"

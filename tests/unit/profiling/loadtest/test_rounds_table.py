@@ -44,9 +44,17 @@ NCPU = 2
 def load(share: float, gpu: int | None = None) -> HostLoad:
     """A 2-core host where others took ``share`` of it: other cores = 2 * share, ours 1."""
     other = NCPU * share
-    return HostLoad(1.0, 1.0 + other, 1.0, other, share, NCPU, gpu,
-                    None if gpu is None else gpu * 2**30, "proc" if gpu is None
-                    else "proc+nvml")  # fmt: skip
+    return HostLoad(
+        1.0,
+        1.0 + other,
+        1.0,
+        other,
+        share,
+        NCPU,
+        gpu,
+        None if gpu is None else gpu * 2**30,
+        "proc" if gpu is None else "proc+nvml",
+    )
 
 
 NAN_LOAD = HostLoad(*[math.nan] * 5, 0, None, None, "unavailable")
@@ -87,12 +95,18 @@ def passes_frame() -> pd.DataFrame:
     for v in ("draft", "base"):
         for t in ("c1", "c4"):
             for r in (1, 0):
-                rows.append({
-                    "variant": v, "tier": t, "repeat": r, "request_count": 10 + r,
-                    "error_count": 0, "time_to_first_token_p50_ms": 5.0 * (r + 1),
-                    "output_token_throughput_tokens_per_s": tok_s(v, t, r),
-                    "tier_status": "complete",  # not a rounds.csv column
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "variant": v,
+                        "tier": t,
+                        "repeat": r,
+                        "request_count": 10 + r,
+                        "error_count": 0,
+                        "time_to_first_token_p50_ms": 5.0 * (r + 1),
+                        "output_token_throughput_tokens_per_s": tok_s(v, t, r),
+                        "tier_status": "complete",  # not a rounds.csv column
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -146,8 +160,11 @@ def test_a_pass_without_timing_comes_last_and_no_timings_at_all():
     # timed: base c4 r0 (2 s), medusa (4 s), base c1 r0 (5 s), base c1 r1 (12.5 s),
     # base c4 r1 (15 s): base's places 0, 2, 3, 4 of five; then draft's untimed passes
     assert list(zip(some["variant"], some["tier"], some["round"], strict=True))[:4] == [
-        ("base", "c4", 0), ("base", "c1", 0), ("base", "c1", 1), ("base", "c4", 1),
-    ]  # fmt: skip
+        ("base", "c4", 0),
+        ("base", "c1", 0),
+        ("base", "c1", 1),
+        ("base", "c4", 1),
+    ]
     assert some["position"].tolist()[:4] == [0, 2, 3, 4]
     assert some["start_s"].tolist()[:4] == pytest.approx([0.0, 3.0, 10.5, 13.0])
     assert set(some["variant"].iloc[4:]) == {"draft"}
@@ -169,12 +186,14 @@ def test_no_passes_give_an_empty_table_with_every_column():
     assert list(got.columns) == [c.name for c in ROUNDS_SCHEMA]
 
 
-SUMMARY = pd.DataFrame({
-    "variant": ["base", "base", "draft", "draft", "medusa"],
-    "tier": ["c1", "c4", "c1", "c4", "c1"],
-    "repeats_count": [2, 2, 2, 2, 1],
-    "output_tokens_per_s": [1.0, 2.0, 3.0, 4.0, 5.0],
-})  # fmt: skip
+SUMMARY = pd.DataFrame(
+    {
+        "variant": ["base", "base", "draft", "draft", "medusa"],
+        "tier": ["c1", "c4", "c1", "c4", "c1"],
+        "repeats_count": [2, 2, 2, 2, 1],
+        "output_tokens_per_s": [1.0, 2.0, 3.0, 4.0, 5.0],
+    }
+)
 
 
 def test_interference_summary_per_tier():
@@ -214,11 +233,15 @@ def test_interference_warnings_name_variant_tier_rounds_and_share():
 
 
 def test_interference_warnings_one_line_per_variant():
-    summary = pd.DataFrame({
-        "variant": ["a", "a", "b"], "tier": ["c1", "c8", "c1"],
-        "host_other_cpu_share_max": [0.4, 0.125, 0.05],
-        "interference_rounds": [3, 1, 0], "interference_flag": [True, True, False],
-    })  # fmt: skip
+    summary = pd.DataFrame(
+        {
+            "variant": ["a", "a", "b"],
+            "tier": ["c1", "c8", "c1"],
+            "host_other_cpu_share_max": [0.4, 0.125, 0.05],
+            "interference_rounds": [3, 1, 0],
+            "interference_flag": [True, True, False],
+        }
+    )
     lines = interference_warnings(summary)
     assert len(lines) == 1
     # no repeats_count column: the rounds are not known

@@ -49,8 +49,10 @@ def exposition(drafts, draft_tokens, accepted, per_pos) -> str:
         f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",position="{j}"}} {a}'
         for j, a in enumerate(per_pos)
     ]
-    lines += ["# TYPE vllm:num_requests_running gauge",
-              'vllm:num_requests_running{engine="0",model_name="m"} 3.0']  # fmt: skip
+    lines += [
+        "# TYPE vllm:num_requests_running gauge",
+        'vllm:num_requests_running{engine="0",model_name="m"} 3.0',
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -104,8 +106,11 @@ def test_two_passes_summed_into_summary_and_positions(tmp_path):
     assert c1["acceptance_length_tokens"] == pytest.approx(1 + 52 / 30)
     assert c1["draft_acceptance_rate_ratio"] == pytest.approx(52 / 120)
     assert c1["accepted_drafts_per_step_tokens"] == pytest.approx(52 / 30)
-    assert (c1["verify_steps_count"], c1["proposed_draft_tokens_count"],
-            c1["accepted_draft_tokens_count"]) == (30, 120, 52)  # fmt: skip
+    assert (
+        c1["verify_steps_count"],
+        c1["proposed_draft_tokens_count"],
+        c1["accepted_draft_tokens_count"],
+    ) == (30, 120, 52)
     assert c1["spec_decode_counts_source"] == "server_prometheus"
     # c2 proposed nothing between its scrapes: nothing to fill
     assert np.isnan(out.iloc[1]["acceptance_length_tokens"])
@@ -125,9 +130,17 @@ def test_two_passes_summed_into_summary_and_positions(tmp_path):
 
 
 def test_a_pass_that_lost_a_scrape_gives_no_figures():
-    passes = [TierOutcome("c1", requests=2, spec_counts=pass_delta(
-        SpecCounters(0.0, 0.0, 0.0, ()), SpecCounters(4.0, 16.0, 6.0, (3.0, 2.0, 1.0, 0.0)))),
-        TierOutcome("c1", requests=2, spec_counts=(None,))]  # fmt: skip
+    passes = [
+        TierOutcome(
+            "c1",
+            requests=2,
+            spec_counts=pass_delta(
+                SpecCounters(0.0, 0.0, 0.0, ()),
+                SpecCounters(4.0, 16.0, 6.0, (3.0, 2.0, 1.0, 0.0)),
+            ),
+        ),
+        TierOutcome("c1", requests=2, spec_counts=(None,)),
+    ]
     summary = summary_frame([("v", "c1", "")])
     out, rows = add_server_counts(
         summary, pd.DataFrame(), {"v": LoadResult(merge_passes(passes))}
@@ -145,8 +158,13 @@ def test_other_variants_keep_their_earlier_server_counts(tmp_path):
     s1.to_csv(tmp_path / "summary.csv", index=False)
     write_csv(a1, tmp_path / "acceptance.csv", ACCEPTANCE_SCHEMA)
     second = summary_frame([("old", "c1", ""), ("v", "c1", "")])
-    s2, a2 = add_server_counts(second, acc0, {"v": LoadResult()},
-                               tmp_path / "summary.csv", tmp_path / "acceptance.csv")  # fmt: skip
+    s2, a2 = add_server_counts(
+        second,
+        acc0,
+        {"v": LoadResult()},
+        tmp_path / "summary.csv",
+        tmp_path / "acceptance.csv",
+    )
     assert s2.iloc[0]["acceptance_length_tokens"] == pytest.approx(2.5)  # 1 + 15/10
     assert s2.iloc[0]["spec_decode_counts_source"] == "server_prometheus"
     assert np.isnan(s2.iloc[1]["acceptance_length_tokens"])
@@ -159,9 +177,23 @@ def test_workers_refused_with_an_openai_api(tmp_path, capsys):
         check_workers_api(API_CHAT, 2)
     check_workers_api(API_CHAT, 1)
     code, stdout, stderr = run_cli(
-        ["loadtest", "--api", "openai-chat", "--url", "http://127.0.0.1:9/v1",
-         "--model", "m", "--concurrency", "2", "--workers", "2",
-         "--out", str(tmp_path / "r")], capsys)  # fmt: skip
+        [
+            "loadtest",
+            "--api",
+            "openai-chat",
+            "--url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "--concurrency",
+            "2",
+            "--workers",
+            "2",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        capsys,
+    )
     assert code == 2, stdout + stderr
     lines = [s for s in stderr.splitlines() if s.strip()]
     assert len(lines) == 1 and "--workers 2 with --api openai-chat" in lines[0], stderr

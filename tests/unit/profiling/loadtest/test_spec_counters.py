@@ -26,10 +26,14 @@ vllm:num_requests_running{engine="0",model_name="m"} 0.0
 """
 # after a tier: 20 more verify steps (K=4: 80 draft tokens), 30 more accepted: 16/9/4/1
 AFTER = (
-    BEFORE.replace(" 10.0", " 30.0").replace(" 40.0", " 120.0").replace(" 15.0", " 45.0")
-    .replace('"0"} 8.0', '"0"} 24.0').replace('"1"} 5.0', '"1"} 14.0')
-    .replace('"2"} 2.0', '"2"} 6.0').replace('"3"} 0.0', '"3"} 1.0')
-)  # fmt: skip
+    BEFORE.replace(" 10.0", " 30.0")
+    .replace(" 40.0", " 120.0")
+    .replace(" 15.0", " 45.0")
+    .replace('"0"} 8.0', '"0"} 24.0')
+    .replace('"1"} 5.0', '"1"} 14.0')
+    .replace('"2"} 2.0', '"2"} 6.0')
+    .replace('"3"} 0.0', '"3"} 1.0')
+)
 
 
 def test_tier_delta_and_vllm_figures():

@@ -38,8 +38,13 @@ TEXT_SSE = (
 
 def target(ids: bool, url: str = "http://h:1/v1") -> LoadTarget:
     outputs = ("output_ids",) if ids else ("text_output",)
-    return LoadTarget(url, ModelInterface("m", {}, outputs, True), COMPLETIONS,
-                      RequestOptions(), API_COMPLETIONS)  # fmt: skip
+    return LoadTarget(
+        url,
+        ModelInterface("m", {}, outputs, True),
+        COMPLETIONS,
+        RequestOptions(),
+        API_COMPLETIONS,
+    )
 
 
 GAP_S = 0.05
@@ -59,15 +64,18 @@ def test_lines_split_across_reads_are_joined_and_stamped_on_arrival():
             lines: list[tuple[int, str]] = []
             async with session.post(f"{url}/completions", json={}) as r:
                 done = await read_stamped_lines(r.content, lines)
-        (exchange,) = await send_all(target(True),
-                                     streaming(SPLIT, GAP_S))  # fmt: skip
+        (exchange,) = await send_all(target(True), streaming(SPLIT, GAP_S))
         return done, lines, exchange
 
     done, lines, exchange = asyncio.run(go())
     assert done is True
     assert [line for _, line in lines] == [
-        'data: {"choices":[{"text":"a","token_ids":[1]}]}', "",
-        'data: {"choices":[{"text":"b","token_ids":[2,3]}]}', "", "data: [DONE]"]  # fmt: skip
+        'data: {"choices":[{"text":"a","token_ids":[1]}]}',
+        "",
+        'data: {"choices":[{"text":"b","token_ids":[2,3]}]}',
+        "",
+        "data: [DONE]",
+    ]
     t = [stamp for stamp, _ in lines]
     gap_ns = GAP_S * 1e9 * 0.9  # a sleep may end a little early on a coarse clock
     # one stamp per read: line 2 waits for the second piece, the blank after it for the third

@@ -44,8 +44,9 @@ def test_indexes_follow_the_slot_owner_when_n_does_not_divide_c():
     assert list(islice(WorkerShare(1, 2).closed_indexes(5), 4)) == [1, 3, 6, 8]
 
 
-@pytest.mark.parametrize(("n_req", "c", "n"), [(10, 5, 2), (32, 4, 2), (7, 3, 3),
-                                               (1, 4, 4), (33, 8, 3)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("n_req", "c", "n"), [(10, 5, 2), (32, 4, 2), (7, 3, 3), (1, 4, 4), (33, 8, 3)]
+)
 def test_every_index_is_sent_exactly_once(n_req, c, n):
     sent = []
     for k in range(n):
@@ -76,8 +77,9 @@ def test_constant_arrivals_interleave_into_the_one_process_schedule():
     for k in range(n):
         share = WorkerShare(k, n)
         start = share.open_start_ns(rate, "constant")
-        offsets = send_offsets_ns(3, share.open_rate(rate), "constant",
-                                  share.open_rng(0))  # fmt: skip
+        offsets = send_offsets_ns(
+            3, share.open_rate(rate), "constant", share.open_rng(0)
+        )
         sends += [(share.open_index(j), start + int(o)) for j, o in enumerate(offsets)]
     # one process at 4/s sends request i at i/4 s
     assert sorted(sends) == [(i, i * 250_000_000) for i in range(6)]
@@ -140,8 +142,9 @@ def test_a_server_failure_makes_the_tier_partial_and_the_later_ones_missing():
 
 def test_a_failure_the_parent_saw_settles_the_running_pass():
     a = LoadResult([tier("c2", requests=4), tier("c4", requests=3)])
-    merged = merge_results([a], server_failure="client worker 1 exited with code -9",
-                           failed_tier=1)  # fmt: skip
+    merged = merge_results(
+        [a], server_failure="client worker 1 exited with code -9", failed_tier=1
+    )
     assert [t.status for t in merged.tiers] == ["complete", "partial"]
     assert merged.tiers[1].reason == "client worker 1 exited with code -9"
 
@@ -155,8 +158,9 @@ def test_the_parent_stop_signal_is_kept():
 
 
 def test_worker_parts_sit_beside_the_files_and_are_concatenated(tmp_path):
-    files = RecordFiles(tmp_path / "v1.2.requests.csv", tmp_path / "v1.2.responses.csv",
-                        None)  # fmt: skip
+    files = RecordFiles(
+        tmp_path / "v1.2.requests.csv", tmp_path / "v1.2.responses.csv", None
+    )
     parts = worker_parts(files, 2)
     assert parts[1].requests == tmp_path / "v1.2.w1.requests.csv"
     assert parts[0].responses == tmp_path / "v1.2.w0.responses.csv"
@@ -186,8 +190,9 @@ def fails_before_connecting(capsys, tmp_path, *args) -> str:
 
 
 def test_more_workers_than_the_smallest_concurrency(capsys, tmp_path):
-    err = fails_before_connecting(capsys, tmp_path, "--concurrency", "8,2,4",
-                                  "--workers", "3")  # fmt: skip
+    err = fails_before_connecting(
+        capsys, tmp_path, "--concurrency", "8,2,4", "--workers", "3"
+    )
     assert "--workers 3 is larger than the concurrency of tier c2" in err
     assert "use --workers 2 or less" in err
 
@@ -199,17 +204,37 @@ def test_zero_workers(capsys, tmp_path):
 
 def test_workers_equal_to_the_concurrency_pass_preflight(capsys, tmp_path):
     code, _, err = run_cli(
-        ["loadtest", "--url", f"127.0.0.1:{free_port()}", "--out", tmp_path / "o",
-         "--concurrency", "2,4", "--workers", "2"], capsys,
-    )  # fmt: skip
+        [
+            "loadtest",
+            "--url",
+            f"127.0.0.1:{free_port()}",
+            "--out",
+            tmp_path / "o",
+            "--concurrency",
+            "2,4",
+            "--workers",
+            "2",
+        ],
+        capsys,
+    )
     assert code == 2 and "cannot reach" in err  # got as far as connecting
 
 
 def test_request_rate_tiers_take_any_number_of_workers(capsys, tmp_path):
     code, _, err = run_cli(
-        ["loadtest", "--url", f"127.0.0.1:{free_port()}", "--out", tmp_path / "o",
-         "--request-rate", "2", "--workers", "4"], capsys,
-    )  # fmt: skip
+        [
+            "loadtest",
+            "--url",
+            f"127.0.0.1:{free_port()}",
+            "--out",
+            tmp_path / "o",
+            "--request-rate",
+            "2",
+            "--workers",
+            "4",
+        ],
+        capsys,
+    )
     assert code == 2 and "cannot reach" in err
 
 

@@ -58,12 +58,28 @@ def frame(variant, readings, t0=0, text=reading) -> pd.DataFrame:
 
 
 def test_waits_share_and_the_largest_calm_tier():
-    base = frame("baseline", [("warmup", (0, 0, 0, 0, 0, 0)),
-                              ("tier:c1", (0, 5, 0, 0, 0, 0)), ("tier:c1", (1, 5, 50, 0, 0, 0)),
-                              ("tier:c4", (0, 20, 50, 0, 0, 0)), ("tier:c4", (0, 30, 250, 0, 0, 0)),
-                              ("tier:c8", (3, 40, 250, 0, 0, 0)), ("tier:c8", (1, 40, 650, 0, 2, 3))])  # fmt: skip
-    medusa = frame("medusa", [("tier:c1", (0, 6, 0, 0, 0, 0)), ("tier:c1", (0, 6, 60, 10, 0, 0)),
-                              ("tier:c4", (0, 40, 60, 10, 0, 0)), ("tier:c4", (0, 40, 360, 70, 1, 0))], t0=100)  # fmt: skip
+    base = frame(
+        "baseline",
+        [
+            ("warmup", (0, 0, 0, 0, 0, 0)),
+            ("tier:c1", (0, 5, 0, 0, 0, 0)),
+            ("tier:c1", (1, 5, 50, 0, 0, 0)),
+            ("tier:c4", (0, 20, 50, 0, 0, 0)),
+            ("tier:c4", (0, 30, 250, 0, 0, 0)),
+            ("tier:c8", (3, 40, 250, 0, 0, 0)),
+            ("tier:c8", (1, 40, 650, 0, 2, 3)),
+        ],
+    )
+    medusa = frame(
+        "medusa",
+        [
+            ("tier:c1", (0, 6, 0, 0, 0, 0)),
+            ("tier:c1", (0, 6, 60, 10, 0, 0)),
+            ("tier:c4", (0, 40, 60, 10, 0, 0)),
+            ("tier:c4", (0, 40, 360, 70, 1, 0)),
+        ],
+        t0=100,
+    )
     table = kv_pressure(pd.concat([base, medusa], ignore_index=True))
     rows = table.set_index(["variant", "phase"])
     assert list(table["phase"]) == [
@@ -81,7 +97,10 @@ def test_waits_share_and_the_largest_calm_tier():
     # counter deltas: the next phase's first reading minus this phase's first reading
     assert rows.loc[("baseline", "tier:c4"), "speculative_block_share"] == 0
     # the last phase: its own last reading
-    assert rows.loc[("baseline", "tier:c8"), ["preemptions", "kv_waits"]].tolist() == [2, 3]  # fmt: skip
+    assert rows.loc[("baseline", "tier:c8"), ["preemptions", "kv_waits"]].tolist() == [
+        2,
+        3,
+    ]
     assert rows.loc[("medusa", "tier:c1"), "speculative_block_share"] == 10 / 60
     assert rows.loc[("medusa", "tier:c4"), "speculative_block_share"] == 60 / 300
     assert rows.loc[("medusa", "tier:c4"), "preemptions"] == 1
@@ -93,8 +112,16 @@ def test_waits_share_and_the_largest_calm_tier():
 
 
 def test_without_reference_counters_the_waiting_gauge_decides():
-    trt = frame("trt", [("tier:c2", (0, 9)), ("tier:c4", (0, 20)), ("tier:c8", (2, 40)),
-                        ("tier:c16", (0, 40))], text=gauges)  # fmt: skip
+    trt = frame(
+        "trt",
+        [
+            ("tier:c2", (0, 9)),
+            ("tier:c4", (0, 20)),
+            ("tier:c8", (2, 40)),
+            ("tier:c16", (0, 40)),
+        ],
+        text=gauges,
+    )
     table = kv_pressure(trt)
     assert table["speculative_block_share"].isna().all()
     # c8 waited; c16 is above the 8 batch slots: queued whatever the snapshot says

@@ -238,12 +238,16 @@ def test_load_variant_inputs_rejects_a_broken_manifest(tmp_path: Path):
 @pytest.mark.parametrize(
     ("doc", "message"),
     [
-        ({"schema_version": 99, "models": {}},
-         "has schema_version 99 but this trtbench reads up to 1; upgrade trtbench"),
-        ({"models": {"target": {"path": "/nowhere", "bytes": "77"}}},
-         r"models\.target\.bytes is '77' \(str\), expected int"),
+        (
+            {"schema_version": 99, "models": {}},
+            "has schema_version 99 but this trtbench reads up to 1; upgrade trtbench",
+        ),
+        (
+            {"models": {"target": {"path": "/nowhere", "bytes": "77"}}},
+            r"models\.target\.bytes is '77' \(str\), expected int",
+        ),
     ],
-)  # fmt: skip
+)
 def test_load_variant_inputs_refuses_a_newer_or_mistyped_manifest(
     tmp_path, doc, message
 ):

@@ -93,11 +93,21 @@ def test_trtllm_pytorch_manifest_records_it_as_speculative_model(tmp_path, tiny_
     for mode, wanted in (("eagle3", weight_files_bytes(eagle)), ("baseline", None)):
         path = tmp_path / mode / "build.json"
         path.parent.mkdir()
-        models = {"target": {"path": str(target), "sha256": {}, "bytes": 1},
-                  "speculative_model": {"path": str(eagle), "sha256": {}, "bytes": 1}}  # fmt: skip
-        path.write_text(json.dumps({"schema_version": 1, "backend": "trtllm-pytorch",
-                                    "variant": {"name": mode}, "mode": mode,
-                                    "models": models}))  # fmt: skip
+        models = {
+            "target": {"path": str(target), "sha256": {}, "bytes": 1},
+            "speculative_model": {"path": str(eagle), "sha256": {}, "bytes": 1},
+        }
+        path.write_text(
+            json.dumps(
+                {
+                    "schema_version": 1,
+                    "backend": "trtllm-pytorch",
+                    "variant": {"name": mode},
+                    "mode": mode,
+                    "models": models,
+                }
+            )
+        )
         weights = load_variant_inputs(path).weight_bytes
         assert weights.get("eagle3") == wanted
 
@@ -126,9 +136,13 @@ def test_report_extra_weights_are_the_checkpoint_bytes(built, tiny_models):
     rd = RunDir(built)
     inputs = [load_variant_inputs(rd.build_json(n)) for n in ("baseline", "eagle3-k4")]
     write_memory_breakdown_csv(memory_breakdown(inputs), rd.memory_breakdown_csv)
-    rows = [summary_row(v, c, tpot=t, tpot_p50=t, ttft_p50=20.0, ttft_p95=30.0,
-                        tok_s=c * 1000.0 / t)
-            for v, t in (("baseline", 10.0), ("eagle3-k4", 6.0)) for c in (1, 4)]  # fmt: skip
+    rows = [
+        summary_row(
+            v, c, tpot=t, tpot_p50=t, ttft_p50=20.0, ttft_p95=30.0, tok_s=c * 1000.0 / t
+        )
+        for v, t in (("baseline", 10.0), ("eagle3-k4", 6.0))
+        for c in (1, 4)
+    ]
     write_summary(built, rows)
     write_report(built)
     text = (built / "report.md").read_text()

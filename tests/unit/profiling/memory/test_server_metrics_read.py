@@ -42,8 +42,10 @@ def test_a_file_cut_mid_row_names_the_last_line(written):
     assert message.startswith(
         f"{path} line 30: "
     )  # header + 29 rows: the last one is cut
-    assert message.endswith("re-run `trtbench run` into this run directory (it scrapes "
-                            "the server), or delete the file")  # fmt: skip
+    assert message.endswith(
+        "re-run `trtbench run` into this run directory (it scrapes "
+        "the server), or delete the file"
+    )
 
 
 def test_a_garbled_value_and_a_missing_column(written):

@@ -144,8 +144,18 @@ def test_itl_only_where_each_response_carried_one_token(peer):
     assert np.isnan(s.at["c4", "tokens_per_response_mean_tokens"])
     assert any("c4" in n and "per-token ITL" in n for n in peer.notes)
     # never invented: AIPerf's records carry no queue, server or speculative figures
-    assert s[["client_queue_time_mean_ms", "server_queue_time_mean_ms",
-              "request_goodput_per_s"]].isna().all().all()  # fmt: skip
+    assert (
+        s[
+            [
+                "client_queue_time_mean_ms",
+                "server_queue_time_mean_ms",
+                "request_goodput_per_s",
+            ]
+        ]
+        .isna()
+        .all()
+        .all()
+    )
 
 
 def test_layout_warmup_and_labels():
@@ -155,8 +165,11 @@ def test_layout_warmup_and_labels():
     ]  # phases/ folders are not tiers
     art = read_artifacts(RUN / "c1")
     assert (art.version, art.tier, art.warmup_records, len(art.records)) == (
-        "0.13.0", "c1", 2, 24,
-    )  # fmt: skip
+        "0.13.0",
+        "c1",
+        2,
+        24,
+    )
     assert split_label("base=some/dir")[0] == "base"
     assert split_label(str(RUN)) == (None, RUN)
     one = load_any(f"baseline={RUN / 'c4'}", RUN_CSV_SCHEMAS)
@@ -186,8 +199,11 @@ def test_a_failed_request_is_counted_not_measured(tmp_path):
     path.write_text("\n".join(json.dumps(d) for d in docs) + "\n")
     row = load_peer(dst).run.summary.iloc[0]
     assert (row["request_count"], row["error_count"]) == (24, 1)
-    ok = [d for i, d in enumerate(docs)
-          if d["metadata"]["benchmark_phase"] == "profiling" and i != failed]  # fmt: skip
+    ok = [
+        d
+        for i, d in enumerate(docs)
+        if d["metadata"]["benchmark_phase"] == "profiling" and i != failed
+    ]
     ttft = values(ok, "time_to_first_token")
     assert row["time_to_first_token_count"] == 23
     assert row["time_to_first_token_p50_ms"] == pytest.approx(p(ttft, 50))
@@ -196,17 +212,31 @@ def test_a_failed_request_is_counted_not_measured(tmp_path):
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
-        (lambda d: (d / "profile_export.jsonl").unlink(), "profile_export.jsonl: is missing"),
-        (lambda d: (d / "profile_export.jsonl").write_text('{"metadata": {"sess\n'),
-         "profile_export.jsonl line 1: not JSON"),
-        (lambda d: (d / "profile_export_aiperf.json").write_text("{}"),
-         "profile_export_aiperf.json: has no 'input_config' object"),
-        (lambda d: (d / "profile_export.jsonl").write_text(re.sub(
-            r'("time_to_first_token":\{"value":[^,]+,"unit":)"ms"', r'\1"min"',
-            (d / "profile_export.jsonl").read_text(), count=1)),
-         "line 1: metric 'time_to_first_token' has unit 'min'"),
+        (
+            lambda d: (d / "profile_export.jsonl").unlink(),
+            "profile_export.jsonl: is missing",
+        ),
+        (
+            lambda d: (d / "profile_export.jsonl").write_text('{"metadata": {"sess\n'),
+            "profile_export.jsonl line 1: not JSON",
+        ),
+        (
+            lambda d: (d / "profile_export_aiperf.json").write_text("{}"),
+            "profile_export_aiperf.json: has no 'input_config' object",
+        ),
+        (
+            lambda d: (d / "profile_export.jsonl").write_text(
+                re.sub(
+                    r'("time_to_first_token":\{"value":[^,]+,"unit":)"ms"',
+                    r'\1"min"',
+                    (d / "profile_export.jsonl").read_text(),
+                    count=1,
+                )
+            ),
+            "line 1: metric 'time_to_first_token' has unit 'min'",
+        ),
     ],
-)  # fmt: skip
+)
 def test_malformed_directory_is_one_config_error(tmp_path, damage, message):
     dst = _copy(tmp_path)
     damage(dst)
@@ -216,8 +246,19 @@ def test_malformed_directory_is_one_config_error(tmp_path, damage, message):
 
 
 def _trtbench_run(root):
-    rows = [summary_row("baseline", c, ttft_p50=20.0 + c, ttft_p95=40.0, tpot=3.0,
-                        tpot_p50=3.0, e2e_p50=70.0, tok_s=100.0 * c) for c in (1, 4)]  # fmt: skip
+    rows = [
+        summary_row(
+            "baseline",
+            c,
+            ttft_p50=20.0 + c,
+            ttft_p95=40.0,
+            tpot=3.0,
+            tpot_p50=3.0,
+            e2e_p50=70.0,
+            tok_s=100.0 * c,
+        )
+        for c in (1, 4)
+    ]
     write_summary(root, rows)
     write_build(root, "baseline", "baseline")
     return root

@@ -38,15 +38,29 @@ def stream(variant, rid, steps, totals=None):
     osl = sum(n for n, _, _ in steps)
     drafts = [r for r in responses if r.draft_tokens is not None]
     request = RequestRecord(
-        variant=variant, tier="c1", concurrency=1, request_rate_per_s=None, request_id=rid,
-        task_id=rid, scheduled_ns=0, sent_ns=100, first_token_ns=1000,
-        last_token_ns=1000 + 10 * (len(steps) - 1), end_ns=2000, input_tokens=8,
-        requested_output_tokens=osl, output_tokens=osl, token_responses=len(steps),
-        empty_responses=0, echoed_tokens=0, first_response_tokens=steps[0][0],
+        variant=variant,
+        tier="c1",
+        concurrency=1,
+        request_rate_per_s=None,
+        request_id=rid,
+        task_id=rid,
+        scheduled_ns=0,
+        sent_ns=100,
+        first_token_ns=1000,
+        last_token_ns=1000 + 10 * (len(steps) - 1),
+        end_ns=2000,
+        input_tokens=8,
+        requested_output_tokens=osl,
+        output_tokens=osl,
+        token_responses=len(steps),
+        empty_responses=0,
+        echoed_tokens=0,
+        first_response_tokens=steps[0][0],
         draft_tokens=sum(r.draft_tokens for r in drafts),
         accepted_draft_tokens=sum(r.accepted_draft_tokens for r in drafts),
-        input_token_source="tokenizer", output_token_source="output_ids",
-    )  # fmt: skip
+        input_token_source="tokenizer",
+        output_token_source="output_ids",
+    )
     return request, responses
 
 

@@ -18,8 +18,15 @@ def after_colon(design: str) -> str:
 
 
 def test_interleaved_design_names_rounds_starts_and_co_residence():
-    run = {"design": {"name": "interleaved", "rounds": 5, "co_resident": True,
-                      "server_starts": 3, "asked": "auto"}}  # fmt: skip
+    run = {
+        "design": {
+            "name": "interleaved",
+            "rounds": 5,
+            "co_resident": True,
+            "server_starts": 3,
+            "asked": "auto",
+        }
+    }
     lines = design_lines(run, None)
     assert len(lines) == 1
     line = lines[0]
@@ -30,16 +37,28 @@ def test_interleaved_design_names_rounds_starts_and_co_residence():
 
 
 def test_rounds_design_one_server_at_a_time():
-    run = {"design": {"name": "rounds", "rounds": 3, "co_resident": False,
-                      "server_starts": 6}}  # fmt: skip
+    run = {
+        "design": {
+            "name": "rounds",
+            "rounds": 3,
+            "co_resident": False,
+            "server_starts": 6,
+        }
+    }
     (line,) = design_lines(run, None)
     assert "**rounds**, 3 round(s), 6 server start(s), one server at a time" in line
     assert after_colon("rounds") in line
 
 
 def test_sequential_design_says_its_intervals_leave_out_drift():
-    run = {"design": {"name": "sequential", "rounds": 3, "co_resident": False,
-                      "server_starts": 2}}  # fmt: skip
+    run = {
+        "design": {
+            "name": "sequential",
+            "rounds": 3,
+            "co_resident": False,
+            "server_starts": 2,
+        }
+    }
     (line,) = design_lines(run, None)
     assert "**sequential**, 3 round(s), 2 server start(s), one server at a time" in line
     assert "do NOT include drift" in line
@@ -96,10 +115,13 @@ def test_flagged_cells_are_counted_and_named(as_text):
 
 
 def test_no_flagged_cell_states_the_largest_share():
-    rows = rounds_rows([
-        ("base", "c1", 0, 0.02, False), ("draft", "c1", 0, 0.08, False),
-        ("base", "c1", 1, math.nan, False),
-    ])  # fmt: skip
+    rows = rounds_rows(
+        [
+            ("base", "c1", 0, 0.02, False),
+            ("draft", "c1", 0, 0.08, False),
+            ("base", "c1", 1, math.nan, False),
+        ]
+    )
     (line,) = interference_lines(rows)
     assert line.startswith("Interference: none seen")
     assert "at most 8% of the host's CPU" in line
@@ -107,8 +129,9 @@ def test_no_flagged_cell_states_the_largest_share():
 
 
 def test_interference_not_measured_or_absent():
-    unmeasured = rounds_rows([("base", "c1", 0, math.nan, False),
-                              ("draft", "c1", 0, math.nan, False)])  # fmt: skip
+    unmeasured = rounds_rows(
+        [("base", "c1", 0, math.nan, False), ("draft", "c1", 0, math.nan, False)]
+    )
     assert interference_lines(unmeasured) == [
         "Interference: not measured (no /proc on the host)."
     ]
@@ -119,8 +142,14 @@ def test_interference_not_measured_or_absent():
 
 
 def test_design_lines_append_the_interference_line():
-    run = {"design": {"name": "interleaved", "rounds": 2, "co_resident": True,
-                      "server_starts": 2}}  # fmt: skip
+    run = {
+        "design": {
+            "name": "interleaved",
+            "rounds": 2,
+            "co_resident": True,
+            "server_starts": 2,
+        }
+    }
     lines = design_lines(run, rounds_rows(FLAGGED))
     assert len(lines) == 2
     assert lines[0].startswith("Measurement design: **interleaved**")

@@ -43,23 +43,33 @@ from trtbench.profiling.report.followup_check import (
 
 TOK = check_basis("output_tok_s")
 ROUNDS = {
-    ("rec", "c1"): (100, 100, 100), ("best", "c1"): (100, 100, 100),
-    ("rec", "c2"): (90, 99, 81), ("best", "c2"): (100, 110, 90),
-    ("rec", "c4"): (120, 80, 100), ("best", "c4"): (100, 100, 100),
-    ("rec", "c8"): (50, 50, 50), ("best", "c8"): (100, 100, 100),
-}  # fmt: skip
+    ("rec", "c1"): (100, 100, 100),
+    ("best", "c1"): (100, 100, 100),
+    ("rec", "c2"): (90, 99, 81),
+    ("best", "c2"): (100, 110, 90),
+    ("rec", "c4"): (120, 80, 100),
+    ("best", "c4"): (100, 100, 100),
+    ("rec", "c8"): (50, 50, 50),
+    ("best", "c8"): (100, 100, 100),
+}
 
 
 def rounds_frame(data=ROUNDS, column="output_tokens_per_s") -> pd.DataFrame:
-    return pd.DataFrame([
-        {"variant": v, "tier": t, "round": r, column: x}
-        for (v, t), values in data.items() for r, x in enumerate(values)
-    ])  # fmt: skip
+    return pd.DataFrame(
+        [
+            {"variant": v, "tier": t, "round": r, column: x}
+            for (v, t), values in data.items()
+            for r, x in enumerate(values)
+        ]
+    )
 
 
 def summary_frame() -> pd.DataFrame:
-    rows = [{"variant": v, "tier": t, "tier_status": "complete", "concurrency": int(t[1:])}
-            for v in ("rec", "best") for t in ("c1", "c2", "c4", "c8")]  # fmt: skip
+    rows = [
+        {"variant": v, "tier": t, "tier_status": "complete", "concurrency": int(t[1:])}
+        for v in ("rec", "best")
+        for t in ("c1", "c2", "c4", "c8")
+    ]
     rows[3]["tier_status"], rows[3]["tier_status_reason"] = "partial", "server died"
     return pd.DataFrame(rows)
 
@@ -74,8 +84,11 @@ def stages():
 def test_stage_one_readings_from_the_hand_worked_rounds():
     got = stages()
     assert [got[t].status for t in ("c1", "c2", "c4", "c8")] == [
-        PASS, SUSPECT, PASS, UNCHECKED,
-    ]  # fmt: skip
+        PASS,
+        SUSPECT,
+        PASS,
+        UNCHECKED,
+    ]
     assert got["c2"].ratio == pytest.approx(0.9)
     assert (got["c2"].low, got["c2"].high) == pytest.approx((0.9, 0.9))
     c4 = got["c4"]
@@ -116,8 +129,13 @@ def test_settle_fails_only_when_the_confirmation_agrees():
 def test_verdicts():
     p = settle("c1", 1, "b", StageResult(1, 0.9, 1.1, 3, PASS, ""), None)
     u = settle("c8", 8, "b", StageResult(None, None, None, 0, UNCHECKED, "x"), None)
-    f = settle("c2", 2, "b", StageResult(0.9, 0.8, 0.95, 3, SUSPECT, ""),
-               StageResult(0.9, 0.8, 0.95, 3, SUSPECT, ""))  # fmt: skip
+    f = settle(
+        "c2",
+        2,
+        "b",
+        StageResult(0.9, 0.8, 0.95, 3, SUSPECT, ""),
+        StageResult(0.9, 0.8, 0.95, 3, SUSPECT, ""),
+    )
     assert verdict_of([p, p]) == PASS
     assert verdict_of([p, u]) == "incomplete"
     assert verdict_of([p, u, f]) == FAIL

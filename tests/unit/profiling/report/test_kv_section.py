@@ -36,14 +36,19 @@ from trtbench.profiling.report.kv_section import HEADING, kv_lines, kv_summary
 LABELS = 'model="reference",version="1"'
 COUNTERS = ("block_steps", "speculative_block_steps", "preemptions", "kv_waits")
 BASELINE = [
-    ("tier:c1", (0, 5, 0, 0, 0, 0)), ("tier:c1", (0, 5, 40, 0, 0, 0)),
-    ("tier:c4", (0, 20, 40, 0, 0, 0)), ("tier:c4", (0, 20, 200, 0, 0, 0)),
-    ("tier:c8", (2, 40, 200, 0, 0, 0)), ("tier:c8", (3, 40, 600, 0, 1, 2)),
-]  # fmt: skip
+    ("tier:c1", (0, 5, 0, 0, 0, 0)),
+    ("tier:c1", (0, 5, 40, 0, 0, 0)),
+    ("tier:c4", (0, 20, 40, 0, 0, 0)),
+    ("tier:c4", (0, 20, 200, 0, 0, 0)),
+    ("tier:c8", (2, 40, 200, 0, 0, 0)),
+    ("tier:c8", (3, 40, 600, 0, 1, 2)),
+]
 DRAFT = [
-    ("tier:c1", (0, 6, 0, 0, 0, 0)), ("tier:c1", (0, 6, 50, 10, 0, 0)),
-    ("tier:c4", (0, 30, 50, 10, 0, 0)), ("tier:c4", (0, 30, 250, 40, 0, 0)),
-]  # fmt: skip
+    ("tier:c1", (0, 6, 0, 0, 0, 0)),
+    ("tier:c1", (0, 6, 50, 10, 0, 0)),
+    ("tier:c4", (0, 30, 50, 10, 0, 0)),
+    ("tier:c4", (0, 30, 250, 40, 0, 0)),
+]
 
 
 def reading(waiting, used, *counters) -> str:
@@ -81,7 +86,9 @@ def test_summary_per_variant():
     assert summary.loc["draft-k4", "largest_unqueued_concurrency"] == 4
     assert summary.loc["baseline", "speculative_share_text"] == "0.0 %"
     assert summary.loc["draft-k4", "speculative_share_text"] == "15.0 %–20.0 %"
-    assert summary.loc["baseline", ["kv_max_blocks", "max_kv_used_blocks"]].tolist() == [40, 40]  # fmt: skip
+    assert summary.loc[
+        "baseline", ["kv_max_blocks", "max_kv_used_blocks"]
+    ].tolist() == [40, 40]
     assert summary.loc["baseline", ["kv_waits", "preemptions"]].tolist() == [2, 1]
     assert summary.loc["draft-k4", ["kv_waits", "preemptions"]].tolist() == [0, 0]
 
@@ -111,12 +118,23 @@ def test_report_shows_the_section_and_the_recommendation_the_same_capacity(tmp_p
     write_summary(root, rows)
     write_build(root, "baseline", "baseline")
     write_build(root, "draft-k4", "draft_target", draft_len=4)
-    write_breakdown(root, [
-        {"variant": "baseline", "mode": "baseline", "weights_total_bytes": 100,
-         "weight_source": "files"},
-        {"variant": "draft-k4", "mode": "draft_target", "weights_total_bytes": 120,
-         "weight_source": "files"},
-    ])  # fmt: skip
+    write_breakdown(
+        root,
+        [
+            {
+                "variant": "baseline",
+                "mode": "baseline",
+                "weights_total_bytes": 100,
+                "weight_source": "files",
+            },
+            {
+                "variant": "draft-k4",
+                "mode": "draft_target",
+                "weights_total_bytes": 120,
+                "weight_source": "files",
+            },
+        ],
+    )
     write_server_metrics_csv(metrics(), RunDir(root).server_metrics_csv)
     text = write_report(root).report_path.read_text()
     section = text[text.index(HEADING) :]

@@ -18,20 +18,27 @@ IDS = [[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]]
 
 def _rows(variant: str, tier: str, outputs: list[list[int]]) -> list[dict]:
     return [
-        {"variant": variant, "tier": tier, "repeat": 0, "request_index": i,
-         "request_id": f"{variant}-{tier}-{i}", "output_tokens": len(ids),
-         "output_kind": "ids",
-         "output_digest": hashlib.blake2b(
-             b"".join(int(t).to_bytes(4, "little") for t in ids), digest_size=8
-         ).hexdigest(),
-         "output_token_ids": " ".join(map(str, ids))}
+        {
+            "variant": variant,
+            "tier": tier,
+            "repeat": 0,
+            "request_index": i,
+            "request_id": f"{variant}-{tier}-{i}",
+            "output_tokens": len(ids),
+            "output_kind": "ids",
+            "output_digest": hashlib.blake2b(
+                b"".join(int(t).to_bytes(4, "little") for t in ids), digest_size=8
+            ).hexdigest(),
+            "output_token_ids": " ".join(map(str, ids)),
+        }
         for i, ids in enumerate(outputs)
-    ]  # fmt: skip
+    ]
 
 
 def _run(root, dt_c2: list[list[int]]):
-    write_summary(root, [summary_row(v, c, tpot=10.0) for v in ("baseline", "dt")
-                         for c in (1, 2)])  # fmt: skip
+    write_summary(
+        root, [summary_row(v, c, tpot=10.0) for v in ("baseline", "dt") for c in (1, 2)]
+    )
     write_build(root, "baseline", "baseline")
     write_build(root, "dt", "draft_target", draft_len=3)
     rows = _rows("baseline", "c1", IDS) + _rows("baseline", "c2", IDS)

@@ -51,30 +51,61 @@ def rounds_frame(ratios: dict[int, tuple[float, ...]]) -> pd.DataFrame:
     rows = []
     for c, rs in ratios.items():
         for r, ratio in enumerate(rs):
-            rows.append({"variant": "base", "tier": f"c{c}", "round": r,
-                         "output_tokens_per_s": 100.0})  # fmt: skip
-            rows.append({"variant": "spec", "tier": f"c{c}", "round": r,
-                         "output_tokens_per_s": 100.0 * ratio})  # fmt: skip
+            rows.append(
+                {
+                    "variant": "base",
+                    "tier": f"c{c}",
+                    "round": r,
+                    "output_tokens_per_s": 100.0,
+                }
+            )
+            rows.append(
+                {
+                    "variant": "spec",
+                    "tier": f"c{c}",
+                    "round": r,
+                    "output_tokens_per_s": 100.0 * ratio,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def row(variant: str, tier: str, value: float, **extra: object) -> pd.Series:
     """A row of ``recommendation.objective_frame`` (no summary intervals)."""
-    return pd.Series({"variant": variant, "tier": tier, "value": value,
-                      "ratio_low": np.nan, "ratio_high": np.nan, "value_low": np.nan,
-                      "value_high": np.nan, "repeats_count": 3, **extra})  # fmt: skip
+    return pd.Series(
+        {
+            "variant": variant,
+            "tier": tier,
+            "value": value,
+            "ratio_low": np.nan,
+            "ratio_high": np.nan,
+            "value_low": np.nan,
+            "value_high": np.nan,
+            "repeats_count": 3,
+            **extra,
+        }
+    )
 
 
 @pytest.mark.parametrize(
     ("design", "words"),
-    [("interleaved", "interleaved rounds"), ("rounds", "rounds: both sides measured"),
-     ("sequential", "sequential passes")],
-)  # fmt: skip
+    [
+        ("interleaved", "interleaved rounds"),
+        ("rounds", "rounds: both sides measured"),
+        ("sequential", "sequential passes"),
+    ],
+)
 def test_margin_over_rounds_is_the_paired_ratio(design, words):
     """c4: the pooled values say 5.0 (500 / 100); the margin is the paired ratio over the
     three rounds instead: 1.34938 in [1.23071, 1.47949]."""
-    m = margin_of(row("spec", "c4", 500.0), row("base", "c4", 100.0), TOK, True,
-                  rounds=rounds_frame(RATIOS), design=design)  # fmt: skip
+    m = margin_of(
+        row("spec", "c4", 500.0),
+        row("base", "c4", 100.0),
+        TOK,
+        True,
+        rounds=rounds_frame(RATIOS),
+        design=design,
+    )
     assert m.over == "base"
     assert m.ratio == pytest.approx(geo(RATIOS[4]))
     assert m.ratio == pytest.approx(1.34938, abs=1e-5)
@@ -88,14 +119,26 @@ def test_margin_over_rounds_is_the_paired_ratio(design, words):
 
 def test_margin_over_rounds_not_significant_and_worse():
     rounds = rounds_frame(RATIOS)
-    c2 = margin_of(row("spec", "c2", 1.0), row("base", "c2", 1.0), TOK, False,
-                   rounds=rounds, design="interleaved")  # fmt: skip
+    c2 = margin_of(
+        row("spec", "c2", 1.0),
+        row("base", "c2", 1.0),
+        TOK,
+        False,
+        rounds=rounds,
+        design="interleaved",
+    )
     assert c2.ratio == pytest.approx(1.12 ** (1 / 3))  # 0.8 * 1.4 * 1.0 = 1.12
     assert c2.low == pytest.approx(0.51580, abs=1e-5)
     assert c2.high == pytest.approx(2.09090, abs=1e-4)
     assert c2.significant is False
-    c8 = margin_of(row("spec", "c8", 1.0), row("base", "c8", 1.0), TOK, False,
-                   rounds=rounds, design="interleaved")  # fmt: skip
+    c8 = margin_of(
+        row("spec", "c8", 1.0),
+        row("base", "c8", 1.0),
+        TOK,
+        False,
+        rounds=rounds,
+        design="interleaved",
+    )
     assert c8.ratio == pytest.approx(0.71981, abs=1e-5)
     assert c8.high == pytest.approx(0.77125, abs=1e-5)
     assert c8.significant is False
@@ -104,12 +147,22 @@ def test_margin_over_rounds_not_significant_and_worse():
 def test_lower_is_better_margin_over_rounds():
     """TPOT p50: spec 5, 8, 4 ms against base 10 ms in each round: base / spec = 2, 1.25,
     2.5, margin 6.25^(1/3) = 1.84202."""
-    rounds = pd.DataFrame({
-        "variant": ["spec"] * 3 + ["base"] * 3, "tier": ["c1"] * 6,
-        "round": [0, 1, 2] * 2, "tpot_p50_ms": [5.0, 8.0, 4.0, 10.0, 10.0, 10.0],
-    })  # fmt: skip
-    m = margin_of(row("spec", "c1", 5.0), row("base", "c1", 10.0), TPOT, True,
-                  rounds=rounds, design="interleaved")  # fmt: skip
+    rounds = pd.DataFrame(
+        {
+            "variant": ["spec"] * 3 + ["base"] * 3,
+            "tier": ["c1"] * 6,
+            "round": [0, 1, 2] * 2,
+            "tpot_p50_ms": [5.0, 8.0, 4.0, 10.0, 10.0, 10.0],
+        }
+    )
+    m = margin_of(
+        row("spec", "c1", 5.0),
+        row("base", "c1", 10.0),
+        TPOT,
+        True,
+        rounds=rounds,
+        design="interleaved",
+    )
     assert m.ratio == pytest.approx(6.25 ** (1 / 3))
     assert m.rounds == 3 and "TPOT p50" in m.basis
 
@@ -117,8 +170,14 @@ def test_lower_is_better_margin_over_rounds():
 def test_fewer_than_three_rounds_no_interval():
     """Two rounds: no interval; the margin is the pooled A / B = 130 / 100."""
     two = rounds_frame({4: (1.30, 1.35)})
-    m = margin_of(row("spec", "c4", 130.0), row("base", "c4", 100.0), TOK, True,
-                  rounds=two, design="interleaved")  # fmt: skip
+    m = margin_of(
+        row("spec", "c4", 130.0),
+        row("base", "c4", 100.0),
+        TOK,
+        True,
+        rounds=two,
+        design="interleaved",
+    )
     assert m.significant is None
     assert m.low is None and m.high is None
     assert m.basis.startswith("no interval")
@@ -140,10 +199,20 @@ def objective_rows(ratios: dict[int, tuple[float, ...]]) -> pd.DataFrame:
     rows = []
     for c, rs in ratios.items():
         for variant, value in (("base", 100.0), ("spec", 100.0 * sum(rs) / len(rs))):
-            rows.append({"variant": variant, "tier": f"c{c}", "concurrency": float(c),
-                         "tier_status": "complete", "value": value, "ratio_low": np.nan,
-                         "ratio_high": np.nan, "value_low": np.nan, "value_high": np.nan,
-                         "repeats_count": len(rs)})  # fmt: skip
+            rows.append(
+                {
+                    "variant": variant,
+                    "tier": f"c{c}",
+                    "concurrency": float(c),
+                    "tier_status": "complete",
+                    "value": value,
+                    "ratio_low": np.nan,
+                    "ratio_high": np.nan,
+                    "value_low": np.nan,
+                    "value_high": np.nan,
+                    "repeats_count": len(rs),
+                }
+            )
     return pd.DataFrame(rows)
 
 

@@ -70,8 +70,13 @@ def make_run(root, *, intervals=None, acceptance=True, goodput=False):
     rows = []
     for variant in TOK:
         for i, c in enumerate(TIERS):
-            row = summary_row(variant, c, tok_s=TOK[variant][i], tpot=TPOT[variant][i],
-                              tpot_p50=TPOT[variant][i])  # fmt: skip
+            row = summary_row(
+                variant,
+                c,
+                tok_s=TOK[variant][i],
+                tpot=TPOT[variant][i],
+                tpot_p50=TPOT[variant][i],
+            )
             if variant == "draft" and c == 8:
                 row.update(tier_status="partial", tier_status_reason="server died")
             if goodput:
@@ -84,20 +89,46 @@ def make_run(root, *, intervals=None, acceptance=True, goodput=False):
     write_build(root, "baseline", "baseline")
     write_build(root, "draft", "draft_target", draft_len=4)
     write_build(root, "medusa", "medusa", choices=[[0], [0, 0], [1]])
-    write_breakdown(root, [
-        {"variant": "baseline", "mode": "baseline", "weights_total_bytes": 16 * GIB,
-         "weight_source": "files"},
-        {"variant": "draft", "mode": "draft_target", "weights_total_bytes": 18 * GIB,
-         "weight_source": "files", "draft_kv_max_blocks": 64},
-        {"variant": "medusa", "mode": "medusa", "weights_total_bytes": 17 * GIB,
-         "weight_source": "files"},
-    ])  # fmt: skip
+    write_breakdown(
+        root,
+        [
+            {
+                "variant": "baseline",
+                "mode": "baseline",
+                "weights_total_bytes": 16 * GIB,
+                "weight_source": "files",
+            },
+            {
+                "variant": "draft",
+                "mode": "draft_target",
+                "weights_total_bytes": 18 * GIB,
+                "weight_source": "files",
+                "draft_kv_max_blocks": 64,
+            },
+            {
+                "variant": "medusa",
+                "mode": "medusa",
+                "weights_total_bytes": 17 * GIB,
+                "weight_source": "files",
+            },
+        ],
+    )
     if acceptance:
         rates = (0.9, 0.7, 0.4, 0.2)
-        acc = [{"variant": "draft", "tier": f"c{c}", "kind": "position", "draft_position": j,
-                "steps_count": 100, "hits_count": round(a * 100), "value_ratio": a,
-                "source": "server_per_step"}
-               for c in (1, 4) for j, a in enumerate(rates, start=1)]  # fmt: skip
+        acc = [
+            {
+                "variant": "draft",
+                "tier": f"c{c}",
+                "kind": "position",
+                "draft_position": j,
+                "steps_count": 100,
+                "hits_count": round(a * 100),
+                "value_ratio": a,
+                "source": "server_per_step",
+            }
+            for c in (1, 4)
+            for j, a in enumerate(rates, start=1)
+        ]
         write_csv(pd.DataFrame(acc), RunDir(root).acceptance_csv, ACCEPTANCE_SCHEMA)
     return root
 
@@ -105,8 +136,9 @@ def make_run(root, *, intervals=None, acceptance=True, goodput=False):
 def rec_of(root, objective="output_tok_s"):
     run = load_run(root, RUN_CSV_SCHEMAS)
     a = analyze_run(run)
-    return recommend(a.tiers, run.summary, objective, run.baseline, a.memory,
-                     run.memory_breakdown)  # fmt: skip
+    return recommend(
+        a.tiers, run.summary, objective, run.baseline, a.memory, run.memory_breakdown
+    )
 
 
 def test_best_per_tier_by_throughput_partial_tier_excluded(tmp_path):
@@ -154,13 +186,16 @@ def test_crossover_without_intervals(tmp_path):
 
 def test_significance_and_crossover_interval_with_repeats(tmp_path):
     iv = {  # (tok low, tok high, ratio-over-baseline low, high)
-        ("baseline", 1): (90, 110, None, None), ("draft", 1): (170, 190, 1.6, 2.0),
+        ("baseline", 1): (90, 110, None, None),
+        ("draft", 1): (170, 190, 1.6, 2.0),
         ("medusa", 1): (140, 160, 1.3, 1.7),
-        ("baseline", 4): (280, 320, None, None), ("draft", 4): (350, 430, 1.1, 1.5),
+        ("baseline", 4): (280, 320, None, None),
+        ("draft", 4): (350, 430, 1.1, 1.5),
         ("medusa", 4): (340, 380, 1.1, 1.3),
-        ("baseline", 16): (780, 820, None, None), ("draft", 16): (580, 620, 0.7, 0.8),
+        ("baseline", 16): (780, 820, None, None),
+        ("draft", 16): (580, 620, 0.7, 0.8),
         ("medusa", 16): (600, 680, 0.7, 0.9),
-    }  # fmt: skip
+    }
     rec = rec_of(make_run(tmp_path, intervals=iv))
     c1, c4 = rec.tiers[0], rec.tiers[1]
     assert c1.runner_up.significant is True  # 170 > 160: disjoint
@@ -196,7 +231,9 @@ def test_report_opens_with_recommendation_and_writes_json(tmp_path):
     assert doc["excluded"] == ["`draft` c8: partial (server died)"]
     by_target = {s["target"]: s for s in doc["snippets"]}
     assert by_target["trtbench variant"]["config"]["variants"][0]["speculation"] == {
-        "max_concurrency": 4, "draft_len_schedule": {"1": 2, "4": 2}}  # fmt: skip
+        "max_concurrency": 4,
+        "draft_len_schedule": {"1": 2, "4": 2},
+    }
     new = by_target["TensorRT-LLM 1.4.0rc4 LLM API"]["config"]["speculative_config"]
     assert new["decoding_type"] == "DraftTarget" and new["max_draft_len"] == 4
     assert (
@@ -239,10 +276,14 @@ def test_llmapi_snippet_versions_and_a_field_a_version_lacks():
     assert new.config["speculative_config"]["max_draft_len"] == 4
     assert new.config["speculative_config"]["draft_len_schedule"] == {1: 4, 8: 2}
     # contract evidence: 1.4.0rc4 from its release docs, 1.2.1 from a stored 1.2-era copy
-    assert ("speculative_config.draft_len_schedule: presence at 1.4.0rc4 not confirmed "
-            "(contract evidence: release_docs)") in new.notes  # fmt: skip
-    assert ("speculative_config.draft_len_schedule: presence at 1.2.1 not confirmed "
-            "(contract evidence: stored_copy)") in old.notes  # fmt: skip
+    assert (
+        "speculative_config.draft_len_schedule: presence at 1.4.0rc4 not confirmed "
+        "(contract evidence: release_docs)"
+    ) in new.notes
+    assert (
+        "speculative_config.draft_len_schedule: presence at 1.2.1 not confirmed "
+        "(contract evidence: stored_copy)"
+    ) in old.notes
     assert old.config["speculative_config"]["max_draft_len"] == 4  # == schedule[1]
     assert any(
         "requires draft_len_schedule[1] == max_draft_len" in n for n in old.notes
@@ -250,21 +291,30 @@ def test_llmapi_snippet_versions_and_a_field_a_version_lacks():
     assert not any("requires" in n for n in new.notes)
     # the same policy against a contract table lacking draft_len_schedule (1.2.1's minus it)
     real = contract_view("1.2.1", "draft_target")
-    lacking = ContractView("1.2.1", real.decoding_type,
-                           {k: v for k, v in real.fields.items() if k != "draft_len_schedule"})  # fmt: skip
+    lacking = ContractView(
+        "1.2.1",
+        real.decoding_type,
+        {k: v for k, v in real.fields.items() if k != "draft_len_schedule"},
+    )
     snip = llmapi_snippet(POLICY, lacking)
     assert "draft_len_schedule" not in snip.config["speculative_config"]
-    assert ("TensorRT-LLM 1.2.1's contract has no speculative_config.draft_len_schedule: "
-            "left out") in snip.notes  # fmt: skip
-    medusa = llmapi_snippet(Policy("m", "medusa", None, 8, None),
-                            contract_view("1.4.0rc4", "medusa"))  # fmt: skip
+    assert (
+        "TensorRT-LLM 1.2.1's contract has no speculative_config.draft_len_schedule: "
+        "left out"
+    ) in snip.notes
+    medusa = llmapi_snippet(
+        Policy("m", "medusa", None, 8, None), contract_view("1.4.0rc4", "medusa")
+    )
     assert medusa.config == {} and "PyTorch backend" in medusa.text
 
 
 def test_vllm_snippet():
     snip = vllm_snippet(POLICY)
     assert snip.config["num_speculative_tokens_per_batch_size"] == [
-        [1, 1, 4], [2, 8, 2], [9, 9, 0]]  # fmt: skip
+        [1, 1, 4],
+        [2, 8, 2],
+        [9, 9, 0],
+    ]
     payload = snip.text.split("--speculative-config '", 1)[1].rstrip("'")
     assert json.loads(payload) == snip.config
 
@@ -281,8 +331,15 @@ def test_goodput_without_slos_exits_2_one_line(tmp_path, capsys):
 
 def test_objective_from_run_json_and_cli_override(tmp_path):
     root = make_run(tmp_path, goodput=True)
-    RunDir(root).update_run_json("build", {"spec": {
-        "report": {"objective": "tpot_p50"}, "loadtest": {"slo_ttft_ms": 500.0}}})  # fmt: skip
+    RunDir(root).update_run_json(
+        "build",
+        {
+            "spec": {
+                "report": {"objective": "tpot_p50"},
+                "loadtest": {"slo_ttft_ms": 500.0},
+            }
+        },
+    )
     write_report(root)
     doc = json.loads((root / "recommendation.json").read_text())
     assert doc["objective"]["name"] == "tpot_p50" and doc["objective"]["unit"] == "ms"

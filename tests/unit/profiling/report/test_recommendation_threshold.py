@@ -54,7 +54,7 @@ def _rec(significant):
                 significant,
                 "paired ratio",
             ),
-        )  # fmt: skip
+        )
         for c in (1, 2)
     )
     return Recommendation(

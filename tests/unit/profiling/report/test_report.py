@@ -51,9 +51,18 @@ def make_run(root, tpot=TPOT, draft_streams=True, with_extras=True):
                 extra = {"per_response": 2.5}
             if variant == "draft-k4" and not draft_streams:
                 t = float("nan")  # one response per request: no TPOT
-            rows.append(summary_row(variant, c, tpot=t, tpot_p50=t, ttft_p50=20.0 + c,
-                                    ttft_p95=30.0 + c, tok_s=c * 1000.0 / tpot_value,
-                                    **extra))  # fmt: skip
+            rows.append(
+                summary_row(
+                    variant,
+                    c,
+                    tpot=t,
+                    tpot_p50=t,
+                    ttft_p50=20.0 + c,
+                    ttft_p95=30.0 + c,
+                    tok_s=c * 1000.0 / tpot_value,
+                    **extra,
+                )
+            )
     write_summary(root, rows)
     modes = {"baseline": "baseline", "draft-k4": "draft_target", "medusa": "medusa"}
     write_build(root, "baseline", "baseline")
@@ -68,17 +77,37 @@ def make_run(root, tpot=TPOT, draft_streams=True, with_extras=True):
         )
         write_repo_metadata(root, variant, mode, streaming=streams, graphs=graphs)
     if with_extras:
-        write_breakdown(root, [
-            {"variant": "baseline", "mode": "baseline", "weights_total_bytes": 16 * GIB,
-             "target_weights_bytes": 16 * GIB, "weight_source": "files",
-             "peak_device_used_bytes": 60 * GIB},
-            {"variant": "draft-k4", "mode": "draft_target", "weights_total_bytes": int(18.5 * GIB),
-             "target_weights_bytes": 16 * GIB, "draft_weights_bytes": int(2.5 * GIB),
-             "weight_source": "files", "peak_device_used_bytes": 62 * GIB},
-            {"variant": "medusa", "mode": "medusa", "weights_total_bytes": int(17.5 * GIB),
-             "target_weights_bytes": 16 * GIB, "medusa_heads_bytes": int(1.5 * GIB),
-             "weight_source": "files", "peak_device_used_bytes": int(60.5 * GIB)},
-        ])  # fmt: skip
+        write_breakdown(
+            root,
+            [
+                {
+                    "variant": "baseline",
+                    "mode": "baseline",
+                    "weights_total_bytes": 16 * GIB,
+                    "target_weights_bytes": 16 * GIB,
+                    "weight_source": "files",
+                    "peak_device_used_bytes": 60 * GIB,
+                },
+                {
+                    "variant": "draft-k4",
+                    "mode": "draft_target",
+                    "weights_total_bytes": int(18.5 * GIB),
+                    "target_weights_bytes": 16 * GIB,
+                    "draft_weights_bytes": int(2.5 * GIB),
+                    "weight_source": "files",
+                    "peak_device_used_bytes": 62 * GIB,
+                },
+                {
+                    "variant": "medusa",
+                    "mode": "medusa",
+                    "weights_total_bytes": int(17.5 * GIB),
+                    "target_weights_bytes": 16 * GIB,
+                    "medusa_heads_bytes": int(1.5 * GIB),
+                    "weight_source": "files",
+                    "peak_device_used_bytes": int(60.5 * GIB),
+                },
+            ],
+        )
         write_steps(root, "baseline-eager", [1_400_000, 1_500_000, 1_300_000])
         write_steps(
             root, "baseline-graphs", [180_000, 170_000, 190_000], graph_launches=1
@@ -157,8 +186,15 @@ def test_report_writes_markdown_and_plots(tmp_path):
         "medusa`: CUDA graphs were requested but unavailable (no CUDA device)" in text
     )
     names = {p.name for p in (root / "plots").iterdir()}
-    assert names == {"ttft.png", "tpot.png", "throughput.png", "speedup.png",
-                     "acceptance.png", "memory.png", "launch_overhead.png"}  # fmt: skip
+    assert names == {
+        "ttft.png",
+        "tpot.png",
+        "throughput.png",
+        "speedup.png",
+        "acceptance.png",
+        "memory.png",
+        "launch_overhead.png",
+    }
     assert all(_is_png(p) for p in (root / "plots").iterdir())
     assert "plots/speedup.png" in text
 
@@ -171,8 +207,13 @@ def test_non_streaming_draft_uses_throughput_and_is_noted(tmp_path):
     assert "No memory_breakdown.csv" in text and "No traces/**/steps.csv" in text
     t = analyze_run(load_run(root)).tiers.set_index(["variant", "tier"])
     assert t.at[("draft-k4", "c4"), "speedup_basis"] == "throughput"
-    assert {p.name for p in result.plot_paths} == {"ttft.png", "tpot.png", "throughput.png",
-                                                   "speedup.png", "acceptance.png"}  # fmt: skip
+    assert {p.name for p in result.plot_paths} == {
+        "ttft.png",
+        "tpot.png",
+        "throughput.png",
+        "speedup.png",
+        "acceptance.png",
+    }
 
 
 def test_compare_two_runs_gives_ratios(tmp_path):
@@ -210,8 +251,11 @@ def test_modes_and_streaming_without_manifests(tmp_path):
     # `trtbench loadtest` alone leaves no build.json: the mode comes from the name, and
     # run.json's loadtest endpoint ("nostream") says the draft variant did not stream.
     root = tmp_path / "run"
-    rows = [summary_row(v, c, tpot=t, accept=3.0 if v == "dtm-k4" else float("nan"))
-            for v, t in (("baseline", 10.0), ("dtm-k4", 5.0)) for c in (1, 8)]  # fmt: skip
+    rows = [
+        summary_row(v, c, tpot=t, accept=3.0 if v == "dtm-k4" else float("nan"))
+        for v, t in (("baseline", 10.0), ("dtm-k4", 5.0))
+        for c in (1, 8)
+    ]
     write_summary(root, rows)
     RunDir(root).update_run_json(
         "loadtest",
@@ -259,8 +303,13 @@ def test_noisy_tier_and_cpu_host_are_noted(tmp_path):
     # baseline c1: TPOT mean 10 ms but median 4 ms (> 2x): noted as noisy.
     # build.json host.gpus = []: the reference backend ran without a GPU.
     root = tmp_path / "run"
-    write_summary(root, [summary_row("baseline", 1, tpot=10.0, tpot_p50=4.0),
-                         summary_row("medusa", 1, tpot=5.0, tpot_p50=4.9, per_response=2.0)])  # fmt: skip
+    write_summary(
+        root,
+        [
+            summary_row("baseline", 1, tpot=10.0, tpot_p50=4.0),
+            summary_row("medusa", 1, tpot=5.0, tpot_p50=4.9, per_response=2.0),
+        ],
+    )
     write_build(root, "baseline", "baseline", host={"gpus": []})
     write_build(root, "medusa", "medusa", choices=[[0]], host={"gpus": []})
     run = load_run(root)

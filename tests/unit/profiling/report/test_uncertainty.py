@@ -43,16 +43,29 @@ def summary_rows() -> pd.DataFrame:
         ("med", "c2", 6.0, 2.0, 2.0, NAN, NAN, 12),
     ]
     return pd.DataFrame(
-        [{"variant": v, "tier": t, "concurrency": int(t[1:]), "request_rate_per_s": NAN,
-          "tier_status": "complete", "tier_status_reason": "", "request_count": 30,
-          "error_count": 0, "time_per_output_token_mean_ms": tpot,
-          "output_token_throughput_tokens_per_s": 100.0,
-          "time_to_first_token_p95_ms": 40.0, "time_to_first_token_p99_ms": 55.0,
-          "time_to_first_token_count": n,
-          "tpot_speedup_ratio_repeat_mean": mean, "tpot_speedup_ratio_ci95_low": lo,
-          "tpot_speedup_ratio_ci95_high": hi, "pooled": pooled}
-         for v, t, tpot, pooled, mean, lo, hi, n in rows]
-    )  # fmt: skip
+        [
+            {
+                "variant": v,
+                "tier": t,
+                "concurrency": int(t[1:]),
+                "request_rate_per_s": NAN,
+                "tier_status": "complete",
+                "tier_status_reason": "",
+                "request_count": 30,
+                "error_count": 0,
+                "time_per_output_token_mean_ms": tpot,
+                "output_token_throughput_tokens_per_s": 100.0,
+                "time_to_first_token_p95_ms": 40.0,
+                "time_to_first_token_p99_ms": 55.0,
+                "time_to_first_token_count": n,
+                "tpot_speedup_ratio_repeat_mean": mean,
+                "tpot_speedup_ratio_ci95_low": lo,
+                "tpot_speedup_ratio_ci95_high": hi,
+                "pooled": pooled,
+            }
+            for v, t, tpot, pooled, mean, lo, hi, n in rows
+        ]
+    )
 
 
 VARIANTS = pd.DataFrame(

@@ -31,11 +31,25 @@ def test_absolute_timestamps_match_the_raw_events() -> None:
         c = calls[k["args"]["correlation"]]
         api_end, k_end = (c["ts"] + c["dur"]) * 1000, (k["ts"] + k["dur"]) * 1000
         queue = k["ts"] * 1000 - api_end if k["ts"] * 1000 >= api_end else None
-        want.append((c["ts"] * 1000, c["dur"] * 1000, queue, k["ts"] * 1000,
-                     max(api_end, k_end) - c["ts"] * 1000, c["name"]))  # fmt: skip
+        want.append(
+            (
+                c["ts"] * 1000,
+                c["dur"] * 1000,
+                queue,
+                k["ts"] * 1000,
+                max(api_end, k_end) - c["ts"] * 1000,
+                c["name"],
+            )
+        )
     trace = KinetoTrace(hta_trace("simple_add")).get_kernel_launches()
-    columns = ["api_start_ns", "api_dur_ns", "queue_dur_ns", "kernel_start_ns", "total_dur_ns",
-               "s_api_name"]  # fmt: skip
+    columns = [
+        "api_start_ns",
+        "api_dur_ns",
+        "queue_dur_ns",
+        "kernel_start_ns",
+        "total_dur_ns",
+        "s_api_name",
+    ]
     got = [
         tuple(None if pd.isna(v) else v for v in r)
         for r in trace[columns].itertuples(False)
@@ -78,8 +92,16 @@ def test_relative_timestamps_and_driver_launch() -> None:
 def event(
     cat: str, name: str, ts: float, dur: float, pid: int = 10, tid: int = 10, **args
 ):
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
-            "args": args}  # fmt: skip
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": pid,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
 
 
 def kernel(name: str, ts: float, dur: float, corr: int | None, node: int | None = None):
@@ -97,29 +119,47 @@ def write_trace(path: Path, events: list[dict], **top: object) -> Path:
 
 def graph_trace(path: Path) -> Path:
     """Step 0: runtime + driver launch + a legacy call linked only by a flow; step 1: a graph."""
-    return write_trace(path, [
-        event("user_annotation", "ProfilerStep#0", 1000.0, 1000.0),
-        event("user_annotation", "ProfilerStep#1", 2000.0, 1000.0),
-        event("cuda_runtime", "cudaLaunchKernel", 1100.5, 10.25, correlation=1),
-        kernel("gemm", 1120.125, 80.0, 1),
-        event("cuda_driver", "cuLaunchKernel", 1200.0, 30.0, correlation=2),
-        kernel("triton_poi", 1210.0, 40.0, 2),
-        event("cuda_runtime", "cudaLaunchKernel", 1500.0, 5.0),
-        {"ph": "s", "cat": "ac2g", "id": 99, "pid": 10, "tid": 10, "ts": 1500.0},
-        kernel("legacy", 1510.0, 5.0, None),
-        {"ph": "f", "cat": "ac2g", "id": 99, "pid": 0, "tid": 7, "ts": 1510.0, "bp": "e"},
-        event("cuda_runtime", "cudaGraphLaunch", 2100.0, 50.0, correlation=3),
-        kernel("gemm", 2160.0, 40.0, 3, node=7),
-        kernel("softmax", 2200.0, 60.0, 3, node=8),
-        kernel("gemm", 2300.0, 10.0, 3, node=9),
-    ], baseTimeNanoseconds=1_700_000_000_000_000_000)  # fmt: skip
+    return write_trace(
+        path,
+        [
+            event("user_annotation", "ProfilerStep#0", 1000.0, 1000.0),
+            event("user_annotation", "ProfilerStep#1", 2000.0, 1000.0),
+            event("cuda_runtime", "cudaLaunchKernel", 1100.5, 10.25, correlation=1),
+            kernel("gemm", 1120.125, 80.0, 1),
+            event("cuda_driver", "cuLaunchKernel", 1200.0, 30.0, correlation=2),
+            kernel("triton_poi", 1210.0, 40.0, 2),
+            event("cuda_runtime", "cudaLaunchKernel", 1500.0, 5.0),
+            {"ph": "s", "cat": "ac2g", "id": 99, "pid": 10, "tid": 10, "ts": 1500.0},
+            kernel("legacy", 1510.0, 5.0, None),
+            {
+                "ph": "f",
+                "cat": "ac2g",
+                "id": 99,
+                "pid": 0,
+                "tid": 7,
+                "ts": 1510.0,
+                "bp": "e",
+            },
+            event("cuda_runtime", "cudaGraphLaunch", 2100.0, 50.0, correlation=3),
+            kernel("gemm", 2160.0, 40.0, 3, node=7),
+            kernel("softmax", 2200.0, 60.0, 3, node=8),
+            kernel("gemm", 2300.0, 10.0, 3, node=9),
+        ],
+        baseTimeNanoseconds=1_700_000_000_000_000_000,
+    )
 
 
 def test_graph_driver_and_flow_linked_launches(tmp_path: Path) -> None:
     trace = KinetoTrace(graph_trace(tmp_path / "t.json.gz"))
     launches = trace.get_kernel_launches()
-    assert launches["s_api_name"].tolist() == ["cudaLaunchKernel", "cuLaunchKernel",
-        "cudaLaunchKernel", "cudaGraphLaunch", "cudaGraphLaunch", "cudaGraphLaunch"]  # fmt: skip
+    assert launches["s_api_name"].tolist() == [
+        "cudaLaunchKernel",
+        "cuLaunchKernel",
+        "cudaLaunchKernel",
+        "cudaGraphLaunch",
+        "cudaGraphLaunch",
+        "cudaGraphLaunch",
+    ]
     first = launches.iloc[
         0
     ]  # call 1100.5 + 10.25 us -> ends 1110750 ns; kernel at 1120125
@@ -212,8 +252,13 @@ def test_cli_steps_from_an_annotation_pattern(tmp_path: Path) -> None:
     assert len(steps) == len(measure) == 2
     for (_, step), window in zip(steps.iterrows(), measure, strict=True):
         start, end = window["ts"], window["ts"] + window["dur"]
-        calls = [e for e in events if e.get("cat") == "cuda_runtime"
-                 and e["name"] == "cudaLaunchKernel" and start <= e["ts"] < end]  # fmt: skip
+        calls = [
+            e
+            for e in events
+            if e.get("cat") == "cuda_runtime"
+            and e["name"] == "cudaLaunchKernel"
+            and start <= e["ts"] < end
+        ]
         assert step["launch_calls"] == len(calls)
         assert step["launch_overhead_ns"] == sum(e["dur"] for e in calls) * 1000
 

@@ -31,18 +31,38 @@ NA = None
 def frame(*rows: dict) -> pd.DataFrame:
     """Launch frame from rows given as dicts of the fields that matter; the rest default."""
     defaults = {
-        "pid": 1, "tid": 1, "correlation_id": NA, "s_api_name": "cudaLaunchKernel",
-        "api_start_ns": NA, "api_end_ns": NA, "gpu_kind": "kernel", "start_ns": NA,
-        "end_ns": NA, "device_id": 0, "stream_id": 7, "graph_node_id": NA, "s_name": "k",
-        "grid_x": 1, "grid_y": 1, "grid_z": 1, "block_x": 128, "block_y": 1, "block_z": 1,
-    }  # fmt: skip
+        "pid": 1,
+        "tid": 1,
+        "correlation_id": NA,
+        "s_api_name": "cudaLaunchKernel",
+        "api_start_ns": NA,
+        "api_end_ns": NA,
+        "gpu_kind": "kernel",
+        "start_ns": NA,
+        "end_ns": NA,
+        "device_id": 0,
+        "stream_id": 7,
+        "graph_node_id": NA,
+        "s_name": "k",
+        "grid_x": 1,
+        "grid_y": 1,
+        "grid_z": 1,
+        "block_x": 128,
+        "block_y": 1,
+        "block_z": 1,
+    }
     full = [{**defaults, **r} for r in rows]
     return make_launch_frame({c: [r[c] for r in full] for c in defaults})
 
 
 def call(corr: int, api: str, api_start: int, api_end: int, **gpu: object) -> dict:
-    return {"correlation_id": corr, "s_api_name": api, "api_start_ns": api_start,
-            "api_end_ns": api_end, **gpu}  # fmt: skip
+    return {
+        "correlation_id": corr,
+        "s_api_name": api,
+        "api_start_ns": api_start,
+        "api_end_ns": api_end,
+        **gpu,
+    }
 
 
 def ranges(*rows: tuple[str, int, int]) -> pd.DataFrame:

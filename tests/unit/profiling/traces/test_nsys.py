@@ -59,8 +59,16 @@ def query(path: Path, sql: str) -> list[tuple]:
 def test_real_export_matches_cuda_kern_exec_trace(demo: NsysReport) -> None:
     expected = query(demo.path, EXEC_TRACE_SQL)
     trace = demo.get_kernel_launches()
-    columns = ["api_start_ns", "api_dur_ns", "queue_dur_ns", "kernel_start_ns", "kernel_dur_ns",
-               "total_dur_ns", "s_api_name", "s_kernel_name"]  # fmt: skip
+    columns = [
+        "api_start_ns",
+        "api_dur_ns",
+        "queue_dur_ns",
+        "kernel_start_ns",
+        "kernel_dur_ns",
+        "total_dur_ns",
+        "s_api_name",
+        "s_kernel_name",
+    ]
     got = [
         tuple(None if pd.isna(v) else v for v in row)
         for row in trace[columns].itertuples(False)
@@ -108,8 +116,11 @@ def union_length(intervals: list[tuple[int, int]]) -> int:
 
 def test_real_export_steps_from_nvtx_ranges(demo: NsysReport) -> None:
     steps = demo.get_steps(r"^layer_\d+_forward$")
-    ranges = query(demo.path, "SELECT text, start, end, globalTid FROM NVTX_EVENTS "
-                   "WHERE text GLOB 'layer_*_forward' ORDER BY start")  # fmt: skip
+    ranges = query(
+        demo.path,
+        "SELECT text, start, end, globalTid FROM NVTX_EVENTS "
+        "WHERE text GLOB 'layer_*_forward' ORDER BY start",
+    )
     assert steps["s_name"].tolist() == [r[0] for r in ranges]
     for (_, start, end, gtid), (_, step) in zip(ranges, steps.iterrows(), strict=True):
         calls = query(
@@ -127,10 +138,13 @@ def test_real_export_steps_from_nvtx_ranges(demo: NsysReport) -> None:
                 f"SELECT g.start, g.end FROM {table} g JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
                 f"ON r.correlationId = g.correlationId WHERE r.globalTid = {gtid} "
                 f"AND r.start >= {start} AND r.start < {end}"
-                for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                              "CUPTI_ACTIVITY_KIND_MEMSET")
+                for table in (
+                    "CUPTI_ACTIVITY_KIND_KERNEL",
+                    "CUPTI_ACTIVITY_KIND_MEMCPY",
+                    "CUPTI_ACTIVITY_KIND_MEMSET",
+                )
             ),
-        )  # fmt: skip
+        )
         assert step["gpu_busy_ns"] == union_length(gpu)
         span = max(e for _, e in gpu) - min(s for s, _ in gpu)
         assert step["gpu_idle_ns"] == span - union_length(gpu)
@@ -163,23 +177,33 @@ GT, GP = global_tid(PID, PID), global_pid(PID)
 def write_graph_node_export(path: Path, schema: str = "3.16.1") -> Path:
     """Step 0 eager (2 launches + a memset), step 1 one graph replay traced per node."""
     with NsysExportWriter(path, schema) as w:
-        w.add_api_calls([
-            ApiRow(1_100, 1_110, GT, 1, "cudaLaunchKernel_v7000"),
-            ApiRow(1_200, 1_230, GT, 2, "cudaLaunchKernel_v7000"),
-            ApiRow(1_300, 1_305, GT, 3, "cudaMemsetAsync_v3020"),
-            ApiRow(2_100, 2_150, GT, 4, "cudaGraphLaunch_v10000"),
-            ApiRow(2_800, 2_900, GT, 5, "cudaStreamSynchronize_v3020"),
-        ])  # fmt: skip
-        w.add_kernels([
-            KernelRow(1_120, 1_200, GP, 1, "gemm", grid=(64, 2, 1), block=(256, 1, 1)),
-            KernelRow(1_210, 1_250, GP, 2, "softmax"),
-            KernelRow(2_160, 2_200, GP, 4, "gemm", graph_node_id=7),
-            KernelRow(2_200, 2_260, GP, 4, "softmax", graph_node_id=8),
-            KernelRow(2_300, 2_310, GP, 4, "gemm", graph_node_id=9),
-        ])  # fmt: skip
+        w.add_api_calls(
+            [
+                ApiRow(1_100, 1_110, GT, 1, "cudaLaunchKernel_v7000"),
+                ApiRow(1_200, 1_230, GT, 2, "cudaLaunchKernel_v7000"),
+                ApiRow(1_300, 1_305, GT, 3, "cudaMemsetAsync_v3020"),
+                ApiRow(2_100, 2_150, GT, 4, "cudaGraphLaunch_v10000"),
+                ApiRow(2_800, 2_900, GT, 5, "cudaStreamSynchronize_v3020"),
+            ]
+        )
+        w.add_kernels(
+            [
+                KernelRow(
+                    1_120, 1_200, GP, 1, "gemm", grid=(64, 2, 1), block=(256, 1, 1)
+                ),
+                KernelRow(1_210, 1_250, GP, 2, "softmax"),
+                KernelRow(2_160, 2_200, GP, 4, "gemm", graph_node_id=7),
+                KernelRow(2_200, 2_260, GP, 4, "softmax", graph_node_id=8),
+                KernelRow(2_300, 2_310, GP, 4, "gemm", graph_node_id=9),
+            ]
+        )
         w.add_memsets([MemsetRow(1_400, 1_450, GP, 3)])
-        w.add_nvtx_ranges([NvtxRow(1_000, 2_000, GT, "decode_step#0"),
-                           NvtxRow(2_000, 3_000, GT, "decode_step#1")])  # fmt: skip
+        w.add_nvtx_ranges(
+            [
+                NvtxRow(1_000, 2_000, GT, "decode_step#0"),
+                NvtxRow(2_000, 3_000, GT, "decode_step#1"),
+            ]
+        )
     return path
 
 
@@ -215,8 +239,12 @@ def test_oldest_schema_without_enum_tables(tmp_path: Path) -> None:
 def test_whole_graph_trace_and_launch_without_gpu_rows(tmp_path: Path) -> None:
     path = tmp_path / "graph_mode.sqlite"
     with NsysExportWriter(path) as w:
-        w.add_api_calls([ApiRow(100, 120, GT, 1, "cudaGraphLaunch_v10000"),
-                         ApiRow(500, 530, GT, 2, "cudaGraphLaunch_v10000")])  # fmt: skip
+        w.add_api_calls(
+            [
+                ApiRow(100, 120, GT, 1, "cudaGraphLaunch_v10000"),
+                ApiRow(500, 530, GT, 2, "cudaGraphLaunch_v10000"),
+            ]
+        )
         w.add_graph_traces(
             [GraphTraceRow(130, 400, GP, 1)]
         )  # second replay not captured
@@ -324,8 +352,13 @@ def test_nsys_profile_argv() -> None:
     spec = NsysProfileSpec(Path("traces"), "run1")
     argv = nsys_profile_argv(spec, ["python", "serve.py", "--port", "8001"])
     assert argv[:2] == ["nsys", "profile"]
-    assert {"--trace=cuda,nvtx", "--cuda-graph-trace=node", "--sample=none",
-            "--export=sqlite", "--output=traces/run1"} <= set(argv)  # fmt: skip
+    assert {
+        "--trace=cuda,nvtx",
+        "--cuda-graph-trace=node",
+        "--sample=none",
+        "--export=sqlite",
+        "--output=traces/run1",
+    } <= set(argv)
     assert argv[-4:] == ["python", "serve.py", "--port", "8001"]
     assert not any(a.startswith("--capture-range") for a in argv)
     nvtx = NsysProfileSpec(Path("t"), capture_range="nvtx", nvtx_capture="decode@*")
@@ -367,8 +400,20 @@ def test_profile_without_nsys_exits_2(
 ) -> None:
     missing = tmp_path / "bin" / "nsys"
     with pytest.raises(SystemExit) as exit_info:
-        main(["profile", "nsys", "--nsys", str(missing), "--out", str(tmp_path), "--",
-              "python", "-c", "pass"])  # fmt: skip
+        main(
+            [
+                "profile",
+                "nsys",
+                "--nsys",
+                str(missing),
+                "--out",
+                str(tmp_path),
+                "--",
+                "python",
+                "-c",
+                "pass",
+            ]
+        )
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert f"--nsys {missing} is not an executable file" in err and "\n" not in err

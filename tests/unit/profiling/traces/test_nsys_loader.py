@@ -37,8 +37,17 @@ def test_read_columns_keeps_rowid_order_across_ranges_gaps_and_nulls(
     monkeypatch.setattr(nsys_sqlite, "RANGE_ROWS", range_rows)
     path = tmp_path / "t.sqlite"
     # rowids 1-3, 7, 8, 20 (gaps); b NULL in two rows; c NULL where a filter drops the row
-    write_table(path, [(1, 10, 1, 5), (2, 11, None, 5), (3, 12, 3, None),
-                       (7, 13, 4, 5), (8, 14, None, 5), (20, 2**40, 6, 5)])  # fmt: skip
+    write_table(
+        path,
+        [
+            (1, 10, 1, 5),
+            (2, 11, None, 5),
+            (3, 12, 3, None),
+            (7, 13, 4, 5),
+            (8, 14, None, 5),
+            (20, 2**40, 6, 5),
+        ],
+    )
     out = read_columns(path, "T", {"x": "a", "y": "b", "z": "a + 1"})
     assert out["x"].tolist() == [10, 11, 12, 13, 14, 2**40]
     assert out["y"].tolist() == [1, NA, 3, 4, NA, 6]
@@ -83,8 +92,19 @@ def write_join_export(path: Path) -> Path:
 
 def test_gpu_rows_join_their_call_per_process_first_call_kept(tmp_path: Path) -> None:
     frame = NsysReport(write_join_export(tmp_path / "join.sqlite")).launches
-    rows = frame[["pid", "tid", "correlation_id", "api_start_ns", "api_end_ns",
-                  "start_ns", "graph_node_id", "grid_x", "grid_y"]]  # fmt: skip
+    rows = frame[
+        [
+            "pid",
+            "tid",
+            "correlation_id",
+            "api_start_ns",
+            "api_end_ns",
+            "start_ns",
+            "graph_node_id",
+            "grid_x",
+            "grid_y",
+        ]
+    ]
     expected = [
         [1, 5, 1, 100, 110, 120, NA, 4, 2],
         [2, 6, 1, 100, 112, 125, NA, 1, 1],
@@ -94,8 +114,13 @@ def test_gpu_rows_join_their_call_per_process_first_call_kept(tmp_path: Path) ->
     ]
     assert rows.fillna(NA).astype("int64").values.tolist() == expected
     api = [None if pd.isna(n) else n for n in frame["s_api_name"]]
-    assert api == ["cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernel", None,
-                   "cudaLaunchKernel"]  # fmt: skip
+    assert api == [
+        "cudaLaunchKernel",
+        "cuLaunchKernel",
+        "cudaLaunchKernel",
+        None,
+        "cudaLaunchKernel",
+    ]
     assert frame["gpu_kind"].isna().tolist() == [False] * 4 + [True]
     assert frame["s_name"].astype(object).tolist()[:4] == ["k1", "k2", "k3", "orphan"]
     # the synchronize call (no GPU row, not a launch) is not a row
@@ -113,15 +138,39 @@ def test_call_kernels_and_index_with_interleaved_calls() -> None:
     # calls A (pid 1, corr 10) and B (pid 2, corr 10) start at the same ns; sorted by
     # (api start, kernel start) the rows are A@130, B@140, A@150, C@250
     rows = [
-        {"pid": 1, "correlation_id": 10, "api_start_ns": 100, "api_end_ns": 110,
-         "start_ns": 150, "end_ns": 160},
-        {"pid": 1, "correlation_id": 10, "api_start_ns": 100, "api_end_ns": 110,
-         "start_ns": 130, "end_ns": 135},
-        {"pid": 2, "correlation_id": 10, "api_start_ns": 100, "api_end_ns": 105,
-         "start_ns": 140, "end_ns": 141},
-        {"pid": 1, "correlation_id": 11, "api_start_ns": 200, "api_end_ns": 210,
-         "start_ns": 250, "end_ns": 260},
-    ]  # fmt: skip
+        {
+            "pid": 1,
+            "correlation_id": 10,
+            "api_start_ns": 100,
+            "api_end_ns": 110,
+            "start_ns": 150,
+            "end_ns": 160,
+        },
+        {
+            "pid": 1,
+            "correlation_id": 10,
+            "api_start_ns": 100,
+            "api_end_ns": 110,
+            "start_ns": 130,
+            "end_ns": 135,
+        },
+        {
+            "pid": 2,
+            "correlation_id": 10,
+            "api_start_ns": 100,
+            "api_end_ns": 105,
+            "start_ns": 140,
+            "end_ns": 141,
+        },
+        {
+            "pid": 1,
+            "correlation_id": 11,
+            "api_start_ns": 200,
+            "api_end_ns": 210,
+            "start_ns": 250,
+            "end_ns": 260,
+        },
+    ]
     trace = kernel_launch_trace(launch_frame(rows))
     assert trace["kernel_start_ns"].tolist() == [130, 140, 150, 250]
     assert trace["call_kernels"].tolist() == [2, 1, 2, 1]

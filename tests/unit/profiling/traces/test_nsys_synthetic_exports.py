@@ -78,17 +78,21 @@ def test_foreign_sqlite_is_named(tmp_path: Path, table: str, expected: str) -> N
 def write_two_thread_export(path: Path) -> Path:
     """Eager launches on two threads, no NVTX range, no graph launch."""
     with NsysExportWriter(path) as w:
-        w.add_api_calls([
-            ApiRow(1_000, 1_040, MAIN, 1, "cudaLaunchKernel_v7000"),
-            ApiRow(1_100, 1_160, MAIN, 2, "cudaLaunchKernel_v7000"),
-            ApiRow(1_200, 1_300, MAIN, 3, "cudaStreamSynchronize_v3020"),
-            ApiRow(5_000, 5_025, WORKER, 4, "cuLaunchKernel"),
-        ])  # fmt: skip
-        w.add_kernels([
-            KernelRow(1_050, 1_090, GP, 1, "gemm"),
-            KernelRow(1_170, 1_190, GP, 2, "softmax"),
-            KernelRow(5_030, 5_080, GP, 4, "rmsnorm"),
-        ])  # fmt: skip
+        w.add_api_calls(
+            [
+                ApiRow(1_000, 1_040, MAIN, 1, "cudaLaunchKernel_v7000"),
+                ApiRow(1_100, 1_160, MAIN, 2, "cudaLaunchKernel_v7000"),
+                ApiRow(1_200, 1_300, MAIN, 3, "cudaStreamSynchronize_v3020"),
+                ApiRow(5_000, 5_025, WORKER, 4, "cuLaunchKernel"),
+            ]
+        )
+        w.add_kernels(
+            [
+                KernelRow(1_050, 1_090, GP, 1, "gemm"),
+                KernelRow(1_170, 1_190, GP, 2, "softmax"),
+                KernelRow(5_030, 5_080, GP, 4, "rmsnorm"),
+            ]
+        )
     return path
 
 
@@ -121,14 +125,27 @@ def test_step_pattern_matching_nothing_lists_the_range_names(
     with NsysExportWriter(path) as w:
         w.add_api_calls([ApiRow(1_000, 1_040, MAIN, 1, "cudaLaunchKernel_v7000")])
         w.add_kernels([KernelRow(1_050, 1_090, GP, 1, "gemm")])
-        w.add_nvtx_ranges([NvtxRow(900, 1_500, MAIN, "attention"),
-                           NvtxRow(1_500, 1_900, MAIN, "attention"),
-                           NvtxRow(1_900, 2_000, MAIN, "sample")])  # fmt: skip
+        w.add_nvtx_ranges(
+            [
+                NvtxRow(900, 1_500, MAIN, "attention"),
+                NvtxRow(1_500, 1_900, MAIN, "attention"),
+                NvtxRow(1_900, 2_000, MAIN, "sample"),
+            ]
+        )
     with pytest.raises(ConfigError, match="matches no NVTX range name"):
         NsysReport(path).get_steps("decode")
     with pytest.raises(SystemExit) as exit_info:
-        main(["analyze", "nsys", str(path), "--out", str(tmp_path / "o"),
-              "--step-pattern", "decode"])  # fmt: skip
+        main(
+            [
+                "analyze",
+                "nsys",
+                str(path),
+                "--out",
+                str(tmp_path / "o"),
+                "--step-pattern",
+                "decode",
+            ]
+        )
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert "'attention' (2)" in err and "'sample' (1)" in err

@@ -173,8 +173,11 @@ def test_cli_parquet_and_checked_reader(tmp_path: Path) -> None:
 
 def test_checked_parquet_reader_refuses_bad_files(tmp_path: Path) -> None:
     frame = hand_frame()
-    path = table_io.write_parquet(frame.drop(columns="b"), tmp_path / "t.parquet",
-                                  [c for c in SCHEMA if c.name != "b"])  # fmt: skip
+    path = table_io.write_parquet(
+        frame.drop(columns="b"),
+        tmp_path / "t.parquet",
+        [c for c in SCHEMA if c.name != "b"],
+    )
     with pytest.raises(DataFileError, match="lacks the required column.*b"):
         read_parquet_checked(path, SCHEMA, fix="re-run it")
     junk = tmp_path / "junk.parquet"
