@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trtbench.core import methods
 from trtbench.spec.bench import DeploySpec
 from trtbench.triton_repo import interface as io
 from trtbench.triton_repo.interface import RepoMetadata
@@ -53,7 +54,7 @@ def render_reference(
             "cpu_threads": str(REFERENCE_CPU_THREADS),
         },
     )
-    speculative = manifest.mode != "baseline"
+    speculative = manifest.mode != methods.BASELINE
     meta = RepoMetadata(
         **base_metadata(manifest),
         model_name="ensemble",

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from trtbench.core import methods
 from trtbench.core.errors import DeployError
 from trtbench.spec.bench import DeploySpec
 from trtbench.triton_repo import llmapi_interface as lio
@@ -171,7 +172,9 @@ def render_llmapi(
         inputs=tensor_types(lio.LLMAPI_INPUTS),
         outputs=tensor_types(lio.LLMAPI_OUTPUTS),
         output_ids=False,
-        speculative_counts="none" if manifest.mode == "baseline" else "perf_metrics",
+        speculative_counts="none"
+        if manifest.mode == methods.BASELINE
+        else "perf_metrics",
         perf_metrics_outputs=lio.perf_output_names(runtime),
         extra_inputs=dict(lio.REQUEST_EXTRAS),
         text_output="cumulative",

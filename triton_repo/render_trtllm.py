@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trtbench.core import methods
 from trtbench.core.errors import DeployError
 from trtbench.spec.bench import DeploySpec
 from trtbench.triton_repo import interface as io
@@ -130,7 +131,7 @@ def trtllm_parameters(
         ),
         "executor_worker_path": EXECUTOR_WORKER,
     }
-    if manifest.mode == "medusa":
+    if manifest.mode == methods.MEDUSA:
         if manifest.medusa is None:
             raise DeployError(
                 f"build.json of {manifest.name} has no medusa section; rebuild the variant"
@@ -245,12 +246,12 @@ def render_trtllm(
     Raises:
         DeployError: eagle mode, a missing engine role or Medusa section.
     """
-    if manifest.mode == "eagle":
+    if manifest.mode == methods.LEGACY_EAGLE:
         raise DeployError(
             f"variant {manifest.name}: mode eagle is not deployable by trtbench yet; "
             "use baseline, draft_target or medusa"
         )
-    draft_target = manifest.mode == "draft_target"
+    draft_target = manifest.mode == methods.DRAFT_TARGET
     fraction = deploy.kv_cache_free_gpu_mem_fraction / (2 if draft_target else 1)
     target = engine_path(manifest, engine_dir, "target")
     files = render_pipeline(manifest, deploy)
@@ -278,7 +279,7 @@ def render_trtllm(
 
 def trtllm_metadata(manifest: BuildManifest, trt_models: list[str]) -> RepoMetadata:
     """What a client needs to drive a TensorRT-LLM repository."""
-    draft_target = manifest.mode == "draft_target"
+    draft_target = manifest.mode == methods.DRAFT_TARGET
     models = ["ensemble", "preprocessing", "postprocessing", *trt_models]
     if draft_target:
         models.append("tensorrt_llm_bls")

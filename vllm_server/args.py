@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trtbench.core import methods
 from trtbench.core.errors import ConfigError
 from trtbench.core.json_files import read_json_object
 from trtbench.spec.bench import ModelsSpec, VariantSpec
@@ -146,7 +147,7 @@ def speculative_config(
             "speculation (max_concurrency, draft_len_schedule) has no vLLM 0.32 "
             "counterpart; remove it or serve this variant with Triton",
         )
-    if variant.mode == "draft_target":
+    if variant.mode == methods.DRAFT_TARGET:
         draft = variant.speculative_model or models.draft
         if draft is None:
             raise _refuse(variant, "needs models.draft (a draft model directory)")
@@ -155,7 +156,7 @@ def speculative_config(
             "model": str(draft),
             "num_speculative_tokens": variant.draft_len,
         }
-    if variant.mode == "eagle3":
+    if variant.mode == methods.EAGLE3:
         if variant.speculative_model is None:
             raise _refuse(
                 variant, "needs speculative_model (the EAGLE-3 checkpoint dir)"
@@ -165,7 +166,7 @@ def speculative_config(
             "model": str(variant.speculative_model),
             "num_speculative_tokens": variant.draft_len,
         }
-    if variant.mode == "medusa":
+    if variant.mode == methods.MEDUSA:
         if models.medusa is None:
             raise _refuse(variant, "needs models.medusa (a Medusa heads directory)")
         depth = medusa_chain_depth(variant, medusa_heads(models.medusa))

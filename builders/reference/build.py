@@ -33,6 +33,7 @@ from trtbench.builders.manifest import (
     utc_now,
     write_manifest,
 )
+from trtbench.core import methods
 from trtbench.core.errors import ConfigError, ModelMismatchError
 from trtbench.core.json_files import read_json_object
 from trtbench.core.run_dir import RunDir
@@ -238,12 +239,12 @@ def _reference_notes(variant: VariantSpec, eagle_check: Any = None) -> dict[str,
         ),
         "decoding": "greedy",
     }
-    if variant.mode == "draft_target":
+    if variant.mode == methods.DRAFT_TARGET:
         notes["draft_acceptance"] = (
             f"{variant.draft_acceptance}: under greedy decoding both rules accept a draft "
             "token iff it is the target's argmax, so the engine compares tokens"
         )
-    if variant.mode == "ngram":
+    if variant.mode == methods.NGRAM:
         low, high = ngram_window(
             variant.prompt_lookup_min,
             variant.prompt_lookup_max,
@@ -254,7 +255,7 @@ def _reference_notes(variant: VariantSpec, eagle_check: Any = None) -> dict[str,
             f"request's own prompt + output, the earliest occurrence drafts up to "
             f"{variant.draft_len} tokens (vLLM's rule); no match drafts nothing"
         )
-    if variant.mode == "eagle3":
+    if variant.mode == methods.EAGLE3:
         notes["eagle3"] = (
             f"EAGLE-3 chain of {variant.draft_len} drafts per step from "
             f"{variant.speculative_model} (checked against the target: {eagle_check})"
@@ -340,21 +341,21 @@ def build_reference_variant(
     target, target_vocab = check_target(models.target)
     roles: dict[str, Path | None] = {"target": target, "draft": None, "medusa": None}
     medusa, draft_len, eagle = None, None, None
-    if variant.mode == "draft_target":
+    if variant.mode == methods.DRAFT_TARGET:
         where = "speculative_model" if variant.speculative_model else "models.draft"
         path = variant.speculative_model or models.draft
         roles["draft"] = check_model_dir(path, where, "draft model")
         check_weights_match_config(roles["draft"], _read_config(path, where), where)
         check_draft(target, roles["draft"], target_vocab)
         draft_len = variant.draft_len
-    elif variant.mode == "medusa":
+    elif variant.mode == methods.MEDUSA:
         roles["medusa"] = check_model_dir(
             models.medusa, "models.medusa", "Medusa heads"
         )
         medusa, draft_len = check_medusa(target, roles["medusa"], variant, index)
-    elif variant.mode == "ngram":
+    elif variant.mode == methods.NGRAM:
         draft_len = variant.draft_len
-    elif variant.mode == "eagle3":
+    elif variant.mode == methods.EAGLE3:
         from trtbench.builders.reference.eagle3 import check_eagle3
 
         field = f"variants[{index}].speculative_model"

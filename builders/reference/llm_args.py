@@ -39,6 +39,7 @@ from trtbench.builders.reference.loading import (
     resolve_dtype,
 )
 from trtbench.builders.reference.ngram import NgramSettings
+from trtbench.core import methods
 from trtbench.core.errors import ConfigError
 from trtbench.core.methods import METHODS
 from trtbench.spec.speculation import DEFAULT_NGRAM_MAX
@@ -92,7 +93,7 @@ def reference_mode(llm_args: Mapping[str, Any]) -> str:
     """
     spec = llm_args.get("speculative_config")
     if spec is None:
-        return "baseline"
+        return methods.BASELINE
     if not isinstance(spec, Mapping):
         raise ConfigError(
             f"speculative_config must be a mapping with decoding_type, got {spec!r}"
@@ -128,7 +129,7 @@ def plan_from_llm_args(llm_args: Mapping[str, Any]) -> ReferencePlan:
     mode = reference_mode(llm_args)
     spec = llm_args.get("speculative_config") or {}
     draft = None
-    if mode in ("draft_target", "eagle3"):
+    if mode in (methods.DRAFT_TARGET, methods.EAGLE3):
         if not spec.get("speculative_model"):
             raise ConfigError(
                 f"speculative_config ({spec.get('decoding_type')}) has no speculative_model: "
@@ -150,7 +151,7 @@ def plan_from_llm_args(llm_args: Mapping[str, Any]) -> ReferencePlan:
     if bad:
         raise ConfigError(f"{', '.join(bad)} must be >= 1, got {bad}")
     model = Path(str(llm_args["model"]))
-    k = int(limits["max_draft_len"]) if mode != "baseline" else 0
+    k = int(limits["max_draft_len"]) if mode != methods.BASELINE else 0
     return ReferencePlan(
         mode=mode,
         target=model,
@@ -208,7 +209,7 @@ def _speculation(mode: str, spec: Mapping[str, Any], k: int) -> dict[str, Any]:
             DraftLenPolicy.build(k, None, out["draft_len_schedule"])
         except ValueError as exc:
             raise ConfigError(f"speculative_config.{exc}") from None
-    if mode == "ngram":
+    if mode == methods.NGRAM:
         size = int(spec.get("max_matching_ngram_size") or DEFAULT_NGRAM_MAX)
         if size < 1:
             raise ConfigError(
@@ -239,7 +240,7 @@ def engine_from_llm_args(
     )
     target = load_causal_lm(plan.target, dtype, dev)
     draft = eagle3 = None
-    if plan.mode == "eagle3" and plan.draft:
+    if plan.mode == methods.EAGLE3 and plan.draft:
         from trtbench.builders.reference.eagle3 import load_eagle3
 
         eagle3 = load_eagle3(plan.draft, target, dtype, dev)

@@ -41,6 +41,7 @@ from trtbench.builders.reference.kv_blocks import (
 )
 from trtbench.builders.reference.ngram import NgramDecoder, NgramSettings
 from trtbench.builders.reference.runner import ModelRunner
+from trtbench.core import methods
 from trtbench.core.errors import BuildError, NotAvailableError
 from trtbench.spec.speculation import ngram_window
 
@@ -170,14 +171,14 @@ def make_engine(
         policy = DraftLenPolicy.build(draft_len, max_concurrency, draft_len_schedule)
     except ValueError as exc:
         raise BuildError(f"{exc}; rebuild the engine with a fitting schedule") from None
-    if mode == "baseline":
+    if mode == methods.BASELINE:
         decoder: BaselineDecoder = BaselineDecoder(runner(target, 1))
-    elif mode == "draft_target" and draft is not None:
+    elif mode == methods.DRAFT_TARGET and draft is not None:
         widest = draft_len + 1
         decoder = DraftTargetDecoder(
             runner(target, widest), runner(draft, widest), draft_len, policy
         )
-    elif mode == "eagle3" and eagle3 is not None:
+    elif mode == methods.EAGLE3 and eagle3 is not None:
         widest = max_seq_len + draft_len + 1
         decoder = Eagle3Decoder(
             ModelRunner(target, widest, max_batch_size, aux_layers=eagle3.layer_ids),
@@ -185,11 +186,16 @@ def make_engine(
             draft_len,
             policy,
         )
-    elif mode == "ngram":
+    elif mode == methods.NGRAM:
         decoder = NgramDecoder(
             runner(target, draft_len + 1), draft_len, ngram or NgramSettings(), policy
         )
-    elif mode == "medusa" and heads is not None and choices and not draft_len_schedule:
+    elif (
+        mode == methods.MEDUSA
+        and heads is not None
+        and choices
+        and not draft_len_schedule
+    ):
         tree = build_tree(choices)
         decoder = MedusaDecoder(
             runner(target, tree.num_nodes + 1), heads, tree, max_concurrency
@@ -262,11 +268,11 @@ def engine_from_manifest(
     dtype = resolve_dtype(variant.get("dtype", "auto"), dev, target_dir)
     target = load_causal_lm(target_dir, dtype, dev)
     draft = heads = eagle3 = None
-    if manifest.mode == "draft_target":
+    if manifest.mode == methods.DRAFT_TARGET:
         draft = load_causal_lm(Path(manifest.models["draft"].path), dtype, dev)
-    if manifest.mode == "medusa":
+    if manifest.mode == methods.MEDUSA:
         heads = load_medusa_heads(Path(manifest.models["medusa"].path), dtype, dev)
-    if manifest.mode == "eagle3":
+    if manifest.mode == methods.EAGLE3:
         eagle3 = load_eagle3(Path(manifest.models["eagle3"].path), target, dtype, dev)
     speculation = variant.get("speculation") or {}
     low, high = ngram_window(

@@ -61,6 +61,7 @@ from trtbench.builders.trtllm.run import (
     require_trtllm,
     run_plan,
 )
+from trtbench.core import methods
 from trtbench.core.errors import NotAvailableError
 from trtbench.core.run_dir import RunDir
 from trtbench.spec.bench import BenchSpec, VariantSpec
@@ -91,7 +92,7 @@ def check_plan(
     for engine in plan.engines:
         check_engine(engine, contract, plan.name, capability)
         check_build_argv(build_argv(engine), contract)
-    if plan.mode == "draft_target":
+    if plan.mode == methods.DRAFT_TARGET:
         check_draft_pair(plan.name, plan.engines)
 
 
@@ -118,9 +119,9 @@ def _models(
     plan: VariantPlan, spec: BenchSpec, describe: Callable[[Path], ModelFiles] | None
 ) -> dict[str, Any]:
     roles = {"target": spec.models.target, "draft": None, "medusa": None}
-    if plan.mode == "draft_target":
+    if plan.mode == methods.DRAFT_TARGET:
         roles["draft"] = spec.models.draft
-    if plan.mode == "medusa":
+    if plan.mode == methods.MEDUSA:
         roles["medusa"] = spec.models.medusa
     return {
         role: None
@@ -138,9 +139,9 @@ def _trtllm_block(
         "speculative_decoding_mode": {
             e.role: e.expect.speculative_decoding_mode for e in plan.engines
         },
-        "tree_attention": TREE_ATTENTION if plan.mode == "medusa" else None,
+        "tree_attention": TREE_ATTENTION if plan.mode == methods.MEDUSA else None,
         "draft_acceptance": plan.draft_acceptance
-        if plan.mode == "draft_target"
+        if plan.mode == methods.DRAFT_TARGET
         else None,
         "gather_generation_logits": {
             e.role: e.expect.gather_generation_logits for e in plan.engines

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trtbench.core import methods
 from trtbench.core.errors import ConfigError, ModelMismatchError
 from trtbench.core.json_files import read_json_object
 from trtbench.spec.bench import ModelsSpec, VariantSpec
@@ -77,7 +78,7 @@ def read_model_facts(models: ModelsSpec, modes: set[str]) -> ModelFacts:
         "target_vocab": vocab,
         "target_dtype": dtype if isinstance(dtype, str) else None,
     }
-    if "draft_target" in modes:
+    if methods.DRAFT_TARGET in modes:
         if models.draft is None:
             raise ConfigError(
                 "a draft_target variant needs models.draft (a draft model dir); add it"
@@ -89,7 +90,7 @@ def read_model_facts(models: ModelsSpec, modes: set[str]) -> ModelFacts:
                 f"has {vocab}; use a draft trained with the target's tokenizer"
             )
         facts.update(draft_dir=str(models.draft), draft_vocab=draft_vocab)
-    if "medusa" in modes:
+    if methods.MEDUSA in modes:
         if models.medusa is None:
             raise ConfigError(
                 "a medusa variant needs models.medusa (a Medusa heads dir); add it"

@@ -25,6 +25,7 @@ from trtbench.builders.manifest import MANIFEST_NAME, BuildManifest, read_manife
 from trtbench.core.data_files import read_json_document
 from trtbench.core.errors import BuildError, DataFileError
 from trtbench.core.json_files import read_json_object
+from trtbench.core.methods import LEGACY_EAGLE, METHODS
 from trtbench.core.run_dir import BUILD_JSON_SCHEMA_VERSION
 from trtbench.core.units import format_bytes
 
@@ -42,10 +43,8 @@ SPEC_MODE_BITS = {
     512: "AUTO",
 }
 MODE_NAMES = {
-    "NONE": "baseline",
-    "DRAFT_TOKENS_EXTERNAL": "draft_target",
-    "MEDUSA": "medusa",
-    "EAGLE": "eagle",
+    **{m.engine_mode: m.name for m in METHODS.values() if m.engine_mode},
+    "EAGLE": LEGACY_EAGLE,
     "LOOKAHEAD_DECODING": "lookahead",
     "EXPLICIT_DRAFT_TOKENS": "redrafter",
 }

@@ -51,6 +51,7 @@ from trtbench.builders.trtllm.llmapi_plan import (
     llm_args_for,
     render_llm_call,
 )
+from trtbench.core import methods
 from trtbench.core.errors import ConfigError
 from trtbench.core.json_files import read_json_object
 from trtbench.core.run_dir import RunDir, atomic_target
@@ -142,13 +143,13 @@ def _model_dir(path: Path, field: str, what: str) -> None:
 def model_roles(spec: BenchSpec, variant: VariantSpec) -> dict[str, tuple[Path, str]]:
     """role → (model dir, the spec field naming it) of a trtllm-pytorch variant."""
     roles = {"target": (spec.models.target, "models.target")}
-    if variant.mode == "draft_target":
+    if variant.mode == methods.DRAFT_TARGET:
         if variant.speculative_model is not None:
             field = f"{_where(spec, variant)}.speculative_model"
             roles["draft"] = (variant.speculative_model, field)
         elif spec.models.draft is not None:
             roles["draft"] = (spec.models.draft, "models.draft")
-    if variant.mode == "eagle3" and variant.speculative_model is not None:
+    if variant.mode == methods.EAGLE3 and variant.speculative_model is not None:
         field = f"{_where(spec, variant)}.speculative_model"
         roles["speculative_model"] = (variant.speculative_model, field)
     return roles

@@ -26,6 +26,7 @@ from typing import Any
 
 from trtbench.builders.trtllm.llmapi_contract import LlmApiContract, check_llm_args
 from trtbench.builders.trtllm.llmapi_files import check_llm_api_yaml
+from trtbench.core import methods
 from trtbench.core.errors import ConfigError
 from trtbench.core.methods import LLMAPI_DECODING_TYPES
 from trtbench.spec.bench import BenchSpec, VariantSpec
@@ -49,7 +50,7 @@ def _speculative_config(
     where: str,
 ) -> dict[str, Any]:
     config: dict[str, Any] = {"decoding_type": DECODING_TYPES[v.mode]}
-    if v.mode == "mtp":
+    if v.mode == methods.MTP:
         have = mtp_layers(target_config)
         if have < 1:
             raise ConfigError(
@@ -60,10 +61,10 @@ def _speculative_config(
         config[MTP_KEY] = v.num_nextn_predict_layers or have
     else:
         config["max_draft_len"] = v.draft_len
-    if v.mode in ("draft_target", "eagle3"):
+    if v.mode in (methods.DRAFT_TARGET, methods.EAGLE3):
         draft = v.speculative_model or spec.models.draft
         config["speculative_model"] = str(draft)
-    if v.mode == "ngram":
+    if v.mode == methods.NGRAM:
         default = contract.class_fields("NGramDecodingConfig").get(
             "max_matching_ngram_size", {}
         )
@@ -154,7 +155,7 @@ def llm_args_for(
             "enable_block_reuse": spec.deploy.enable_kv_cache_reuse,
         },
     }
-    if variant.mode != "baseline":
+    if variant.mode != methods.BASELINE:
         args["speculative_config"] = _speculative_config(
             spec, variant, contract, target_config, where
         )

@@ -33,6 +33,7 @@ from trtbench.builders.trtllm.calls import (
     call_to_json,
 )
 from trtbench.builders.trtllm.facts import ModelFacts, checkpoint_dtype
+from trtbench.core import methods
 from trtbench.core.errors import ConfigError
 from trtbench.core.methods import METHODS
 from trtbench.spec.bench import VariantSpec
@@ -275,7 +276,7 @@ def _medusa_step(
         variant,
         str(ckpt),
         facts.target_dir,
-        mode=METHODS["medusa"].engine_mode,
+        mode=METHODS[methods.MEDUSA].engine_mode,
         draft_len=draft_len,
         logits=False,
         spec_config=spec,
@@ -289,14 +290,14 @@ def _plain_steps(
 ) -> tuple[EngineStep, ...]:
     """baseline: one engine at the root; draft_target: target/ (DTE, K) and draft/."""
     target = facts.target_dir
-    if variant.mode == "baseline":
+    if variant.mode == methods.BASELINE:
         step = _plain_step(
             variant,
             "target",
             target,
             target,
             root,
-            mode=METHODS["baseline"].engine_mode,
+            mode=METHODS[methods.BASELINE].engine_mode,
             draft_len=0,
             logits=False,
         )
@@ -311,7 +312,7 @@ def _plain_steps(
             target,
             target,
             root / "target",
-            mode=METHODS["draft_target"].engine_mode,
+            mode=METHODS[methods.DRAFT_TARGET].engine_mode,
             draft_len=variant.draft_len,
             logits=logits,
         ),
@@ -321,7 +322,7 @@ def _plain_steps(
             facts.draft_dir,
             facts.draft_dir,
             root / "draft",
-            mode=METHODS["baseline"].engine_mode,
+            mode=METHODS[methods.BASELINE].engine_mode,
             draft_len=0,
             logits=logits,
         ),
@@ -344,7 +345,7 @@ def plan_variant(
     """
     root = Path(engine_root)
     choices = heads = layers = None
-    if variant.mode != "medusa":
+    if variant.mode != methods.MEDUSA:
         steps = _plain_steps(variant, facts, root)
     else:
         if facts.medusa_dir is None:

@@ -48,6 +48,7 @@ from typing import Any
 
 import pandas as pd
 
+from trtbench.core import methods
 from trtbench.core.data_files import check_json_fields, read_json_document
 from trtbench.core.errors import ConfigError
 from trtbench.core.export import conform, write_csv
@@ -300,7 +301,7 @@ def load_variant_inputs(
         fields[("models", key, "bytes")] = int
     check_json_fields(manifest, build_json, fields, fix=fix)
     if (
-        manifest.get("mode") != "eagle3"
+        manifest.get("mode") != methods.EAGLE3
     ):  # speculative_model is eagle3's checkpoint only
         keys["eagle3"] = ("eagle3",)
     models = manifest.get("models") or {}

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from trtbench.core import methods
 from trtbench.core.units import format_bytes
 from trtbench.profiling.report.comparison import COMPARED_METRICS
 from trtbench.profiling.report.uncertainty import (
@@ -214,7 +215,7 @@ def run_notes(
         f"`{r['variant']}` {r['tier']}: {int(r['error_count'])} failed requests."
         for _, r in bad.iterrows()
     ]
-    spec = tiers[tiers["mode"].notna() & (tiers["mode"] != "baseline")]
+    spec = tiers[tiers["mode"].notna() & (tiers["mode"] != methods.BASELINE)]
     if len(spec) and spec["tokens_per_step"].isna().all():
         notes.append(
             "No tokens-per-step figure: the server reported no draft counts and no variant streamed."

@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from trtbench.core import methods
 from trtbench.core.units import UNITS, byte_unit, format_bytes  # noqa: E402
 from trtbench.profiling.report.uncertainty import interval_of  # noqa: E402
 
@@ -134,7 +135,7 @@ def plot_vs_load(
 def plot_speedup(tiers: pd.DataFrame, crossover: pd.DataFrame, path: Path) -> Path:
     """Speedup vs baseline against concurrency; y = 1 line; crossover marked per variant."""
     xcol, xlabel = _x_axis(tiers)
-    spec = tiers[(tiers["mode"] != "baseline") & tiers[xcol].notna()]
+    spec = tiers[(tiers["mode"] != methods.BASELINE) & tiers[xcol].notna()]
     colors = variant_colors(tiers["variant"].unique())
     fig, ax = plt.subplots(figsize=FIGSIZE)
     ax.axhline(1.0, color="0.3", lw=1, label="baseline (1x)")
@@ -285,7 +286,7 @@ def plot_launch_overhead(launches: pd.DataFrame, path: Path) -> Path:
 
 def plot_acceptance(tiers: pd.DataFrame, path: Path) -> Path:
     """Tokens per step (acceptance length) per speculative variant against concurrency."""
-    spec = tiers[tiers["mode"] != "baseline"]
+    spec = tiers[tiers["mode"] != methods.BASELINE]
     return plot_vs_load(
         spec if len(spec) else tiers,
         path,

@@ -35,6 +35,7 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
+from trtbench.core import methods
 from trtbench.profiling.loadtest.workload.repeats import repeat_columns
 from trtbench.profiling.report.margins import (
     OBJECTIVE_INFO,
@@ -348,7 +349,9 @@ def recommend(
     frame = objective_frame(tiers, summary, objective)
     margin = partial(margin_of, rounds=rounds, design=design)
     chosen = best_per_tier(frame, info, baseline, margin)
-    speculative = frame["mode"].notna() & (frame["mode"] != "baseline")  # None: unknown
+    speculative = frame["mode"].notna() & (
+        frame["mode"] != methods.BASELINE
+    )  # None: unknown
     spec = sorted(set(frame.loc[speculative, "variant"].astype(str)))
     if baseline is not None:
         spec = [v for v in spec if v != baseline]

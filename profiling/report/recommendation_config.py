@@ -37,24 +37,34 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from trtbench.core import methods
 from trtbench.profiling.report.recommendation import Recommendation
 from trtbench.spec.serving import VLLM_METHODS
 
 ACCEPT_THRESHOLD = 0.5
 LOOKUP_ACCEPT_THRESHOLD = 0.1  # n-gram: well above the verified token's cost share
 TRTLLM_DECODING = {
-    "draft_target": "DraftTarget",
-    "eagle3": "Eagle3",
-    "mtp": "MTP",
-    "ngram": "NGram",
-    "medusa": "Medusa",
+    **methods.LLMAPI_DECODING_TYPES,
+    methods.MEDUSA: "Medusa",  # the engine path's MedusaDecodingConfig (1.2.1)
 }
-DRAFT_LEN_FIELD = {"mtp": "num_nextn_predict_layers"}  # else max_draft_len
+"""mode → the TensorRT-LLM ``decoding_type`` of its config snippet."""
+DRAFT_LEN_FIELD = {
+    m.name: m.draft_length
+    for m in methods.METHODS.values()
+    if m.draft_length == "num_nextn_predict_layers"
+}
+"""Modes whose K is not ``max_draft_len`` → the field that sets it."""
+DRAFTER_PLACEHOLDER = {
+    "draft_model": "<draft model dir>",
+    "heads": "<Medusa heads dir>",
+    "eagle3_head": "<EAGLE-3 heads dir>",
+}
 NEEDS_MODEL = {
-    "draft_target": "<draft model dir>",
-    "medusa": "<Medusa heads dir>",
-    "eagle3": "<EAGLE-3 heads dir>",
+    m.name: DRAFTER_PLACEHOLDER[m.drafter]
+    for m in methods.METHODS.values()
+    if m.drafter in DRAFTER_PLACEHOLDER
 }
+"""Modes whose drafts come from a checkpoint of their own → its placeholder in a snippet."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +136,7 @@ def position_rates(
 def accept_threshold(mode: str) -> float:
     """The smallest acceptance rate a_j at which draft position j is kept (module docstring):
     :data:`LOOKUP_ACCEPT_THRESHOLD` for ``ngram``, else :data:`ACCEPT_THRESHOLD`."""
-    return LOOKUP_ACCEPT_THRESHOLD if mode == "ngram" else ACCEPT_THRESHOLD
+    return LOOKUP_ACCEPT_THRESHOLD if mode == methods.NGRAM else ACCEPT_THRESHOLD
 
 
 def scheduled_len(
@@ -156,7 +166,7 @@ def make_policy(
         return None
     info = variants.set_index("variant").loc[rec.winner]
     mode = str(info.get("mode"))
-    k = info.get("draft_len") if mode != "medusa" else None
+    k = info.get("draft_len") if mode != methods.MEDUSA else None
     k = None if k is None or pd.isna(k) else int(k)
     cross = next((c for c in rec.crossovers if c.variant == rec.winner), None)
     notes, cap = [], None
@@ -378,7 +388,7 @@ def trtbench_snippet(policy: Policy) -> Snippet:
     speculation: dict[str, Any] = {}
     if policy.max_concurrency is not None:
         speculation["max_concurrency"] = policy.max_concurrency
-    if policy.schedule and policy.mode != "medusa":
+    if policy.schedule and policy.mode != methods.MEDUSA:
         speculation["draft_len_schedule"] = dict(policy.schedule)
     if speculation:
         variant["speculation"] = speculation

@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from trtbench.core import methods
 from trtbench.core.data_files import (
     check_json_fields,
     read_csv_checked,
@@ -110,7 +111,7 @@ class RunData:
     def baseline(self) -> str | None:
         """The baseline variant: mode baseline, else one named ``baseline``, else None."""
         for info in self.variants.values():
-            if info.mode == "baseline":
+            if info.mode == methods.BASELINE:
                 return info.name
         return "baseline" if "baseline" in self.variants else None
 
@@ -239,13 +240,18 @@ def _gpu_count(build: dict[str, Any]) -> int | None:
 
 
 def mode_from_name(name: str) -> str | None:
-    """Guess a mode from a variant name (``medusa…``, ``draft…``/``dtm…``, ``baseline…``)."""
+    """Guess a mode from a variant name (``medusa…``, ``draft…``/``dtm…``, ``baseline…``).
+
+    Only for what no file records: a ``trtbench loadtest`` run against a server trtbench did
+    not build, or an AIPerf artifact directory. A run that built its variants reads the
+    mode from build.json; a guess is marked (``mode_source`` ``name``) and the report says so.
+    """
     low = name.lower()
     for token, mode in (
-        ("medusa", "medusa"),
-        ("draft", "draft_target"),
-        ("dtm", "draft_target"),
-        ("baseline", "baseline"),
+        ("medusa", methods.MEDUSA),
+        ("draft", methods.DRAFT_TARGET),
+        ("dtm", methods.DRAFT_TARGET),
+        ("baseline", methods.BASELINE),
     ):
         if token in low:
             return mode
@@ -291,9 +297,9 @@ def variant_info(
         server=(build.get("variant") or {}).get("server"),
         runtime=repo.get("runtime"),
         draft_len=int(draft_len) if mode in DRAFTING_MODES and draft_len else None,
-        tree_nodes=len(choices) if mode == "medusa" and choices else None,
+        tree_nodes=len(choices) if mode == methods.MEDUSA and choices else None,
         medusa_choices=tuple(tuple(int(k) for k in c) for c in choices)
-        if mode == "medusa" and choices
+        if mode == methods.MEDUSA and choices
         else None,
         medusa_heads=medusa.get("num_heads"),
         medusa_layers=medusa.get("num_layers"),

@@ -18,6 +18,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
+from trtbench.core import methods
 from trtbench.profiling.loadtest.stats.sample_checks import MIN_SAMPLES
 from trtbench.profiling.loadtest.workload.repeats import repeat_columns
 
@@ -168,7 +169,9 @@ def overlap_notes(tiers: pd.DataFrame) -> list[str]:
     need = {"speedup_ratio_ci95_low", "speedup_ratio_ci95_high", "mode"}
     if not need <= set(tiers.columns):
         return []
-    t = tiers[(tiers["mode"] != "baseline") & (tiers["tier_status"] == "complete")]
+    t = tiers[
+        (tiers["mode"] != methods.BASELINE) & (tiers["tier_status"] == "complete")
+    ]
     t = t.dropna(subset=["speedup_ratio_ci95_low", "speedup_ratio_ci95_high"])
     notes = []
     for tier, g in t.groupby("tier", sort=False):

@@ -35,10 +35,28 @@ from typing import Literal
 BACKENDS = ("reference", "trtllm", "trtllm-pytorch")
 """trtbench's build backends: its PyTorch engine, TensorRT engines, TensorRT-LLM's LLM API."""
 
+BASELINE, DRAFT_TARGET, MEDUSA, EAGLE3, MTP, NGRAM = (
+    "baseline",
+    "draft_target",
+    "medusa",
+    "eagle3",
+    "mtp",
+    "ngram",
+)
+"""The methods' names (a variant's ``mode``): modules name a method by these, never by a
+string of their own, so a typo is an import error and a rename is one edit."""
+LEGACY_EAGLE = "eagle"
+"""EAGLE (v1/v2) TensorRT engines of the engine path: ``trtbench inspect`` recognises them
+(``SpeculativeDecodingMode.EAGLE``) and build.json may say so, but trtbench neither builds
+nor deploys them, so they are not a :class:`Method`."""
+
 DraftLength = Literal[
     "none", "max_draft_len", "medusa_choices", "num_nextn_predict_layers"
 ]
 Planner = Literal["baseline", "draft_target", "medusa", "chain"]
+Drafter = Literal[
+    "none", "draft_model", "heads", "eagle3_head", "mtp_layers", "prompt_lookup"
+]
 
 
 @dataclass(frozen=True)
@@ -57,6 +75,11 @@ class Method:
             without one; None: trtbench does not serve it with vLLM).
         planner: which arithmetic ``trtbench plan`` uses (``chain``: a chain of K drafts
             with per-position acceptance rates).
+        drafter: what proposes the drafts: a separate draft model (``models.draft``),
+            Medusa heads on the target (``models.medusa``), an EAGLE-3 head
+            (``speculative_model``), the target's own MTP layers, or a lookup in the prompt
+            (no model, no weights, no KV of its own).
+        label: the method's name in the report and the recommendation's prose.
     """
 
     name: str
@@ -66,69 +89,88 @@ class Method:
     engine_mode: str | None
     vllm_method: str | None
     planner: Planner
+    drafter: Drafter
+    label: str
 
     @property
     def drafts(self) -> bool:
         """Whether the method proposes draft tokens (everything but the baseline)."""
         return self.draft_length != "none"
 
+    @property
+    def tree(self) -> bool:
+        """Whether its drafts form a tree (Medusa's choices) rather than one chain."""
+        return self.draft_length == "medusa_choices"
+
 
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
         Method(
-            name="baseline",
+            name=BASELINE,
             draft_length="none",
             backends=BACKENDS,
             llmapi_decoding_type=None,
             engine_mode="NONE",
             vllm_method="",
             planner="baseline",
+            drafter="none",
+            label="baseline",
         ),
         Method(
-            name="draft_target",
+            name=DRAFT_TARGET,
             draft_length="max_draft_len",
             backends=BACKENDS,
             llmapi_decoding_type="DraftTarget",
             engine_mode="DRAFT_TOKENS_EXTERNAL",
             vllm_method="draft_model",
             planner="draft_target",
+            drafter="draft_model",
+            label="draft model",
         ),
         Method(
-            name="medusa",
+            name=MEDUSA,
             draft_length="medusa_choices",
             backends=("reference", "trtllm"),
             llmapi_decoding_type=None,
             engine_mode="MEDUSA",
             vllm_method="medusa",
             planner="medusa",
+            drafter="heads",
+            label="Medusa",
         ),
         Method(
-            name="eagle3",
+            name=EAGLE3,
             draft_length="max_draft_len",
             backends=("reference", "trtllm-pytorch"),
             llmapi_decoding_type="Eagle3",
             engine_mode=None,
             vllm_method="eagle3",
             planner="chain",
+            drafter="eagle3_head",
+            label="EAGLE-3",
         ),
         Method(
-            name="mtp",
+            name=MTP,
             draft_length="num_nextn_predict_layers",
             backends=("trtllm-pytorch",),
             llmapi_decoding_type="MTP",
             engine_mode=None,
             vllm_method=None,
             planner="chain",
+            drafter="mtp_layers",
+            label="MTP",
         ),
         Method(
-            name="ngram",
+            name=NGRAM,
             draft_length="max_draft_len",
             backends=("reference", "trtllm-pytorch"),
             llmapi_decoding_type="NGram",
             engine_mode=None,
             vllm_method="ngram",
             planner="chain",
+            drafter="prompt_lookup",
+            label="n-gram",
         ),
     )
 }
@@ -164,3 +206,17 @@ K_FROM_MAX_DRAFT_LEN = names_where(draft_length="max_draft_len")
 """Methods whose draft length K is the variant's ``max_draft_len``."""
 CHAIN_METHODS = names_where(planner="chain")
 """Methods the planner predicts as a chain with per-position acceptance rates."""
+
+
+def method(mode: str) -> Method:
+    """The registry entry of a variant's ``mode``.
+
+    Raises:
+        KeyError: ``mode`` is not a method (the spec's checks refuse such a mode first).
+    """
+    return METHODS[mode]
+
+
+def label(mode: str | None) -> str:
+    """A mode's name in prose (:attr:`Method.label`); an unknown or missing mode as given."""
+    return METHODS[mode].label if mode in METHODS else str(mode or "unknown")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from trtbench.core import methods
 from trtbench.core.data_files import read_json_document
 from trtbench.core.export import records_to_frame
 from trtbench.core.run_dir import RunDir, write_json_atomic
@@ -144,7 +145,7 @@ def draw_plots(a: RunAnalysis, plots_dir: Path) -> list[tuple[str, Path]]:
                 plots.plot_speedup(t, a.crossover, plots_dir / "speedup.png"),
             )
         )
-    if (t["mode"] != "baseline").any():
+    if (t["mode"] != methods.BASELINE).any():
         out.append(
             ("Tokens per step", plots.plot_acceptance(t, plots_dir / "acceptance.png"))
         )

@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from trtbench.builders.build import build_variants, describe_build
+from trtbench.core import methods
 from trtbench.core.errors import TrtbenchError
 from trtbench.core.run_dir import RunDir
 from trtbench.core.stop_signals import StopSignal, signal_name
@@ -85,7 +86,7 @@ def _write_profiles(rd: RunDir, got: Collected, order: list[str]) -> None:
 def baseline_of(spec: BenchSpec, names: list[str]) -> str | None:
     """The first measured variant whose mode is baseline (the speedups' reference)."""
     baselines = (
-        v.name for v in spec.variants if v.mode == "baseline" and v.name in names
+        v.name for v in spec.variants if v.mode == methods.BASELINE and v.name in names
     )
     return next(baselines, None)
 

@@ -30,10 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trtbench.core.errors import ConfigError
-from trtbench.core.methods import CHAIN_METHODS
+from trtbench.core.methods import CHAIN_METHODS, EAGLE3, MTP, NGRAM
 from trtbench.plan.model_shapes import ModelShape
 
-EAGLE3, MTP, NGRAM = "eagle3", "mtp", "ngram"
 CHAIN_MODES = CHAIN_METHODS  # (eagle3, mtp, ngram)
 DEFAULT_RATES: dict[str, tuple[float, ...]] = {
     EAGLE3: (0.8, 0.7, 0.6),

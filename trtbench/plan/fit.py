@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from trtbench.core import methods
 from trtbench.plan.speculation import (
     expected_tokens_per_step,
     fit_alpha,
@@ -80,7 +81,7 @@ def fit_variant(rows: pd.DataFrame, info: VariantInfo) -> VariantFit | None:
     ``rows`` are the variant's summary.csv rows with the speedup column filled against the
     baseline; a variant without a measured E or speedup at any tier returns None.
     """
-    if info.mode not in ("draft_target", "medusa"):
+    if info.mode not in (methods.DRAFT_TARGET, methods.MEDUSA):
         return None
     e = tokens_per_step(rows)
     weights = rows.get("verify_steps_count")  # token-weighted; older files: per request
@@ -90,9 +91,9 @@ def fit_variant(rows: pd.DataFrame, info: VariantInfo) -> VariantFit | None:
     pooled = _pooled(e, weights)
     if np.isnan(pooled):
         return None
-    gamma = info.draft_len if info.mode == "draft_target" else info.tree_nodes
+    gamma = info.draft_len if info.mode == methods.DRAFT_TARGET else info.tree_nodes
     alpha = None
-    if info.mode == "draft_target" and gamma:
+    if info.mode == methods.DRAFT_TARGET and gamma:
         alpha = fit_alpha(min(max(pooled, 1.0), gamma + 1.0), gamma)
     ref = rows[e.notna() & rows[TPOT_SPEEDUP].notna()]
     ratio, tier = None, None
@@ -108,14 +109,14 @@ def predicted_speedup(fit: VariantFit) -> float:
     """Speedup the fitted model predicts: ``E(α, γ)/(γc + 1)`` or ``E / v`` (NaN: unfitted)."""
     if fit.cost_ratio is None:
         return float("nan")
-    if fit.mode == "draft_target" and fit.alpha is not None and fit.draft_len:
+    if fit.mode == methods.DRAFT_TARGET and fit.alpha is not None and fit.draft_len:
         return leviathan_speedup(fit.alpha, fit.draft_len, fit.cost_ratio)
     return fit.tokens_per_step / fit.cost_ratio if fit.cost_ratio > 0 else float("nan")
 
 
 def predicted_tokens_per_step(fit: VariantFit) -> float:
     """E predicted by the fit (the pooled measurement for Medusa)."""
-    if fit.mode == "draft_target" and fit.alpha is not None and fit.draft_len:
+    if fit.mode == methods.DRAFT_TARGET and fit.alpha is not None and fit.draft_len:
         return expected_tokens_per_step(fit.alpha, fit.draft_len)
     return fit.tokens_per_step
 

@@ -15,13 +15,13 @@ from trtbench.builders.medusa_tree import (
     validate_choices,
 )
 from trtbench.core.errors import ConfigError
+from trtbench.core.methods import BASELINE, DRAFT_TARGET, MEDUSA
 from trtbench.plan.chain_modes import ChainSetup, chain_tokens_per_step
 from trtbench.plan.gpus import GpuSpec
 from trtbench.plan.model_shapes import ModelShape
 from trtbench.plan.parallel import Parallelism, check_parallelism, check_tp
 from trtbench.plan.speculation import expected_tokens_per_step
 
-BASELINE, DRAFT_TARGET, MEDUSA = "baseline", "draft_target", "medusa"
 DTYPE_BYTES = {"float16": 2.0, "bfloat16": 2.0, "fp8": 1.0}
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from trtbench.builders.medusa_tree import per_rank_accuracies, resolve_choices
+from trtbench.core import methods
 from trtbench.core.errors import ConfigError
 from trtbench.core.export import Column, records_to_frame, write_csv
 from trtbench.plan.chain_modes import (
@@ -316,16 +317,16 @@ def _roofline_for_run(
         info = run.variants[fit.variant]
         batch = int(row["concurrency"]) if pd.notna(row["concurrency"]) else 0
         setup = inputs
-        if fit.mode == "draft_target" and inputs.draft and fit.alpha is not None:
+        if fit.mode == methods.DRAFT_TARGET and inputs.draft and fit.alpha is not None:
             d = replace(inputs.draft, alpha=fit.alpha, draft_len=fit.draft_len or 1)
             setup = replace(inputs, draft=d)
-        elif fit.mode == "medusa" and info.medusa_choices:
+        elif fit.mode == methods.MEDUSA and info.medusa_choices:
             heads = info.medusa_heads or max(len(c) for c in info.medusa_choices)
             layers = info.medusa_layers or 1
             m = MedusaSetup(heads, layers, info.medusa_choices, (), fit.tokens_per_step)
             setup = replace(inputs, medusa=m)
-        usable = (fit.mode == "draft_target" and setup.draft) or (
-            fit.mode == "medusa" and setup.medusa
+        usable = (fit.mode == methods.DRAFT_TARGET and setup.draft) or (
+            fit.mode == methods.MEDUSA and setup.medusa
         )
         if batch < 1 or not usable:
             predicted.append(float("nan"))

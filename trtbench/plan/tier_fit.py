@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from trtbench.core import methods
 from trtbench.core.export import Column, write_csv
 from trtbench.plan.tier_batch import with_batch
 from trtbench.plan.tier_stall import with_stall
@@ -325,7 +326,7 @@ def fit_tiers(
     rows: list[dict] = []
     for name, group in summary.groupby("variant", sort=False):
         info = variants.get(str(name), VariantInfo(str(name)))
-        if str(name) == baseline or info.mode == "baseline":
+        if str(name) == baseline or info.mode == methods.BASELINE:
             continue
         got = _variant_rows(group, info, curve, acceptance, base_tpot)
         if any(r["e_source"] == "tokens_per_response" for r in got):

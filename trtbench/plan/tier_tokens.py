@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from trtbench.core import methods
 from trtbench.profiling.report.comparison import summary_column
 from trtbench.profiling.report.run_data import VariantInfo
 
@@ -79,7 +80,7 @@ def measured_tokens_per_step(
 
 def verify_tokens(info: VariantInfo) -> int:
     """q, tokens a row carries through the verify pass: K + 1, Medusa nodes + 1, else 1."""
-    if info.mode == "medusa" and info.tree_nodes:
+    if info.mode == methods.MEDUSA and info.tree_nodes:
         return info.tree_nodes + 1
     if info.draft_len:
         return info.draft_len + 1

@@ -34,6 +34,7 @@ from pydantic import (
     model_validator,
 )
 
+from trtbench.core import methods
 from trtbench.core.errors import ConfigError
 from trtbench.core.paths import expand_vars
 from trtbench.core.validation_errors import format_validation_error
@@ -109,11 +110,11 @@ class VariantSpec(
 
     @model_validator(mode="after")
     def _check_mode_fields(self) -> VariantSpec:
-        if self.mode != "draft_target" and self.draft_acceptance != "tokens":
+        if self.mode != methods.DRAFT_TARGET and self.draft_acceptance != "tokens":
             raise ValueError("draft_acceptance is only for mode draft_target")
-        if self.mode != "medusa" and self.medusa_choices is not None:
+        if self.mode != methods.MEDUSA and self.medusa_choices is not None:
             raise ValueError(f"medusa_choices is only for mode medusa, not {self.mode}")
-        if self.mode == "baseline" and self.max_draft_len is not None:
+        if self.mode == methods.BASELINE and self.max_draft_len is not None:
             raise ValueError("max_draft_len is only for the speculative modes")
         if self.max_seq_len <= self.max_input_len:
             raise ValueError("max_seq_len must be larger than max_input_len")
@@ -313,11 +314,11 @@ class BenchSpec(ReportFields, _Strict):
             ):
                 raise ValueError(problem)
         modes = {v.mode for v in self.variants if v.speculative_model is None}
-        if "draft_target" in modes and self.models.draft is None:
+        if methods.DRAFT_TARGET in modes and self.models.draft is None:
             raise ValueError(
                 "a draft_target variant needs models.draft (a draft model dir)"
             )
-        if "medusa" in modes and self.models.medusa is None:
+        if methods.MEDUSA in modes and self.models.medusa is None:
             raise ValueError(
                 "a medusa variant needs models.medusa (a Medusa heads dir)"
             )

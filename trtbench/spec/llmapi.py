@@ -147,24 +147,27 @@ def check_llmapi_mode_fields(v: _Variant) -> None:
             spec's one-line ConfigError).
     """
     mode, given = v.mode, v.model_fields_set
-    if "speculative_model" in given and mode not in ("draft_target", "eagle3"):
+    if "speculative_model" in given and mode not in (
+        methods.DRAFT_TARGET,
+        methods.EAGLE3,
+    ):
         raise ValueError(
-            _only_for("speculative_model", ("draft_target", "eagle3"), mode)
+            _only_for("speculative_model", (methods.DRAFT_TARGET, methods.EAGLE3), mode)
         )
-    if mode == "eagle3" and v.speculative_model is None:
+    if mode == methods.EAGLE3 and v.speculative_model is None:
         raise ValueError(
             "mode eagle3 needs speculative_model: set it to the EAGLE-3 draft checkpoint dir"
         )
-    if v.num_nextn_predict_layers is not None and mode != "mtp":
-        raise ValueError(_only_for("num_nextn_predict_layers", ("mtp",), mode))
-    if mode == "mtp" and v.max_draft_len is not None:
+    if v.num_nextn_predict_layers is not None and mode != methods.MTP:
+        raise ValueError(_only_for("num_nextn_predict_layers", (methods.MTP,), mode))
+    if mode == methods.MTP and v.max_draft_len is not None:
         raise ValueError(
             "max_draft_len is not for mode mtp: its draft length is num_nextn_predict_layers"
         )
-    if v.max_matching_ngram_size is not None and mode != "ngram":
-        raise ValueError(_only_for("max_matching_ngram_size", ("ngram",), mode))
+    if v.max_matching_ngram_size is not None and mode != methods.NGRAM:
+        raise ValueError(_only_for("max_matching_ngram_size", (methods.NGRAM,), mode))
     for field in ("speculative_options", "speculation"):
-        if field in given and mode == "baseline":
+        if field in given and mode == methods.BASELINE:
             raise ValueError(
                 f"{field} is only for speculative modes, not baseline; remove it"
             )
@@ -212,7 +215,7 @@ def variant_backend_problem(v: _Variant, backend: str, where: str) -> str | None
             "(a calibration slowdown); remove it or use backend: reference"
         )
     if backend == LLMAPI_BACKEND:
-        if v.mode == "medusa":
+        if v.mode == methods.MEDUSA:
             return f"{where}.mode: {MEDUSA_ON_LLMAPI}"
         if v.draft_acceptance != "tokens":
             return (

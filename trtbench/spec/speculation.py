@@ -20,6 +20,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trtbench.core import methods
+
 DEFAULT_NGRAM_MIN = 1
 DEFAULT_NGRAM_MAX = 2  # TensorRT-LLM's max_matching_ngram_size default (the contract's)
 
@@ -72,7 +74,7 @@ def check_speculation_fields(v: _Variant) -> None:
         for f in ("prompt_lookup_min", "prompt_lookup_max")
         if getattr(v, f) is not None
     }
-    if given and v.mode != "ngram":
+    if given and v.mode != methods.NGRAM:
         raise ValueError(
             f"{', '.join(given)} is only for mode ngram, not {v.mode}; remove it"
         )
@@ -95,18 +97,18 @@ def _check_schedule(v: _Variant) -> None:
     schedule = v.speculation.draft_len_schedule if v.speculation else None
     if not schedule:
         return
-    if v.mode == "medusa":
+    if v.mode == methods.MEDUSA:
         raise ValueError(
             "speculation.draft_len_schedule is not for mode medusa (a tree has no draft "
             "length to schedule); use speculation.max_concurrency"
         )
-    longest = v.num_nextn_predict_layers if v.mode == "mtp" else v.draft_len
+    longest = v.num_nextn_predict_layers if v.mode == methods.MTP else v.draft_len
     for batch, length in schedule.items():
         if longest is not None and length > longest:
             raise ValueError(
                 f"speculation.draft_len_schedule: {batch}: {length} is above the draft "
                 f"length {longest}; lower it or raise "
-                f"{'num_nextn_predict_layers' if v.mode == 'mtp' else 'max_draft_len'}"
+                f"{'num_nextn_predict_layers' if v.mode == methods.MTP else 'max_draft_len'}"
             )
     ordered = sorted(schedule.items())
     for (b0, n0), (b1, n1) in zip(ordered, ordered[1:], strict=False):

@@ -96,8 +96,11 @@ def test_the_docs_name_every_method():
 
 
 def test_the_reference_engine_has_a_decoder_for_each_method_it_is_listed_for():
-    """Read off the engine factory itself (``make_engine``'s ``mode == "…"`` branches), not
-    the registry: a method listed for the reference backend without a decoder fails."""
+    """Read off the engine factory itself (``make_engine``'s ``mode == methods.X``
+    branches), not the registry: a method listed for the reference backend without a
+    decoder fails."""
+    from trtbench.core import methods
+
     source = (REPO_ROOT / "builders" / "reference" / "loading.py").read_text()
     factory = next(
         n
@@ -105,12 +108,76 @@ def test_the_reference_engine_has_a_decoder_for_each_method_it_is_listed_for():
         if isinstance(n, ast.FunctionDef) and n.name == "make_engine"
     )
     branches = {
-        c.comparators[0].value
+        getattr(methods, c.comparators[0].attr)
         for c in ast.walk(factory)
         if isinstance(c, ast.Compare)
         and isinstance(c.left, ast.Name)
         and c.left.id == "mode"
-        and isinstance(c.comparators[0], ast.Constant)
+        and isinstance(c.comparators[0], ast.Attribute)
+        and ast.unparse(c.comparators[0].value) == "methods"
     }
     listed = {m.name for m in METHODS.values() if "reference" in m.backends}
     assert branches == listed
+
+
+MODE_LITERAL = re.compile(
+    r"""(mode|decoding_type|method)\b[^=\n]*(==|!=|\bin\b)\s*[(\[{]?["']"""
+    r"""(baseline|draft_target|medusa|eagle3?|mtp|ngram)["']"""
+    r"""|["'](baseline|draft_target|medusa|eagle3|mtp|ngram)["']\s*(==|!=|\bin\b)\s*\w*mode"""
+)
+"""A method name written as a string and compared with a mode (``mode == "medusa"``,
+``"draft_target" in modes``)."""
+
+
+def test_no_module_compares_a_mode_with_a_string_of_its_own():
+    """Modules name a method by the registry's constants (``methods.MEDUSA``), so the set of
+    methods is written once; what a method is comes from its entry, not from its name."""
+    folders = ("trtbench", "builders", "profiling", "triton_repo", "vllm_server")
+    found = [
+        f"{path.relative_to(REPO_ROOT)}:{n}: {line.strip()}"
+        for folder in folders
+        for path in sorted((REPO_ROOT / folder).rglob("*.py"))
+        if path.name != "methods.py" and "templates" not in path.parts
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if MODE_LITERAL.search(line)
+    ]
+    assert found == []
+
+
+def test_the_detector_sees_a_comparison():
+    assert MODE_LITERAL.search('    if variant.mode == "medusa":')
+    assert MODE_LITERAL.search('    if "draft_target" in modes:')
+    assert MODE_LITERAL.search("    if mode not in ('draft_target', 'eagle3'):")
+    assert not MODE_LITERAL.search('    roles["medusa"] = spec.models.medusa')
+
+
+def test_each_method_has_its_constant_label_and_drafter():
+    from trtbench.core import methods
+
+    constants = {
+        "BASELINE": "baseline",
+        "DRAFT_TARGET": "draft_target",
+        "MEDUSA": "medusa",
+        "EAGLE3": "eagle3",
+        "MTP": "mtp",
+        "NGRAM": "ngram",
+    }
+    assert {getattr(methods, c) for c in constants} == set(METHODS)
+    assert all(getattr(methods, c) == v for c, v in constants.items())
+    labels = [m.label for m in METHODS.values()]
+    assert len(set(labels)) == len(labels) and all(labels)
+    # a method drafts exactly when something proposes its drafts
+    assert all(m.drafts == (m.drafter != "none") for m in METHODS.values())
+    # the drafter's checkpoint is what the spec asks for: models.draft, models.medusa,
+    # speculative_model (EAGLE-3); MTP drafts with the target's layers, n-gram with none
+    assert {m.name: m.drafter for m in METHODS.values()} == {
+        "baseline": "none",
+        "draft_target": "draft_model",
+        "medusa": "heads",
+        "eagle3": "eagle3_head",
+        "mtp": "mtp_layers",
+        "ngram": "prompt_lookup",
+    }
+    assert METHODS["medusa"].tree and not any(
+        m.tree for n, m in METHODS.items() if n != "medusa"
+    )
