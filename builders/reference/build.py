@@ -105,8 +105,9 @@ def vocab_sha256(vocab: dict[str, int]) -> str:
     return hashlib.sha256(json.dumps(items, ensure_ascii=False).encode()).hexdigest()
 
 
-def check_target(path: Path) -> tuple[Path, dict[str, int]]:
-    """The target dir must hold config.json and a tokenizer; returns it and the vocab.
+def check_target(path: Path) -> tuple[Path, dict[str, int], dict[str, Any]]:
+    """The target dir must hold config.json and a tokenizer; returns it, the vocab and its
+    config.json (read once, for the checks of the parts that draft for it).
 
     Raises:
         ConfigError: missing dir, config.json or tokenizer, or weights that are not what
@@ -121,27 +122,35 @@ def check_target(path: Path) -> tuple[Path, dict[str, int]]:
         )
     config = _read_config(target, "models.target")
     check_weights_match_config(target, config, "models.target")
-    return target, vocab
+    return target, vocab, config
 
 
-def check_draft(target: Path, draft: Path, target_vocab: dict[str, int]) -> None:
-    """The draft must share the target's vocabulary size and tokenizer.
+def check_draft(
+    draft: Path,
+    where: str,
+    target_config: dict[str, Any],
+    target_vocab: dict[str, int],
+) -> None:
+    """The draft (at spec field ``where``) must hold weights its config.json describes and
+    share the target's vocabulary size and tokenizer; each config.json is read once.
 
     Raises:
+        ConfigError: a config.json that is not a causal LM's, or weights that disagree with it.
         ModelMismatchError: vocab_size or the tokenizer's vocabulary differs.
     """
-    t_size = _read_config(target, "models.target")["vocab_size"]
-    d_size = _read_config(draft, "models.draft")["vocab_size"]
+    config = _read_config(draft, where)
+    check_weights_match_config(draft, config, where)
+    t_size, d_size = target_config["vocab_size"], config["vocab_size"]
     if d_size != t_size:
         raise ModelMismatchError(
-            f"models.draft: vocab_size {d_size} differs from the target's {t_size}; "
+            f"{where}: vocab_size {d_size} differs from the target's {t_size}; "
             "use a draft trained with the target's tokenizer"
         )
-    d_vocab = _tokenizer_vocab(draft, "models.draft")
+    d_vocab = _tokenizer_vocab(draft, where)
     if d_vocab is not None and vocab_sha256(d_vocab) != vocab_sha256(target_vocab):
         diff = len(set(d_vocab.items()) ^ set(target_vocab.items()))
         raise ModelMismatchError(
-            f"models.draft: the tokenizer in {draft} differs from the target's "
+            f"{where}: the tokenizer in {draft} differs from the target's "
             f"({diff} token/id pairs differ); use a draft trained with the target's tokenizer"
         )
 
@@ -338,15 +347,14 @@ def build_reference_variant(
     index = spec.variants.index(variant)
     check_reference_options(variant, index)
     models = spec.models
-    target, target_vocab = check_target(models.target)
+    target, target_vocab, target_config = check_target(models.target)
     roles: dict[str, Path | None] = {"target": target, "draft": None, "medusa": None}
     medusa, draft_len, eagle = None, None, None
     if variant.mode == methods.DRAFT_TARGET:
         where = "speculative_model" if variant.speculative_model else "models.draft"
         path = variant.speculative_model or models.draft
         roles["draft"] = check_model_dir(path, where, "draft model")
-        check_weights_match_config(roles["draft"], _read_config(path, where), where)
-        check_draft(target, roles["draft"], target_vocab)
+        check_draft(roles["draft"], where, target_config, target_vocab)
         draft_len = variant.draft_len
     elif variant.mode == methods.MEDUSA:
         roles["medusa"] = check_model_dir(
@@ -363,7 +371,7 @@ def build_reference_variant(
             variant.speculative_model, field, "EAGLE-3 checkpoint"
         )
         try:
-            eagle = check_eagle3(roles["eagle3"], _read_config(target, "models.target"))
+            eagle = check_eagle3(roles["eagle3"], target_config)
         except ConfigError as exc:
             raise ConfigError(f"{field}: {exc}") from None
         draft_len = variant.draft_len

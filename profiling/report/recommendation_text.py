@@ -26,6 +26,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from trtbench.core import methods
 from trtbench.core.units import format_bytes
 from trtbench.profiling.report.recommendation import (
     Crossover,
@@ -103,6 +104,7 @@ def answer(rec: Recommendation, policy: Policy | None) -> str:
     """The one-sentence answer: which variant, up to which concurrency, how sure."""
     if policy is None:
         return f"Serve without speculation: {rec.winner_reason}."
+    served = f"`{policy.variant}` ({methods.label(policy.mode)})"
     cross = next((c for c in rec.crossovers if c.variant == policy.variant), None)
     mine = [
         t for t in rec.tiers if t.best == policy.variant and t.over_baseline is not None
@@ -111,7 +113,7 @@ def answer(rec: Recommendation, policy: Policy | None) -> str:
     if mine and not sure and all(t.over_baseline.significant is False for t in mine):
         # best by point value only: say so rather than claim it pays everywhere
         return (
-            f"Serve `{policy.variant}` where the table below names it best, by point "
+            f"Serve {served} where the table below names it best, by point "
             f"value only: {rec.winner_reason}; at none of those tiers is its margin "
             "over the baseline significant (95 % intervals over rounds): measure "
             "more rounds before acting on it."
@@ -127,7 +129,7 @@ def answer(rec: Recommendation, policy: Policy | None) -> str:
             f"; its margin over the baseline is significant at {_tier_list(sure)} "
             f"(of the {len(mine)} tiers it wins)"
         )
-    return f"Serve `{policy.variant}` {where}: {rec.winner_reason}{how}."
+    return f"Serve {served} {where}: {rec.winner_reason}{how}."
 
 
 def _crossover_line(c: Crossover) -> str:

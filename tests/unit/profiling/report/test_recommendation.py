@@ -223,7 +223,10 @@ def test_report_opens_with_recommendation_and_writes_json(tmp_path):
     text = (root / "report.md").read_text()
     sections = [line for line in text.splitlines() if line.startswith("## ")]
     assert sections[0] == "## Recommendation"
-    assert "**Serve `draft` up to concurrency 4, speculation off above" in text
+    assert (
+        "**Serve `draft` (draft model) up to concurrency 4, speculation off above"
+        in text
+    )
     doc = json.loads((root / "recommendation.json").read_text())
     assert doc["winner"] == "draft" and doc["objective"]["name"] == "output_tok_s"
     assert doc["policy"]["max_concurrency"] == 4

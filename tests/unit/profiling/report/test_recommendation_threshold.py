@@ -72,6 +72,6 @@ def test_answer_says_when_no_margin_over_the_baseline_is_significant():
     assert "at none of those tiers is its margin over the baseline significant" in weak
     strong = answer(_rec(True), policy)
     assert strong == (
-        "Serve `ngram` at every measured concurrency: best at 2 of 2; its margin over the "
+        "Serve `ngram` (n-gram) at every measured concurrency: best at 2 of 2; its margin over the "
         "baseline is significant at c1, c2 (of the 2 tiers it wins)."
     )
