@@ -80,6 +80,9 @@ class Method:
             (``speculative_model``), the target's own MTP layers, or a lookup in the prompt
             (no model, no weights, no KV of its own).
         label: the method's name in the report and the recommendation's prose.
+        fields: the variant fields of the bench spec that belong to this method (a variant
+            of another method may not set them; :data:`SPECULATIVE_FIELDS` belong to every
+            method that drafts).
     """
 
     name: str
@@ -91,6 +94,7 @@ class Method:
     planner: Planner
     drafter: Drafter
     label: str
+    fields: tuple[str, ...] = ()
 
     @property
     def drafts(self) -> bool:
@@ -127,6 +131,7 @@ METHODS: dict[str, Method] = {
             planner="draft_target",
             drafter="draft_model",
             label="draft model",
+            fields=("max_draft_len", "speculative_model", "draft_acceptance"),
         ),
         Method(
             name=MEDUSA,
@@ -138,6 +143,7 @@ METHODS: dict[str, Method] = {
             planner="medusa",
             drafter="heads",
             label="Medusa",
+            fields=("max_draft_len", "medusa_choices"),
         ),
         Method(
             name=EAGLE3,
@@ -149,6 +155,7 @@ METHODS: dict[str, Method] = {
             planner="chain",
             drafter="eagle3_head",
             label="EAGLE-3",
+            fields=("max_draft_len", "speculative_model"),
         ),
         Method(
             name=MTP,
@@ -160,6 +167,7 @@ METHODS: dict[str, Method] = {
             planner="chain",
             drafter="mtp_layers",
             label="MTP",
+            fields=("num_nextn_predict_layers",),
         ),
         Method(
             name=NGRAM,
@@ -171,6 +179,12 @@ METHODS: dict[str, Method] = {
             planner="chain",
             drafter="prompt_lookup",
             label="n-gram",
+            fields=(
+                "max_draft_len",
+                "max_matching_ngram_size",
+                "prompt_lookup_min",
+                "prompt_lookup_max",
+            ),
         ),
     )
 }
@@ -206,6 +220,22 @@ K_FROM_MAX_DRAFT_LEN = names_where(draft_length="max_draft_len")
 """Methods whose draft length K is the variant's ``max_draft_len``."""
 CHAIN_METHODS = names_where(planner="chain")
 """Methods the planner predicts as a chain with per-position acceptance rates."""
+
+
+SPECULATIVE_FIELDS = ("speculative_options", "speculation")
+"""Variant fields of every method that drafts (the baseline may not set them)."""
+METHOD_FIELDS = (
+    tuple(dict.fromkeys(f for m in METHODS.values() for f in m.fields))
+    + SPECULATIVE_FIELDS
+)
+"""Every variant field that belongs to some methods only, in the registry's order."""
+
+
+def owners(field: str) -> tuple[str, ...]:
+    """The methods whose variants may set ``field`` (one of :data:`METHOD_FIELDS`)."""
+    if field in SPECULATIVE_FIELDS:
+        return tuple(m.name for m in METHODS.values() if m.drafts)
+    return tuple(m.name for m in METHODS.values() if field in m.fields)
 
 
 def method(mode: str) -> Method:

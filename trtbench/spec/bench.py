@@ -110,12 +110,6 @@ class VariantSpec(
 
     @model_validator(mode="after")
     def _check_mode_fields(self) -> VariantSpec:
-        if self.mode != methods.DRAFT_TARGET and self.draft_acceptance != "tokens":
-            raise ValueError("draft_acceptance is only for mode draft_target")
-        if self.mode != methods.MEDUSA and self.medusa_choices is not None:
-            raise ValueError(f"medusa_choices is only for mode medusa, not {self.mode}")
-        if self.mode == methods.BASELINE and self.max_draft_len is not None:
-            raise ValueError("max_draft_len is only for the speculative modes")
         if self.max_seq_len <= self.max_input_len:
             raise ValueError("max_seq_len must be larger than max_input_len")
         check_llmapi_mode_fields(self)

@@ -136,7 +136,30 @@ class _Variant(Protocol):
 
 
 def _only_for(field: str, modes: tuple[str, ...], mode: str) -> str:
+    if modes == methods.owners(methods.SPECULATIVE_FIELDS[0]):
+        return f"{field} is only for speculative modes, not {mode}; remove it"
     return f"{field} is only for mode {' and '.join(modes)}, not {mode}; remove it"
+
+
+def check_method_fields(v: _Variant) -> None:
+    """Variant ``v`` sets only the fields of its own method (the registry's
+    :attr:`~trtbench.core.methods.Method.fields`); a field counts as set when its value is
+    not its default.
+
+    Raises:
+        ValueError: the first field of another method, naming its methods and the fix.
+    """
+    defaults = type(v).model_fields
+    if v.mode == methods.MTP and v.max_draft_len is not None:
+        raise ValueError(
+            "max_draft_len is not for mode mtp: its draft length is num_nextn_predict_layers"
+        )
+    for field in methods.METHOD_FIELDS:
+        allowed = methods.owners(field)
+        if v.mode not in allowed and getattr(v, field) != defaults[field].get_default(
+            call_default_factory=True
+        ):
+            raise ValueError(_only_for(field, allowed, v.mode))
 
 
 def check_llmapi_mode_fields(v: _Variant) -> None:
@@ -146,31 +169,11 @@ def check_llmapi_mode_fields(v: _Variant) -> None:
         ValueError: the message names the field and the fix (pydantic turns it into the
             spec's one-line ConfigError).
     """
-    mode, given = v.mode, v.model_fields_set
-    if "speculative_model" in given and mode not in (
-        methods.DRAFT_TARGET,
-        methods.EAGLE3,
-    ):
-        raise ValueError(
-            _only_for("speculative_model", (methods.DRAFT_TARGET, methods.EAGLE3), mode)
-        )
-    if mode == methods.EAGLE3 and v.speculative_model is None:
+    check_method_fields(v)
+    if v.mode == methods.EAGLE3 and v.speculative_model is None:
         raise ValueError(
             "mode eagle3 needs speculative_model: set it to the EAGLE-3 draft checkpoint dir"
         )
-    if v.num_nextn_predict_layers is not None and mode != methods.MTP:
-        raise ValueError(_only_for("num_nextn_predict_layers", (methods.MTP,), mode))
-    if mode == methods.MTP and v.max_draft_len is not None:
-        raise ValueError(
-            "max_draft_len is not for mode mtp: its draft length is num_nextn_predict_layers"
-        )
-    if v.max_matching_ngram_size is not None and mode != methods.NGRAM:
-        raise ValueError(_only_for("max_matching_ngram_size", (methods.NGRAM,), mode))
-    for field in ("speculative_options", "speculation"):
-        if field in given and mode == methods.BASELINE:
-            raise ValueError(
-                f"{field} is only for speculative modes, not baseline; remove it"
-            )
     for key in v.speculative_options:
         if key in RESERVED_SPEC_KEYS:
             raise ValueError(

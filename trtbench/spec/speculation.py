@@ -65,19 +65,10 @@ def check_speculation_fields(v: _Variant) -> None:
 
     Raises:
         ValueError: the message names the field and the fix (the spec's one-line
-            ConfigError, exit 2): a window field on another mode, ``prompt_lookup_min`` above
+            ConfigError, exit 2): ``prompt_lookup_min`` above
             the maximum, two different maxima, a schedule on medusa, a schedule above the
             draft length or growing with the batch size.
     """
-    given = {
-        f: getattr(v, f)
-        for f in ("prompt_lookup_min", "prompt_lookup_max")
-        if getattr(v, f) is not None
-    }
-    if given and v.mode != methods.NGRAM:
-        raise ValueError(
-            f"{', '.join(given)} is only for mode ngram, not {v.mode}; remove it"
-        )
     high, other = v.prompt_lookup_max, v.max_matching_ngram_size
     if high is not None and other is not None and high != other:
         raise ValueError(

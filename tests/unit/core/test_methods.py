@@ -181,3 +181,31 @@ def test_each_method_has_its_constant_label_and_drafter():
     assert METHODS["medusa"].tree and not any(
         m.tree for n, m in METHODS.items() if n != "medusa"
     )
+
+
+def test_each_methods_fields_are_spec_fields_refused_on_other_methods():
+    """A method's own fields (the registry's ``fields``) are VariantSpec fields, and a
+    variant of a method that does not own one is refused, naming the field."""
+    from trtbench.core import methods
+
+    assert set(methods.METHOD_FIELDS) <= set(VariantSpec.model_fields)
+    value = {
+        "max_draft_len": 3,
+        "speculative_model": "/ckpt",
+        "draft_acceptance": "logits",
+        "medusa_choices": [[0]],
+        "num_nextn_predict_layers": 1,
+        "max_matching_ngram_size": 2,
+        "prompt_lookup_min": 1,
+        "prompt_lookup_max": 2,
+        "speculative_options": {"x": 1},
+        "speculation": {"max_concurrency": 4},
+    }
+    assert set(value) == set(methods.METHOD_FIELDS)
+    for field, given in value.items():
+        for mode in METHODS:
+            if mode in methods.owners(field):
+                continue
+            fields = {**EXTRA.get(mode, {}), field: given}
+            with pytest.raises(ValueError, match=field):
+                VariantSpec(name="v", mode=mode, **fields)
