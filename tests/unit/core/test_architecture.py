@@ -337,45 +337,40 @@ TOP_FOLDERS = ("builders", "profiling", "triton_repo", "vllm_server")
 """Repository folders installed under ``trtbench.`` (pyproject's package-dir)."""
 
 
+def absolute_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted name) of every absolute import in the file at ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and not node.level:
+            found.append((node.lineno, node.module or ""))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+    return found
+
+
 def test_the_package_is_imported_by_one_name_only():
     """``builders.x`` and ``trtbench.builders.x`` would be two modules with two copies of
     their state; scripts and tests import the installed name only."""
-    wrong = []
-    for path in python_files():
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = (
-                [node.module or ""]
-                if isinstance(node, ast.ImportFrom) and not node.level
-                else [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else []
-            )
-            wrong += [
-                f"{path.relative_to(REPO_ROOT)}:{node.lineno} {n}"
-                for n in names
-                if n.split(".")[0] in TOP_FOLDERS
-            ]
+    wrong = [
+        f"{path.relative_to(REPO_ROOT)}:{line} {name}"
+        for path in python_files()
+        for line, name in absolute_imports(path)
+        if name.split(".")[0] in TOP_FOLDERS
+    ]
     assert wrong == []
 
 
 def test_tests_import_helpers_from_tests_support_only():
     """A test module never imports another test module (or a bare helper by its file name):
     that works only when pytest happened to put the other folder on sys.path first."""
-    wrong = []
     files = list((REPO_ROOT / "tests").rglob("*.py"))
     local = {p.stem for p in files}
-    for path in files:
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = (
-                [node.module or ""]
-                if isinstance(node, ast.ImportFrom) and not node.level
-                else [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else []
-            )
-            wrong += [
-                f"{path}:{node.lineno} {n}" for n in names if n.split(".")[0] in local
-            ]
+    wrong = [
+        f"{path}:{line} {name}"
+        for path in files
+        for line, name in absolute_imports(path)
+        if name.split(".")[0] in local
+    ]
     assert wrong == []
 
 
