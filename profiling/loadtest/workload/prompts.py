@@ -53,6 +53,9 @@ class Prompt:
         input_token_source: ``tokenizer`` | ``dataset`` | ``words``.
         input_ids: the prompt's token ids when known (used to spot a prompt echo).
         origin: ``file:line`` of a dataset prompt (empty for synthetic ones).
+        category: what kind of traffic it stands for: the dataset's own category (e.g.
+            MT-Bench's ``writing``, ``coding``) or its source's name; empty when none was
+            given (synthetic prompts, a single trtllm-bench file).
     """
 
     task_id: str
@@ -62,6 +65,7 @@ class Prompt:
     input_token_source: str
     input_ids: tuple[int, ...] | None = None
     origin: str = ""
+    category: str = ""
 
     @property
     def where(self) -> str:
