@@ -62,6 +62,8 @@ class RequestRecord:
             when not reported.
         server_first_token_ns: when the server generated the first token (its
             ``first_token_time_ns``), on this clock; None when not reported.
+        category: the prompt's category (its dataset's own, or the source's name; empty
+            for synthetic prompts and a single trtllm-bench file).
     """
 
     variant: str
@@ -94,6 +96,7 @@ class RequestRecord:
     max_concurrency: int | None = None
     server_scheduled_ns: int | None = None
     server_first_token_ns: int | None = None
+    category: str = ""
 
 
 @dataclass(frozen=True)

@@ -265,5 +265,6 @@ def exchange_to_all_records(
         max_concurrency=tier.max_concurrency,
         server_scheduled_ns=scheduled,
         server_first_token_ns=first,
+        category=prompt.category,
     )
     return record, responses, output_record(parsed, prompt, record, echo_possible)

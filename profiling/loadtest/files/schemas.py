@@ -57,6 +57,13 @@ REQUESTS_SCHEMA: tuple[Column, ...] = (
     *_LOAD,
     Column("request_id", "unique request id (<variant>-<tier>-<index>)"),
     Column("task_id", "prompt id (dataset task_id or synthetic-<i>)"),
+    Column(
+        "category",
+        "the prompt's category: its dataset's own or its source's name (loadtest.datasets); "
+        "empty for synthetic prompts, a single trtllm-bench file and files from before the column",
+        False,
+        "str",
+    ),
     Column("scheduled_ns", "intended send time"),
     Column(
         "sent_ns", "time the request was handed to gRPC (stamped right before the call)"

@@ -144,3 +144,21 @@ def test_streamed_record_files_read_back_and_a_torn_append_is_refused(tmp_path):
         DataFileError, match=r"req\.csv line 4: 5 fields where the header"
     ):
         read_records_csv(files.requests)
+
+
+def test_a_requests_category_round_trips_and_is_empty_without_one(tmp_path):
+    """loadtest.datasets gives each prompt a category; requests.csv carries it, and a
+    synthetic prompt's row leaves it empty (read back as missing)."""
+    from dataclasses import replace
+
+    records = [replace(request(0), category="coding"), request(1)]
+    path = write_csv(
+        requests_table(records_to_frame(records)),
+        tmp_path / "requests.csv",
+        REQUESTS_SCHEMA,
+    )
+    header = path.read_text().splitlines()[0].split(",")
+    assert header[header.index("task_id") + 1] == "category"
+    back = read_records_csv(path)
+    assert back.loc[0, "category"] == "coding"
+    assert pd.isna(back.loc[1, "category"])
