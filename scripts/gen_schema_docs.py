@@ -20,6 +20,7 @@ from trtbench.profiling.loadtest.files.schemas import (
     SUMMARY_SCHEMA,
 )
 from trtbench.profiling.loadtest.stats.acceptance import ACCEPTANCE_SCHEMA
+from trtbench.profiling.loadtest.stats.categories import CATEGORY_SCHEMA
 from trtbench.profiling.memory.breakdown import MEMORY_BREAKDOWN_SCHEMA
 from trtbench.profiling.memory.sampler import MEMORY_SCHEMA
 from trtbench.profiling.memory.server_metrics import SERVER_METRICS_SCHEMA
@@ -50,6 +51,12 @@ SECTIONS = (
         "loadtest/acceptance.csv",
         "speculative acceptance per draft position and histogram, long format",
         ACCEPTANCE_SCHEMA,
+    ),
+    (
+        "loadtest/categories.csv",
+        "one row per variant x tier x prompt category (only when loadtest.datasets give "
+        "categories)",
+        CATEGORY_SCHEMA,
     ),
     ("memory.csv", "memory sampler timeline", MEMORY_SCHEMA),
     ("memory_breakdown.csv", "one row per variant", MEMORY_BREAKDOWN_SCHEMA),

@@ -102,6 +102,7 @@ class RunData:
     steps: pd.DataFrame | None = None
     acceptance: pd.DataFrame | None = None
     rounds: pd.DataFrame | None = None
+    categories: pd.DataFrame | None = None
 
     @property
     def name(self) -> str:
@@ -370,7 +371,7 @@ def load_run(root: Path, schemas: Mapping[str, Schema] | None = None) -> RunData
         root: the run directory.
         schemas: the producers' CSV schemas by file: ``"summary"`` (``SUMMARY_SCHEMA``),
             ``"memory_breakdown"`` (``MEMORY_BREAKDOWN_SCHEMA``), ``"steps"``
-            (``STEP_SCHEMA``), ``"acceptance"`` (``ACCEPTANCE_SCHEMA``), ``"rounds"``
+            (``STEP_SCHEMA``), ``"acceptance"`` (``ACCEPTANCE_SCHEMA``), ``"categories"``, ``"rounds"``
             (``ROUNDS_SCHEMA``). The core cannot import them (docs/architecture.md), so the
             caller passes them; a CSV without one is checked for its structure, its key
             columns (``variant``, ``tier``) and its unit-suffixed columns (numbers).
@@ -432,5 +433,11 @@ def load_run(root: Path, schemas: Mapping[str, Schema] | None = None) -> RunData
         ),
         rounds=_optional_csv(
             rd.rounds_csv, schemas.get("rounds"), SUMMARY_FIX, ("variant", "tier")
+        ),
+        categories=_optional_csv(
+            rd.categories_csv,
+            schemas.get("categories"),
+            SUMMARY_FIX,
+            ("variant", "tier", "category"),
         ),
     )

@@ -140,6 +140,11 @@ class RunDir:
         return self.loadtest_dir / "acceptance.csv"
 
     @property
+    def categories_csv(self) -> Path:
+        """Acceptance and TPOT per prompt category (only when the prompts have categories)."""
+        return self.loadtest_dir / "categories.csv"
+
+    @property
     def memory_csv(self) -> Path:
         return self.root / "memory.csv"
 

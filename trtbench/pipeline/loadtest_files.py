@@ -48,6 +48,7 @@ from trtbench.profiling.loadtest.stats.acceptance import (
     ACCEPTANCE_SCHEMA,
     acceptance_table,
 )
+from trtbench.profiling.loadtest.stats.categories import CATEGORY_SCHEMA, category_table
 from trtbench.profiling.loadtest.stats.lossless import lossless_warnings, with_lossless
 from trtbench.profiling.loadtest.stats.metrics import TierStatuses, osl_warnings
 from trtbench.profiling.loadtest.stats.trusted_summary import summarize_trusted
@@ -167,6 +168,13 @@ def write_loadtest(
     write_csv(summary, run_dir.summary_csv, SUMMARY_SCHEMA)
     write_csv(rounds, run_dir.rounds_csv, ROUNDS_SCHEMA)
     write_csv(acceptance, run_dir.acceptance_csv, ACCEPTANCE_SCHEMA)
+    categories = (
+        category_table(req, resp, base, trusted.in_window) if len(req) else None
+    )
+    if categories is not None and len(categories):
+        write_csv(categories, run_dir.categories_csv, CATEGORY_SCHEMA)
+    else:
+        run_dir.categories_csv.unlink(missing_ok=True)
     for variant in replace:
         files = record_files(run_dir, variant)
         files.requests.unlink(missing_ok=True)

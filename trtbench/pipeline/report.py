@@ -28,6 +28,7 @@ from trtbench.plan.fit import fit_run
 from trtbench.profiling.loadtest.files.outputs import OUTPUTS_CSV, read_outputs_csv
 from trtbench.profiling.report import plots
 from trtbench.profiling.report.acceptance_section import acceptance_lines
+from trtbench.profiling.report.category_section import category_lines
 from trtbench.profiling.report.comparison import (
     compare_keyed,
     compare_tiers,
@@ -266,6 +267,7 @@ def write_report(
             *lossless,
             "",
             *acceptance_lines(run.acceptance, run.summary),
+            *category_lines(run.categories, run.baseline),
             *([""] + kv_lines(kv) if kv is not None else []),
         ],
         [*advice.lines, *follow_up_lines(run.root)],

@@ -1,0 +1,99 @@
+"""The "By prompt category" section of ``report.md`` (pure: frames in, Markdown lines out).
+
+From ``loadtest/categories.csv`` (:mod:`trtbench.profiling.loadtest.stats.categories` has the
+definitions): per tier, a method × category table of acceptance length and TPOT speedup over
+the baseline, the winner of each category (the highest TPOT speedup above 1; none: the
+baseline), and a sentence when the winner differs by category, since that is when one
+method for all traffic is the wrong answer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from trtbench.profiling.report.markdown import fmt_text, markdown_table
+
+INTRO = (
+    "Each tier's requests split by their prompt's category (`loadtest.datasets`): "
+    "acceptance length pooled over the category's requests, and TPOT speedup = the "
+    "baseline's TPOT p50 / the variant's for the same category and tier. A category's "
+    "latency is measured within the tier's whole mix; its acceptance depends on its text "
+    "alone. Cells read `acceptance length · speedup×`."
+)
+
+
+def _cell(row: pd.Series | None) -> str:
+    if row is None:
+        return "—"
+    length, speedup = (
+        row.get("acceptance_length_tokens"),
+        row.get("tpot_speedup_p50_ratio"),
+    )
+    shown = [
+        f"{length:.2f}" if _finite(length) else "—",
+        f"{speedup:.2f}×" if _finite(speedup) else "—",
+    ]
+    return " · ".join(shown)
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def winners(tier: pd.DataFrame) -> dict[str, str | None]:
+    """category → the variant with the highest TPOT speedup above 1 at this tier (None:
+    nothing beats the baseline there)."""
+    out: dict[str, str | None] = {}
+    for category, part in tier.groupby("category", sort=True):
+        speedup = pd.to_numeric(part["tpot_speedup_p50_ratio"], errors="coerce")
+        best = speedup.idxmax() if speedup.notna().any() else None
+        out[str(category)] = (
+            str(part.loc[best, "variant"])
+            if best is not None and speedup[best] > 1
+            else None
+        )
+    return out
+
+
+def category_lines(categories: pd.DataFrame | None, baseline: str | None) -> list[str]:
+    """Markdown lines of the section (heading included); none without category rows.
+
+    Args:
+        categories: loadtest/categories.csv rows (None: the file is absent).
+        baseline: the run's baseline variant (its row is the reference, not a method).
+    """
+    if categories is None or categories.empty:
+        return []
+    lines = ["## By prompt category", "", INTRO, ""]
+    cats = sorted(categories["category"].astype(str).unique())
+    for tier, part in categories.groupby("tier", sort=False):
+        methods = [
+            v for v in dict.fromkeys(part["variant"].astype(str)) if v != baseline
+        ]
+        indexed = part.assign(category=part["category"].astype(str)).set_index(
+            ["variant", "category"]
+        )
+        rows = [
+            [f"`{v}`"]
+            + [
+                _cell(indexed.loc[(v, c)] if (v, c) in indexed.index else None)
+                for c in cats
+            ]
+            for v in methods
+        ]
+        best = winners(part.assign(category=part["category"].astype(str)))
+        rows.append(
+            ["winner"] + [f"`{best[c]}`" if best.get(c) else "baseline" for c in cats]
+        )
+        header = ["variant", *cats]
+        table = markdown_table(
+            pd.DataFrame(rows, columns=header), [(h, h, fmt_text) for h in header]
+        )
+        lines += [f"### {tier}", "", table, ""]
+        chosen = {c: best.get(c) or "the baseline" for c in cats}
+        if len(set(chosen.values())) > 1:
+            each = "; ".join(f"{c}: {w}" for c, w in chosen.items())
+            lines += [f"- The winner differs by category at {tier}: {each}.", ""]
+    return lines

@@ -1,0 +1,114 @@
+"""``category_table``: acceptance and TPOT per prompt category, on a hand-worked tier.
+
+Four requests at c1: the baseline and an n-gram variant each answer one ``chat`` and one
+``code`` prompt with 10 tokens (1 in the first response). Worked by hand:
+
+- baseline: 9 more one-token responses 2 ms apart → TPOT (28 − 10) / 9 = 2 ms (both).
+- n-gram, chat: 9 one-token steps 1.5 ms apart, each proposing 2 drafts and accepting none →
+  acceptance length 1 + 0/9 = 1, rate 0/18 = 0, TPOT 13.5 / 9 = 1.5 ms, speedup 2/1.5.
+- n-gram, code: 3 steps of 3 tokens 2 ms apart, each accepting both drafts → length
+  1 + 6/3 = 3, rate 6/6 = 1, TPOT 6 / 9 ms, speedup 2 / (6/9) = 3.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from trtbench.core.export import records_to_frame
+from trtbench.core.records import RequestRecord, ResponseRecord
+from trtbench.profiling.loadtest.stats.categories import category_table
+
+MS = 1_000_000
+
+
+def served(
+    variant: str, category: str, steps: list[tuple[int, int, int]], gap_ms: float
+) -> tuple[RequestRecord, list[ResponseRecord]]:
+    """One request: a 1-token first response at 10 ms, then ``steps`` of
+    (tokens, drafts, accepted) every ``gap_ms``."""
+    rid = f"{variant}-{category}"
+    times = [10 * MS + round(k * gap_ms * MS) for k in range(len(steps) + 1)]
+    first = ResponseRecord(variant, "c1", rid, 0, times[0], 1, False, 0, 0)
+    rest = [
+        ResponseRecord(variant, "c1", rid, k + 1, times[k + 1], n, False, d, a)
+        for k, (n, d, a) in enumerate(steps)
+    ]
+    drafts = sum(d for _, d, _ in steps)
+    record = RequestRecord(
+        variant=variant,
+        tier="c1",
+        concurrency=1,
+        request_rate_per_s=None,
+        request_id=rid,
+        task_id=rid,
+        scheduled_ns=0,
+        sent_ns=0,
+        first_token_ns=times[0],
+        last_token_ns=times[-1],
+        end_ns=times[-1],
+        input_tokens=8,
+        requested_output_tokens=10,
+        output_tokens=1 + sum(n for n, _, _ in steps),
+        token_responses=len(steps) + 1,
+        empty_responses=0,
+        echoed_tokens=0,
+        first_response_tokens=1,
+        draft_tokens=drafts if variant != "base" else None,
+        accepted_draft_tokens=sum(a for _, _, a in steps)
+        if variant != "base"
+        else None,
+        input_token_source="tokenizer",
+        output_token_source="output_ids",
+        category=category,
+    )
+    if variant == "base":
+        first = ResponseRecord(variant, "c1", rid, 0, times[0], 1, False)
+        rest = [
+            ResponseRecord(variant, "c1", rid, r.index, r.received_ns, r.tokens, False)
+            for r in rest
+        ]
+    return record, [first, *rest]
+
+
+def frames() -> tuple[pd.DataFrame, pd.DataFrame]:
+    parts = [
+        served("base", "chat", [(1, 0, 0)] * 9, 2.0),
+        served("base", "code", [(1, 0, 0)] * 9, 2.0),
+        served("ng", "chat", [(1, 2, 0)] * 9, 1.5),
+        served("ng", "code", [(3, 2, 2)] * 3, 2.0),
+    ]
+    requests = records_to_frame([r for r, _ in parts])
+    responses = records_to_frame([x for _, rs in parts for x in rs])
+    return requests, responses
+
+
+def test_each_category_gets_its_own_acceptance_tpot_and_speedup():
+    requests, responses = frames()
+    table = category_table(requests, responses, "base").set_index(
+        ["variant", "category"]
+    )
+    assert table.loc[("base", "chat"), "time_per_output_token_p50_ms"] == pytest.approx(
+        2.0
+    )
+    assert pd.isna(table.loc[("base", "chat"), "tpot_speedup_p50_ratio"])
+    chat, code = table.loc[("ng", "chat")], table.loc[("ng", "code")]
+    assert chat["acceptance_length_tokens"] == pytest.approx(1.0)
+    assert chat["draft_acceptance_rate_ratio"] == pytest.approx(0.0)
+    assert chat["time_per_output_token_p50_ms"] == pytest.approx(1.5)
+    assert chat["tpot_speedup_p50_ratio"] == pytest.approx(2.0 / 1.5)
+    assert code["acceptance_length_tokens"] == pytest.approx(3.0)
+    assert code["draft_acceptance_rate_ratio"] == pytest.approx(1.0)
+    assert code["time_per_output_token_p50_ms"] == pytest.approx(6.0 / 9)
+    assert code["tpot_speedup_p50_ratio"] == pytest.approx(3.0)
+    assert code["spec_decode_counts_source"] == "server_per_step"
+    assert set(table["requests_count"]) == {1}
+    assert set(table["concurrency"]) == {1}
+
+
+def test_no_category_no_rows_and_the_window_is_respected():
+    requests, responses = frames()
+    assert category_table(requests.assign(category=""), responses, "base").empty
+    outside = requests["category"] == "chat"  # only code requests in the window
+    table = category_table(requests, responses, "base", in_window=~outside)
+    assert sorted(table["category"].unique()) == ["code"]

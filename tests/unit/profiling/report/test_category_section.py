@@ -1,0 +1,78 @@
+"""The "By prompt category" section: a method × category table per tier, each category's
+winner, and a sentence when the winner differs by category (hand-made categories.csv rows)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from tests.support.run_factory import summary_row, write_summary
+from trtbench.core.export import write_csv
+from trtbench.core.run_dir import RunDir
+from trtbench.profiling.loadtest.stats.categories import CATEGORY_SCHEMA
+from trtbench.profiling.report.category_section import category_lines, winners
+from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
+from trtbench.profiling.report.run_data import load_run
+
+NAN = math.nan
+
+
+def rows() -> pd.DataFrame:
+    # (variant, tier, category, acceptance length, speedup): n-gram wins code at c1,
+    # the draft model wins chat; at c8 nothing beats the baseline on chat.
+    data = [
+        ("base", "c1", "chat", NAN, NAN),
+        ("base", "c1", "code", NAN, NAN),
+        ("dt", "c1", "chat", 2.4, 1.30),
+        ("dt", "c1", "code", 2.6, 1.40),
+        ("ng", "c1", "chat", 1.1, 0.95),
+        ("ng", "c1", "code", 3.2, 1.80),
+        ("base", "c8", "chat", NAN, NAN),
+        ("dt", "c8", "chat", 2.4, 0.90),
+        ("ng", "c8", "chat", 1.1, 0.80),
+    ]
+    frame = pd.DataFrame(
+        data,
+        columns=[
+            "variant",
+            "tier",
+            "category",
+            "acceptance_length_tokens",
+            "tpot_speedup_p50_ratio",
+        ],
+    )
+    return frame.assign(
+        concurrency=frame["tier"].str[1:].astype(int),
+        request_rate_per_s=NAN,
+        requests_count=4,
+        time_per_output_token_p50_ms=1.0,
+    )
+
+
+def test_winner_per_category_and_the_difference_is_said():
+    c1 = rows()[rows()["tier"] == "c1"]
+    assert winners(c1) == {"chat": "dt", "code": "ng"}
+    c8 = rows()[rows()["tier"] == "c8"]
+    assert winners(c8) == {"chat": None}
+    text = "\n".join(category_lines(rows(), "base"))
+    assert "## By prompt category" in text
+    assert "| `ng` | 1.10 · 0.95× | 3.20 · 1.80× |" in text
+    assert "| winner | `dt` | `ng` |" in text
+    assert "The winner differs by category at c1: chat: dt; code: ng." in text
+    assert "at c8" not in text  # one category there: nothing differs
+    assert "`base`" not in text  # the baseline is the reference, not a row
+
+
+def test_no_categories_no_section():
+    assert category_lines(None, "base") == []
+    assert category_lines(rows().iloc[0:0], "base") == []
+
+
+def test_the_run_reads_categories_csv_back(tmp_path):
+    rd = RunDir(tmp_path / "run")
+    write_summary(rd.root, [summary_row("base", 1, tpot=2.0, tok_s=100.0)], "base")
+    write_csv(rows(), rd.categories_csv, CATEGORY_SCHEMA)
+    run = load_run(rd.root, RUN_CSV_SCHEMAS)
+    assert run.categories is not None and len(run.categories) == 9
+    assert run.categories.loc[5, "acceptance_length_tokens"] == 3.2
