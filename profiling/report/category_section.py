@@ -97,3 +97,54 @@ def category_lines(categories: pd.DataFrame | None, baseline: str | None) -> lis
             each = "; ".join(f"{c}: {w}" for c, w in chosen.items())
             lines += [f"- The winner differs by category at {tier}: {each}.", ""]
     return lines
+
+
+def category_mix(categories: pd.DataFrame, baseline: str | None) -> dict[str, float]:
+    """category → its share of the requests one variant served (the baseline's, else the
+    first variant's), over every tier: the traffic mix a recommendation was made for."""
+    variant = (
+        baseline
+        if baseline in set(categories["variant"])
+        else categories["variant"].iloc[0]
+    )
+    counts = (
+        categories[categories["variant"] == variant]
+        .groupby(categories["category"].astype(str))["requests_count"]
+        .sum()
+        .astype(float)
+    )
+    total = counts.sum()
+    return {str(c): n / total for c, n in counts.items()} if total > 0 else {}
+
+
+def category_advice(
+    categories: pd.DataFrame | None, baseline: str | None
+) -> tuple[list[str], dict | None]:
+    """The recommendation's lines about prompt categories and their JSON (None, [] when the
+    prompts had no categories): the mix it was made for, each tier's winner per category,
+    and whether the winner differs by category anywhere."""
+    if categories is None or categories.empty:
+        return [], None
+    mix = category_mix(categories, baseline)
+    shown = ", ".join(f"{c} {share:.0%}" for c, share in mix.items())
+    lines = [f"Made for this mix of prompt categories: {shown} (`loadtest.datasets`)."]
+    per_tier = {
+        str(tier): winners(part.assign(category=part["category"].astype(str)))
+        for tier, part in categories.groupby("tier", sort=False)
+    }
+    differs = {t: w for t, w in per_tier.items() if len(set(w.values())) > 1}
+    if differs:
+        each = "; ".join(
+            f"{t}: "
+            + ", ".join(
+                f"{c} → `{v}`" if v else f"{c} → baseline" for c, v in w.items()
+            )
+            for t, w in differs.items()
+        )
+        lines.append(
+            f"The best method differs by category ({each}): traffic that can be routed by "
+            "category is better served by each category's choice (section \"By prompt "
+            'category").'
+        )
+    document = {"mix": mix, "winners": per_tier, "differs": bool(differs)}
+    return lines, document

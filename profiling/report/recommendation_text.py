@@ -18,6 +18,9 @@ text / JSON-ready dict out).
 * ``policy``: {variant, mode, draft_len, max_concurrency, schedule [[batch, K], …], notes}.
 * ``snippets``: {target, language, text, config, notes} for the trtbench variant, each
   TensorRT-LLM LLM-API version, vLLM and the engine path.
+* ``categories`` (only when the prompts had categories, ``loadtest.datasets``): {mix
+  {category: share of requests}, winners {tier: {category: variant or null}}, differs}
+  (``trtbench.profiling.report.category_section.category_advice``).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from trtbench.profiling.memory.kv_pressure import (
     largest_unqueued_concurrency,
 )
 from trtbench.profiling.memory.server_metrics import read_server_metrics_csv
+from trtbench.profiling.report.category_section import category_advice
 from trtbench.profiling.report.recommendation import recommend
 from trtbench.profiling.report.recommendation_config import (
     TRTLLM_DECODING,
@@ -151,7 +152,12 @@ def recommend_run(
     )
     policy = make_policy(rec, variants, tiers, run.acceptance)
     snippets = _snippets(run, rec, policy)
-    return RunRecommendation(
+    lines, document = (
         recommendation_lines(rec, policy, snippets),
         recommendation_json(rec, policy, snippets),
     )
+    mix_lines, mix = category_advice(run.categories, run.baseline)
+    if mix is not None:
+        lines = [*lines, "", *mix_lines]
+        document = {**document, "categories": mix}
+    return RunRecommendation(lines, document)

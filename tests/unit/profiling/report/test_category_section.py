@@ -76,3 +76,20 @@ def test_the_run_reads_categories_csv_back(tmp_path):
     run = load_run(rd.root, RUN_CSV_SCHEMAS)
     assert run.categories is not None and len(run.categories) == 9
     assert run.categories.loc[5, "acceptance_length_tokens"] == 3.2
+
+
+def test_the_recommendation_names_the_mix_and_each_categorys_choice():
+    from trtbench.profiling.report.category_section import category_advice, category_mix
+
+    frame = rows()
+    # the baseline served 4 chat + 4 code requests at c1 and 4 chat at c8: 8 chat of 12
+    assert category_mix(frame, "base") == {"chat": 8 / 12, "code": 4 / 12}
+    lines, doc = category_advice(frame, "base")
+    assert lines[0] == (
+        "Made for this mix of prompt categories: chat 67%, code 33% (`loadtest.datasets`)."
+    )
+    assert "c1: chat → `dt`, code → `ng`" in lines[1]
+    assert "c8" not in lines[1]
+    assert doc["differs"] is True
+    assert doc["winners"] == {"c1": {"chat": "dt", "code": "ng"}, "c8": {"chat": None}}
+    assert category_advice(None, "base") == ([], None)
