@@ -40,7 +40,26 @@ def design_lines(run: Mapping[str, Any], rounds: pd.DataFrame | None) -> list[st
             f"{design.get('server_starts', '?')} server start(s), {co}: {text}. "
             "Every interval in this report is over these rounds."
         ]
-    return lines + interference_lines(rounds)
+    return lines + output_length_lines(design) + interference_lines(rounds)
+
+
+OUTPUT_LENGTH_TEXT = {
+    "fixed": "Output lengths: **fixed** (min tokens = max tokens, as vLLM's `ignore_eos`): "
+    "every variant generates each request's full length, so the figures compare like for "
+    "like; acceptance also counts text past where the model would have stopped "
+    '(docs/metrics.md, "Output length and acceptance").',
+    "natural": "Output lengths: **natural** (`loadtest.fixed_output_len: false`): each "
+    "request stops at the end token, capped at its max tokens, as served traffic does; "
+    'lengths then differ by variant wherever outputs differ (docs/metrics.md, "Output '
+    'length and acceptance").',
+}
+"""The report's sentence per ``design.output_length`` of run.json."""
+
+
+def output_length_lines(design: Mapping[str, Any] | None) -> list[str]:
+    """One sentence on how output lengths were set; none for runs that did not record it."""
+    kind = design.get("output_length") if design else None
+    return [OUTPUT_LENGTH_TEXT[kind]] if kind in OUTPUT_LENGTH_TEXT else []
 
 
 def interference_lines(rounds: pd.DataFrame | None) -> list[str]:

@@ -156,6 +156,7 @@ def measure_variants(
         **design.as_json(),
         "server_starts": server_starts(design.name, len(variants), design.rounds),
         "seed": spec.loadtest.seed,
+        "output_length": "fixed" if spec.loadtest.fixed_output_len else "natural",
         "order": order_json(cells),
     }
     rd.update_run_json("design", record)

@@ -154,3 +154,24 @@ def test_design_lines_append_the_interference_line():
     assert len(lines) == 2
     assert lines[0].startswith("Measurement design: **interleaved**")
     assert lines[1].startswith("**Interference: 3 of 6 cells")
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("fixed", "Output lengths: **fixed** (min tokens = max tokens"),
+        ("natural", "Output lengths: **natural** (`loadtest.fixed_output_len: false`)"),
+    ],
+)
+def test_the_output_length_choice_is_said(kind, says):
+    run = {"design": {"name": "interleaved", "rounds": 1, "output_length": kind}}
+    lines = design_lines(run, None)
+    assert [line for line in lines if line.startswith("Output lengths")] == [
+        line for line in lines if says in line
+    ]
+    assert sum("Output lengths" in line for line in lines) == 1
+
+
+def test_a_run_that_did_not_record_it_says_nothing_about_output_lengths():
+    run = {"design": {"name": "interleaved", "rounds": 1}}
+    assert not any("Output lengths" in line for line in design_lines(run, None))
