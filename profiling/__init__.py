@@ -1,5 +1,5 @@
 """What is measured while variants serve, and what is made of it: load tests, traces, memory, the report.
 
-Lives here: loadtest/, traces/, memory/, report/ (no modules of its own).
+Lives here: loadtest/, traces/, memory/, report/, peers/ (no modules of its own).
 May import: core.
 """

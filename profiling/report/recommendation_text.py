@@ -116,7 +116,7 @@ def answer(rec: Recommendation, policy: Policy | None) -> str:
     if mine and not sure and all(t.over_baseline.significant is False for t in mine):
         # best by point value only: say so rather than claim it pays everywhere
         return (
-            f"Serve {served} where the table below names it best, by point "
+            f"Serve {served} where the per-tier table of the report names it best, by point "
             f"value only: {rec.winner_reason}; at none of those tiers is its margin "
             "over the baseline significant (95 % intervals over rounds): measure "
             "more rounds before acting on it."

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,6 +194,18 @@ def test_every_package_has_a_three_line_charter(package: str):
         | {m.name.removeprefix("trtbench.") for m in MODULES}
     )
     assert set(rooms) <= known, f"{package}: unknown rooms {set(rooms) - known}"
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_every_charter_names_what_lives_in_its_folder(package: str):
+    """A module or sub-folder left out of its package's "Lives here" line is one a
+    newcomer cannot find from docs/architecture.md's rooms."""
+    _, lives, _ = charter(package)
+    words = set(re.findall(r"\w+", lives))
+    folder = PACKAGES[package]
+    present = [p.stem for p in folder.glob("*.py") if p.stem != "__init__"]
+    present += [p.parent.name for p in folder.glob("*/__init__.py")]
+    assert sorted(name for name in present if name not in words) == []
 
 
 @pytest.mark.parametrize(
