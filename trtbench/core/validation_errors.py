@@ -20,6 +20,14 @@ def format_loc(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _nested(annotation: object) -> list[object]:
+    """``annotation`` and every type inside it (``list[X] | None`` → list, X, None …)."""
+    out = [annotation]
+    for arg in get_args(annotation):
+        out += _nested(arg)
+    return out
+
+
 def _model_at(
     root: type[BaseModel], loc: tuple[int | str, ...]
 ) -> type[BaseModel] | None:
@@ -31,8 +39,11 @@ def _model_at(
         field = model.model_fields.get(part)
         if field is None:
             return None
-        inner = [a for a in (field.annotation, *get_args(field.annotation)) if a]
-        found = [a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)]
+        found = [
+            a
+            for a in _nested(field.annotation)
+            if isinstance(a, type) and issubclass(a, BaseModel)
+        ]
         if not found:
             return None
         model = found[0]

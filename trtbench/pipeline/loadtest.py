@@ -41,6 +41,7 @@ from trtbench.profiling.loadtest.records.outcome import (  # noqa: F401 (result_
     result_json,
 )
 from trtbench.profiling.loadtest.records.record_sink import CsvRecordSink
+from trtbench.profiling.loadtest.workload.datasets import Source, mix_prompts
 from trtbench.profiling.loadtest.workload.prompts import (
     Prompt,
     TextTokenizer,
@@ -85,16 +86,29 @@ def open_tokenizer(path: Path | None) -> TextTokenizer | None:
     return None if path is None else TextTokenizer.load(Path(path))
 
 
+def dataset_sources(spec: LoadtestSpec) -> list[Source]:
+    """``loadtest.datasets`` as plain sources, each labelled by its place in the spec."""
+    return [
+        Source(**s.model_dump(), label=f"loadtest.datasets[{i}]")
+        for i, s in enumerate(spec.datasets or [])
+    ]
+
+
 def make_prompts(spec: LoadtestSpec, tokenizer: TextTokenizer | None) -> list[Prompt]:
-    """The dataset's prompts, or synthetic ones seeded with ``spec.seed``.
+    """The dataset's prompts, the ``datasets`` sources mixed by weight, or synthetic ones;
+    the last two seeded with ``spec.seed``.
 
     One prompt per request of a tier (a pool of 256 for duration-bounded tiers), reused
-    in the same order by every tier and variant.
+    in the same order by every tier and variant; a single ``dataset`` gives every line,
+    in file order.
     """
     if spec.dataset is not None:
         return load_dataset(spec.dataset, tokenizer)
     n = spec.tier_requests or DURATION_PROMPT_POOL
     rng = np.random.default_rng(spec.seed)
+    if spec.datasets:
+        sources = dataset_sources(spec)
+        return mix_prompts(sources, n, rng, tokenizer, spec.output_len_mean)
     return synthetic_prompts(
         n,
         spec.input_len_mean,

@@ -214,7 +214,8 @@ def check_spec_prompts(
     variants: Sequence[VariantSpec],
     tokenizer: TextTokenizer,
 ) -> list[Prompt]:
-    """Make the spec's prompts (dataset lines checked) and hold them against each variant.
+    """Make the spec's prompts (every dataset line or ``loadtest.datasets`` record checked)
+    and hold them against each variant.
 
     The limits are the ones the build gives the engine (``max_input_len``, ``max_seq_len``
     of each variant, the target's ``vocab_size``), so this runs before anything is built.
@@ -223,7 +224,8 @@ def check_spec_prompts(
         The prompts, as the load test will make them.
 
     Raises:
-        ConfigError: a bad dataset line (``file:line``) or the first prompt over a limit
+        ConfigError: a bad dataset line or record (``file:line``), a dataset source
+            without records (``loadtest.datasets[i]``) or the first prompt over a limit
             (naming it and the variant).
     """
     prompts = make_prompts(spec.loadtest, tokenizer)
@@ -397,7 +399,8 @@ def preflight_loadtest(
 
     Raises:
         ConfigError: unwritable ``--out``, duplicate tiers, a missing tokenizer, a bad
-            dataset line (``file:line``).
+            dataset line or record (``file:line``), a ``loadtest.datasets`` source
+            without records.
     """
     run_dir = RunDir(out)
     check_run_dir(run_dir, "--out", (run_dir.loadtest_dir,))

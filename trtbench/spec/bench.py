@@ -38,6 +38,7 @@ from trtbench.core import methods
 from trtbench.core.errors import ConfigError
 from trtbench.core.paths import expand_vars
 from trtbench.core.validation_errors import format_validation_error
+from trtbench.spec.datasets import DATASET_PATH_KEYS, DatasetsField
 from trtbench.spec.design import CoResidentField, DesignFields
 from trtbench.spec.kv import KvCacheVariantFields
 from trtbench.spec.llmapi import (
@@ -176,7 +177,7 @@ class DeploySpec(VllmDeployFields, CoResidentField, _Strict):
 INT32_MAX = 2**31 - 1
 
 
-class LoadtestSpec(DesignFields, _Strict):
+class LoadtestSpec(DesignFields, DatasetsField, _Strict):
     """The request stream sent to every variant, tier by tier.
 
     Tiers (each listed once): ``request_rate`` (open loop, requests/s, ``arrival`` process
@@ -187,7 +188,9 @@ class LoadtestSpec(DesignFields, _Strict):
     ``ramp_up_s`` spreads the first requests of a closed-loop tier over that many seconds.
     ``workers`` client processes share each tier (at most the smallest concurrency).
     Warmup requests go once per server, before the first tier, and are not recorded.
-    Prompts: ``dataset`` (trtllm-bench JSONL) or synthetic lengths drawn with ``seed``.
+    Prompts: ``dataset`` (trtllm-bench JSONL), ``datasets`` (sources in several formats
+    mixed by weight, :mod:`trtbench.spec.datasets`) or synthetic lengths drawn with
+    ``seed``.
     ``fixed_output_len`` sends min tokens = max tokens. SLOs (ms, upper bounds) give goodput.
     ``repeats`` (or ``rounds``) runs every tier that many times, in rounds of the run's
     ``design`` (:mod:`trtbench.spec.design`: every variant runs every tier once per round,
@@ -340,7 +343,14 @@ class BenchSpec(ReportFields, _Strict):
         return [v for v in self.variants if not names or v in wanted]
 
 
-PATH_KEYS = {"models", "tritonserver", "dataset", *LLMAPI_PATH_KEYS, *SERVING_PATH_KEYS}
+PATH_KEYS = {
+    "models",
+    "tritonserver",
+    "dataset",
+    *DATASET_PATH_KEYS,
+    *LLMAPI_PATH_KEYS,
+    *SERVING_PATH_KEYS,
+}
 
 
 def resolve_paths(

@@ -17,10 +17,11 @@ inside the vocabulary, a positive ``output_tokens`` that fits ``max_tokens``);
 from __future__ import annotations
 
 import codecs
+import gzip
 import json
 import logging
 import sysconfig
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -177,12 +178,13 @@ def synthetic_prompts(
     return prompts
 
 
-def _shown(value: object) -> str:
+def shown_value(value: object) -> str:
+    """``value`` as JSON for a message, cut to 40 characters."""
     text = json.dumps(value, ensure_ascii=True)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _sendable(text: str, field: str, where: str) -> str:
+def sendable_text(text: str, field: str, where: str) -> str:
     """``text`` unless it holds a lone surrogate (JSON allows ``"\\ud800"``; UTF-8 does not)."""
     try:
         text.encode("utf-8")
@@ -195,17 +197,22 @@ def _sendable(text: str, field: str, where: str) -> str:
     return text
 
 
-def _output_tokens(data: dict, where: str) -> int:
-    out = data.get("output_tokens")
+def positive_tokens(data: dict, where: str, key: str = "output_tokens") -> int:
+    """``data[key]``: a whole number of tokens in ``1 … MAX_OUTPUT_TOKENS``.
+
+    Raises:
+        ConfigError: missing, not an integer, below 1 or above INT32 (names ``where``).
+    """
+    out = data.get(key)
     if isinstance(out, bool) or not isinstance(out, int) or out < 1:
-        got = "it is missing" if out is None else f"got {_shown(out)}"
+        got = "it is missing" if out is None else f"got {shown_value(out)}"
         raise ConfigError(
-            f"{where}: output_tokens must be a positive integer ({got}); write a whole "
-            'number of tokens, e.g. "output_tokens": 64'
+            f"{where}: {key} must be a positive integer ({got}); write a whole "
+            f'number of tokens, e.g. "{key}": 64'
         )
     if out > MAX_OUTPUT_TOKENS:
         raise ConfigError(
-            f"{where}: output_tokens {out} is above {MAX_OUTPUT_TOKENS} (max_tokens is sent "
+            f"{where}: {key} {out} is above {MAX_OUTPUT_TOKENS} (max_tokens is sent "
             "as INT32); ask for fewer tokens"
         )
     return out
@@ -220,7 +227,7 @@ def _input_ids(ids: object, where: str, vocab_size: int | None) -> tuple[int, ..
     for i, tok in enumerate(ids):
         if isinstance(tok, bool) or not isinstance(tok, int):
             raise ConfigError(
-                f"{where}: input_ids[{i}] is {_shown(tok)}, not a token id; input_ids "
+                f"{where}: input_ids[{i}] is {shown_value(tok)}, not a token id; input_ids "
                 "holds integers only"
             )
         if tok < 0 or (vocab_size is not None and tok >= vocab_size):
@@ -232,29 +239,45 @@ def _input_ids(ids: object, where: str, vocab_size: int | None) -> tuple[int, ..
     return tuple(ids)
 
 
-def _dataset_prompt(
-    data: object, where: str, tokenizer: TextTokenizer | None
+def task_id_of(data: dict, where: str, key: str = "task_id") -> str:
+    """``data[key]`` (a string or an integer) as text; the line number when absent."""
+    raw_id = data.get(key, where.rsplit(":", 1)[-1])
+    if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
+        raise ConfigError(
+            f"{where}: {key} must be a string or an integer, got {shown_value(raw_id)}"
+        )
+    return sendable_text(str(raw_id), key, where)
+
+
+def text_prompt(
+    task_id: str,
+    text: str,
+    output_tokens: int,
+    tokenizer: TextTokenizer | None,
+    where: str,
+    category: str = "",
 ) -> Prompt:
+    """A dataset prompt from its text: tokens counted by ``tokenizer``, else words."""
+    if tokenizer is None:
+        count, ids, source = len(text.split()), None, TOKEN_SOURCE_WORDS
+    else:
+        ids = tuple(tokenizer.encode(text))
+        count, source = len(ids), TOKEN_SOURCE_TOKENIZER
+    return Prompt(task_id, text, count, output_tokens, source, ids, where, category)
+
+
+def dataset_prompt(data: object, where: str, tokenizer: TextTokenizer | None) -> Prompt:
+    """One checked trtllm-bench line (``prompt`` text or ``input_ids``) as a Prompt."""
     if not isinstance(data, dict):
         raise ConfigError(
             f"{where}: a dataset line is one JSON object, like {DATASET_LINE}"
         )
-    out = _output_tokens(data, where)
-    raw_id = data.get("task_id", where.rsplit(":", 1)[-1])
-    if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
-        raise ConfigError(
-            f"{where}: task_id must be a string or an integer, got {_shown(raw_id)}"
-        )
-    task_id = _sendable(str(raw_id), "task_id", where)
+    out = positive_tokens(data, where)
+    task_id = task_id_of(data, where)
     text = data.get("prompt")
     if isinstance(text, str) and text:
-        text = _sendable(text, "prompt", where)
-        if tokenizer is None:
-            return Prompt(
-                task_id, text, len(text.split()), out, TOKEN_SOURCE_WORDS, origin=where
-            )
-        ids = tuple(tokenizer.encode(text))
-        return Prompt(task_id, text, len(ids), out, TOKEN_SOURCE_TOKENIZER, ids, where)
+        text = sendable_text(text, "prompt", where)
+        return text_prompt(task_id, text, out, tokenizer, where)
     vocab = tokenizer.vocab_size if tokenizer is not None else None
     ids = _input_ids(data.get("input_ids"), where, vocab)
     if tokenizer is None:
@@ -262,12 +285,13 @@ def _dataset_prompt(
             f"{where}: input_ids need a tokenizer to become text_input; pass --tokenizer "
             "DIR (the model directory)"
         )
-    text = _sendable(tokenizer.decode(ids), "the decoded input_ids", where)
+    text = sendable_text(tokenizer.decode(ids), "the decoded input_ids", where)
     return Prompt(task_id, text, len(ids), out, TOKEN_SOURCE_DATASET, ids, where)
 
 
-def _parse_line(raw: bytes, where: str) -> object:
-    """One line's JSON value, or a ConfigError naming the bad byte or syntax."""
+def parse_json_line(raw: bytes, where: str, example: str = DATASET_LINE) -> object:
+    """One line's JSON value, or a ConfigError naming the bad byte or syntax (``example``:
+    what a good line looks like, shown in the fix)."""
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -280,20 +304,49 @@ def _parse_line(raw: bytes, where: str) -> object:
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{where}: not valid JSON ({exc.msg}); each line must be one object like "
-            f"{DATASET_LINE}"
+            f"{example}"
         ) from None
     except (ValueError, RecursionError) as exc:  # a 5000-digit number, deep nesting
         what = str(exc).split(";")[0] or "nested too deeply"
         raise ConfigError(
             f"{where}: not a usable JSON line ({what}); each line must be one object "
-            f"like {DATASET_LINE}"
+            f"like {example}"
+        ) from None
+
+
+def read_jsonl(
+    path: Path, example: str = DATASET_LINE, label: str = "dataset"
+) -> Iterator[tuple[str, object]]:
+    """``(path:line, JSON value)`` of every non-blank line of a JSONL file (gzip when it
+    ends in ``.gz``), read as bytes; a UTF-8 byte-order mark is allowed.
+
+    Raises:
+        ConfigError: a missing or unreadable file (named ``label`` and ``path``), a line
+            that is not UTF-8 or not JSON (``path:line``, ``example`` in the fix).
+    """
+    if not path.is_file():
+        raise ConfigError(f"{label} {path} does not exist; pass a JSONL file")
+    opener = gzip.open if path.suffix == ".gz" else Path.open
+    try:
+        with opener(path, "rb") as handle:
+            for lineno, raw in enumerate(handle, start=1):
+                if lineno == 1:
+                    raw = raw.removeprefix(codecs.BOM_UTF8)
+                if raw.strip():
+                    where = f"{path}:{lineno}"
+                    yield where, parse_json_line(raw, where, example)
+    except (OSError, EOFError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise ConfigError(
+            f"cannot read {label} {path} ({reason}); fix its permissions or pass "
+            "another file"
         ) from None
 
 
 def load_dataset(path: Path, tokenizer: TextTokenizer | None = None) -> list[Prompt]:
     """Read and check a trtllm-bench JSONL dataset; blank lines are skipped.
 
-    The file is read as bytes, line by line; a UTF-8 byte-order mark is allowed.
+    The file is read as bytes, line by line (:func:`read_jsonl`).
 
     Args:
         path: the ``.jsonl`` file.
@@ -306,24 +359,7 @@ def load_dataset(path: Path, tokenizer: TextTokenizer | None = None) -> list[Pro
             in a string, ``input_ids`` that are not integers or lie outside the vocabulary,
             ``output_tokens`` that is not an integer in ``1 … MAX_OUTPUT_TOKENS``.
     """
-    if not path.is_file():
-        raise ConfigError(f"dataset {path} does not exist; pass a JSONL file")
-    prompts = []
-    try:
-        with path.open("rb") as handle:
-            for lineno, raw in enumerate(handle, start=1):
-                if lineno == 1:
-                    raw = raw.removeprefix(codecs.BOM_UTF8)
-                if not raw.strip():
-                    continue
-                where = f"{path}:{lineno}"
-                data = _parse_line(raw, where)
-                prompts.append(_dataset_prompt(data, where, tokenizer))
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read dataset {path} ({exc.strerror or exc}); fix its permissions "
-            "or pass another file"
-        ) from None
+    prompts = [dataset_prompt(d, where, tokenizer) for where, d in read_jsonl(path)]
     if not prompts:
         raise ConfigError(f"dataset {path} holds no requests")
     return prompts
