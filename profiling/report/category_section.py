@@ -57,6 +57,19 @@ def winners(tier: pd.DataFrame) -> dict[str, str | None]:
     return out
 
 
+def by_tier(categories: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(tier, its rows), tiers by concurrency then request rate (the order of the file's
+    rows follows the rounds' shuffled cells)."""
+    load = pd.to_numeric(categories["concurrency"], errors="coerce").fillna(
+        pd.to_numeric(categories["request_rate_per_s"], errors="coerce")
+    )
+    order = (
+        load.groupby(categories["tier"].astype(str)).min().sort_values(kind="stable")
+    )
+    parts = dict(tuple(categories.groupby(categories["tier"].astype(str), sort=False)))
+    return [(tier, parts[tier]) for tier in order.index]
+
+
 def category_lines(categories: pd.DataFrame | None, baseline: str | None) -> list[str]:
     """Markdown lines of the section (heading included); none without category rows.
 
@@ -68,7 +81,7 @@ def category_lines(categories: pd.DataFrame | None, baseline: str | None) -> lis
         return []
     lines = ["## By prompt category", "", INTRO, ""]
     cats = sorted(categories["category"].astype(str).unique())
-    for tier, part in categories.groupby("tier", sort=False):
+    for tier, part in by_tier(categories):
         methods = [
             v for v in dict.fromkeys(part["variant"].astype(str)) if v != baseline
         ]
@@ -130,7 +143,7 @@ def category_advice(
     lines = [f"Made for this mix of prompt categories: {shown} (`loadtest.datasets`)."]
     per_tier = {
         str(tier): winners(part.assign(category=part["category"].astype(str)))
-        for tier, part in categories.groupby("tier", sort=False)
+        for tier, part in by_tier(categories)
     }
     differs = {t: w for t, w in per_tier.items() if len(set(w.values())) > 1}
     if differs:

@@ -93,3 +93,9 @@ def test_the_recommendation_names_the_mix_and_each_categorys_choice():
     assert doc["differs"] is True
     assert doc["winners"] == {"c1": {"chat": "dt", "code": "ng"}, "c8": {"chat": None}}
     assert category_advice(None, "base") == ([], None)
+
+
+def test_tiers_are_shown_by_load_not_by_file_order():
+    frame = pd.concat([rows()[rows()["tier"] == "c8"], rows()[rows()["tier"] == "c1"]])
+    text = "\n".join(category_lines(frame, "base"))
+    assert text.index("### c1") < text.index("### c8")
