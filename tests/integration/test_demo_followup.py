@@ -179,3 +179,27 @@ def test_report_has_the_follow_up_section(demo):
         f"Measurement design: **interleaved**, 3 round(s), {VARIANTS} server start(s)"
     )
     assert design in text
+
+
+def test_the_report_splits_acceptance_by_category(demo):
+    """The spec mixes HumanEval (code) and a ShareGPT-format chat file: every request row
+    carries its category, categories.csv has a row per variant x tier x category, and the
+    report's table shows both categories for the speculative variants at each tier."""
+    out, code, _, _ = demo
+    assert code == 0
+    requests = pd.read_csv(out / "loadtest" / "requests.csv")
+    assert set(requests["category"]) == {"code", "chat"}
+    table = pd.read_csv(out / "loadtest" / "categories.csv")
+    cells = set(zip(table["variant"], table["tier"], table["category"], strict=True))
+    assert cells == {
+        (v, t, c)
+        for v in ("baseline", "draft-k4", "medusa")
+        for t in ("c1", "c4")
+        for c in ("chat", "code")
+    }
+    spec = table[table["variant"] != "baseline"]
+    assert spec["acceptance_length_tokens"].notna().all()
+    text = (out / "report.md").read_text()
+    assert "## By prompt category" in text
+    assert "| variant | chat | code |" in text
+    assert "Made for this mix of prompt categories: chat 50%, code 50%" in text
