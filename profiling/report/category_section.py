@@ -20,7 +20,10 @@ INTRO = (
     "acceptance length pooled over the category's requests, and TPOT speedup = the "
     "baseline's TPOT p50 / the variant's for the same category and tier. A category's "
     "latency is measured within the tier's whole mix; its acceptance depends on its text "
-    "alone. Cells read `acceptance length · speedup×`."
+    "alone. Cells read `acceptance length · speedup×`, with the speedup's 95 % interval paired "
+    "over rounds `[low, high]` where the run has 3 rounds or more. The winner row is by point "
+    "value: a winner whose interval reaches below 1 is not significantly faster than the "
+    "baseline for that category."
 )
 
 
@@ -35,6 +38,12 @@ def _cell(row: pd.Series | None) -> str:
         f"{length:.2f}" if _finite(length) else "—",
         f"{speedup:.2f}×" if _finite(speedup) else "—",
     ]
+    low, high = (
+        row.get("tpot_speedup_ci95_low_ratio"),
+        row.get("tpot_speedup_ci95_high_ratio"),
+    )
+    if _finite(low) and _finite(high):
+        shown[-1] += f" [{low:.2f}, {high:.2f}]"
     return " · ".join(shown)
 
 
@@ -155,7 +164,7 @@ def category_advice(
             for t, w in differs.items()
         )
         lines.append(
-            f"The best method differs by category ({each}): traffic that can be routed by "
+            f"The best method differs by category, by point value ({each}): traffic that can be routed by "
             "category is better served by each category's choice (section \"By prompt "
             'category").'
         )

@@ -26,10 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trtbench.profiling.loadtest.workload.repeats import log_t_interval
-
-MIN_ROUNDS = 3
-"""Rounds a paired interval needs to be stated (two give t(0.975, 1) = 12.7: no information)."""
+from trtbench.profiling.loadtest.workload.repeats import MIN_ROUNDS, log_t_interval
 
 
 @dataclass(frozen=True)

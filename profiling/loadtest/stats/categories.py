@@ -11,7 +11,11 @@ tier's are applied to each part:
   vLLM ``bench serve``'s acceptance length and rate, AIPerf's token-weighted figures);
 - TPOT p50: the median of the category's per-request TPOT (``docs/metrics.md``);
 - TPOT speedup: the baseline's TPOT p50 over the variant's, same tier and category (> 1:
-  the variant generates faster for that kind of traffic).
+  the variant generates faster for that kind of traffic);
+- its paired interval over rounds: the same ratio per round (round r of the variant against
+  round r of the baseline, side by side in time), their geometric mean and 95 % Student-t
+  interval on the log scale (``profiling/report/paired.py``'s definition), stated from
+  :data:`~trtbench.profiling.loadtest.workload.repeats.MIN_ROUNDS` rounds on.
 
 A category's requests share the tier with the others, so its latency is measured under the
 tier's whole mix; acceptance is a property of the text alone. Server-wide counters (vLLM's
@@ -32,6 +36,7 @@ from trtbench.profiling.loadtest.stats.acceptance import (
     acceptance_summary,
 )
 from trtbench.profiling.loadtest.stats.metrics import request_metrics
+from trtbench.profiling.loadtest.workload.repeats import MIN_ROUNDS, log_t_interval
 
 KEYS = ["variant", "tier", "category"]
 ACCEPTANCE_FIGURES = (
@@ -67,6 +72,17 @@ CATEGORY_SCHEMA: tuple[Column, ...] = (
         "baseline or without one",
         False,
     ),
+    Column(
+        "tpot_speedup_paired_ratio",
+        "geometric mean over rounds of the per-round TPOT p50 ratio (baseline / variant, "
+        "same round, tier and category); empty with fewer than 3 paired rounds",
+        False,
+    ),
+    Column("tpot_speedup_ci95_low_ratio", "its 95 % interval, low end", False),
+    Column("tpot_speedup_ci95_high_ratio", "its 95 % interval, high end", False),
+    Column(
+        "paired_rounds_count", "rounds with both this variant and the baseline", False
+    ),
 )
 """Columns of ``loadtest/categories.csv`` (docs/csv_schemas.md)."""
 
@@ -97,15 +113,30 @@ def category_table(
         return pd.DataFrame(columns=names)
     req = req.assign(category=req["category"].astype(str))
     tiers = req.drop_duplicates(["variant", "tier"]).set_index(["variant", "tier"])
-    rows = []
+    rows, rounds = [], []
     for category, part in req.groupby("category", sort=True):
         resp = responses[responses["request_id"].isin(set(part["request_id"]))]
         accept = acceptance_summary(part, resp).set_index(["variant", "tier"])
-        tpot = (
-            request_metrics(part, resp)
-            .groupby(["variant", "tier"], sort=False)["time_per_output_token_ms"]
-            .agg(["median", "size"])
+        passes = pd.to_numeric(part.get("repeat"), errors="coerce")
+        per_request = request_metrics(part, resp).merge(
+            part[["request_id"]].assign(
+                repeat=passes.fillna(0) if passes is not None else 0
+            ),
+            on="request_id",
+            how="left",
         )
+        rounds.append(
+            per_request.groupby(["variant", "tier", "repeat"], sort=False)[
+                "time_per_output_token_ms"
+            ]
+            .median()
+            .rename("p50")
+            .reset_index()
+            .assign(category=category)
+        )
+        tpot = per_request.groupby(["variant", "tier"], sort=False)[
+            "time_per_output_token_ms"
+        ].agg(["median", "size"])
         for key, (p50, count) in tpot.iterrows():
             row = {"variant": key[0], "tier": key[1], "category": category}
             row["concurrency"] = tiers.loc[key, "concurrency"]
@@ -116,7 +147,7 @@ def category_table(
                 row.update({k: accept.loc[key, k] for k in ACCEPTANCE_FIGURES})
             rows.append(row)
     table = pd.DataFrame(rows).reindex(columns=names)
-    return _with_speedups(table, baseline)
+    return _with_paired(_with_speedups(table, baseline), pd.concat(rounds), baseline)
 
 
 def _with_speedups(table: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
@@ -131,3 +162,31 @@ def _with_speedups(table: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
         (table["variant"] != baseline) & (ratio > 0) & np.isfinite(ratio)
     )
     return table.assign(tpot_speedup_p50_ratio=speedup)
+
+
+def _with_paired(
+    table: pd.DataFrame, rounds: pd.DataFrame, baseline: str | None
+) -> pd.DataFrame:
+    """Add the paired speedup over rounds (module docstring) to each non-baseline row."""
+    if baseline is None or table.empty:
+        return table
+    keys = ["tier", "category", "repeat"]
+    base = rounds[rounds["variant"] == baseline].set_index(keys)["p50"]
+    out = table.copy()
+    for i, row in out.iterrows():
+        if row["variant"] == baseline:
+            continue
+        mine = rounds[
+            (rounds["variant"] == row["variant"])
+            & (rounds["tier"] == row["tier"])
+            & (rounds["category"] == row["category"])
+        ].set_index(keys)["p50"]
+        both = base.reindex(mine.index)
+        ratios = (both / mine).to_numpy(dtype=float)
+        mean, low, high, n = log_t_interval(ratios)
+        out.loc[i, "paired_rounds_count"] = n
+        if n >= MIN_ROUNDS and np.isfinite(low):
+            out.loc[i, "tpot_speedup_paired_ratio"] = mean
+            out.loc[i, "tpot_speedup_ci95_low_ratio"] = low
+            out.loc[i, "tpot_speedup_ci95_high_ratio"] = high
+    return out

@@ -114,6 +114,10 @@ def merge_passes(outcomes: Sequence[TierOutcome]) -> list[TierOutcome]:
     return list(merged.values())
 
 
+MIN_ROUNDS = 3
+"""Rounds a paired interval needs to be stated (two give t(0.975, 1) = 12.7: no information)."""
+
+
 def t_interval(values: Sequence[float] | np.ndarray) -> tuple[float, float, float, int]:
     """Mean and two-sided 95 % Student-t interval of ``values`` (NaNs dropped).
 

@@ -23,11 +23,15 @@ MS = 1_000_000
 
 
 def served(
-    variant: str, category: str, steps: list[tuple[int, int, int]], gap_ms: float
+    variant: str,
+    category: str,
+    steps: list[tuple[int, int, int]],
+    gap_ms: float,
+    repeat: int = 0,
 ) -> tuple[RequestRecord, list[ResponseRecord]]:
     """One request: a 1-token first response at 10 ms, then ``steps`` of
     (tokens, drafts, accepted) every ``gap_ms``."""
-    rid = f"{variant}-{category}"
+    rid = f"{variant}-{category}-{repeat}"
     times = [10 * MS + round(k * gap_ms * MS) for k in range(len(steps) + 1)]
     first = ResponseRecord(variant, "c1", rid, 0, times[0], 1, False, 0, 0)
     rest = [
@@ -61,6 +65,7 @@ def served(
         input_token_source="tokenizer",
         output_token_source="output_ids",
         category=category,
+        repeat=repeat,
     )
     if variant == "base":
         first = ResponseRecord(variant, "c1", rid, 0, times[0], 1, False)
@@ -112,3 +117,42 @@ def test_no_category_no_rows_and_the_window_is_respected():
     outside = requests["category"] == "chat"  # only code requests in the window
     table = category_table(requests, responses, "base", in_window=~outside)
     assert sorted(table["category"].unique()) == ["code"]
+
+
+def test_the_speedup_paired_over_rounds_has_its_interval():
+    """Three rounds: the baseline's TPOT is 2 ms in each, n-gram's 1, 1 and 0.5 ms, so the
+    round ratios are 2, 2, 4: geometric mean 2^(4/3); on the log scale the values are a, a,
+    2a (a = ln 2) with sd a/sqrt(3), so the 95 % half-width is t(0.975, 2) * a / 3."""
+    import math
+
+    from scipy import stats
+
+    parts = [served("base", "code", [(1, 0, 0)] * 9, 2.0, r) for r in range(3)]
+    parts += [
+        served("ng", "code", [(1, 2, 1)] * 9, gap, r)
+        for r, gap in enumerate((1.0, 1.0, 0.5))
+    ]
+    requests = records_to_frame([r for r, _ in parts])
+    responses = records_to_frame([x for _, rs in parts for x in rs])
+    row = category_table(requests, responses, "base").set_index("variant").loc["ng"]
+    a = math.log(2)
+    half = stats.t.ppf(0.975, 2) * a / 3
+    assert row["paired_rounds_count"] == 3
+    assert row["tpot_speedup_paired_ratio"] == pytest.approx(2 ** (4 / 3))
+    assert row["tpot_speedup_ci95_low_ratio"] == pytest.approx(
+        math.exp(4 * a / 3 - half)
+    )
+    assert row["tpot_speedup_ci95_high_ratio"] == pytest.approx(
+        math.exp(4 * a / 3 + half)
+    )
+    # pooled over the rounds, the median TPOT is 1 ms (1, 1, 0.5 per request): 2x
+    assert row["tpot_speedup_p50_ratio"] == pytest.approx(2.0)
+
+
+def test_fewer_than_three_rounds_state_no_interval():
+    requests, responses = frames()
+    table = category_table(requests, responses, "base").set_index(
+        ["variant", "category"]
+    )
+    assert table.loc[("ng", "code"), "paired_rounds_count"] == 1
+    assert pd.isna(table.loc[("ng", "code"), "tpot_speedup_ci95_low_ratio"])

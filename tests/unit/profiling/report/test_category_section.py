@@ -99,3 +99,20 @@ def test_tiers_are_shown_by_load_not_by_file_order():
     frame = pd.concat([rows()[rows()["tier"] == "c8"], rows()[rows()["tier"] == "c1"]])
     text = "\n".join(category_lines(frame, "base"))
     assert text.index("### c1") < text.index("### c8")
+
+
+def test_a_cell_shows_the_paired_interval_when_there_is_one():
+    frame = rows().assign(
+        tpot_speedup_ci95_low_ratio=NAN, tpot_speedup_ci95_high_ratio=NAN
+    )
+    at = (
+        (frame["variant"] == "ng")
+        & (frame["tier"] == "c1")
+        & (frame["category"] == "code")
+    )
+    frame.loc[at, ["tpot_speedup_ci95_low_ratio", "tpot_speedup_ci95_high_ratio"]] = [
+        1.5,
+        2.1,
+    ]
+    text = "\n".join(category_lines(frame, "base"))
+    assert "| `ng` | 1.10 · 0.95× | 3.20 · 1.80× [1.50, 2.10] |" in text
