@@ -22,8 +22,8 @@ INTRO = (
     "latency is measured within the tier's whole mix; its acceptance depends on its text "
     "alone. Cells read `acceptance length · speedup×`, with the speedup's 95 % interval paired "
     "over rounds `[low, high]` where the run has 3 rounds or more. The winner row is by point "
-    "value: a winner whose interval reaches below 1 is not significantly faster than the "
-    "baseline for that category."
+    "value; `(n.s.)` marks a winner whose interval reaches down to 1 (not significantly "
+    "faster than the baseline for that category)."
 )
 
 
@@ -49,6 +49,16 @@ def _cell(row: pd.Series | None) -> str:
 
 def _finite(value: object) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
+
+
+def _winner(indexed: pd.DataFrame, variant: str | None, category: str) -> str:
+    """The winner cell: the variant, marked ``(n.s.)`` when its paired interval reaches
+    down to 1 (not significantly faster than the baseline for that category)."""
+    if variant is None:
+        return "baseline"
+    low = indexed.loc[(variant, category)].get("tpot_speedup_ci95_low_ratio")
+    unsure = _finite(low) and low <= 1
+    return f"`{variant}`" + (" (n.s.)" if unsure else "")
 
 
 def winners(tier: pd.DataFrame) -> dict[str, str | None]:
@@ -106,9 +116,7 @@ def category_lines(categories: pd.DataFrame | None, baseline: str | None) -> lis
             for v in methods
         ]
         best = winners(part.assign(category=part["category"].astype(str)))
-        rows.append(
-            ["winner"] + [f"`{best[c]}`" if best.get(c) else "baseline" for c in cats]
-        )
+        rows.append(["winner"] + [_winner(indexed, best.get(c), c) for c in cats])
         header = ["variant", *cats]
         table = markdown_table(
             pd.DataFrame(rows, columns=header), [(h, h, fmt_text) for h in header]

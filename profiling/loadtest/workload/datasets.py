@@ -326,7 +326,10 @@ def read_source(source: Source, tokenizer: TextTokenizer | None = None) -> list[
     path = source.path or humaneval_file()
     label = f"{source.label} ({source.format}): file"
     if not path.is_file():
-        raise ConfigError(f"{label} {path} does not exist; fix the path")
+        raise ConfigError(
+            f"{label} {path} does not exist; fix the path (a relative path is read from "
+            "the spec file's folder)"
+        )
     if source.format == "sharegpt":
         lines = json_array(path, label)
     else:

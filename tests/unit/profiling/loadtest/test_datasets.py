@@ -323,7 +323,8 @@ def test_a_source_without_records_is_named_by_its_place(tmp_path):
     )
     missing = tmp_path / "nope.jsonl"
     assert error_of(Source("vllm", missing, label="loadtest.datasets[0]")) == (
-        f"loadtest.datasets[0] (vllm): file {missing} does not exist; fix the path"
+        f"loadtest.datasets[0] (vllm): file {missing} does not exist; fix the path (a "
+        "relative path is read from the spec file's folder)"
     )
 
 

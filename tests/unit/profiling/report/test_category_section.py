@@ -116,3 +116,22 @@ def test_a_cell_shows_the_paired_interval_when_there_is_one():
     ]
     text = "\n".join(category_lines(frame, "base"))
     assert "| `ng` | 1.10 · 0.95× | 3.20 · 1.80× [1.50, 2.10] |" in text
+
+
+def test_a_winner_whose_interval_reaches_one_is_marked_not_significant():
+    frame = rows().assign(
+        tpot_speedup_ci95_low_ratio=NAN, tpot_speedup_ci95_high_ratio=NAN
+    )
+    c1 = frame["tier"] == "c1"
+    chat = c1 & (frame["variant"] == "dt") & (frame["category"] == "chat")
+    code = c1 & (frame["variant"] == "ng") & (frame["category"] == "code")
+    frame.loc[chat, ["tpot_speedup_ci95_low_ratio", "tpot_speedup_ci95_high_ratio"]] = [
+        0.9,
+        1.8,
+    ]
+    frame.loc[code, ["tpot_speedup_ci95_low_ratio", "tpot_speedup_ci95_high_ratio"]] = [
+        1.2,
+        2.4,
+    ]
+    text = "\n".join(category_lines(frame, "base"))
+    assert "| winner | `dt` (n.s.) | `ng` |" in text
