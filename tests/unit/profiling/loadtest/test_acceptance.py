@@ -21,62 +21,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.support.streams import stream
 from trtbench.core.export import records_to_frame, write_csv
-from trtbench.core.records import RequestRecord, ResponseRecord
 from trtbench.profiling.loadtest.stats.acceptance import (
     ACCEPTANCE_SCHEMA,
     acceptance_summary,
     acceptance_table,
 )
 from trtbench.profiling.loadtest.stats.metrics import summarize
-
-
-def stream(variant, tier, rid, steps, error=None, totals=None):
-    """Records of one request from (tokens, proposed, accepted) steps.
-
-    ``totals=(proposed, accepted)``: the responses carry no counts and the final one carries
-    the request totals (TensorRT-LLM perf metrics, after ``responses._spec_counts``).
-    """
-    responses = []
-    for i, (n, proposed, accepted) in enumerate(steps):
-        final = i == len(steps) - 1
-        counts = (proposed, accepted) if totals is None else (None, None)
-        if totals is not None and final:
-            counts = totals
-        responses.append(
-            ResponseRecord(variant, tier, rid, i, 1000 + 10 * i, n, final, *counts)
-        )
-    drafts = [r.draft_tokens for r in responses if r.draft_tokens is not None]
-    accepted = [
-        r.accepted_draft_tokens for r in responses if r.draft_tokens is not None
-    ]
-    osl = sum(n for n, _, _ in steps)
-    request = RequestRecord(
-        variant=variant,
-        tier=tier,
-        concurrency=1,
-        request_rate_per_s=None,
-        request_id=rid,
-        task_id=rid,
-        scheduled_ns=0,
-        sent_ns=100,
-        first_token_ns=1000,
-        last_token_ns=1000 + 10 * (len(steps) - 1),
-        end_ns=2000,
-        input_tokens=8,
-        requested_output_tokens=osl,
-        output_tokens=osl,
-        token_responses=len(steps),
-        empty_responses=0,
-        echoed_tokens=0,
-        first_response_tokens=steps[0][0],
-        draft_tokens=sum(drafts) if drafts else None,
-        accepted_draft_tokens=sum(accepted) if accepted else None,
-        input_token_source="tokenizer",
-        output_token_source="output_ids",
-        error=error,
-    )
-    return request, responses
 
 
 def frames(*streams):
@@ -93,23 +45,22 @@ C = [(1, 0, 0), (5, 4, 4)]
 @pytest.fixture
 def hand():
     return frames(
-        stream("dt", "c1", "a", A),
-        stream("dt", "c1", "b", B),
-        stream("dt", "c1", "c", C, error="server died"),
+        stream("dt", "a", A),
+        stream("dt", "b", B),
+        stream("dt", "c", C, error="server died"),
         # baseline: counts reported, nothing proposed
-        stream("base", "c1", "d", [(1, 0, 0), (1, 0, 0), (1, 0, 0)]),
+        stream("base", "d", [(1, 0, 0), (1, 0, 0), (1, 0, 0)]),
         # totals only on the final response: 4 token responses → 3 verify steps
         stream(
             "trt",
-            "c1",
             "e",
             [(1, 0, 0), (3, 0, 0), (2, 0, 0), (4, 0, 0)],
             totals=(12, 5),
         ),
         # one response (not streamed), 9 tokens, 5 accepted: 9 − 1 − 5 = 3 verify steps
-        stream("trt", "c2", "f", [(9, 0, 0)], totals=(8, 5)),
+        stream("trt", "f", [(9, 0, 0)], tier="c2", totals=(8, 5)),
         # no counts at all
-        stream("plain", "c1", "g", [(1, 0, 0), (2, 0, 0)], totals=(None, None)),
+        stream("plain", "g", [(1, 0, 0), (2, 0, 0)], totals=(None, None)),
     )
 
 
@@ -154,9 +105,7 @@ def test_positions_and_histogram(hand):
 def test_medusa_tree_positions_beyond_depth_read_zero():
     # A 6-node tree of depth 3: every step proposes 6; accepted 1, 3, 0 →
     # j=1: 2/3, j=2: 1/3, j=3: 1/3, j=4..6: 0/3; draft acceptance rate 4/18.
-    req, resp = frames(
-        stream("med", "c1", "m", [(1, 0, 0), (2, 6, 1), (4, 6, 3), (1, 6, 0)])
-    )
+    req, resp = frames(stream("med", "m", [(1, 0, 0), (2, 6, 1), (4, 6, 3), (1, 6, 0)]))
     pos = acceptance_table(req, resp).query("kind == 'position'")
     assert list(pos["value_ratio"]) == pytest.approx([2 / 3, 1 / 3, 1 / 3, 0, 0, 0])
     s = acceptance_summary(req, resp).iloc[0]
@@ -179,7 +128,7 @@ def test_summary_columns_pooled_and_per_request(hand):
 
 
 def test_no_speculative_variant_gives_a_header_only_file(tmp_path):
-    req, resp = frames(stream("base", "c1", "d", [(1, 0, 0), (1, 0, 0)]))
+    req, resp = frames(stream("base", "d", [(1, 0, 0), (1, 0, 0)]))
     table = acceptance_table(req, resp)
     assert table.empty
     path = write_csv(table, tmp_path / "acceptance.csv", ACCEPTANCE_SCHEMA)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from tests.support.run_factory import write_build
+from tests.support.streams import stream
 from trtbench.core.errors import DataFileError
 from trtbench.core.export import records_to_frame, write_csv
-from trtbench.core.records import RequestRecord, ResponseRecord
 from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.report import write_report
 from trtbench.profiling.loadtest.files.schemas import SUMMARY_SCHEMA
@@ -23,45 +23,6 @@ from trtbench.profiling.loadtest.stats.acceptance import (
     acceptance_table,
 )
 from trtbench.profiling.loadtest.stats.metrics import summarize
-
-
-def stream(variant, rid, steps, totals=None):
-    """(request, responses) from (tokens, proposed, accepted) steps; ``totals``: counts only
-    on the final response."""
-    responses = []
-    for i, (n, p, a) in enumerate(steps):
-        final = i == len(steps) - 1
-        counts = (p, a) if totals is None else (totals if final else (None, None))
-        responses.append(
-            ResponseRecord(variant, "c1", rid, i, 1000 + 10 * i, n, final, *counts)
-        )
-    osl = sum(n for n, _, _ in steps)
-    drafts = [r for r in responses if r.draft_tokens is not None]
-    request = RequestRecord(
-        variant=variant,
-        tier="c1",
-        concurrency=1,
-        request_rate_per_s=None,
-        request_id=rid,
-        task_id=rid,
-        scheduled_ns=0,
-        sent_ns=100,
-        first_token_ns=1000,
-        last_token_ns=1000 + 10 * (len(steps) - 1),
-        end_ns=2000,
-        input_tokens=8,
-        requested_output_tokens=osl,
-        output_tokens=osl,
-        token_responses=len(steps),
-        empty_responses=0,
-        echoed_tokens=0,
-        first_response_tokens=steps[0][0],
-        draft_tokens=sum(r.draft_tokens for r in drafts),
-        accepted_draft_tokens=sum(r.accepted_draft_tokens for r in drafts),
-        input_token_source="tokenizer",
-        output_token_source="output_ids",
-    )
-    return request, responses
 
 
 @pytest.fixture
