@@ -117,11 +117,14 @@ def category_table(
     for category, part in req.groupby("category", sort=True):
         resp = responses[responses["request_id"].isin(set(part["request_id"]))]
         accept = acceptance_summary(part, resp).set_index(["variant", "tier"])
-        passes = pd.to_numeric(part.get("repeat"), errors="coerce")
+        # files from before the repeat column read as one pass (pass 0)
+        passes = (
+            pd.to_numeric(part["repeat"], errors="coerce").fillna(0)
+            if "repeat" in part
+            else 0
+        )
         per_request = request_metrics(part, resp).merge(
-            part[["request_id"]].assign(
-                repeat=passes.fillna(0) if passes is not None else 0
-            ),
+            part[["request_id"]].assign(repeat=passes),
             on="request_id",
             how="left",
         )

@@ -3,7 +3,7 @@
 Four requests at c1: the baseline and an n-gram variant each answer one ``chat`` and one
 ``code`` prompt with 10 tokens (1 in the first response). Worked by hand:
 
-- baseline: 9 more one-token responses 2 ms apart → TPOT (28 − 10) / 9 = 2 ms (both).
+- baseline: 9 more one-token responses 2 ms apart → TPOT 18 / 9 = 2 ms (both).
 - n-gram, chat: 9 one-token steps 1.5 ms apart, each proposing 2 drafts and accepting none →
   acceptance length 1 + 0/9 = 1, rate 0/18 = 0, TPOT 13.5 / 9 = 1.5 ms, speedup 2/1.5.
 - n-gram, code: 3 steps of 3 tokens 2 ms apart, each accepting both drafts → length
@@ -15,6 +15,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from tests.support.streams import stream
 from trtbench.core.export import records_to_frame
 from trtbench.core.records import RequestRecord, ResponseRecord
 from trtbench.profiling.loadtest.stats.categories import category_table
@@ -29,51 +30,19 @@ def served(
     gap_ms: float,
     repeat: int = 0,
 ) -> tuple[RequestRecord, list[ResponseRecord]]:
-    """One request: a 1-token first response at 10 ms, then ``steps`` of
-    (tokens, drafts, accepted) every ``gap_ms``."""
-    rid = f"{variant}-{category}-{repeat}"
-    times = [10 * MS + round(k * gap_ms * MS) for k in range(len(steps) + 1)]
-    first = ResponseRecord(variant, "c1", rid, 0, times[0], 1, False, 0, 0)
-    rest = [
-        ResponseRecord(variant, "c1", rid, k + 1, times[k + 1], n, False, d, a)
-        for k, (n, d, a) in enumerate(steps)
-    ]
-    drafts = sum(d for _, d, _ in steps)
-    record = RequestRecord(
-        variant=variant,
-        tier="c1",
-        concurrency=1,
-        request_rate_per_s=None,
-        request_id=rid,
-        task_id=rid,
-        scheduled_ns=0,
-        sent_ns=0,
-        first_token_ns=times[0],
-        last_token_ns=times[-1],
-        end_ns=times[-1],
-        input_tokens=8,
-        requested_output_tokens=10,
-        output_tokens=1 + sum(n for n, _, _ in steps),
-        token_responses=len(steps) + 1,
-        empty_responses=0,
-        echoed_tokens=0,
-        first_response_tokens=1,
-        draft_tokens=drafts if variant != "base" else None,
-        accepted_draft_tokens=sum(a for _, _, a in steps)
-        if variant != "base"
-        else None,
-        input_token_source="tokenizer",
-        output_token_source="output_ids",
+    """One request: a 1-token first response, then ``steps`` of (tokens, drafts, accepted)
+    every ``gap_ms``; the baseline's responses carry no counts."""
+    if variant == "base":
+        steps = [(n, None, None) for n, _, _ in steps]
+    first = (1, None, None) if variant == "base" else (1, 0, 0)
+    return stream(
+        variant,
+        f"{variant}-{category}-{repeat}",
+        [first, *steps],
+        gap_ns=round(gap_ms * MS),
         category=category,
         repeat=repeat,
     )
-    if variant == "base":
-        first = ResponseRecord(variant, "c1", rid, 0, times[0], 1, False)
-        rest = [
-            ResponseRecord(variant, "c1", rid, r.index, r.received_ns, r.tokens, False)
-            for r in rest
-        ]
-    return record, [first, *rest]
 
 
 def frames() -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -156,3 +125,11 @@ def test_fewer_than_three_rounds_state_no_interval():
     )
     assert table.loc[("ng", "code"), "paired_rounds_count"] == 1
     assert pd.isna(table.loc[("ng", "code"), "tpot_speedup_ci95_low_ratio"])
+
+
+def test_requests_from_before_the_repeat_column_count_as_one_pass():
+    requests, responses = frames()
+    table = category_table(requests.drop(columns="repeat"), responses, "base")
+    row = table.set_index(["variant", "category"]).loc[("ng", "code")]
+    assert row["paired_rounds_count"] == 1
+    assert row["tpot_speedup_p50_ratio"] == pytest.approx(3.0)
