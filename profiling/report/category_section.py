@@ -78,14 +78,15 @@ def winners(tier: pd.DataFrame) -> dict[str, str | None]:
 
 def by_tier(categories: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """(tier, its rows), tiers by concurrency then request rate (the order of the file's
-    rows follows the rounds' shuffled cells)."""
+    rows follows the rounds' shuffled cells); tier and category as text."""
+    categories = categories.assign(
+        tier=categories["tier"].astype(str), category=categories["category"].astype(str)
+    )
     load = pd.to_numeric(categories["concurrency"], errors="coerce").fillna(
         pd.to_numeric(categories["request_rate_per_s"], errors="coerce")
     )
-    order = (
-        load.groupby(categories["tier"].astype(str)).min().sort_values(kind="stable")
-    )
-    parts = dict(tuple(categories.groupby(categories["tier"].astype(str), sort=False)))
+    order = load.groupby(categories["tier"]).min().sort_values(kind="stable")
+    parts = dict(tuple(categories.groupby("tier", sort=False)))
     return [(tier, parts[tier]) for tier in order.index]
 
 
@@ -104,9 +105,7 @@ def category_lines(categories: pd.DataFrame | None, baseline: str | None) -> lis
         methods = [
             v for v in dict.fromkeys(part["variant"].astype(str)) if v != baseline
         ]
-        indexed = part.assign(category=part["category"].astype(str)).set_index(
-            ["variant", "category"]
-        )
+        indexed = part.set_index(["variant", "category"])
         rows = [
             [f"`{v}`"]
             + [
@@ -115,7 +114,7 @@ def category_lines(categories: pd.DataFrame | None, baseline: str | None) -> lis
             ]
             for v in methods
         ]
-        best = winners(part.assign(category=part["category"].astype(str)))
+        best = winners(part)
         rows.append(["winner"] + [_winner(indexed, best.get(c), c) for c in cats])
         header = ["variant", *cats]
         table = markdown_table(
@@ -158,10 +157,7 @@ def category_advice(
     mix = category_mix(categories, baseline)
     shown = ", ".join(f"{c} {share:.0%}" for c, share in mix.items())
     lines = [f"Made for this mix of prompt categories: {shown} (`loadtest.datasets`)."]
-    per_tier = {
-        str(tier): winners(part.assign(category=part["category"].astype(str)))
-        for tier, part in by_tier(categories)
-    }
+    per_tier = {tier: winners(part) for tier, part in by_tier(categories)}
     differs = {t: w for t, w in per_tier.items() if len(set(w.values())) > 1}
     if differs:
         each = "; ".join(

@@ -238,15 +238,6 @@ def owners(field: str) -> tuple[str, ...]:
     return tuple(m.name for m in METHODS.values() if field in m.fields)
 
 
-def method(mode: str) -> Method:
-    """The registry entry of a variant's ``mode``.
-
-    Raises:
-        KeyError: ``mode`` is not a method (the spec's checks refuse such a mode first).
-    """
-    return METHODS[mode]
-
-
 def label(mode: str | None) -> str:
     """A mode's name in prose (:attr:`Method.label`); an unknown or missing mode as given."""
     return METHODS[mode].label if mode in METHODS else str(mode or "unknown")
