@@ -13,6 +13,7 @@ import math
 
 import pandas as pd
 
+from trtbench.profiling.loadtest.records.outcome import TIER_COMPLETE
 from trtbench.profiling.report.markdown import fmt_text, markdown_table
 
 INTRO = (
@@ -44,6 +45,9 @@ def _cell(row: pd.Series | None) -> str:
     )
     if _finite(low) and _finite(high):
         shown[-1] += f" [{low:.2f}, {high:.2f}]"
+    status = row.get("tier_status")
+    if isinstance(status, str) and status != TIER_COMPLETE:
+        shown[-1] += f" ({status})"
     return " · ".join(shown)
 
 
@@ -59,6 +63,21 @@ def _winner(indexed: pd.DataFrame, variant: str | None, category: str) -> str:
     low = indexed.loc[(variant, category)].get("tpot_speedup_ci95_low_ratio")
     unsure = _finite(low) and low <= 1
     return f"`{variant}`" + (" (n.s.)" if unsure else "")
+
+
+def complete_rows(tier: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
+    """The rows of one tier a winner may come from: those of complete tiers, and none when
+    the baseline's tier is not complete (every speedup there rests on part of a tier).
+    Files from before the ``tier_status`` column read as complete."""
+    status = (
+        tier["tier_status"].fillna(TIER_COMPLETE).astype(str)
+        if "tier_status" in tier
+        else pd.Series(TIER_COMPLETE, index=tier.index)
+    )
+    done = status == TIER_COMPLETE
+    if baseline is not None and not done[tier["variant"] == baseline].all():
+        return tier.iloc[0:0]
+    return tier[done]
 
 
 def winners(tier: pd.DataFrame) -> dict[str, str | None]:
@@ -114,15 +133,22 @@ def category_lines(categories: pd.DataFrame | None, baseline: str | None) -> lis
             ]
             for v in methods
         ]
-        best = winners(part)
-        rows.append(["winner"] + [_winner(indexed, best.get(c), c) for c in cats])
+        usable = complete_rows(part, baseline)
+        best = winners(usable) if len(usable) else None
+        rows.append(
+            ["winner"]
+            + [
+                _winner(indexed, best.get(c), c) if best else "— (tier not complete)"
+                for c in cats
+            ]
+        )
         header = ["variant", *cats]
         table = markdown_table(
             pd.DataFrame(rows, columns=header), [(h, h, fmt_text) for h in header]
         )
         lines += [f"### {tier}", "", table, ""]
-        chosen = {c: best.get(c) or "the baseline" for c in cats}
-        if len(set(chosen.values())) > 1:
+        chosen = {c: (best or {}).get(c) or "the baseline" for c in cats}
+        if best and len(set(chosen.values())) > 1:
             each = "; ".join(f"{c}: {w}" for c, w in chosen.items())
             lines += [f"- The winner differs by category at {tier}: {each}.", ""]
     return lines
@@ -150,14 +176,19 @@ def category_advice(
     categories: pd.DataFrame | None, baseline: str | None
 ) -> tuple[list[str], dict | None]:
     """The recommendation's lines about prompt categories and their JSON (None, [] when the
-    prompts had no categories): the mix it was made for, each tier's winner per category,
-    and whether the winner differs by category anywhere."""
+    prompts had no categories): the mix it was made for, each tier's winner per category
+    (complete tiers only: :func:`complete_rows`), and whether the winner differs by
+    category anywhere."""
     if categories is None or categories.empty:
         return [], None
     mix = category_mix(categories, baseline)
     shown = ", ".join(f"{c} {share:.0%}" for c, share in mix.items())
     lines = [f"Made for this mix of prompt categories: {shown} (`loadtest.datasets`)."]
-    per_tier = {tier: winners(part) for tier, part in by_tier(categories)}
+    per_tier = {
+        tier: winners(usable)
+        for tier, part in by_tier(categories)
+        if len(usable := complete_rows(part, baseline))
+    }
     differs = {t: w for t, w in per_tier.items() if len(set(w.values())) > 1}
     if differs:
         each = "; ".join(

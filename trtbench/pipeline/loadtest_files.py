@@ -169,7 +169,9 @@ def write_loadtest(
     write_csv(rounds, run_dir.rounds_csv, ROUNDS_SCHEMA)
     write_csv(acceptance, run_dir.acceptance_csv, ACCEPTANCE_SCHEMA)
     categories = (
-        category_table(req, resp, base, trusted.in_window) if len(req) else None
+        category_table(req, resp, base, trusted.in_window, statuses)
+        if len(req)
+        else None
     )
     if categories is not None and len(categories):
         write_csv(categories, run_dir.categories_csv, CATEGORY_SCHEMA)

@@ -31,11 +31,12 @@ import numpy as np
 import pandas as pd
 
 from trtbench.core.export import Column
+from trtbench.profiling.loadtest.records.outcome import TIER_COMPLETE
 from trtbench.profiling.loadtest.stats.acceptance import (
     ACCEPTANCE_SUMMARY_COLUMNS,
     acceptance_summary,
 )
-from trtbench.profiling.loadtest.stats.metrics import request_metrics
+from trtbench.profiling.loadtest.stats.metrics import TierStatuses, request_metrics
 from trtbench.profiling.loadtest.workload.repeats import MIN_ROUNDS, log_t_interval
 
 KEYS = ["variant", "tier", "category"]
@@ -59,6 +60,11 @@ CATEGORY_SCHEMA: tuple[Column, ...] = (
         False,
     ),
     Column("category", "the prompts' category (requests.csv category)", kind="str"),
+    Column(
+        "tier_status",
+        "the tier's status (summary.csv tier_status): figures of a tier that is not "
+        "complete are from the requests that finished, marked as such in the report",
+    ),
     Column("requests_count", "successful requests of this category in the window"),
     *(c for c in ACCEPTANCE_SUMMARY_COLUMNS if c.name in ACCEPTANCE_FIGURES),
     Column(
@@ -92,6 +98,7 @@ def category_table(
     responses: pd.DataFrame,
     baseline: str | None,
     in_window: pd.Series | None = None,
+    statuses: TierStatuses | None = None,
 ) -> pd.DataFrame:
     """One row per (variant, tier, category) of the requests that carry a category.
 
@@ -100,6 +107,8 @@ def category_table(
         responses: ResponseRecord rows of the same requests.
         baseline: the baseline variant's name (None: no speedup column values).
         in_window: per request, whether it counts (``loadtest.warmup_s``); None: all.
+        statuses: (variant, tier) → (tier_status, reason), as summary.csv's; a tier not
+            listed is ``complete``.
 
     Returns:
         :data:`CATEGORY_SCHEMA` columns; empty (no rows) when no request has a category.
@@ -142,6 +151,7 @@ def category_table(
         ].agg(["median", "size"])
         for key, (p50, count) in tpot.iterrows():
             row = {"variant": key[0], "tier": key[1], "category": category}
+            row["tier_status"] = (statuses or {}).get(key, (TIER_COMPLETE, ""))[0]
             row["concurrency"] = tiers.loc[key, "concurrency"]
             row["request_rate_per_s"] = tiers.loc[key, "request_rate_per_s"]
             row["requests_count"] = int(count)

@@ -133,3 +133,12 @@ def test_requests_from_before_the_repeat_column_count_as_one_pass():
     row = table.set_index(["variant", "category"]).loc[("ng", "code")]
     assert row["paired_rounds_count"] == 1
     assert row["tpot_speedup_p50_ratio"] == pytest.approx(3.0)
+
+
+def test_each_row_carries_its_tiers_status():
+    requests, responses = frames()
+    statuses = {("ng", "c1"): ("partial", "server died")}
+    table = category_table(requests, responses, "base", statuses=statuses)
+    status = table.set_index(["variant", "category"])["tier_status"]
+    assert status[("ng", "code")] == status[("ng", "chat")] == "partial"
+    assert status[("base", "code")] == "complete"

@@ -47,6 +47,7 @@ def rows() -> pd.DataFrame:
         request_rate_per_s=NAN,
         requests_count=4,
         time_per_output_token_p50_ms=1.0,
+        tier_status="complete",
     )
 
 
@@ -135,3 +136,24 @@ def test_a_winner_whose_interval_reaches_one_is_marked_not_significant():
     ]
     text = "\n".join(category_lines(frame, "base"))
     assert "| winner | `dt` (n.s.) | `ng` |" in text
+
+
+def test_figures_of_a_tier_that_did_not_complete_are_marked_and_never_win():
+    """ng's c1 tier is partial: its cells say so and dt wins code there (1.40×, not ng's
+    1.80×); the baseline's c8 tier failed: no winner at c8, and the recommendation leaves
+    c8 out."""
+    from trtbench.profiling.report.category_section import category_advice
+
+    frame = rows().assign(tier_status="complete")
+    frame.loc[(frame["variant"] == "ng") & (frame["tier"] == "c1"), "tier_status"] = (
+        "partial"
+    )
+    frame.loc[(frame["variant"] == "base") & (frame["tier"] == "c8"), "tier_status"] = (
+        "failed"
+    )
+    text = "\n".join(category_lines(frame, "base"))
+    assert "| `ng` | 1.10 · 0.95× (partial) | 3.20 · 1.80× (partial) |" in text
+    assert "| winner | `dt` | `dt` |" in text
+    assert "| winner | — (tier not complete) |" in text
+    _, doc = category_advice(frame, "base")
+    assert doc["winners"] == {"c1": {"chat": "dt", "code": "dt"}}
