@@ -95,8 +95,8 @@ from trtbench.triton_repo.ports import port_in_use
 
 pytestmark = pytest.mark.integration
 
-REQUESTS = 8
-OUTPUT_TOKENS = 64
+REQUESTS = 16
+OUTPUT_TOKENS = 100  # with REQUESTS, tier c2 lasts seconds: a fault lands inside it
 IN_TIER_S = 0.5  # how far into tier c2 the fault comes
 DETECTION_S = 1.0  # the target on a quiet host (scripts/bench_timing.py prints it)
 DETECTION_MARGIN_S = 10.0  # what the tests hold: far below any request timeout

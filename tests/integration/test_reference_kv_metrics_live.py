@@ -2,7 +2,7 @@
 
 A medusa variant of the tiny models is built with ``kv_cache_max_tokens`` 256 in blocks of
 16 tokens (16 blocks; one request at max_seq_len 128 needs 8), served by a real tritonserver,
-and sent six concurrent streams of 60 tokens, more than the pool holds at once. The scraper
+and sent six concurrent streams of 100 tokens, more than the pool holds at once. The scraper
 (``ServerMetricsScraper``, what ``trtbench run`` uses) must record
 ``nv_trt_llm_kv_cache_block_metrics`` with max 16 / tokens_per 16, used blocks that rose
 above 0 and never past 16, free = max − used, requests that waited, and the memory breakdown
@@ -37,7 +37,7 @@ from trtbench.spec.bench import VariantSpec
 pytestmark = pytest.mark.integration
 
 TREE = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]
-MAX_TOKENS = 60
+MAX_TOKENS = 100  # long enough that the six streams overlap even when they start apart
 STREAMS = 6
 
 
