@@ -20,7 +20,10 @@ from trtbench.profiling.loadtest.files.schemas import (
     SUMMARY_SCHEMA,
 )
 from trtbench.profiling.loadtest.stats.acceptance import ACCEPTANCE_SCHEMA
-from trtbench.profiling.loadtest.stats.categories import CATEGORY_SCHEMA
+from trtbench.profiling.loadtest.stats.categories import (
+    CATEGORY_ACCEPTANCE_SCHEMA,
+    CATEGORY_SCHEMA,
+)
 from trtbench.profiling.memory.breakdown import MEMORY_BREAKDOWN_SCHEMA
 from trtbench.profiling.memory.sampler import MEMORY_SCHEMA
 from trtbench.profiling.memory.server_metrics import SERVER_METRICS_SCHEMA
@@ -57,6 +60,12 @@ SECTIONS = (
         "one row per variant x tier x prompt category (only when loadtest.datasets give "
         "categories)",
         CATEGORY_SCHEMA,
+    ),
+    (
+        "loadtest/category_acceptance.csv",
+        "acceptance.csv's rows per prompt category (only when loadtest.datasets give "
+        "categories and a tier has per-step counts)",
+        CATEGORY_ACCEPTANCE_SCHEMA,
     ),
     ("memory.csv", "memory sampler timeline", MEMORY_SCHEMA),
     ("memory_breakdown.csv", "one row per variant", MEMORY_BREAKDOWN_SCHEMA),

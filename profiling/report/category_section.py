@@ -1,10 +1,11 @@
 """The "By prompt category" section of ``report.md`` (pure: frames in, Markdown lines out).
 
 From ``loadtest/categories.csv`` (:mod:`trtbench.profiling.loadtest.stats.categories` has the
-definitions): per tier, a method × category table of acceptance length and TPOT speedup over
-the baseline, the winner of each category (the highest TPOT speedup above 1; none: the
-baseline), and a sentence when the winner differs by category, since that is when one
-method for all traffic is the wrong answer.
+definitions): per tier, a method × category table of acceptance length, TPOT speedup and
+request throughput speedup over the baseline, the winner of each category (the highest TPOT
+speedup above 1; none: the baseline), a sentence when the winner differs by category, since
+that is when one method for all traffic is the wrong answer, and, from
+``loadtest/category_acceptance.csv``, the acceptance rate at each draft position per category.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ INTRO = (
     "acceptance length pooled over the category's requests, and TPOT speedup = the "
     "baseline's TPOT p50 / the variant's for the same category and tier. A category's "
     "latency is measured within the tier's whole mix; its acceptance depends on its text "
-    "alone. Cells read `acceptance length · speedup×`, with the speedup's 95 % interval paired "
-    "over rounds `[low, high]` where the run has 3 rounds or more. The winner row is by point "
+    "alone. Cells read `acceptance length · TPOT speedup× · request throughput speedup×` "
+    "(request throughput = output tokens / end-to-end latency, TTFT included; variant / "
+    "baseline), the TPOT speedup with its 95 % interval paired over rounds `[low, high]` "
+    "where the run has 3 rounds or more (categories.csv has the throughput's). The winner "
+    "row is by the TPOT speedup's point "
     "value; `(n.s.)` marks a winner whose interval reaches down to 1 (not significantly "
     "faster than the baseline for that category)."
 )
@@ -45,6 +49,9 @@ def _cell(row: pd.Series | None) -> str:
     )
     if _finite(low) and _finite(high):
         shown[-1] += f" [{low:.2f}, {high:.2f}]"
+    throughput = row.get("request_throughput_speedup_p50_ratio")
+    if _finite(throughput):
+        shown.append(f"{throughput:.2f}×")
     status = row.get("tier_status")
     if isinstance(status, str) and status != TIER_COMPLETE:
         shown[-1] += f" ({status})"
@@ -109,12 +116,53 @@ def by_tier(categories: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return [(tier, parts[tier]) for tier in order.index]
 
 
-def category_lines(categories: pd.DataFrame | None, baseline: str | None) -> list[str]:
+POSITIONS_INTRO = (
+    "Acceptance rate at each draft position j = 1..K per category "
+    "(`loadtest/category_acceptance.csv`: of the verify steps that proposed ≥ j drafts, the "
+    "share that accepted ≥ j; vLLM's per-position acceptance rate), cells `j=1 / j=2 / …`:"
+)
+
+
+def position_lines(rates: pd.DataFrame | None, tier: str) -> list[str]:
+    """A variant × category table of one tier's per-position acceptance rates (none when
+    the tier has no per-position rows)."""
+    if rates is None or rates.empty:
+        return []
+    part = rates[(rates["tier"].astype(str) == tier) & (rates["kind"] == "position")]
+    if part.empty:
+        return []
+    cats = sorted(part["category"].astype(str).unique())
+    cells = {
+        (str(v), str(c)): " / ".join(
+            f"{x:.2f}" for x in g.sort_values("draft_position")["value_ratio"]
+        )
+        for (v, c), g in part.groupby(["variant", "category"], sort=False)
+    }
+    variants = list(dict.fromkeys(part["variant"].astype(str)))
+    table = pd.DataFrame(
+        [[f"`{v}`", *(cells.get((v, c), "—") for c in cats)] for v in variants],
+        columns=["variant", *cats],
+    )
+    header = ["variant", *cats]
+    return [
+        POSITIONS_INTRO,
+        "",
+        markdown_table(table, [(h, h, fmt_text) for h in header]),
+        "",
+    ]
+
+
+def category_lines(
+    categories: pd.DataFrame | None,
+    baseline: str | None,
+    rates: pd.DataFrame | None = None,
+) -> list[str]:
     """Markdown lines of the section (heading included); none without category rows.
 
     Args:
         categories: loadtest/categories.csv rows (None: the file is absent).
         baseline: the run's baseline variant (its row is the reference, not a method).
+        rates: loadtest/category_acceptance.csv rows (None: absent; no position tables).
     """
     if categories is None or categories.empty:
         return []
@@ -151,6 +199,7 @@ def category_lines(categories: pd.DataFrame | None, baseline: str | None) -> lis
         if best and len(set(chosen.values())) > 1:
             each = "; ".join(f"{c}: {w}" for c, w in chosen.items())
             lines += [f"- The winner differs by category at {tier}: {each}.", ""]
+        lines += position_lines(rates, tier)
     return lines
 
 

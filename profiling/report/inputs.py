@@ -8,7 +8,10 @@ from trtbench.profiling.loadtest.files.outputs import OUTPUTS_SCHEMA
 from trtbench.profiling.loadtest.files.rounds_table import ROUNDS_SCHEMA
 from trtbench.profiling.loadtest.files.schemas import SUMMARY_SCHEMA
 from trtbench.profiling.loadtest.stats.acceptance import ACCEPTANCE_SCHEMA
-from trtbench.profiling.loadtest.stats.categories import CATEGORY_SCHEMA
+from trtbench.profiling.loadtest.stats.categories import (
+    CATEGORY_ACCEPTANCE_SCHEMA,
+    CATEGORY_SCHEMA,
+)
 from trtbench.profiling.memory.breakdown import MEMORY_BREAKDOWN_SCHEMA
 from trtbench.profiling.traces.schemas import STEP_SCHEMA
 
@@ -20,4 +23,5 @@ RUN_CSV_SCHEMAS: dict[str, Schema] = {
     "outputs": OUTPUTS_SCHEMA,
     "rounds": ROUNDS_SCHEMA,
     "categories": CATEGORY_SCHEMA,
+    "category_acceptance": CATEGORY_ACCEPTANCE_SCHEMA,
 }

@@ -103,6 +103,7 @@ class RunData:
     acceptance: pd.DataFrame | None = None
     rounds: pd.DataFrame | None = None
     categories: pd.DataFrame | None = None
+    category_acceptance: pd.DataFrame | None = None
 
     @property
     def name(self) -> str:
@@ -129,6 +130,7 @@ SUMMARY_FIX = (
     "re-run `trtbench loadtest` (or `trtbench run`) into this run directory, or delete "
     "the file"
 )
+PER_TIER, PER_CATEGORY = ("variant", "tier"), ("variant", "tier", "category")
 BREAKDOWN_FIX = "re-run `trtbench run` into this run directory, or delete the file"
 STEPS_FIX = (
     "re-run the trace tier of `trtbench run`, or `trtbench analyze nsys|kineto … --out` "
@@ -371,7 +373,7 @@ def load_run(root: Path, schemas: Mapping[str, Schema] | None = None) -> RunData
         root: the run directory.
         schemas: the producers' CSV schemas by file: ``"summary"`` (``SUMMARY_SCHEMA``),
             ``"memory_breakdown"`` (``MEMORY_BREAKDOWN_SCHEMA``), ``"steps"``
-            (``STEP_SCHEMA``), ``"acceptance"`` (``ACCEPTANCE_SCHEMA``), ``"categories"``, ``"rounds"``
+            (``STEP_SCHEMA``), ``"acceptance"`` (``ACCEPTANCE_SCHEMA``), ``"categories"``, ``"category_acceptance"``, ``"rounds"``
             (``ROUNDS_SCHEMA``). The core cannot import them (docs/architecture.md), so the
             caller passes them; a CSV without one is checked for its structure, its key
             columns (``variant``, ``tier``) and its unit-suffixed columns (numbers).
@@ -425,19 +427,18 @@ def load_run(root: Path, schemas: Mapping[str, Schema] | None = None) -> RunData
             keys=("variant",),
         ),
         steps=_steps(rd.traces_dir, schemas.get("steps")),
-        acceptance=_optional_csv(
-            rd.acceptance_csv,
-            schemas.get("acceptance"),
-            BREAKDOWN_FIX,
-            ("variant", "tier"),
-        ),
-        rounds=_optional_csv(
-            rd.rounds_csv, schemas.get("rounds"), SUMMARY_FIX, ("variant", "tier")
-        ),
-        categories=_optional_csv(
-            rd.categories_csv,
-            schemas.get("categories"),
-            SUMMARY_FIX,
-            ("variant", "tier", "category"),
-        ),
+        **{
+            name: _optional_csv(path, schemas.get(name), fix, keys)
+            for name, path, fix, keys in (
+                ("acceptance", rd.acceptance_csv, BREAKDOWN_FIX, PER_TIER),
+                ("rounds", rd.rounds_csv, SUMMARY_FIX, PER_TIER),
+                ("categories", rd.categories_csv, SUMMARY_FIX, PER_CATEGORY),
+                (
+                    "category_acceptance",
+                    rd.category_acceptance_csv,
+                    BREAKDOWN_FIX,
+                    PER_CATEGORY,
+                ),
+            )
+        },
     )

@@ -199,7 +199,18 @@ def test_the_report_splits_acceptance_by_category(demo):
     }
     spec = table[table["variant"] != "baseline"]
     assert spec["acceptance_length_tokens"].notna().all()
+    assert spec["request_throughput_speedup_p50_ratio"].notna().all()
+    rates = pd.read_csv(out / "loadtest" / "category_acceptance.csv")
+    positions = rates[rates["kind"] == "position"]
+    # the reference engine reports per-step counts: every speculative cell has its rates
+    assert set(zip(positions["variant"], positions["tier"], positions["category"])) == {
+        (v, t, c)
+        for v in ("draft-k4", "medusa")
+        for t in ("c1", "c4")
+        for c in ("chat", "code")
+    }
     text = (out / "report.md").read_text()
     assert "## By prompt category" in text
     assert "| variant | chat | code |" in text
     assert "Made for this mix of prompt categories: chat 50%, code 50%" in text
+    assert "Acceptance rate at each draft position" in text

@@ -332,9 +332,13 @@ class TestCategory:
         self, ref, draft_url, tiny_models
     ):
         """trtbench splits a mixed tier by category (``stats/categories.py``): its ``code``
-        row, computed from the reference engine's steps of a code + stdlib mix, must equal
-        what vLLM's Prometheus counters give for the code prompts alone."""
-        from trtbench.profiling.loadtest.stats.categories import category_table
+        row and per-position rows, computed from the reference engine's steps of a code +
+        stdlib mix, must equal what vLLM's Prometheus counters give for the code prompts
+        alone."""
+        from trtbench.profiling.loadtest.stats.categories import (
+            category_acceptance_table,
+            category_table,
+        )
 
         code = humaneval_prompts(ref["tok"], 8)
         lib = ref["prompts"][:8]
@@ -375,9 +379,17 @@ class TestCategory:
         assert mine["acceptance_length_tokens"] == pytest.approx(
             1 + delta.accepted / delta.drafts
         )
+        rates = category_acceptance_table(requests, responses)
+        rates = rates[(rates["category"] == "code") & (rates["kind"] == "position")]
+        # a chain proposes K drafts every step: steps at position j = vLLM's drafts, and the
+        # steps that accepted ≥ j = vLLM's accepted tokens at 0-based position j − 1
+        assert list(rates["draft_position"]) == list(range(1, K + 1))
+        assert set(rates["steps_count"]) == {delta.drafts}
+        assert list(rates["hits_count"]) == list(delta.accepted_per_pos)
         other = table.loc["lib", "acceptance_length_tokens"]
         print(
             f"\ncategory code: {len(clear_code)} clear prompts, vLLM drafts "
             f"{delta.drafts}, accepted {delta.accepted}, acceptance length "
-            f"{mine['acceptance_length_tokens']:.4f} (stdlib prompts beside them: {other:.4f})"
+            f"{mine['acceptance_length_tokens']:.4f} (stdlib prompts beside them: {other:.4f}); "
+            f"per position {list(rates['hits_count'])} of {delta.drafts}"
         )

@@ -145,6 +145,12 @@ class RunDir:
         return self.loadtest_dir / "categories.csv"
 
     @property
+    def category_acceptance_csv(self) -> Path:
+        """Acceptance per draft position and histogram per prompt category (long format;
+        only when the prompts have categories and a tier has per-step counts)."""
+        return self.loadtest_dir / "category_acceptance.csv"
+
+    @property
     def memory_csv(self) -> Path:
         return self.root / "memory.csv"
 

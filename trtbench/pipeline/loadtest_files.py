@@ -48,7 +48,12 @@ from trtbench.profiling.loadtest.stats.acceptance import (
     ACCEPTANCE_SCHEMA,
     acceptance_table,
 )
-from trtbench.profiling.loadtest.stats.categories import CATEGORY_SCHEMA, category_table
+from trtbench.profiling.loadtest.stats.categories import (
+    CATEGORY_ACCEPTANCE_SCHEMA,
+    CATEGORY_SCHEMA,
+    category_acceptance_table,
+    category_table,
+)
 from trtbench.profiling.loadtest.stats.lossless import lossless_warnings, with_lossless
 from trtbench.profiling.loadtest.stats.metrics import TierStatuses, osl_warnings
 from trtbench.profiling.loadtest.stats.trusted_summary import summarize_trusted
@@ -168,15 +173,7 @@ def write_loadtest(
     write_csv(summary, run_dir.summary_csv, SUMMARY_SCHEMA)
     write_csv(rounds, run_dir.rounds_csv, ROUNDS_SCHEMA)
     write_csv(acceptance, run_dir.acceptance_csv, ACCEPTANCE_SCHEMA)
-    categories = (
-        category_table(req, resp, base, trusted.in_window, statuses)
-        if len(req)
-        else None
-    )
-    if categories is not None and len(categories):
-        write_csv(categories, run_dir.categories_csv, CATEGORY_SCHEMA)
-    else:
-        run_dir.categories_csv.unlink(missing_ok=True)
+    _write_categories(run_dir, req, resp, base, trusted.in_window, statuses)
     for variant in replace:
         files = record_files(run_dir, variant)
         files.requests.unlink(missing_ok=True)
@@ -186,6 +183,35 @@ def write_loadtest(
     warnings += client_warnings(summary, replace)  # client_timing.py
     warnings += interference_warnings(summary[summary["variant"].isin(replace)])
     return summary, warnings + lossless_warnings(summary)
+
+
+def _write_categories(
+    run_dir: RunDir,
+    req: pd.DataFrame,
+    resp: pd.DataFrame,
+    base: str | None,
+    in_window: pd.Series,
+    statuses: TierStatuses,
+) -> None:
+    """categories.csv and category_acceptance.csv, each removed when it has no rows (the
+    prompts carry no category, or no tier has per-step counts)."""
+    tables = (
+        (
+            category_table(req, resp, base, in_window, statuses),
+            run_dir.categories_csv,
+            CATEGORY_SCHEMA,
+        ),
+        (
+            category_acceptance_table(req, resp, in_window),
+            run_dir.category_acceptance_csv,
+            CATEGORY_ACCEPTANCE_SCHEMA,
+        ),
+    )
+    for table, path, schema in tables:
+        if len(req) and len(table):
+            write_csv(table, path, schema)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _rounds(

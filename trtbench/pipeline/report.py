@@ -267,7 +267,7 @@ def write_report(
             *lossless,
             "",
             *acceptance_lines(run.acceptance, run.summary),
-            *category_lines(run.categories, run.baseline),
+            *category_lines(run.categories, run.baseline, run.category_acceptance),
             *([""] + kv_lines(kv) if kv is not None else []),
         ],
         [*advice.lines, *follow_up_lines(run.root)],

@@ -18,7 +18,10 @@ import pytest
 from tests.support.streams import stream
 from trtbench.core.export import records_to_frame
 from trtbench.core.records import RequestRecord, ResponseRecord
-from trtbench.profiling.loadtest.stats.categories import category_table
+from trtbench.profiling.loadtest.stats.categories import (
+    category_acceptance_table,
+    category_table,
+)
 
 MS = 1_000_000
 
@@ -142,3 +145,49 @@ def test_each_row_carries_its_tiers_status():
     status = table.set_index(["variant", "category"])["tier_status"]
     assert status[("ng", "code")] == status[("ng", "chat")] == "partial"
     assert status[("base", "code")] == "complete"
+
+
+def test_request_throughput_and_its_speedup_per_category():
+    """Each request is sent at 100 ns and ends at its last response (1000 ns + the gaps): the
+    baseline's 10 tokens take 18 ms + 900 ns; n-gram's code request 6 ms + 900 ns (4
+    responses 2 ms apart), so its throughput speedup is their ratio (variant / baseline)."""
+    requests, responses = frames()
+    table = category_table(requests, responses, "base").set_index(
+        ["variant", "category"]
+    )
+    base_s, code_s = (18 * MS + 900) / 1e9, (6 * MS + 900) / 1e9
+    base, code = table.loc[("base", "code")], table.loc[("ng", "code")]
+    assert base["request_output_throughput_p50_tokens_per_s"] == pytest.approx(
+        10 / base_s
+    )
+    assert code["request_output_throughput_p50_tokens_per_s"] == pytest.approx(
+        10 / code_s
+    )
+    assert code["request_throughput_speedup_p50_ratio"] == pytest.approx(
+        base_s / code_s
+    )
+    assert pd.isna(base["request_throughput_speedup_p50_ratio"])
+    # one round: no interval
+    assert pd.isna(code["request_throughput_speedup_ci95_low_ratio"])
+
+
+def test_per_position_rates_and_histogram_per_category():
+    """n-gram's chat request: 9 verify steps proposing 2 drafts, none accepted → rate 0 at
+    both positions, all 9 steps in histogram bin 0. Its code request: 3 steps accepting both
+    → rate 1 at positions 1 and 2, all 3 steps in bin 2. The baseline proposes nothing."""
+    requests, responses = frames()
+    table = category_acceptance_table(requests, responses)
+    assert set(table["variant"]) == {"ng"}
+    rows = table.set_index(["category", "kind", "draft_position"])
+    for category, steps, hits in (("chat", 9, 0), ("code", 3, 3)):
+        for j in (1, 2):
+            row = rows.loc[(category, "position", j)]
+            assert (row["steps_count"], row["hits_count"]) == (steps, hits)
+            assert row["value_ratio"] == pytest.approx(hits / steps)
+    assert rows.loc[("chat", "histogram", 0), "hits_count"] == 9
+    assert rows.loc[("code", "histogram", 2), "hits_count"] == 3
+    assert rows.loc[("code", "histogram", 0), "hits_count"] == 0
+    outside = requests["category"] == "chat"
+    only_code = category_acceptance_table(requests, responses, ~outside)
+    assert set(only_code["category"]) == {"code"}
+    assert category_acceptance_table(requests.assign(category=""), responses).empty

@@ -157,3 +157,61 @@ def test_figures_of_a_tier_that_did_not_complete_are_marked_and_never_win():
     assert "| winner | — (tier not complete) |" in text
     _, doc = category_advice(frame, "base")
     assert doc["winners"] == {"c1": {"chat": "dt", "code": "dt"}}
+
+
+def test_a_cell_shows_the_request_throughput_speedup_after_the_tpot_one():
+    frame = rows().assign(request_throughput_speedup_p50_ratio=NAN)
+    at = (
+        (frame["variant"] == "ng")
+        & (frame["tier"] == "c1")
+        & (frame["category"] == "code")
+    )
+    frame.loc[at, "request_throughput_speedup_p50_ratio"] = 1.65
+    text = "\n".join(category_lines(frame, "base"))
+    assert "| `ng` | 1.10 · 0.95× | 3.20 · 1.80× · 1.65× |" in text
+
+
+def rates() -> pd.DataFrame:
+    """category_acceptance.csv rows: ng at c1, K = 2; chat 0.50 then 0.25, code 0.90 then
+    0.80 (steps 10 at both positions); one histogram row that the table must ignore."""
+    data = [
+        ("ng", "c1", "chat", "position", 1, 10, 5),
+        ("ng", "c1", "chat", "position", 2, 8, 2),
+        ("ng", "c1", "code", "position", 2, 10, 8),  # out of order in the file
+        ("ng", "c1", "code", "position", 1, 10, 9),
+        ("ng", "c1", "code", "histogram", 0, 10, 1),
+    ]
+    frame = pd.DataFrame(
+        data,
+        columns=[
+            "variant",
+            "tier",
+            "category",
+            "kind",
+            "draft_position",
+            "steps_count",
+            "hits_count",
+        ],
+    )
+    return frame.assign(
+        value_ratio=frame["hits_count"] / frame["steps_count"], source="server_per_step"
+    )
+
+
+def test_per_position_rates_per_category_under_their_tier():
+    text = "\n".join(category_lines(rows(), "base", rates()))
+    c1, c8 = text.index("### c1"), text.index("### c8")
+    at = text.index("| `ng` | 0.50 / 0.25 | 0.90 / 0.80 |")
+    assert c1 < at < c8
+    assert text.count("Acceptance rate at each draft position") == 1  # c8 has no rows
+
+
+def test_the_run_reads_category_acceptance_csv_back(tmp_path):
+    from trtbench.profiling.loadtest.stats.categories import CATEGORY_ACCEPTANCE_SCHEMA
+
+    rd = RunDir(tmp_path / "run")
+    write_summary(rd.root, [summary_row("base", 1, tpot=2.0, tok_s=100.0)], "base")
+    write_csv(rates(), rd.category_acceptance_csv, CATEGORY_ACCEPTANCE_SCHEMA)
+    run = load_run(rd.root, RUN_CSV_SCHEMAS)
+    assert run.category_acceptance is not None
+    assert list(run.category_acceptance["hits_count"]) == [5, 2, 8, 9, 1]
