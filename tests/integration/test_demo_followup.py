@@ -203,7 +203,9 @@ def test_the_report_splits_acceptance_by_category(demo):
     rates = pd.read_csv(out / "loadtest" / "category_acceptance.csv")
     positions = rates[rates["kind"] == "position"]
     # the reference engine reports per-step counts: every speculative cell has its rates
-    assert set(zip(positions["variant"], positions["tier"], positions["category"])) == {
+    assert set(
+        zip(positions["variant"], positions["tier"], positions["category"], strict=True)
+    ) == {
         (v, t, c)
         for v in ("draft-k4", "medusa")
         for t in ("c1", "c4")

@@ -181,18 +181,8 @@ def rates() -> pd.DataFrame:
         ("ng", "c1", "code", "position", 1, 10, 9),
         ("ng", "c1", "code", "histogram", 0, 10, 1),
     ]
-    frame = pd.DataFrame(
-        data,
-        columns=[
-            "variant",
-            "tier",
-            "category",
-            "kind",
-            "draft_position",
-            "steps_count",
-            "hits_count",
-        ],
-    )
+    names = "variant tier category kind draft_position steps_count hits_count"
+    frame = pd.DataFrame(data, columns=names.split())
     return frame.assign(
         value_ratio=frame["hits_count"] / frame["steps_count"], source="server_per_step"
     )
