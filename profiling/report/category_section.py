@@ -119,7 +119,7 @@ def by_tier(categories: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 POSITIONS_INTRO = (
     "Acceptance rate at each draft position j = 1..K per category "
     "(`loadtest/category_acceptance.csv`: of the verify steps that proposed ≥ j drafts, the "
-    "share that accepted ≥ j; vLLM's per-position acceptance rate), cells `j=1 / j=2 / …`:"
+    "share that accepted ≥ j; vLLM's per-position acceptance rate), under each tier."
 )
 
 
@@ -145,7 +145,7 @@ def position_lines(rates: pd.DataFrame | None, tier: str) -> list[str]:
     )
     header = ["variant", *cats]
     return [
-        POSITIONS_INTRO,
+        f"Acceptance rate by draft position at {tier} (j = 1 / 2 / …):",
         "",
         markdown_table(table, [(h, h, fmt_text) for h in header]),
         "",
@@ -167,6 +167,8 @@ def category_lines(
     if categories is None or categories.empty:
         return []
     lines = ["## By prompt category", "", INTRO, ""]
+    if rates is not None and (rates["kind"] == "position").any():
+        lines += [POSITIONS_INTRO, ""]
     cats = sorted(categories["category"].astype(str).unique())
     for tier, part in by_tier(categories):
         methods = [

@@ -193,7 +193,9 @@ def test_per_position_rates_per_category_under_their_tier():
     c1, c8 = text.index("### c1"), text.index("### c8")
     at = text.index("| `ng` | 0.50 / 0.25 | 0.90 / 0.80 |")
     assert c1 < at < c8
-    assert text.count("Acceptance rate at each draft position") == 1  # c8 has no rows
+    assert text.count("Acceptance rate at each draft position") == 1  # said once
+    assert "Acceptance rate by draft position at c1" in text
+    assert "at c8 (j" not in text  # c8 has no rows
 
 
 def test_the_run_reads_category_acceptance_csv_back(tmp_path):
