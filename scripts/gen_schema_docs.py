@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from trtbench.core.export import schema_markdown
-from trtbench.plan.settings import PLAN_SCHEMA
+from trtbench.plan.plan_run import PLAN_SCHEMA
 from trtbench.profiling.loadtest.files.outputs import OUTPUTS_SCHEMA
 from trtbench.profiling.loadtest.files.rounds_table import ROUNDS_SCHEMA
 from trtbench.profiling.loadtest.files.schemas import (

@@ -362,3 +362,38 @@ def write_decode_export(
             )
             for i in range(steps)
         )
+
+
+def write_graph_node_export(path: Path, schema: str = "3.16.1") -> Path:
+    """Step 0 eager (2 launches + a memset), step 1 one graph replay traced per node
+    (process and thread 77)."""
+    GT, GP = global_tid(77, 77), global_pid(77)  # noqa: N806 (as the tests name them)
+    with NsysExportWriter(path, schema) as w:
+        w.add_api_calls(
+            [
+                ApiRow(1_100, 1_110, GT, 1, "cudaLaunchKernel_v7000"),
+                ApiRow(1_200, 1_230, GT, 2, "cudaLaunchKernel_v7000"),
+                ApiRow(1_300, 1_305, GT, 3, "cudaMemsetAsync_v3020"),
+                ApiRow(2_100, 2_150, GT, 4, "cudaGraphLaunch_v10000"),
+                ApiRow(2_800, 2_900, GT, 5, "cudaStreamSynchronize_v3020"),
+            ]
+        )
+        w.add_kernels(
+            [
+                KernelRow(
+                    1_120, 1_200, GP, 1, "gemm", grid=(64, 2, 1), block=(256, 1, 1)
+                ),
+                KernelRow(1_210, 1_250, GP, 2, "softmax"),
+                KernelRow(2_160, 2_200, GP, 4, "gemm", graph_node_id=7),
+                KernelRow(2_200, 2_260, GP, 4, "softmax", graph_node_id=8),
+                KernelRow(2_300, 2_310, GP, 4, "gemm", graph_node_id=9),
+            ]
+        )
+        w.add_memsets([MemsetRow(1_400, 1_450, GP, 3)])
+        w.add_nvtx_ranges(
+            [
+                NvtxRow(1_000, 2_000, GT, "decode_step#0"),
+                NvtxRow(2_000, 3_000, GT, "decode_step#1"),
+            ]
+        )
+    return path

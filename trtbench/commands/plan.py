@@ -9,7 +9,8 @@ import click
 from click_option_group import optgroup
 from pydantic import ValidationError
 
-from trtbench.plan.settings import DType, KvDType, PlanSettings, run_plan
+from trtbench.plan.plan_run import run_plan
+from trtbench.plan.settings import DType, KvDType, PlanSettings
 from trtbench.plan.text import render_plan
 
 
@@ -159,8 +160,58 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
 )
 @_defaulted(
     "--step-overhead-ms",
-    "Fixed host/launch time added to every forward pass.",
+    "Extra fixed time added to every forward pass, on top of the launch cost.",
     type=float,
+)
+@optgroup.group("Overheads beyond the roofline (docs/planner.md)")
+@optgroup.option(
+    "--cuda-graphs/--eager",
+    default=True,
+    show_default=True,
+    help="Decode passes as CUDA graphs (graph launch + per-node cost) or eager launches.",
+)
+@_defaulted(
+    "--kernels-per-layer",
+    "Kernels one decoder layer runs (8 more per pass).",
+    type=float,
+)
+@_defaulted(
+    "--bandwidth-efficiency",
+    "Share of HBM bandwidth a decode pass achieves (MBU; gpt-fast's 0.72).",
+    type=float,
+)
+@_defaulted("--launch-us", "Host time of one eager kernel launch (µs).", type=float)
+@_defaulted("--graph-launch-us", "Time of one CUDA graph launch (µs).", type=float)
+@_defaulted(
+    "--graph-node-us",
+    "GPU-side cost of one graph node beyond its kernel (µs).",
+    type=float,
+)
+@_defaulted(
+    "--machinery-step-us",
+    "Speculation machinery per speculative step (µs; fitted, docs/planner.md).",
+    type=float,
+)
+@_defaulted(
+    "--machinery-sequence-us",
+    "Speculation machinery per sequence in the batch per step (µs; fitted).",
+    type=float,
+)
+@optgroup.option(
+    "--draft-tp",
+    type=int,
+    help="Tensor-parallel GPUs of the draft model (default: the target's --tp).",
+)
+@optgroup.option(
+    "--from-trace",
+    type=click.Path(path_type=Path),
+    help="steps.csv (or its folder) from `trtbench analyze nsys|kineto` of one decode "
+    "step of the target: its kernels per step and launch costs replace the defaults.",
+)
+@optgroup.option(
+    "--no-overheads",
+    is_flag=True,
+    help="The pure roofline: full bandwidth, no launch cost, no speculation machinery.",
 )
 @optgroup.group("Output")
 @optgroup.option(

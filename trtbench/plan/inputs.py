@@ -7,7 +7,7 @@ model over ``tp * pp`` GPUs; the draft model and the heads are split over the sa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from trtbench.builders.medusa_tree import (
     Choices,
@@ -19,6 +19,12 @@ from trtbench.core.methods import BASELINE, DRAFT_TARGET, MEDUSA
 from trtbench.plan.chain_modes import ChainSetup, chain_tokens_per_step
 from trtbench.plan.gpus import GpuSpec
 from trtbench.plan.model_shapes import ModelShape
+from trtbench.plan.overheads import (
+    DEFAULT_BANDWIDTH_EFFICIENCY,
+    LaunchCost,
+    Machinery,
+    check_overheads,
+)
 from trtbench.plan.parallel import Parallelism, check_parallelism, check_tp
 from trtbench.plan.speculation import expected_tokens_per_step
 
@@ -83,6 +89,22 @@ class PlanInputs:
     chains: tuple[ChainSetup, ...] = ()
     parallel: Parallelism = field(default_factory=Parallelism)
     overhead_bytes: float = 0.0
+    launch: LaunchCost = field(default_factory=LaunchCost)
+    machinery: Machinery = field(default_factory=Machinery)
+    draft_tp: int | None = None
+    bandwidth_efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY
+
+    @property
+    def achieved_bandwidth_bytes_per_s(self) -> float:
+        """HBM bandwidth x the achieved share (MBU): what a decode pass reads at."""
+        return self.gpu.hbm_bandwidth_bytes_per_s * self.bandwidth_efficiency
+
+    @property
+    def draft_parallel(self) -> Parallelism:
+        """The draft model's GPU group: ``draft_tp`` GPUs (one stage), else the target's."""
+        if self.draft_tp is None:
+            return self.parallel
+        return replace(self.parallel, tp=self.draft_tp, pp=1)
 
     @property
     def weight_bytes_per_param(self) -> float:
@@ -142,9 +164,20 @@ def check_inputs(inputs: PlanInputs) -> None:
     par = inputs.parallel
     check_parallelism(par)
     check_tp(inputs.target, par.tp)
+    check_overheads(inputs.launch, inputs.machinery)
+    if not 0.0 < inputs.bandwidth_efficiency <= 1.0:
+        raise ConfigError(
+            f"--bandwidth-efficiency must lie in (0, 1], got {inputs.bandwidth_efficiency}"
+        )
     if inputs.draft:
         expected_tokens_per_step(inputs.draft.alpha, inputs.draft.draft_len)
-        check_tp(inputs.draft.model, par.tp, role="--draft")
+        draft_tp = inputs.draft_parallel.tp
+        if draft_tp > par.gpus:
+            raise ConfigError(
+                f"--draft-tp {draft_tp} exceeds the {par.gpus} GPU(s) of the group; give "
+                f"--draft-tp 1..{par.gpus}"
+            )
+        check_tp(inputs.draft.model, draft_tp, role="--draft")
     if inputs.medusa:
         check_medusa(inputs.medusa)
     for chain in inputs.chains:

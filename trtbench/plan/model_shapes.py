@@ -226,6 +226,49 @@ PRESET_CONFIGS: dict[str, dict[str, Any]] = {
         intermediate_size=11008,
         vocab_size=32000,
     ),
+    "vicuna-13b": dict(
+        hidden_size=5120,
+        num_hidden_layers=40,
+        num_attention_heads=40,
+        num_key_value_heads=40,
+        intermediate_size=13824,
+        vocab_size=32000,
+    ),
+    "codellama-34b": dict(
+        hidden_size=8192,
+        num_hidden_layers=48,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        intermediate_size=22016,
+        vocab_size=32000,
+    ),
+    "llama-3.1-405b": dict(
+        hidden_size=16384,
+        num_hidden_layers=126,
+        num_attention_heads=128,
+        num_key_value_heads=8,
+        intermediate_size=53248,
+        vocab_size=128256,
+    ),
+    "tinyllama-1.1b": dict(
+        hidden_size=2048,
+        num_hidden_layers=22,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        intermediate_size=5632,
+        vocab_size=32000,
+    ),
+    # Qwen2-0.5B's body with Llama 3's vocabulary (turboderp/Qwama-0.5B-Instruct, the draft of
+    # vLLM's 2024-10-17 speculative-decoding blog post)
+    "qwama-0.5b": dict(
+        hidden_size=896,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        intermediate_size=4864,
+        vocab_size=128256,
+        tie_word_embeddings=True,
+    ),
 }
 
 

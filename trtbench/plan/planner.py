@@ -13,18 +13,25 @@ Formulas:
 
       bytes = weight_bytes / tp + B * L * kv_bytes_per_token * ceil(kv_heads/tp) / kv_heads
       flops = (2 * matmul_params * B * T + 4 * layers * q_dim * B * T * L) / tp
-      time  = max(bytes / HBM bandwidth, flops / dense peak) + communication + step overhead
+      gpu   = max(bytes / (HBM bandwidth x MBU), flops / dense peak) + communication
+      time  = launch(gpu) + step overhead
+
       communication = 2 * layers * (latency + 2 (tp-1)/tp * B*T*hidden*2 B / link bandwidth)
                       + (pp - 1) * (latency + B*T*hidden*2 B / link bandwidth)
 
   (pp stages each do 1/pp of the work one after another, so bytes and FLOPs sum to the tp
   share.) Activations and KV writes are ignored. L is the mean context while decoding,
-  ``input_len + output_len / 2``.
-* Steps: baseline = target(B, 1); draft-target = γ draft(B, 1) + target(B, γ+1); Medusa =
-  target(B, 1 + nodes) + heads (their weights read once, 2 FLOP per head parameter per
-  sequence); EAGLE-3 / MTP = K head(B, 1) + target(B, K+1); n-gram = B x lookup +
-  target(B, K+1) (``chain_modes``). Time per output token = step / tokens per step; speedup =
-  baseline TPOT / TPOT.
+  ``input_len + output_len / 2``. MBU is the share of the HBM bandwidth a decode pass
+  achieves (``overheads`` module doc; 1 for the pure roofline). ``launch(gpu)`` adds the pass's kernel-launch cost (CUDA
+  graphs: graph launch + per-node cost; eager: max with the host's launch time;
+  ``overheads`` module doc).
+* Steps: baseline = target(B, 1); draft-target = γ draft(B, 1) + target(B, γ+1), the draft
+  on its own ``--draft-tp`` group; Medusa = target(B, 1 + nodes) + heads (their weights read
+  once, 2 FLOP per head parameter per sequence, 3 kernels per head); EAGLE-3 / MTP = K
+  head(B, 1) + target(B, K+1); n-gram = B x lookup + target(B, K+1) (``chain_modes``); every
+  speculative step adds the speculation machinery ``step + sequence x B``
+  (``overheads.Machinery``). Time per output token = step / tokens per
+  step; speedup = baseline TPOT / TPOT.
 * Memory per GPU: ``memory`` module doc.
 """
 
@@ -52,7 +59,8 @@ from trtbench.plan.memory import (
     max_fitting_concurrency,
 )
 from trtbench.plan.model_shapes import ModelShape
-from trtbench.plan.parallel import communication_s, kv_share
+from trtbench.plan.overheads import DEFAULT_HEAD_KERNELS
+from trtbench.plan.parallel import Parallelism, communication_s, kv_share
 from trtbench.plan.speculation import expected_tokens_per_step, optimal_draft_len
 
 __all__ = [
@@ -79,9 +87,10 @@ class PassCost:
     Attributes:
         bytes_moved: bytes one GPU reads, summed over the pipeline stages.
         flops: FLOPs one GPU does, summed over the stages.
-        time_s: roofline time + communication + step overhead (s).
+        time_s: roofline time + communication + launch cost + step overhead (s).
         bound: ``memory`` or ``compute``.
         communication_s: the all-reduce and pipeline-send part of ``time_s`` (s).
+        launch_s: the kernel-launch part of ``time_s`` (s).
     """
 
     bytes_moved: float
@@ -89,13 +98,19 @@ class PassCost:
     time_s: float
     bound: str
     communication_s: float = 0.0
+    launch_s: float = 0.0
 
 
 def forward_pass_cost(
-    inputs: PlanInputs, model: ModelShape, batch: int, new_tokens: int
+    inputs: PlanInputs,
+    model: ModelShape,
+    batch: int,
+    new_tokens: int,
+    par: Parallelism | None = None,
 ) -> PassCost:
-    """Roofline of one pass of ``model`` over ``batch`` sequences × ``new_tokens`` (module doc)."""
-    ctx, par = inputs.decode_context_len, inputs.parallel
+    """Roofline of one pass of ``model`` over ``batch`` sequences × ``new_tokens`` on the
+    group ``par`` (default the target's), with its launch cost (module doc)."""
+    ctx, par = inputs.decode_context_len, par or inputs.parallel
     kv = model.kv_bytes_per_token(inputs.kv_bytes_per_element)
     kv_gpu = kv * kv_share(model, par.tp)  # one GPU's KV heads
     moved = model.params * inputs.weight_bytes_per_param / par.tp + batch * ctx * kv_gpu
@@ -103,12 +118,14 @@ def forward_pass_cost(
     flops = (
         2 * model.matmul_params * tokens + 4 * model.layers * model.q_dim * tokens * ctx
     ) / par.tp
-    t_mem = moved / inputs.gpu.hbm_bandwidth_bytes_per_s
+    t_mem = moved / inputs.achieved_bandwidth_bytes_per_s
     t_cmp = flops / inputs.peak_flops_per_s
     bound = "memory" if t_mem >= t_cmp else "compute"
     comm = communication_s(par, model, batch, new_tokens)
-    time = max(t_mem, t_cmp) + comm + inputs.step_overhead_ms / 1e3
-    return PassCost(moved, flops, time, bound, comm)
+    gpu = max(t_mem, t_cmp) + comm
+    with_launch = inputs.launch.pass_s(model.layers, gpu)
+    time = with_launch + inputs.step_overhead_ms / 1e3
+    return PassCost(moved, flops, time, bound, comm, with_launch - gpu)
 
 
 @dataclass(frozen=True)
@@ -126,10 +143,11 @@ def _medusa_heads_s(inputs: PlanInputs, batch: int) -> float:
     m, tp = inputs.medusa, inputs.parallel.tp
     assert m is not None
     heads = medusa_head_params(inputs.target, m.num_heads, m.num_layers) / tp
+    kernels = DEFAULT_HEAD_KERNELS * m.num_heads * m.num_layers
     return max(
-        heads * inputs.weight_bytes_per_param / inputs.gpu.hbm_bandwidth_bytes_per_s,
+        heads * inputs.weight_bytes_per_param / inputs.achieved_bandwidth_bytes_per_s,
         2 * heads * batch / inputs.peak_flops_per_s,
-    )
+    ) + inputs.launch.extra_kernels_s(kernels)
 
 
 def estimate_step(inputs: PlanInputs, mode: str, batch: int) -> StepEstimate:
@@ -144,9 +162,10 @@ def estimate_step(inputs: PlanInputs, mode: str, batch: int) -> StepEstimate:
         return StepEstimate(cost.time_s, 1.0, cost.bound, cost.communication_s)
     if mode == DRAFT_TARGET and inputs.draft:
         d = inputs.draft
-        draft = forward_pass_cost(inputs, d.model, batch, 1)
+        draft = forward_pass_cost(inputs, d.model, batch, 1, inputs.draft_parallel)
         verify = forward_pass_cost(inputs, target, batch, d.draft_len + 1)
         step = d.draft_len * draft.time_s + verify.time_s
+        step += inputs.machinery.step_s(batch, d.draft_len + 1)
         comm = d.draft_len * draft.communication_s + verify.communication_s
         e = expected_tokens_per_step(d.alpha, d.draft_len)
         return StepEstimate(step, e, verify.bound, comm)
@@ -154,6 +173,7 @@ def estimate_step(inputs: PlanInputs, mode: str, batch: int) -> StepEstimate:
         m = inputs.medusa
         verify = forward_pass_cost(inputs, target, batch, 1 + len(m.choices))
         step = verify.time_s + _medusa_heads_s(inputs, batch)
+        step += inputs.machinery.step_s(batch)
         return StepEstimate(
             step, m.tokens_per_step, verify.bound, verify.communication_s
         )
@@ -165,7 +185,9 @@ def estimate_step(inputs: PlanInputs, mode: str, batch: int) -> StepEstimate:
             head = forward_pass_cost(inputs, chain.head, batch, 1)
             drafting = chain.draft_len * head.time_s
             comm += chain.draft_len * head.communication_s
+        passes = 1 + (chain.draft_len if chain.head is not None else 0)
         step = drafting + verify.time_s
+        step += inputs.machinery.step_s(batch, passes)
         return StepEstimate(step, chain.tokens_per_step, verify.bound, comm)
     raise ConfigError(f"mode {mode!r} is not set up in this plan; give its options")
 
@@ -278,7 +300,7 @@ def make_plan(inputs: PlanInputs) -> Plan:
     if inputs.draft:
         d = inputs.draft
         cost_ratio = (
-            forward_pass_cost(inputs, d.model, 1, 1).time_s
+            forward_pass_cost(inputs, d.model, 1, 1, inputs.draft_parallel).time_s
             / forward_pass_cost(inputs, inputs.target, 1, 1).time_s
         )
         optimal = optimal_draft_len(d.alpha, cost_ratio)

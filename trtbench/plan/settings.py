@@ -1,25 +1,20 @@
-"""``trtbench plan`` as a library call: settings → :class:`PlanInputs` → plan (+ fit to a run).
+"""``trtbench plan``'s options → :class:`PlanInputs`.
 
 :class:`PlanSettings` holds the raw options (validated by pydantic at the CLI boundary);
-:func:`run_plan` resolves models, GPU, tree and accuracies, predicts (``trtbench.plan.planner``)
-and, with ``from_run``, fits α and the cost ratio to the run (``trtbench.plan.fit``) and adds
-the roofline's speedup for each measured tier when a model and GPU are given.
+:func:`plan_inputs` resolves models, GPU, tree and accuracies, parallelism and the terms
+beyond the roofline (``overheads``). ``plan_run.run_plan`` predicts and fits to a run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, TypeVar
 
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from trtbench.builders.medusa_tree import per_rank_accuracies, resolve_choices
-from trtbench.core import methods
 from trtbench.core.errors import ConfigError
-from trtbench.core.export import Column, records_to_frame, write_csv
 from trtbench.plan.chain_modes import (
     EAGLE3,
     MTP,
@@ -30,25 +25,29 @@ from trtbench.plan.chain_modes import (
     ngram_setup,
     parse_rates,
 )
-from trtbench.plan.fit import VariantFit, fit_run
 from trtbench.plan.gpus import GpuSpec, get_gpu
 from trtbench.plan.model_shapes import ModelShape, resolve_model
+from trtbench.plan.overheads import (
+    DEFAULT_BANDWIDTH_EFFICIENCY,
+    DEFAULT_GRAPH_LAUNCH_US,
+    DEFAULT_KERNELS_PER_LAYER,
+    DEFAULT_LAUNCH_US,
+    DEFAULT_NODE_US,
+    FITTED_MACHINERY_SEQUENCE_US,
+    FITTED_MACHINERY_STEP_US,
+    PURE_ROOFLINE,
+    LaunchCost,
+    Machinery,
+    launch_from_steps,
+)
 from trtbench.plan.parallel import Parallelism
 from trtbench.plan.planner import (
     DraftSetup,
     MedusaSetup,
-    Plan,
     PlanInputs,
     check_medusa,
-    make_plan,
-    speedup_at,
 )
 from trtbench.plan.speculation import greedy_medusa_tree
-from trtbench.plan.tier_batch import read_effective_batch
-from trtbench.plan.tier_fit import TierFitResult, fit_tiers, write_fit_tiers
-from trtbench.profiling.report.comparison import summary_column
-from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
-from trtbench.profiling.report.run_data import RunData, load_run
 
 GREEDY = "greedy"
 T = TypeVar("T")
@@ -119,6 +118,19 @@ class PlanSettings(BaseModel):
     mtp_layers: int = Field(default=1, ge=1)
     ngram: str | None = None
     ngram_lookup_us: float = Field(default=10.0, ge=0.0)
+    cuda_graphs: bool = True
+    kernels_per_layer: float = Field(default=DEFAULT_KERNELS_PER_LAYER, ge=0.0)
+    launch_us: float = Field(default=DEFAULT_LAUNCH_US, ge=0.0)
+    graph_launch_us: float = Field(default=DEFAULT_GRAPH_LAUNCH_US, ge=0.0)
+    graph_node_us: float = Field(default=DEFAULT_NODE_US, ge=0.0)
+    machinery_step_us: float = Field(default=FITTED_MACHINERY_STEP_US, ge=0.0)
+    machinery_sequence_us: float = Field(default=FITTED_MACHINERY_SEQUENCE_US, ge=0.0)
+    bandwidth_efficiency: float = Field(
+        default=DEFAULT_BANDWIDTH_EFFICIENCY, gt=0.0, le=1.0
+    )
+    no_overheads: bool = False
+    draft_tp: int | None = Field(default=None, ge=1)
+    from_trace: Path | None = None
     from_run: Path | None = None
     out: Path | None = None
 
@@ -152,7 +164,7 @@ def parse_accuracies(text: str, cumulative: bool) -> tuple[tuple[float, ...], ..
     return tuple(tuple(float(a) for a in row) for row in rows)
 
 
-def _option(flag: str, resolve: Callable[[], T]) -> T:
+def resolve_option(flag: str, resolve: Callable[[], T]) -> T:
     """Run a resolver; a ConfigError it raises is prefixed with the option's flag."""
     try:
         return resolve()
@@ -168,7 +180,7 @@ def medusa_setup(settings: PlanSettings) -> MedusaSetup | None:
     """
     if settings.medusa_accuracies is None:
         return None
-    acc = _option(
+    acc = resolve_option(
         "--medusa-accuracies",
         lambda: parse_accuracies(
             settings.medusa_accuracies or "", settings.medusa_cumulative
@@ -179,13 +191,13 @@ def medusa_setup(settings: PlanSettings) -> MedusaSetup | None:
     if settings.medusa_tree.strip().lower() == GREEDY:
         choices = greedy_medusa_tree(acc, settings.medusa_nodes)
     else:
-        choices = _option(
+        choices = resolve_option(
             "--medusa-tree", lambda: resolve_choices(settings.medusa_tree)
         )
     depth = max(len(c) for c in choices)
     heads = settings.medusa_heads or max(depth, len(acc))
     setup = MedusaSetup(heads, settings.medusa_layers, choices, acc)
-    _option("--medusa-tree", lambda: check_medusa(setup))
+    resolve_option("--medusa-tree", lambda: check_medusa(setup))
     return setup
 
 
@@ -219,17 +231,44 @@ def chain_setups(settings: PlanSettings, target: ModelShape) -> tuple[ChainSetup
     """
     out = []
     if settings.eagle3 is not None:
-        rates = _option("--eagle3", lambda: parse_rates(settings.eagle3 or "", EAGLE3))
+        rates = resolve_option(
+            "--eagle3", lambda: parse_rates(settings.eagle3 or "", EAGLE3)
+        )
         out.append(
             eagle3_setup(target, rates, settings.eagle3_layers, settings.eagle3_vocab)
         )
     if settings.mtp is not None:
-        rates = _option("--mtp", lambda: parse_rates(settings.mtp or "", MTP))
+        rates = resolve_option("--mtp", lambda: parse_rates(settings.mtp or "", MTP))
         out.append(mtp_setup(target, rates, settings.mtp_layers))
     if settings.ngram is not None:
-        rates = _option("--ngram", lambda: parse_rates(settings.ngram or "", NGRAM))
+        rates = resolve_option(
+            "--ngram", lambda: parse_rates(settings.ngram or "", NGRAM)
+        )
         out.append(ngram_setup(rates, settings.ngram_lookup_us * 1e-6))
     return tuple(out)
+
+
+def overheads(settings: PlanSettings, target: ModelShape) -> dict[str, object]:
+    """``launch``, ``machinery`` and ``bandwidth_efficiency`` of :class:`PlanInputs` from the
+    options: none (and full bandwidth) with
+    ``--no-overheads``; the launch cost measured by ``--from-trace``, else the options'."""
+    if settings.no_overheads:
+        return dict(PURE_ROOFLINE)
+    launch = LaunchCost(
+        cuda_graphs=settings.cuda_graphs,
+        kernels_per_layer=settings.kernels_per_layer,
+        launch_us=settings.launch_us,
+        graph_launch_us=settings.graph_launch_us,
+        node_us=settings.graph_node_us,
+    )
+    if settings.from_trace is not None:
+        launch = launch_from_steps(settings.from_trace, target.layers)
+    machinery = Machinery(settings.machinery_step_us, settings.machinery_sequence_us)
+    return {
+        "launch": launch,
+        "machinery": machinery,
+        "bandwidth_efficiency": settings.bandwidth_efficiency,
+    }
 
 
 def plan_inputs(settings: PlanSettings) -> PlanInputs:
@@ -246,10 +285,10 @@ def plan_inputs(settings: PlanSettings) -> PlanInputs:
         )
     draft = None
     if settings.draft is not None:
-        shape = _option("--draft", lambda: resolve_model(settings.draft or ""))
+        shape = resolve_option("--draft", lambda: resolve_model(settings.draft or ""))
         draft = DraftSetup(shape, settings.draft_len, settings.alpha)
-    target = _option("--model", lambda: resolve_model(settings.model or ""))
-    gpu = _option("--gpu", lambda: get_gpu(settings.gpu))
+    target = resolve_option("--model", lambda: resolve_model(settings.model or ""))
+    gpu = resolve_option("--gpu", lambda: get_gpu(settings.gpu))
     inputs = PlanInputs(
         target=target,
         gpu=gpu,
@@ -265,134 +304,8 @@ def plan_inputs(settings: PlanSettings) -> PlanInputs:
         chains=chain_setups(settings, target),
         parallel=parallelism(settings, gpu),
         overhead_bytes=settings.overhead_gib * 2**30,
+        draft_tp=settings.draft_tp,
+        **overheads(settings, target),
     )
-    _option("--dtype", lambda: inputs.peak_flops_per_s)
+    resolve_option("--dtype", lambda: inputs.peak_flops_per_s)
     return inputs
-
-
-@dataclass(frozen=True)
-class PlanResult:
-    """What ``trtbench plan`` prints: the plan and, with ``--from-run``, the fit."""
-
-    plan: Plan | None
-    fits: list[VariantFit] = field(default_factory=list)
-    fit_rows: pd.DataFrame | None = None
-    run_dir: Path | None = None
-    csv_path: Path | None = None
-    tier_fit: TierFitResult | None = None
-    tier_fit_path: Path | None = None
-
-
-PLAN_SCHEMA: tuple[Column, ...] = (
-    Column("mode", "baseline | draft_target | medusa | eagle3 | mtp | ngram"),
-    Column("concurrency", "concurrent sequences B"),
-    Column("step_time_ms", "predicted time of one decoding step (roofline)"),
-    Column("tokens_per_step", "expected tokens per step (draft chain or Medusa tree)"),
-    Column("tpot_ms", "step_time_ms / tokens_per_step"),
-    Column("output_tokens_per_s", "B / TPOT (system output token throughput)"),
-    Column("speedup_ratio", "baseline TPOT / this mode's TPOT at the same B"),
-    Column("bound", "memory or compute: what bounds the target pass"),
-    Column("weights_bytes", "target weights per GPU (params x bytes / (tp x pp))"),
-    Column(
-        "extra_weights_bytes",
-        "draft weights, Medusa heads or EAGLE-3 / MTP layers per GPU",
-    ),
-    Column("kv_cache_bytes", "KV cache of B sequences per GPU (target + draft)"),
-    Column(
-        "total_memory_bytes", "per GPU: weights + extra + KV cache + logits + overhead"
-    ),
-    Column("fits", "total_memory_bytes <= memory_fraction × GPU memory"),
-    Column("communication_ms", "all-reduce and pipeline-send time within step_time_ms"),
-)
-
-
-def _roofline_for_run(
-    inputs: PlanInputs, fits: list[VariantFit], fit_rows: pd.DataFrame, run: RunData
-) -> pd.DataFrame:
-    """Add the roofline's speedup (with the fitted E) for each measured tier."""
-    out = fit_rows.copy()
-    predicted = []
-    for _, row in out.iterrows():
-        fit = next(f for f in fits if f.variant == row["variant"])
-        info = run.variants[fit.variant]
-        batch = int(row["concurrency"]) if pd.notna(row["concurrency"]) else 0
-        setup = inputs
-        if fit.mode == methods.DRAFT_TARGET and inputs.draft and fit.alpha is not None:
-            d = replace(inputs.draft, alpha=fit.alpha, draft_len=fit.draft_len or 1)
-            setup = replace(inputs, draft=d)
-        elif fit.mode == methods.MEDUSA and info.medusa_choices:
-            heads = info.medusa_heads or max(len(c) for c in info.medusa_choices)
-            layers = info.medusa_layers or 1
-            m = MedusaSetup(heads, layers, info.medusa_choices, (), fit.tokens_per_step)
-            setup = replace(inputs, medusa=m)
-        usable = (fit.mode == methods.DRAFT_TARGET and setup.draft) or (
-            fit.mode == methods.MEDUSA and setup.medusa
-        )
-        if batch < 1 or not usable:
-            predicted.append(float("nan"))
-            continue
-        predicted.append(speedup_at(setup, fit.mode, batch))
-    out["roofline_speedup_ratio"] = predicted
-    out["roofline_error_ratio"] = (
-        out["roofline_speedup_ratio"] / out["measured_speedup_ratio"] - 1.0
-    )
-    return out
-
-
-def _run_shape(run: RunData, settings: PlanSettings) -> PlanSettings:
-    """Concurrencies and mean lengths of the run replace the settings' ones."""
-    s = run.summary
-    tiers = sorted({int(c) for c in s["concurrency"].dropna()})
-    isl = s.get(summary_column("input_sequence_length"))
-    osl = s.get(summary_column("output_sequence_length"))
-    update: dict = {"concurrency": tuple(tiers) or settings.concurrency}
-    if isl is not None and isl.notna().any():
-        update["input_len"] = max(int(round(isl.mean())), 1)
-    if osl is not None and osl.notna().any():
-        update["output_len"] = max(int(round(osl.mean())), 1)
-    return settings.model_copy(update=update)
-
-
-def run_plan(settings: PlanSettings) -> PlanResult:
-    """Plan, and with ``from_run`` fit the run; write ``out`` (plan CSV) when asked.
-
-    Raises:
-        ConfigError: invalid options (message names the option), an unreadable run, or a
-            run without a baseline variant.
-    """
-    fits, fit_rows, run = [], None, None
-    tiers, tiers_path = None, None
-    if settings.from_run is not None:
-        run = _option(
-            "--from-run", lambda: load_run(settings.from_run or Path(), RUN_CSV_SCHEMAS)
-        )
-        if run.baseline is None:
-            raise ConfigError(
-                f"--from-run {settings.from_run}: the run has no baseline variant (mode "
-                "baseline, or a variant named 'baseline'); the fit needs baseline TPOT per "
-                "tier: add a baseline variant to the spec and rerun the load test"
-            )
-        fits, fit_rows = fit_run(run.summary, run.variants, run.baseline)
-        batch = read_effective_batch(run.root)
-        tiers = fit_tiers(
-            run.summary, run.variants, run.baseline, run.acceptance, batch
-        )
-        tiers_path = write_fit_tiers(tiers, run.root)
-        if settings.model is None:
-            return PlanResult(None, fits, fit_rows, run.root, None, tiers, tiers_path)
-        settings = _run_shape(run, settings)
-        draft_fit = next((f for f in fits if f.alpha is not None), None)
-        if draft_fit is not None:
-            settings = settings.model_copy(
-                update={"alpha": draft_fit.alpha, "draft_len": draft_fit.draft_len}
-            )
-    inputs = plan_inputs(settings)
-    plan = make_plan(inputs)
-    if run is not None and fit_rows is not None and len(fit_rows):
-        fit_rows = _roofline_for_run(inputs, fits, fit_rows, run)
-    csv_path = None
-    if settings.out is not None:
-        csv_path = write_csv(records_to_frame(plan.rows), settings.out, PLAN_SCHEMA)
-    return PlanResult(
-        plan, fits, fit_rows, run.root if run else None, csv_path, tiers, tiers_path
-    )

@@ -20,6 +20,7 @@ from trtbench.plan.chain_modes import (
 )
 from trtbench.plan.gpus import GPUS
 from trtbench.plan.model_shapes import resolve_model
+from trtbench.plan.overheads import PURE_ROOFLINE
 from trtbench.plan.planner import PlanInputs, estimate_memory, estimate_step
 from trtbench.plan.speculation import expected_tokens_per_step
 
@@ -33,7 +34,9 @@ TARGET_BYTES = 16_060_522_496 + 1001 * 131_072
 
 
 def _inputs(*chains):
-    return PlanInputs(LLAMA8, GPUS["h100-sxm"], 1000, 2, (1,), chains=chains)
+    return PlanInputs(
+        LLAMA8, GPUS["h100-sxm"], 1000, 2, (1,), chains=chains, **PURE_ROOFLINE
+    )
 
 
 def test_chain_expectation_hand_values():

@@ -13,6 +13,7 @@ from trtbench.cli import cli, main
 from trtbench.core.errors import ConfigError
 from trtbench.plan.gpus import GPUS
 from trtbench.plan.model_shapes import resolve_model
+from trtbench.plan.overheads import PURE_ROOFLINE
 from trtbench.plan.parallel import (
     Parallelism,
     allreduce_s,
@@ -57,7 +58,8 @@ COMM_B1_S = 160 * ALLREDUCE_B1_S
 
 def test_seed_setup_fits_on_8_h100_with_tp_8(tmp_path):
     out = tmp_path / "seed.csv"
-    result = CliRunner().invoke(cli, [*SEED, "--tp", "8", "--out", str(out)])
+    args = [*SEED, "--tp", "8", "--out", str(out), "--no-overheads"]
+    result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "8 GPU(s): tp 8 x pp 1, NVLink 4 450 GB/s per direction" in result.output
     assert "one all-reduce at B=1 10.06 µs x 160 per target pass" in result.output
@@ -108,7 +110,7 @@ def test_pipeline_sends_and_memory_split():
     model = resolve_model("llama-3-8b")
     par = Parallelism(tp=1, pp=2)
     assert communication_s(par, model, 1, 1) == pytest.approx(10e-6 + 8192 / 450e9)
-    inputs = PlanInputs(model, H100, 1000, 2, (1,), parallel=par)
+    inputs = PlanInputs(model, H100, 1000, 2, (1,), parallel=par, **PURE_ROOFLINE)
     mem = estimate_memory(inputs, BASELINE, 1)
     assert mem.weights_bytes == 8_030_261_248
     # KV per GPU: 131,072 B/token / 2 stages x 1002 tokens = 65,667,072 B

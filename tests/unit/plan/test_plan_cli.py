@@ -26,6 +26,7 @@ def test_plan_prints_and_writes_csv(tmp_path):
         "1,64",
         "--out",
         str(out),
+        "--no-overheads",  # the roofline's figures below; test_overheads.py the terms
     ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output

@@ -11,6 +11,7 @@ import pytest
 from trtbench.core.errors import ConfigError
 from trtbench.plan.gpus import GPUS, get_gpu
 from trtbench.plan.model_shapes import resolve_model, shape_from_config_file
+from trtbench.plan.overheads import PURE_ROOFLINE
 from trtbench.plan.planner import (
     BASELINE,
     DRAFT_TARGET,
@@ -158,6 +159,8 @@ def _inputs(model: str = SEVEN_B, **kw) -> PlanInputs:
         output_len=2,
         concurrencies=(1,),
         dtype="float16",
+        # the pure roofline: these tests check its formulas (test_overheads.py the terms)
+        **PURE_ROOFLINE,
     )
     base.update(kw)
     return PlanInputs(**base)
