@@ -21,6 +21,14 @@ async def serving(handler) -> AsyncIterator[str]:
     with ``handler``; yields its ``/v1`` base URL."""
     app = web.Application()
     app.router.add_post("/v1/{endpoint:.*}", handler)
+    async with serving_app(app) as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def serving_app(app: web.Application) -> AsyncIterator[str]:
+    """``app`` served on 127.0.0.1 (a free port) in the running loop; yields its ``/v1``
+    base URL and stops it on exit."""
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

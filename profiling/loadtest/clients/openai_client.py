@@ -38,6 +38,7 @@ import httpx
 import numpy as np
 
 from trtbench.core.errors import ConfigError, LoadTestError
+from trtbench.profiling.loadtest.clients.counter_reader import CounterReader
 from trtbench.profiling.loadtest.clients.grpc_client import (
     ModelInterface,
     RequestOptions,
@@ -53,10 +54,6 @@ from trtbench.profiling.loadtest.clients.response_parse import (
     UNAVAILABLE,
     Exchange,
     ParsedResponse,
-)
-from trtbench.profiling.loadtest.clients.server_counts import (
-    metrics_url,
-    scrape_spec_counters,
 )
 from trtbench.profiling.loadtest.clients.sse_http import (
     DONE,
@@ -206,6 +203,7 @@ class OpenAITransport:
         self.url = f"{target.url.rstrip('/')}/{target.endpoint}"
         self.session: aiohttp.ClientSession | None = None
         self.health_client: httpx.AsyncClient | None = None
+        self.counters: CounterReader | None = None
 
     async def open(self) -> None:
         self.session = open_session(self.pool, CONNECT_TIMEOUT_S)
@@ -215,8 +213,12 @@ class OpenAITransport:
         self.health_client = httpx.AsyncClient(
             timeout=HEALTH_TIMEOUT_S, trust_env=False
         )
+        self.counters = CounterReader(self.health_client, self.target.url)
 
     async def close(self) -> None:
+        if self.counters is not None:
+            await self.counters.close()
+            self.counters = None
         if self.session is not None:
             await self.session.close()
         if self.health_client is not None:
@@ -293,10 +295,9 @@ class OpenAITransport:
         return check
 
     async def spec_counters(self) -> SpecCounters | None:
-        """The server's speculative counters from ``GET /metrics`` (server_counts.py)."""
-        assert self.health_client is not None, "open() the transport first"
-        url = metrics_url(self.target.url)
-        return await scrape_spec_counters(self.health_client, url)
+        """The server's speculative counters, read as its kind needs (counter_reader.py)."""
+        assert self.counters is not None, "open() the transport first"
+        return await self.counters.read()
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,18 @@
-"""Speculative counts per tier from the server's Prometheus counters: scrape, delta, CSV rows.
+"""Speculative counts per tier from the server's own counters: delta and CSV rows.
 
-Used where the responses carry no draft counts (an OpenAI-compatible server such as vLLM,
-whose streamed chunks say nothing of drafts): the runner scrapes ``GET /metrics`` (the host and
-port of the ``/v1`` base URL) right before and right after each tier pass, in the one
-process that runs the tiers; the difference of the two scrapes is the pass's counts
+Used where the responses carry no draft counts (an OpenAI-compatible server such as vLLM or
+trtllm-serve, whose streamed chunks say nothing of drafts): the runner reads the server's
+counters (``counter_reader.py``: which ones, and how, per server) right before and right
+after each tier pass, in the one process that runs the tiers; the difference of the two
+reads is the pass's counts
 (:class:`~trtbench.profiling.loadtest.records.spec_counters.SpecCounters`), kept per pass in
 :attr:`~trtbench.profiling.loadtest.records.outcome.TierOutcome.spec_counts` and summed over a tier's
 passes here.
 
 Figures (vLLM's definitions, ``v1/spec_decode/metrics.py``), filled into summary.csv's
 :data:`~trtbench.profiling.loadtest.stats.acceptance.ACCEPTANCE_SUMMARY_COLUMNS` with
-``spec_decode_counts_source`` = ``server_prometheus``: acceptance length = 1 + accepted /
+``spec_decode_counts_source`` naming the counters (``server_prometheus`` for vLLM's,
+``trtllm_prometheus`` / ``trtllm_iteration_stats`` for trtllm-serve's): acceptance length = 1 + accepted /
 drafts, draft acceptance rate = accepted / draft tokens, accepted drafts per step = accepted /
 drafts, verify steps = drafts; acceptance.csv gets one ``position`` row per draft position j
 = 1..K with steps = drafts and hits = accepted_per_pos[j − 1] (vLLM's per-position rate: its
@@ -28,18 +30,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from urllib.parse import urlsplit
 
-import httpx
 import numpy as np
 import pandas as pd
 
 from trtbench.core.data_files import read_csv_checked
 from trtbench.profiling.loadtest.records.outcome import LoadResult
 from trtbench.profiling.loadtest.records.spec_counters import (
-    SERVER_PROMETHEUS,
+    SERVER_COUNTER_SOURCES,
     SpecCounters,
-    parse_spec_counters,
 )
 from trtbench.profiling.loadtest.stats.acceptance import (
     ACCEPTANCE_SCHEMA,
@@ -53,38 +52,6 @@ SCRAPE_TIMEOUT_S = 10.0
 SOURCE = "spec_decode_counts_source"
 TierKey = tuple[str, str]
 FIX = "re-run `trtbench loadtest` for its variants, or delete the file"
-
-
-def metrics_url(base_url: str) -> str:
-    """``http://HOST:PORT/metrics`` of an OpenAI base URL ``http://HOST:PORT/v1`` (any path
-    of ``base_url`` is dropped: vLLM and SGLang serve ``/metrics`` at the root)."""
-    parts = urlsplit(base_url)
-    return f"{parts.scheme}://{parts.netloc}/metrics"
-
-
-async def scrape_spec_counters(
-    client: httpx.AsyncClient, url: str, timeout_s: float = SCRAPE_TIMEOUT_S
-) -> SpecCounters | None:
-    """GET ``url`` (a Prometheus text exposition) and parse vLLM's speculative counters.
-
-    Returns:
-        The counters; None when the server exports none (no speculation), answers other than
-        200, cannot be reached or sends text that is not the Prometheus format (logged;
-        never raises but for cancellation).
-    """
-    try:
-        reply = await client.get(url, timeout=timeout_s)
-    except httpx.HTTPError as exc:
-        log.warning("cannot scrape %s (%s): no server counts", url, type(exc).__name__)
-        return None
-    if reply.status_code != 200:
-        log.warning("%s answered HTTP %d: no server counts", url, reply.status_code)
-        return None
-    try:
-        return parse_spec_counters(reply.text)
-    except ValueError as exc:
-        log.warning("%s is not Prometheus text (%s): no server counts", url, exc)
-        return None
 
 
 def pass_delta(
@@ -129,13 +96,13 @@ def summary_values(counts: SpecCounters) -> dict[str, object]:
         "verify_steps_count": counts.drafts,
         "proposed_draft_tokens_count": counts.draft_tokens,
         "accepted_draft_tokens_count": counts.accepted,
-        SOURCE: SERVER_PROMETHEUS,
+        SOURCE: counts.source,
     }
 
 
 def position_rows(key: TierKey, counts: SpecCounters) -> list[dict[str, object]]:
     """acceptance.csv ``position`` rows j = 1..K of one tier's counts (none without drafts)."""
-    if counts.drafts <= 0:
+    if not counts.drafts > 0:  # none proposed, or steps not counted (NaN)
         return []
     steps = round(counts.drafts)
     return [
@@ -147,7 +114,7 @@ def position_rows(key: TierKey, counts: SpecCounters) -> list[dict[str, object]]
             "steps_count": steps,
             "hits_count": round(a),
             "value_ratio": a / counts.drafts,
-            "source": SERVER_PROMETHEUS,
+            "source": counts.source,
         }
         for j, a in enumerate(counts.accepted_per_pos, start=1)
     ]
@@ -156,14 +123,15 @@ def position_rows(key: TierKey, counts: SpecCounters) -> list[dict[str, object]]
 def _old_rows(
     path: Path | None, keep: set[str], column: str, schema: Sequence | None = None
 ) -> pd.DataFrame | None:
-    """Rows of an earlier CSV from ``server_prometheus`` for the variants in ``keep``."""
+    """Rows of an earlier CSV from a server's counters (``SERVER_COUNTER_SOURCES``) for the
+    variants in ``keep``."""
     if path is None or not path.is_file():
         return None
     old = read_csv_checked(path, schema, fix=FIX, keys=("variant", "tier"))
     if column not in old:
         return None
     mine = old["variant"].astype(str).isin(keep)
-    return old[mine & (old[column].astype(str) == SERVER_PROMETHEUS)]
+    return old[mine & old[column].astype(str).isin(SERVER_COUNTER_SOURCES)]
 
 
 def add_server_counts(

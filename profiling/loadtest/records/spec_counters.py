@@ -1,4 +1,4 @@
-"""Speculative-decoding counts from a server's Prometheus counters (pure): vLLM's names.
+"""Speculative-decoding counts from a server's own counters (pure): the counts, vLLM's names.
 
 vLLM (``v1/spec_decode/metrics.py``, 0.32) exports, summed over its engines here:
 ``vllm:spec_decode_num_drafts`` (verify steps that proposed drafts),
@@ -12,16 +12,24 @@ acceptance rate at position j (1-based here) = accepted_per_pos[j − 1] / draft
 
 Scraped around each tier and turned into summary/acceptance rows by
 :mod:`~trtbench.profiling.loadtest.clients.server_counts` (``spec_decode_counts_source`` =
-``server_prometheus``).
+``server_prometheus`` for vLLM's; other servers' counters name their own source,
+:mod:`~trtbench.profiling.loadtest.records.trtllm_counters`). Where a server does not count
+verify steps (TensorRT-LLM's iteration counters in Prometheus), ``drafts`` is NaN: the draft
+acceptance rate is known, the acceptance length and per-position rates are not.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-SERVER_PROMETHEUS = "server_prometheus"
+SERVER_PROMETHEUS = "server_prometheus"  # vLLM's Prometheus counters, GET /metrics
+TRTLLM_PROMETHEUS = "trtllm_prometheus"  # trtllm-serve, GET /prometheus/metrics
+TRTLLM_ITERATION_STATS = "trtllm_iteration_stats"  # trtllm-serve, GET /metrics (JSON)
+SERVER_COUNTER_SOURCES = (SERVER_PROMETHEUS, TRTLLM_PROMETHEUS, TRTLLM_ITERATION_STATS)
+"""Sources of counts a server keeps over a tier (not per response): filled in after it."""
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
@@ -30,13 +38,15 @@ PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 
 @dataclass(frozen=True)
 class SpecCounters:
-    """Counter values (or a tier's deltas): drafts, draft tokens, accepted tokens, and
-    accepted tokens per 0-based draft position."""
+    """Counter values (or a tier's deltas): drafts (verify steps that proposed drafts; NaN
+    where the server does not count them), draft tokens, accepted tokens, accepted tokens per
+    0-based draft position, and where they come from (``spec_decode_counts_source``)."""
 
     drafts: float
     draft_tokens: float
     accepted: float
     accepted_per_pos: tuple[float, ...]
+    source: str = SERVER_PROMETHEUS
 
     def minus(self, before: SpecCounters) -> SpecCounters:
         """The counts between two scrapes (``self`` after ``before``)."""
@@ -53,6 +63,7 @@ class SpecCounters:
             self.draft_tokens - before.draft_tokens,
             self.accepted - before.accepted,
             tuple(per),
+            self.source,
         )
 
     def plus(self, other: SpecCounters) -> SpecCounters:
@@ -70,6 +81,7 @@ class SpecCounters:
             self.draft_tokens + other.draft_tokens,
             self.accepted + other.accepted,
             tuple(per),
+            self.source,
         )
 
     def as_json(self) -> dict[str, object]:
@@ -79,12 +91,14 @@ class SpecCounters:
             "draft_tokens": self.draft_tokens,
             "accepted": self.accepted,
             "accepted_per_pos": list(self.accepted_per_pos),
+            "source": self.source,
         }
 
     def figures(self) -> dict[str, float]:
         """acceptance_length_tokens, draft_acceptance_rate_ratio, accepted_drafts_per_step_tokens
         and acceptance_rate_pos<j> (j = 1..K); empty when no draft was proposed."""
-        if self.drafts <= 0:
+        steps_unknown = math.isnan(self.drafts)
+        if not (self.drafts > 0 or (steps_unknown and self.draft_tokens > 0)):
             return {}
         out = {
             "acceptance_length_tokens": 1.0 + self.accepted / self.drafts,

@@ -86,7 +86,7 @@ ACCEPTANCE_SUMMARY_COLUMNS: tuple[Column, ...] = (
     ),
     Column(
         "spec_decode_counts_source",
-        "server_per_step (per-response counts) | server_request_totals (request totals only: no per-position rates) | server_prometheus (the server's Prometheus counters over the tier, OpenAI APIs: no histogram) | empty (no draft counts, or a baseline)",
+        "server_per_step (per-response counts) | server_request_totals (request totals only: no per-position rates) | server_prometheus (vLLM's Prometheus counters over the tier, OpenAI APIs: no histogram) | trtllm_prometheus (trtllm-serve's /prometheus/metrics over the tier) | trtllm_iteration_stats (trtllm-serve's /metrics iteration stats over the tier: no per-position rates) | empty (no draft counts, or a baseline)",
         False,
     ),
 )
@@ -119,7 +119,7 @@ ACCEPTANCE_SCHEMA: tuple[Column, ...] = (
     ),
     Column(
         "source",
-        "where the counts come from: server_per_step, or server_prometheus (position rows only; steps = the tier's drafts, vLLM's denominator)",
+        "where the counts come from: server_per_step, or a server's counters over the tier, server_prometheus or trtllm_prometheus (position rows only; steps = the tier's drafts, vLLM's denominator)",
     ),
 )
 

@@ -12,7 +12,6 @@ from trtbench.core.errors import ConfigError
 from trtbench.core.export import write_csv
 from trtbench.profiling.loadtest.clients.server_counts import (
     add_server_counts,
-    metrics_url,
     pass_delta,
 )
 from trtbench.profiling.loadtest.clients.target import API_CHAT, check_workers_api
@@ -66,11 +65,6 @@ def summary_frame(rows):
             row.update(acceptance_length_tokens=2.0, verify_steps_count=7.0)
         out.append(row)
     return pd.DataFrame(out)
-
-
-def test_metrics_url_is_the_servers_root():
-    assert metrics_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/metrics"
-    assert metrics_url("https://h:1/v1/") == "https://h:1/metrics"
 
 
 def test_pass_delta_cases():

@@ -1,0 +1,179 @@
+"""TensorRT-LLM's speculative counts as ``trtllm-serve`` exposes them (pure).
+
+Two endpoints, each with its own semantics (NVIDIA/TensorRT-LLM, ``tensorrt_llm/serve/
+openai_server.py`` and ``tensorrt_llm/metrics/collector.py``):
+
+* ``GET /prometheus/metrics`` (Prometheus text, cumulative counters; :func:`parse_prometheus`):
+  ``trtllm_spec_decode_drafted_tokens_total{token_position="j"}`` and
+  ``trtllm_spec_decode_accepted_tokens_total{token_position="j"}`` (0-based position j,
+  counted per request when it finishes; need ``return_perf_metrics: true``), and
+  ``trtllm_spec_decode_num_draft_tokens_total`` / ``..._num_accepted_tokens_total`` (summed
+  from the iteration stats; need ``enable_iter_perf_stats: true``). With the per-position
+  counters the verify steps that drafted are the drafts at position 0, so vLLM's acceptance
+  length (1 + accepted / drafts) and per-position rates (accepted at j / drafts) follow; with
+  the iteration counters alone only the draft acceptance rate (accepted / draft tokens) does,
+  and ``drafts`` is NaN.
+* ``GET /metrics`` (JSON: a list of iteration stats, ``IterationStats`` of
+  ``cpp/include/tensorrt_llm/executor/types.h``; emptied on every read, and ``[]`` unless
+  ``enable_iter_perf_stats`` is set; :class:`IterationTotals`): per iteration ``iter`` (its
+  number) and ``specDecodingStats`` {``numDraftTokens``, ``numAcceptedTokens``,
+  ``numRequestsWithDraftTokens``, …}. Summed over the iterations of a tier: drafts = Σ
+  requests with draft tokens (one verify step each), draft tokens, accepted tokens — the
+  acceptance length TensorRT-LLM's own tests compute, (accepted + requests) / requests. No
+  per-position counts. Because every read empties the queue, the reader polls it through the
+  tier and keeps running totals; a gap in ``iter`` between reads counts iterations lost (the
+  server's bounded queue dropped them), reported rather than hidden.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from trtbench.profiling.loadtest.records.spec_counters import (
+    TRTLLM_ITERATION_STATS,
+    TRTLLM_PROMETHEUS,
+    SpecCounters,
+)
+
+POS_DRAFTED = "trtllm_spec_decode_drafted_tokens"
+POS_ACCEPTED = "trtllm_spec_decode_accepted_tokens"
+POSITION_LABEL = "token_position"
+ITER_DRAFT_TOKENS = "trtllm_spec_decode_num_draft_tokens"
+ITER_ACCEPTED = "trtllm_spec_decode_num_accepted_tokens"
+SPEC_STATS = "specDecodingStats"
+
+
+def parse_prometheus(
+    text: str, per_position: bool | None = None
+) -> SpecCounters | None:
+    """trtllm-serve's speculative counters in a Prometheus exposition, summed over labels
+    other than the position (module doc).
+
+    Args:
+        text: the exposition.
+        per_position: read the per-position counters (True) or the iteration counters
+            (False); None: the per-position ones when they have samples. trtllm-serve
+            declares both families from its start, with samples only once something
+            counted, so a declared family without samples reads as zeros.
+
+    Returns:
+        The counts; None when the family to read is not even declared.
+
+    Raises:
+        ValueError: text that is not the Prometheus text format.
+    """
+    drafted: dict[int, float] = {}
+    accepted: dict[int, float] = {}
+    totals = {ITER_DRAFT_TOKENS: 0.0, ITER_ACCEPTED: 0.0}
+    declared: set[str] = set()
+    for family in text_string_to_metric_families(text):
+        declared.add(family.name.removesuffix("_total"))
+        for sample in family.samples:
+            if sample.name.endswith("_created"):
+                continue
+            name = sample.name.removesuffix("_total")
+            if name in (POS_DRAFTED, POS_ACCEPTED) and POSITION_LABEL in sample.labels:
+                into = drafted if name == POS_DRAFTED else accepted
+                j = int(sample.labels[POSITION_LABEL])
+                into[j] = into.get(j, 0.0) + sample.value
+            elif name in totals:
+                totals[name] += sample.value
+    if per_position is None:
+        per_position = bool(drafted)
+    if per_position:
+        if POS_DRAFTED not in declared:
+            return None
+        k = max([*drafted, *accepted], default=-1) + 1
+        per = tuple(accepted.get(j, 0.0) for j in range(k))
+        return SpecCounters(
+            drafted.get(0, 0.0), sum(drafted.values()), sum(per), per, TRTLLM_PROMETHEUS
+        )
+    if ITER_DRAFT_TOKENS not in declared:
+        return None
+    return SpecCounters(
+        math.nan,
+        totals[ITER_DRAFT_TOKENS],
+        totals[ITER_ACCEPTED],
+        (),
+        TRTLLM_PROMETHEUS,
+    )
+
+
+def iteration_entries(body: str) -> list[dict[str, Any]]:
+    """The iteration stats of one ``GET /metrics`` body (a JSON list; an entry may itself be
+    a JSON string, as the executor's ``getLatestIterationStats`` serialises them).
+
+    Raises:
+        ValueError: the body is not a JSON list of objects.
+    """
+    data = json.loads(body)
+    if not isinstance(data, list):
+        raise ValueError(
+            f"expected a JSON list of iteration stats, got {type(data).__name__}"
+        )
+    out = []
+    for entry in data:
+        item = json.loads(entry) if isinstance(entry, str) else entry
+        if not isinstance(item, dict):
+            raise ValueError(f"an iteration stats entry is {type(item).__name__}")
+        out.append(item)
+    return out
+
+
+def _count(stats: dict[str, Any], key: str) -> int:
+    value = stats.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ValueError(f"{SPEC_STATS}.{key} is {value!r}, not a count")
+    return int(value)
+
+
+@dataclass
+class IterationTotals:
+    """Running totals of drained iteration stats (module doc)."""
+
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    iterations: int = 0
+    lost: int = 0
+    last_iter: int | None = field(default=None)
+
+    def add(self, entries: Sequence[dict[str, Any]]) -> int:
+        """Add one read's iterations; returns the iterations found missing before them (a
+        gap in ``iter`` since the last one seen).
+
+        Raises:
+            ValueError: a count that is not a non-negative number.
+        """
+        lost = 0
+        for entry in entries:
+            number = entry.get("iter")
+            if isinstance(number, int) and not isinstance(number, bool):
+                if self.last_iter is not None and number > self.last_iter + 1:
+                    lost += number - self.last_iter - 1
+                self.last_iter = number
+            self.iterations += 1
+            spec = entry.get(SPEC_STATS)
+            if not isinstance(spec, dict):
+                continue
+            self.drafts += _count(spec, "numRequestsWithDraftTokens")
+            self.draft_tokens += _count(spec, "numDraftTokens")
+            self.accepted += _count(spec, "numAcceptedTokens")
+        self.lost += lost
+        return lost
+
+    def counters(self) -> SpecCounters:
+        """The totals so far as counters (the tier's counts are a difference of two)."""
+        return SpecCounters(
+            float(self.drafts),
+            float(self.draft_tokens),
+            float(self.accepted),
+            (),
+            TRTLLM_ITERATION_STATS,
+        )

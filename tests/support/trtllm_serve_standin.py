@@ -1,0 +1,219 @@
+"""A scripted stand-in for ``trtllm-serve``'s HTTP endpoints: a contract test, not a run of
+TensorRT-LLM (no TensorRT-LLM runs on this machine).
+
+It serves what trtbench reads, in trtllm-serve's exact formats (NVIDIA/TensorRT-LLM):
+
+* ``POST /v1/completions`` streaming: one SSE chunk per engine step with the step's new
+  ``token_ids`` (vLLM's ``return_token_ids`` shape, which trtbench's client reads), a final
+  usage chunk, ``[DONE]``.
+* ``GET /prometheus/metrics``: the counters ``tensorrt_llm/metrics/collector.py`` registers,
+  made with the same ``prometheus_client`` calls (names, the ``token_position`` label, the
+  ``engine_type`` / ``model_name`` labels), so the exposition text is what that code emits:
+  per request at its end, ``spec_decode_drafted_tokens_total`` /
+  ``spec_decode_accepted_tokens_total`` per position (``log_request_metrics_dict``), and per
+  iteration ``spec_decode_num_draft_tokens_total`` / ``..._num_accepted_tokens_total``
+  (``log_iteration_stats``).
+* ``GET /metrics``: the queued iteration stats as a JSON list, emptied by the read
+  (``openai_server.py``'s ``get_iteration_stats``), ``[]`` when they are off; the queue keeps
+  at most ``queue`` entries and drops the oldest, as a bounded queue does.
+
+Every request decodes with K = 3 drafts per step; the steps accept :data:`PATTERN` drafts in
+turn (the last step may be cut by ``max_tokens``; its accepted drafts still count, as the
+server counts verification). One iteration per step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import queue
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+
+from tests.support.sse_server import serving_app
+
+K = 3
+PATTERN = (2, 0, 3, 1)
+LABELS = {"engine_type": "trtllm", "model_name": "tiny"}
+
+
+def request_steps(max_tokens: int) -> list[tuple[int, int]]:
+    """(tokens emitted, drafts accepted) of each verify step after the first token."""
+    steps, emitted, i = [], 1, 0
+    while emitted < max_tokens:
+        accepted = PATTERN[i % len(PATTERN)]
+        tokens = min(accepted + 1, max_tokens - emitted)
+        steps.append((tokens, accepted))
+        emitted += tokens
+        i += 1
+    return steps
+
+
+@dataclass
+class StandIn:
+    """What the stand-in exposes (``per_position``: the per-request counters; ``iteration``:
+    the iteration stats and their Prometheus counters; ``json_endpoint``: ``GET /metrics``;
+    ``model``: the one name ``/v1/models`` lists)."""
+
+    per_position: bool = True
+    iteration: bool = True
+    json_endpoint: bool = True
+    queue: int = 1000
+    model: str = "tiny"
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    stats: deque = field(default_factory=deque)
+    iteration_number: int = 0
+
+    def __post_init__(self) -> None:
+        self.stats = deque(maxlen=self.queue)
+        pos = [*LABELS, "token_position"]
+        self.drafted = Counter(
+            "trtllm_spec_decode_drafted_tokens_total",
+            "Total drafted tokens per speculative decoding position.",
+            pos,
+            registry=self.registry,
+        )
+        self.accepted = Counter(
+            "trtllm_spec_decode_accepted_tokens_total",
+            "Total accepted tokens per speculative decoding position.",
+            pos,
+            registry=self.registry,
+        )
+        self.iter_draft = Counter(
+            "trtllm_spec_decode_num_draft_tokens_total",
+            "Total number of draft tokens in speculative decoding",
+            list(LABELS),
+            registry=self.registry,
+        )
+        self.iter_accepted = Counter(
+            "trtllm_spec_decode_num_accepted_tokens_total",
+            "Total number of accepted tokens in speculative decoding",
+            list(LABELS),
+            registry=self.registry,
+        )
+
+    def step_done(self, accepted: int) -> None:
+        """One iteration of one request's verify step."""
+        self.iteration_number += 1
+        if not self.iteration:
+            return
+        self.stats.append(
+            {
+                "iter": self.iteration_number,
+                "timestamp": "12-04-2026 12:00:00",
+                "iterLatencyMS": 1.0,
+                "numActiveRequests": 1,
+                "specDecodingStats": {
+                    "numDraftTokens": K,
+                    "numAcceptedTokens": accepted,
+                    "numRequestsWithDraftTokens": 1,
+                    "acceptanceLength": 1.0 + accepted,
+                    "iterLatencyMS": 0.2,
+                    "draftOverhead": 0.2,
+                },
+            }
+        )
+        if accepted:
+            self.iter_accepted.labels(**LABELS).inc(accepted)
+        self.iter_draft.labels(**LABELS).inc(K)
+
+    def request_done(self, steps: list[tuple[int, int]]) -> None:
+        """The per-request, per-position counters, at the request's end."""
+        if not self.per_position or not steps:
+            return
+        for pos in range(K):
+            labels = {**LABELS, "token_position": pos}
+            self.drafted.labels(**labels).inc(len(steps))
+            hits = sum(1 for _, a in steps if a > pos)
+            if hits:
+                self.accepted.labels(**labels).inc(hits)
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        max_tokens = int(body.get("max_tokens", 16))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        token = 100
+
+        async def chunk(n: int) -> None:
+            nonlocal token
+            ids = list(range(token, token + n))
+            token += n
+            data = {"choices": [{"index": 0, "text": "x" * n, "token_ids": ids}]}
+            await resp.write(f"data: {json.dumps(data)}\n\n".encode())
+            await asyncio.sleep(0.001)
+
+        await chunk(1)
+        steps = request_steps(max_tokens)
+        for tokens, accepted in steps:
+            self.step_done(accepted)
+            await chunk(tokens)
+        self.request_done(steps)
+        usage = {
+            "choices": [],
+            "usage": {"prompt_tokens": 8, "completion_tokens": max_tokens},
+        }
+        await resp.write(f"data: {json.dumps(usage)}\n\n".encode())
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def iteration_stats(self, _: web.Request) -> web.Response:
+        drained = list(self.stats)
+        self.stats.clear()
+        return web.json_response(drained)
+
+    async def prometheus(self, _: web.Request) -> web.Response:
+        return web.Response(
+            body=generate_latest(self.registry), content_type="text/plain"
+        )
+
+
+@contextlib.asynccontextmanager
+async def standing_in(standin: StandIn) -> AsyncIterator[str]:
+    """Serve ``standin`` on 127.0.0.1 (a free port); yields its ``/v1`` base URL."""
+    app = web.Application()
+    app.router.add_post("/v1/completions", standin.completions)
+    if standin.json_endpoint:
+        app.router.add_get("/metrics", standin.iteration_stats)
+    app.router.add_get("/prometheus/metrics", standin.prometheus)
+
+    async def health(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"data": [{"id": standin.model}]})
+
+    app.router.add_get("/health", health)
+    app.router.add_get("/v1/models", models)
+    async with serving_app(app) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def standin_thread(standin: StandIn) -> Iterator[str]:
+    """:func:`standing_in` on its own event loop in a thread (for a CLI run, which has its
+    own loop); yields the ``/v1`` base URL, stops the server on exit."""
+    ready: queue.Queue[str] = queue.Queue()
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+
+    async def serve() -> None:
+        async with standing_in(standin) as url:
+            ready.put(url)
+            await stop.wait()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),))
+    thread.start()
+    try:
+        yield ready.get(timeout=30)
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(30)
+        loop.close()
