@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trtbench.core.data_files import read_csv_checked
+from trtbench.core.data_files import read_csv_checked, read_parquet_checked
 from trtbench.core.errors import ConfigError
 from trtbench.profiling.traces.schemas import STEP_SCHEMA
 
@@ -157,7 +157,8 @@ def check_overheads(launch: LaunchCost, machinery: Machinery) -> None:
 def launch_from_steps(path: Path, target_layers: int) -> LaunchCost:
     """Launch cost measured on a decode-step trace of the target (``trtbench analyze``).
 
-    Reads ``steps.csv`` (``path`` or ``path/steps.csv``; docs/csv_schemas.md) and takes the
+    Reads ``steps.csv`` or ``steps.parquet`` (``path``, or in the folder ``path``;
+    docs/csv_schemas.md) and takes the
     medians over its steps that launched kernels: kernels per step (all of them counted as
     per-layer kernels: ``kernels / target_layers``, none per pass), graph mode when the median
     step made a graph launch, the host time per launch call (``launch_overhead_ns /
@@ -169,14 +170,21 @@ def launch_from_steps(path: Path, target_layers: int) -> LaunchCost:
         DataFileError: the file is not a steps table (its columns are checked).
     """
     path = Path(path)
-    file = path / "steps.csv" if path.is_dir() else path
-    if not file.is_file():
+    candidates = (
+        [path / "steps.csv", path / "steps.parquet"] if path.is_dir() else [path]
+    )
+    file = next((f for f in candidates if f.is_file()), None)
+    if file is None:
         raise ConfigError(
             f"--from-trace {path}: no steps.csv there; run `trtbench analyze nsys "
             "REPORT.sqlite --out DIR` on a decode-step capture of the target and give DIR"
         )
-    fix = "give the steps.csv that `trtbench analyze` wrote"
-    steps = read_csv_checked(file, STEP_SCHEMA, fix=fix)
+    fix = "give the steps.csv (or steps.parquet) that `trtbench analyze` wrote"
+    steps = (
+        read_parquet_checked(file, STEP_SCHEMA, fix=fix)
+        if file.suffix == ".parquet"
+        else read_csv_checked(file, STEP_SCHEMA, fix=fix)
+    )
     steps = steps[pd.to_numeric(steps["kernels"], errors="coerce") > 0]
     if steps.empty:
         raise ConfigError(f"--from-trace {file}: no step launched a kernel; {fix}")

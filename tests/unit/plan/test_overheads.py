@@ -155,7 +155,8 @@ def test_bad_traces_are_refused(tmp_path):
 
 
 def test_plan_from_the_steps_that_analyze_nsys_wrote(tmp_path, capsys):
-    """The synthetic export's two steps: eager (2 kernels, 2 launches, 40 ns of host time)
+    """From steps.csv and from steps.parquet (``--format parquet``). The synthetic export's
+    two steps: eager (2 kernels, 2 launches, 40 ns of host time)
     and one graph launch (3 nodes, 50 ns): medians 2.5 kernels, 0.5 graph launches (eager),
     (20 + 50) / 2 = 35 ns per call; over Llama-3-8B's 32 layers 0.078125 kernels a layer."""
     export = write_graph_node_export(tmp_path / "graph.sqlite")
@@ -169,6 +170,17 @@ def test_plan_from_the_steps_that_analyze_nsys_wrote(tmp_path, capsys):
         result.output
     )
     assert "eager: 0.035 µs per launch" in result.output
+    parquet = tmp_path / "parquet"
+    done = CliRunner().invoke(
+        cli,
+        ["analyze", "nsys", str(export), "--out", str(parquet), "--format", "parquet"],
+    )
+    assert done.exit_code == 0, done.output
+    result = CliRunner().invoke(cli, [*args, str(parquet)])
+    assert result.exit_code == 0, result.output
+    assert (
+        f"launch cost ({parquet / 'steps.parquet'}): 0.078125 kernels" in result.output
+    )
     with pytest.raises(SystemExit) as exit_info:
         main([*args, str(tmp_path / "nowhere")])
     assert exit_info.value.code == 2
