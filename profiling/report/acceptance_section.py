@@ -38,7 +38,7 @@ BASE_TABLE = (
 )
 
 
-def _shown_positions(positions: pd.DataFrame) -> int:
+def shown_positions(positions: pd.DataFrame) -> int:
     """Positions to show: up to one past the last with an accepted draft, at most 12."""
     hit = positions.loc[positions["hits_count"] > 0, "draft_position"]
     last = int(hit.max()) + 1 if len(hit) else 1
@@ -57,7 +57,7 @@ def variant_table(
         ]
         positions = mine.astype({"draft_position": int})
     columns = list(BASE_TABLE)
-    shown = _shown_positions(positions) if len(positions) else 0
+    shown = shown_positions(positions) if len(positions) else 0
     if shown:
         rates = positions.pivot_table(
             index="tier",

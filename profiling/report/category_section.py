@@ -15,6 +15,7 @@ import math
 import pandas as pd
 
 from trtbench.profiling.loadtest.records.outcome import TIER_COMPLETE
+from trtbench.profiling.report.acceptance_section import shown_positions
 from trtbench.profiling.report.markdown import fmt_text, markdown_table
 
 INTRO = (
@@ -132,23 +133,46 @@ def position_lines(rates: pd.DataFrame | None, tier: str) -> list[str]:
     if part.empty:
         return []
     cats = sorted(part["category"].astype(str).unique())
+    part = part.astype({"draft_position": int})
+    shown = {  # per variant: up to one past its last position with an accepted draft
+        str(v): shown_positions(g) for v, g in part.groupby("variant", sort=False)
+    }
     cells = {
         (str(v), str(c)): " / ".join(
-            f"{x:.2f}" for x in g.sort_values("draft_position")["value_ratio"]
+            f"{x:.2f}"
+            for x in g[g["draft_position"] <= shown[str(v)]].sort_values(
+                "draft_position"
+            )["value_ratio"]
         )
         for (v, c), g in part.groupby(["variant", "category"], sort=False)
     }
     variants = list(dict.fromkeys(part["variant"].astype(str)))
+    cut = [
+        v
+        for v in variants
+        if shown[v] < part[part["variant"] == v]["draft_position"].max()
+    ]
     table = pd.DataFrame(
         [[f"`{v}`", *(cells.get((v, c), "—") for c in cats)] for v in variants],
         columns=["variant", *cats],
     )
     header = ["variant", *cats]
+    note = (
+        [
+            f"Positions after the last with an accepted draft (rate 0, or beyond a tree's "
+            f"depth) are left out for {', '.join(f'`{v}`' for v in cut)}; "
+            "`loadtest/category_acceptance.csv` has them all.",
+            "",
+        ]
+        if cut
+        else []
+    )
     return [
         f"Acceptance rate by draft position at {tier} (j = 1 / 2 / …):",
         "",
         markdown_table(table, [(h, h, fmt_text) for h in header]),
         "",
+        *note,
     ]
 
 

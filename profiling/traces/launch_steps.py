@@ -22,6 +22,7 @@ from trtbench.profiling.traces.schemas import (
 
 # Ranges the reference engine writes (decode_step#N) and torch.profiler's ProfilerStep#N.
 DEFAULT_STEP_PATTERN = r"^(?:decode_step|ProfilerStep)#\d+$"
+WHOLE_TRACE = "whole_trace"  # the one "step" of a trace without step ranges or graphs
 _MAX_LISTED_NAMES = 15
 _TIMES = ("api_start_ns", "api_end_ns", "start_ns", "end_ns")
 
@@ -143,7 +144,7 @@ def step_windows_whole_trace(frame: pd.DataFrame) -> pd.DataFrame:
     spans = spans.reset_index()
     return _windows(
         {
-            "s_name": ["whole_trace"] * len(spans),
+            "s_name": [WHOLE_TRACE] * len(spans),
             **{c: spans[c] for c in ("pid", "tid", "start_ns", "end_ns")},
         }
     )

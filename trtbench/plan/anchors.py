@@ -250,13 +250,14 @@ def fit_machinery(anchors: pd.DataFrame) -> Machinery:
     return Machinery(round(float(best.x[0]), 1), round(float(best.x[1]), 2))
 
 
-def error_band(scored: pd.DataFrame, method: str) -> float:
-    """The speedup error band quoted beside ``method``'s predictions: the median |error| of
-    its held-out speedup rows when it has 3 or more, else of all held-out speedup rows."""
+def error_band(scored: pd.DataFrame, method: str, column: str = "error_ratio") -> float:
+    """The speedup error band quoted beside ``method``'s predictions: the median |error|
+    (``column``: the planner's, or ``roofline_error_ratio``) of its held-out speedup rows when
+    it has 3 or more, else of all held-out speedup rows."""
     mine = scored[(scored["method"] == method) & (scored["role"] == HOLDOUT)]
     if (mine["metric"] == SPEEDUP).sum() >= 3:
-        return median_abs_error(mine, SPEEDUP)
-    return median_abs_error(scored, SPEEDUP)
+        return median_abs_error(mine, SPEEDUP, column=column)
+    return median_abs_error(scored, SPEEDUP, column=column)
 
 
 def covered(anchors: pd.DataFrame, method: str, batch: int) -> bool:
@@ -270,13 +271,14 @@ def plan_uncertainty(plan: Plan) -> tuple[dict[str, float], list[str]]:
 
     Returns:
         (mode → its speedup error band, :func:`error_band` of the table scored with the
-        defaults), and one note per concurrency whose recommended method has no published
+        defaults, or of the pure roofline for a ``--no-overheads`` plan), and one note per concurrency whose recommended method has no published
         row within a factor 2 of it (the figure there is the model's alone).
     """
     anchors = read_anchors()
     scored = score(anchors)
     modes = [m for m in plan.inputs.modes if m != methods.BASELINE]
-    bands = {m: error_band(scored, m) for m in modes}
+    column = "roofline_error_ratio" if plan.inputs.pure_roofline else "error_ratio"
+    bands = {m: error_band(scored, m, column) for m in modes}
     notes = []
     for batch, mode in plan.recommended.items():
         if mode in modes and not covered(anchors, mode, batch):

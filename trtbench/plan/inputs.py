@@ -21,6 +21,8 @@ from trtbench.plan.gpus import GpuSpec
 from trtbench.plan.model_shapes import ModelShape
 from trtbench.plan.overheads import (
     DEFAULT_BANDWIDTH_EFFICIENCY,
+    NO_LAUNCH,
+    NO_MACHINERY,
     LaunchCost,
     Machinery,
     check_overheads,
@@ -93,6 +95,15 @@ class PlanInputs:
     machinery: Machinery = field(default_factory=Machinery)
     draft_tp: int | None = None
     bandwidth_efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY
+
+    @property
+    def pure_roofline(self) -> bool:
+        """No launch cost, no machinery, full bandwidth (``--no-overheads``)."""
+        return (
+            self.launch == NO_LAUNCH
+            and self.machinery == NO_MACHINERY
+            and self.bandwidth_efficiency == 1.0
+        )
 
     @property
     def achieved_bandwidth_bytes_per_s(self) -> float:
@@ -177,7 +188,15 @@ def check_inputs(inputs: PlanInputs) -> None:
                 f"--draft-tp {draft_tp} exceeds the {par.gpus} GPU(s) of the group; give "
                 f"--draft-tp 1..{par.gpus}"
             )
-        check_tp(inputs.draft.model, draft_tp, role="--draft")
+        check_tp(
+            inputs.draft.model,
+            draft_tp,
+            role="--draft",
+            flag="--tp" if inputs.draft_tp is None else "--draft-tp",
+            most=par.gpus,
+        )
+    elif inputs.draft_tp is not None:
+        raise ConfigError("--draft-tp places a draft model; give --draft as well")
     if inputs.medusa:
         check_medusa(inputs.medusa)
     for chain in inputs.chains:

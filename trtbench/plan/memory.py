@@ -2,7 +2,8 @@
 
 Per GPU of a ``tp * pp`` group (``parallel`` module doc for the split)::
 
-    weights  = params * bytes/param / (tp * pp)            (target; draft, heads likewise)
+    weights  = params * bytes/param / (tp * pp)            (target; heads likewise; the draft
+                                                            over its own group, --draft-tp)
     KV/seq   = Σ_models KV bytes/token * ceil(kv_heads/tp)/kv_heads / pp * (input + output + K)
     logits   = B * (1 + K) * vocab * 4 B                   (FP32 logits of one step, gathered)
     total    = weights + extra weights + B * (KV/seq + logits/seq) + overhead
@@ -54,8 +55,11 @@ def kv_bytes_per_token_per_gpu(inputs: PlanInputs, mode: str) -> float:
     target = inputs.target
     per_token = target.kv_bytes_per_token(kvb) * kv_share(target, tp)
     if mode == DRAFT_TARGET and inputs.draft:
-        d = inputs.draft.model
-        per_token += d.kv_bytes_per_token(kvb) * kv_share(d, tp)
+        d, draft = inputs.draft.model, inputs.draft_parallel
+        # the draft's KV on one GPU of its own group (all of its layers there when it runs on
+        # fewer GPUs than the target, one stage)
+        draft_kv = d.kv_bytes_per_token(kvb) * kv_share(d, draft.tp) / draft.pp
+        return per_token / pp + draft_kv
     chain = inputs.chain(mode)
     if chain and chain.kv_layers:
         per_layer = target.kv_bytes_per_token(kvb) / target.layers
@@ -70,6 +74,8 @@ def estimate_memory(inputs: PlanInputs, mode: str, batch: int) -> MemoryEstimate
     seq = inputs.input_len + inputs.output_len + k
     weights = inputs.target.params * wb / gpus
     extra = extra_params(inputs, mode) * wb / gpus
+    if mode == DRAFT_TARGET and inputs.draft:  # on a GPU of the draft's own group
+        extra = extra_params(inputs, mode) * wb / inputs.draft_parallel.gpus
     kv_seq = kv_bytes_per_token_per_gpu(inputs, mode) * seq
     logits_seq = (1 + k) * inputs.target.vocab * LOGIT_BYTES
     total = weights + extra + batch * (kv_seq + logits_seq) + inputs.overhead_bytes

@@ -54,6 +54,7 @@ import pandas as pd
 
 from trtbench.core.data_files import read_csv_checked, read_parquet_checked
 from trtbench.core.errors import ConfigError
+from trtbench.profiling.traces.launch_steps import WHOLE_TRACE
 from trtbench.profiling.traces.schemas import STEP_SCHEMA
 
 DEFAULT_KERNELS_PER_LAYER = 14.0
@@ -174,6 +175,11 @@ def launch_from_steps(path: Path, target_layers: int) -> LaunchCost:
         [path / "steps.csv", path / "steps.parquet"] if path.is_dir() else [path]
     )
     file = next((f for f in candidates if f.is_file()), None)
+    if not path.exists():
+        raise ConfigError(
+            f"--from-trace {path} does not exist; give the folder `trtbench analyze nsys "
+            "REPORT.sqlite --out DIR` wrote (or its steps.csv)"
+        )
     if file is None:
         raise ConfigError(
             f"--from-trace {path}: no steps.csv there; run `trtbench analyze nsys "
@@ -185,6 +191,13 @@ def launch_from_steps(path: Path, target_layers: int) -> LaunchCost:
         if file.suffix == ".parquet"
         else read_csv_checked(file, STEP_SCHEMA, fix=fix)
     )
+    if (steps["s_name"].astype(str) == WHOLE_TRACE).all():
+        raise ConfigError(
+            f"--from-trace {file}: the trace has no decode steps (one whole-trace row: no "
+            "step ranges, no graph launches), so its launch figures are not a step's; "
+            "capture decode steps on a GPU (NVTX ranges decode_step#N, or CUDA-graph "
+            "replays: `trtbench profile nsys -- CMD`) and analyze that"
+        )
     steps = steps[pd.to_numeric(steps["kernels"], errors="coerce") > 0]
     if steps.empty:
         raise ConfigError(f"--from-trace {file}: no step launched a kernel; {fix}")

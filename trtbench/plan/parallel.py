@@ -86,26 +86,36 @@ def communication_s(
     return ring + sends
 
 
-def check_tp(model: ModelShape, tp: int, role: str = "--model") -> None:
+def check_tp(
+    model: ModelShape,
+    tp: int,
+    role: str = "--model",
+    flag: str = "--tp",
+    most: int | None = None,
+) -> None:
     """``tp`` must divide the attention heads, and divide or be a multiple of the KV heads.
+
+    Args:
+        role, flag: the option naming the model and the one giving ``tp`` (for the message).
+        most: the largest tp that may be offered (the GPUs there are; None: no limit).
 
     Raises:
         ConfigError: naming the model, its heads and the tp, and the tp values that work.
     """
     if tp < 1:
-        raise ConfigError(f"--tp must be >= 1, got {tp}")
+        raise ConfigError(f"{flag} must be >= 1, got {tp}")
     kv_ok = model.kv_heads % tp == 0 or tp % model.kv_heads == 0
     if model.q_heads % tp == 0 and kv_ok:
         return
     ok = [
         n
-        for n in range(1, model.q_heads + 1)
+        for n in range(1, min(model.q_heads, most or model.q_heads) + 1)
         if model.q_heads % n == 0
         and (model.kv_heads % n == 0 or n % model.kv_heads == 0)
     ]
     raise ConfigError(
-        f"--tp {tp} does not divide the {model.q_heads} attention heads "
-        f"({model.kv_heads} KV heads) of {role} {model.name}; use --tp "
+        f"{flag} {tp} does not divide the {model.q_heads} attention heads "
+        f"({model.kv_heads} KV heads) of {role} {model.name}; use {flag} "
         f"{', '.join(map(str, ok))}"
     )
 

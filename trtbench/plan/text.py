@@ -93,6 +93,11 @@ def _overhead_lines(plan: Plan) -> list[str]:
     """The terms beyond the roofline (``overheads`` module doc), one line each."""
     i = plan.inputs
     m = i.machinery
+    if i.pure_roofline:
+        return [
+            "  pure roofline (--no-overheads): full bandwidth, no launch cost, no "
+            "speculation machinery"
+        ]
     lines = [
         f"  {i.launch.describe()}",
         f"  achieved bandwidth {i.bandwidth_efficiency:.0%} of peak; speculation "
@@ -185,8 +190,10 @@ def render_plan(result: PlanResult) -> str:
         parts += [*_verdicts(plan), *(f"Note: {n}" for n in notes)]
         parts += [
             "",
-            "± = the median |error| of the planner's speedups on published results it "
-            "was not fitted to (docs/planner.md, the scored table).",
+            "± = the median |error| of the "
+            + ("pure roofline's" if plan.inputs.pure_roofline else "planner's")
+            + " speedups on published results it was not fitted to (docs/planner.md, "
+            "the scored table).",
             "",
             FORMULA,
         ]

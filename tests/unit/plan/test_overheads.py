@@ -145,8 +145,16 @@ def test_launch_cost_from_an_eager_trace_by_hand(tmp_path):
 
 
 def test_bad_traces_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        launch_from_steps(tmp_path / "nowhere", 32)
     with pytest.raises(ConfigError, match="no steps.csv there"):
         launch_from_steps(tmp_path, 32)
+    whole = [dict(step=0, kernels=64, launch_calls=64, launch_overhead_ns=13_198_375)]
+    frame = write_steps(tmp_path / "whole.csv", whole)
+    text = frame.read_text().replace("decode_step", "whole_trace")
+    frame.write_text(text)
+    with pytest.raises(ConfigError, match="no decode steps"):
+        launch_from_steps(frame, 32)
     with pytest.raises(ConfigError, match="no step launched a kernel"):
         launch_from_steps(write_steps(tmp_path / "steps.csv", [dict(step=0)]), 32)
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")
@@ -185,4 +193,29 @@ def test_plan_from_the_steps_that_analyze_nsys_wrote(tmp_path, capsys):
         main([*args, str(tmp_path / "nowhere")])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert "no steps.csv there" in err and "\n" not in err
+    assert "does not exist" in err and "\n" not in err
+
+
+def test_a_draft_on_one_gpu_holds_all_its_weights_and_kv_there():
+    """--draft-tp 1: the GPU that runs the 1B draft holds all its BF16 weights and all its
+    KV heads (8 of 8), not an eighth of them."""
+    from trtbench.plan.memory import estimate_memory
+
+    draft = resolve_model("llama-3.2-1b")
+    on_one = estimate_memory(_inputs(draft_tp=1), DRAFT_TARGET, 1)
+    split = estimate_memory(_inputs(), DRAFT_TARGET, 1)
+    assert on_one.extra_weights_bytes == pytest.approx(draft.params * 2.0)
+    assert split.extra_weights_bytes == pytest.approx(draft.params * 2.0 / 8)
+    seq = 1024 + 256 + 4
+    draft_kv = draft.kv_bytes_per_token(2.0) * seq  # every KV head on the one GPU
+    target_kv = resolve_model("llama-3.1-70b").kv_bytes_per_token(2.0) / 8 * seq
+    assert on_one.kv_per_sequence_bytes == pytest.approx(target_kv + draft_kv)
+
+
+def test_the_pure_roofline_says_so_and_quotes_its_own_band():
+    args = "plan --model llama-3-8b --draft llama-3.2-1b --no-overheads --concurrency 1"
+    result = CliRunner().invoke(cli, args.split())
+    assert result.exit_code == 0, result.output
+    assert "pure roofline (--no-overheads)" in result.output
+    assert "fitted to published results" not in result.output
+    assert "the median |error| of the pure roofline's speedups" in result.output

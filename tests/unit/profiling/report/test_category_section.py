@@ -207,3 +207,18 @@ def test_the_run_reads_category_acceptance_csv_back(tmp_path):
     run = load_run(rd.root, RUN_CSV_SCHEMAS)
     assert run.category_acceptance is not None
     assert list(run.category_acceptance["hits_count"]) == [5, 2, 8, 9, 1]
+
+
+def test_positions_past_the_last_accepted_one_are_left_out_and_said():
+    """A Medusa-like variant of depth 2 proposing 4 nodes: positions 3 and 4 never accept;
+    one past the last accepted position (3) is shown, 4 is left out with a note."""
+    names = "variant tier category kind draft_position steps_count hits_count"
+    data = [
+        ("md", "c1", "chat", "position", j, 10, h)
+        for j, h in enumerate([6, 3, 0, 0], 1)
+    ]
+    frame = pd.DataFrame(data, columns=names.split())
+    frame = frame.assign(value_ratio=frame["hits_count"] / frame["steps_count"])
+    text = "\n".join(category_lines(rows(), "base", frame))
+    assert "| `md` | 0.60 / 0.30 / 0.00 |" in text
+    assert "are left out for `md`" in text
