@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
@@ -168,7 +169,9 @@ class CounterReader:
             self._poller = None
 
 
-def _parsed(parse, text: str) -> SpecCounters | None:  # noqa: ANN001
+def _parsed(
+    parse: Callable[[str], SpecCounters | None], text: str
+) -> SpecCounters | None:
     try:
         return parse(text)
     except ValueError as exc:
