@@ -27,7 +27,6 @@ figures.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -46,9 +45,6 @@ from trtbench.profiling.loadtest.stats.acceptance import (
     POSITION,
 )
 
-log = logging.getLogger(__name__)
-
-SCRAPE_TIMEOUT_S = 10.0
 SOURCE = "spec_decode_counts_source"
 TierKey = tuple[str, str]
 FIX = "re-run `trtbench loadtest` for its variants, or delete the file"
