@@ -16,7 +16,8 @@ must be read, depends on the server (chosen once, by probing, :meth:`CounterRead
    running totals; each read returns the totals, so before/after still differ by the tier's
    counts. Iterations lost to the server's bounded queue (a gap in ``iter``) are logged.
 4. ``GET /prometheus/metrics`` with only trtllm-serve's iteration counters: the draft
-   acceptance rate, no acceptance length (``trtllm_prometheus``, drafts unknown).
+   acceptance rate, no acceptance length (``trtllm_prometheus``, drafts unknown; kind
+   ``trtllm-iteration-counters``).
 
 The per-position Prometheus counters are preferred over the iteration stats because they are
 cumulative (nothing is lost between reads, and another reader cannot take them away); the
@@ -48,10 +49,11 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.5
 TIMEOUT_S = 10.0
-VLLM, TRTLLM_PROMETHEUS, TRTLLM_ITERATIONS, NONE = (
+VLLM, TRTLLM_PROMETHEUS, TRTLLM_ITERATIONS, TRTLLM_ITERATION_COUNTERS, NONE = (
     "vllm",
     "trtllm-prometheus",
     "trtllm-iteration-stats",
+    "trtllm-iteration-counters",
     "none",
 )
 
@@ -75,7 +77,6 @@ class CounterReader:
         self.root = server_root(base_url)
         self.kind: str | None = None
         self.totals = IterationTotals()
-        self.per_position = True
         self._poller: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
@@ -99,7 +100,6 @@ class CounterReader:
         with contextlib.suppress(ValueError):
             found = parse_prometheus(text) if text else None
             if found is not None and found.drafts > 0:  # per-position samples
-                self.per_position = True
                 return TRTLLM_PROMETHEUS
         if is_json:
             # what queued before the first tier (this read took it) is not a tier's; its
@@ -110,8 +110,7 @@ class CounterReader:
             return TRTLLM_ITERATIONS
         with contextlib.suppress(ValueError):
             if text and parse_prometheus(text, per_position=False) is not None:
-                self.per_position = False
-                return TRTLLM_PROMETHEUS
+                return TRTLLM_ITERATION_COUNTERS
         return NONE
 
     async def _drain(self) -> bool:
@@ -149,12 +148,13 @@ class CounterReader:
         if self.kind == VLLM:
             reply = await self._get("/metrics")
             return None if reply is None else _parsed(parse_spec_counters, reply.text)
-        if self.kind == TRTLLM_PROMETHEUS:
+        if self.kind in (TRTLLM_PROMETHEUS, TRTLLM_ITERATION_COUNTERS):
+            per_position = self.kind == TRTLLM_PROMETHEUS
             reply = await self._get("/prometheus/metrics")
             if reply is None:
                 return None
             return _parsed(
-                lambda text: parse_prometheus(text, self.per_position), reply.text
+                lambda text: parse_prometheus(text, per_position), reply.text
             )
         if self.kind == TRTLLM_ITERATIONS:
             return self.totals.counters() if await self._drain() else None

@@ -15,6 +15,7 @@ from tests.support.trtllm_serve_standin import StandIn, standing_in
 from trtbench.profiling.loadtest.clients import counter_reader
 from trtbench.profiling.loadtest.clients.counter_reader import (
     NONE,
+    TRTLLM_ITERATION_COUNTERS,
     TRTLLM_ITERATIONS,
     TRTLLM_PROMETHEUS,
     VLLM,
@@ -123,7 +124,7 @@ def test_iteration_counters_in_prometheus_when_the_json_is_off():
             return reader.kind, after.minus(before)
 
     kind, tier = asyncio.run(go())
-    assert kind == TRTLLM_PROMETHEUS
+    assert kind == TRTLLM_ITERATION_COUNTERS
     assert (tier.draft_tokens, tier.accepted) == (9, 5)
     assert tier.drafts != tier.drafts  # NaN: steps not counted
 
