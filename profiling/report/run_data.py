@@ -26,7 +26,7 @@ from trtbench.core.data_files import (
     check_json_fields,
     read_csv_checked,
     read_json_document,
-    read_parquet_checked,
+    read_table_checked,
 )
 from trtbench.core.errors import ConfigError, DataFileError
 from trtbench.core.export import Schema
@@ -336,11 +336,7 @@ def _steps(traces: Path, schema: Schema | None) -> pd.DataFrame | None:
     for path in sorted(found, key=lambda p: p.stat().st_mtime):
         newest[path.parent] = path
     for path in (newest[folder] for folder in sorted(newest)):
-        frame = (
-            read_parquet_checked(path, schema, fix=STEPS_FIX, kinds=STEP_KINDS)
-            if path.suffix == ".parquet"
-            else read_csv_checked(path, schema, fix=STEPS_FIX, kinds=STEP_KINDS)
-        )
+        frame = read_table_checked(path, schema, fix=STEPS_FIX, kinds=STEP_KINDS)
         frame.insert(0, "trace", str(path.parent.relative_to(traces)))
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else None

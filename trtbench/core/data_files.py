@@ -410,3 +410,18 @@ def read_parquet_checked(
                 f"not {_KIND_TEXT[kind]}; {fix}"
             )
     return frame
+
+
+def read_table_checked(
+    path: Path,
+    schema: Sequence[Column] | None = None,
+    *,
+    fix: str,
+    kinds: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
+    """A table trtbench wrote as CSV or, ``.parquet`` by its suffix, as Parquet
+    (``trtbench analyze --format``): :func:`read_parquet_checked` or
+    :func:`read_csv_checked`, with the same checks and errors."""
+    if Path(path).suffix == ".parquet":
+        return read_parquet_checked(path, schema, fix=fix, kinds=kinds)
+    return read_csv_checked(path, schema, fix=fix, kinds=kinds)

@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trtbench.core.data_files import read_csv_checked, read_parquet_checked
+from trtbench.core.data_files import read_table_checked
 from trtbench.core.errors import ConfigError
 from trtbench.profiling.traces.launch_steps import WHOLE_TRACE
 from trtbench.profiling.traces.schemas import STEP_SCHEMA
@@ -186,11 +186,7 @@ def launch_from_steps(path: Path, target_layers: int) -> LaunchCost:
             "REPORT.sqlite --out DIR` on a decode-step capture of the target and give DIR"
         )
     fix = "give the steps.csv (or steps.parquet) that `trtbench analyze` wrote"
-    steps = (
-        read_parquet_checked(file, STEP_SCHEMA, fix=fix)
-        if file.suffix == ".parquet"
-        else read_csv_checked(file, STEP_SCHEMA, fix=fix)
-    )
+    steps = read_table_checked(file, STEP_SCHEMA, fix=fix)
     if (steps["s_name"].astype(str) == WHOLE_TRACE).all():
         raise ConfigError(
             f"--from-trace {file}: the trace has no decode steps (one whole-trace row: no "
