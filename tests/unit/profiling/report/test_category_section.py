@@ -51,6 +51,21 @@ def rows() -> pd.DataFrame:
     )
 
 
+def with_cell(
+    frame: pd.DataFrame, variant: str, category: str, **values
+) -> pd.DataFrame:
+    """``frame`` with ``values`` set in the c1 row of ``variant`` and ``category`` (the
+    columns are added, empty elsewhere, when absent)."""
+    frame = frame.assign(**{k: frame.get(k, NAN) for k in values})
+    at = (
+        (frame["variant"] == variant)
+        & (frame["tier"] == "c1")
+        & (frame["category"] == category)
+    )
+    frame.loc[at, list(values)] = list(values.values())
+    return frame
+
+
 def test_winner_per_category_and_the_difference_is_said():
     c1 = rows()[rows()["tier"] == "c1"]
     assert winners(c1) == {"chat": "dt", "code": "ng"}
@@ -103,37 +118,25 @@ def test_tiers_are_shown_by_load_not_by_file_order():
 
 
 def test_a_cell_shows_the_paired_interval_when_there_is_one():
-    frame = rows().assign(
-        tpot_speedup_ci95_low_ratio=NAN, tpot_speedup_ci95_high_ratio=NAN
+    frame = with_cell(
+        rows(),
+        "ng",
+        "code",
+        tpot_speedup_ci95_low_ratio=1.5,
+        tpot_speedup_ci95_high_ratio=2.1,
     )
-    at = (
-        (frame["variant"] == "ng")
-        & (frame["tier"] == "c1")
-        & (frame["category"] == "code")
-    )
-    frame.loc[at, ["tpot_speedup_ci95_low_ratio", "tpot_speedup_ci95_high_ratio"]] = [
-        1.5,
-        2.1,
-    ]
     text = "\n".join(category_lines(frame, "base"))
     assert "| `ng` | 1.10 · 0.95× | 3.20 · 1.80× [1.50, 2.10] |" in text
 
 
 def test_a_winner_whose_interval_reaches_one_is_marked_not_significant():
-    frame = rows().assign(
-        tpot_speedup_ci95_low_ratio=NAN, tpot_speedup_ci95_high_ratio=NAN
+    interval = ("tpot_speedup_ci95_low_ratio", "tpot_speedup_ci95_high_ratio")
+    frame = with_cell(
+        rows(), "dt", "chat", **dict(zip(interval, (0.9, 1.8), strict=True))
     )
-    c1 = frame["tier"] == "c1"
-    chat = c1 & (frame["variant"] == "dt") & (frame["category"] == "chat")
-    code = c1 & (frame["variant"] == "ng") & (frame["category"] == "code")
-    frame.loc[chat, ["tpot_speedup_ci95_low_ratio", "tpot_speedup_ci95_high_ratio"]] = [
-        0.9,
-        1.8,
-    ]
-    frame.loc[code, ["tpot_speedup_ci95_low_ratio", "tpot_speedup_ci95_high_ratio"]] = [
-        1.2,
-        2.4,
-    ]
+    frame = with_cell(
+        frame, "ng", "code", **dict(zip(interval, (1.2, 2.4), strict=True))
+    )
     text = "\n".join(category_lines(frame, "base"))
     assert "| winner | `dt` (n.s.) | `ng` |" in text
 
@@ -160,13 +163,7 @@ def test_figures_of_a_tier_that_did_not_complete_are_marked_and_never_win():
 
 
 def test_a_cell_shows_the_request_throughput_speedup_after_the_tpot_one():
-    frame = rows().assign(request_throughput_speedup_p50_ratio=NAN)
-    at = (
-        (frame["variant"] == "ng")
-        & (frame["tier"] == "c1")
-        & (frame["category"] == "code")
-    )
-    frame.loc[at, "request_throughput_speedup_p50_ratio"] = 1.65
+    frame = with_cell(rows(), "ng", "code", request_throughput_speedup_p50_ratio=1.65)
     text = "\n".join(category_lines(frame, "base"))
     assert "| `ng` | 1.10 · 0.95× | 3.20 · 1.80× · 1.65× |" in text
 
