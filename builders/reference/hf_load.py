@@ -1,10 +1,12 @@
-"""Load Hugging Face checkpoints strictly: weights that do not match ``config.json`` are refused.
+"""Load Hugging Face checkpoints strictly (weights that do not match ``config.json`` are
+refused), and name a decoder's KV cache the way the installed transformers does.
 
 Split from :mod:`trtbench.builders.reference.loading` (which re-exports these names).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,37 @@ from trtbench.core.errors import BuildError
 
 SHOWN_KEYS = 3
 """Tensor names quoted per problem in a weights-mismatch message."""
+
+CACHE_NAMES = ("cache", "past_key_values")
+"""A decoder's KV-cache argument and output attribute: ``cache`` in newer transformers 5.x
+(5.25 has it), ``past_key_values`` before (4.x; 5.17 still). A decoder given the other name
+takes it into ``**kwargs`` and silently runs without the cache."""
+
+
+def cache_keyword(module: torch.nn.Module) -> str:
+    """The keyword under which ``module.forward`` takes the KV cache (one of CACHE_NAMES).
+
+    Raises:
+        TypeError: the forward takes neither name (not a transformers decoder).
+    """
+    params = inspect.signature(module.forward).parameters
+    for name in CACHE_NAMES:
+        if name in params:
+            return name
+    raise TypeError(
+        f"{type(module).__name__}.forward takes no KV cache argument "
+        f"(none of {', '.join(CACHE_NAMES)})"
+    )
+
+
+def returned_cache(output: Any) -> Any:
+    """The KV cache a transformers forward returned (``output.cache`` or, before the
+    rename, ``output.past_key_values``); None when it returned none."""
+    for name in CACHE_NAMES:
+        found = getattr(output, name, None)
+        if found is not None:
+            return found
+    return None
 
 
 def weight_problems(info: Mapping[str, Any]) -> list[str]:

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
+from trtbench.builders.reference.hf_load import cache_keyword
+
 logger = logging.getLogger(__name__)
 
 
@@ -116,6 +118,7 @@ class ModelRunner:
     ) -> None:
         self.model = model.eval()
         self.decoder = model.get_decoder()
+        self._cache_keyword: str | None = None  # looked up at the first eager forward
         self.lm_head = model.get_output_embeddings()
         self.device = model.device
         self.dtype = model.dtype
@@ -306,6 +309,8 @@ class ModelRunner:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One forward of ``ids [b, q]`` for slots ``first..first+b-1``."""
         cache = self.cache
+        if self._cache_keyword is None:
+            self._cache_keyword = cache_keyword(self.decoder)
         cache.first, cache.positions = first, slots
         cache.rows = torch.arange(ids.shape[0], device=self.device).view(-1, 1)
         hooks = self._hooks()
@@ -314,8 +319,8 @@ class ModelRunner:
                 input_ids=ids,
                 attention_mask=mask,
                 position_ids=positions,
-                cache=cache,
                 use_cache=True,
+                **{self._cache_keyword: cache},
             )
         finally:
             for hook in hooks:

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from trtbench.builders.reference.cpu_threads import ThreadChooser
+from trtbench.builders.reference.hf_load import cache_keyword, returned_cache
 from trtbench.builders.reference.loading import from_pretrained_checked
 from trtbench.builders.reference.medusa_heads import (  # noqa: F401  (re-exported)
     MedusaHeads,
@@ -181,13 +182,14 @@ def greedy_continue(
     step = chooser.step if chooser is not None else contextlib.nullcontext
     with step():
         out = model(input_ids=prompts, use_cache=True)
-    cache, tokens = out.cache, [prompts]
+    cache, tokens = returned_cache(out), [prompts]
+    keyword = cache_keyword(model)
     for _ in range(new):
         nxt = out.logits[:, -1].argmax(-1, keepdim=True)
         tokens.append(nxt)
         with step():
-            out = model(input_ids=nxt, cache=cache, use_cache=True)
-        cache = out.cache
+            out = model(input_ids=nxt, use_cache=True, **{keyword: cache})
+        cache = returned_cache(out)
     return torch.cat(tokens, dim=1)
 
 
