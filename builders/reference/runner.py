@@ -80,7 +80,7 @@ class SlotCache:
 
 
 @dataclass
-class _Graph:
+class CapturedGraph:
     """A captured step of ``b`` rows × ``q`` tokens: static input buffers, output views."""
 
     graph: torch.cuda.CUDAGraph
@@ -128,7 +128,7 @@ class ModelRunner:
             model.config, slots, max_cache_len, self.dtype, self.device
         )
         self.lengths = [0] * slots
-        self._graphs: dict[tuple[int, int], _Graph] = {}
+        self._graphs: dict[tuple[int, int], CapturedGraph] = {}
         self._min = torch.finfo(self.dtype).min
         self.aux: torch.Tensor | None = None
         self._aux_layers = tuple(sorted(set(aux_layers)))
@@ -253,13 +253,16 @@ class ModelRunner:
             logits, hidden = self._eager(*(t.to(self.device) for t in inputs), first=0)
             self.aux = self._gather_aux()
         else:
-            for buffer, value in zip(
-                (graph.ids, graph.positions, graph.slots, graph.mask),
-                inputs,
-                strict=True,
-            ):
-                buffer.copy_(value)
-            graph.graph.replay()
+            # The static buffers were made under inference mode (capture): writing them
+            # outside it is refused ("Inplace update to inference tensor").
+            with torch.inference_mode():
+                for buffer, value in zip(
+                    (graph.ids, graph.positions, graph.slots, graph.mask),
+                    inputs,
+                    strict=True,
+                ):
+                    buffer.copy_(value)
+                graph.graph.replay()
             logits, hidden, self.aux = graph.logits, graph.hidden, graph.aux
         for r, tokens in enumerate(rows):
             self.lengths[r] += len(tokens)
@@ -345,7 +348,7 @@ class ModelRunner:
             for q in sorted(set(lengths)):
                 self._graphs[(b, q)] = self._capture_one(b, q, warmup)
 
-    def _capture_one(self, b: int, q: int, warmup: int) -> _Graph:
+    def _capture_one(self, b: int, q: int, warmup: int) -> CapturedGraph:
         ids = torch.zeros(b, q, dtype=torch.long, device=self.device)
         positions = torch.arange(q, device=self.device).expand(b, q).contiguous()
         slots = positions.clone()
@@ -361,4 +364,4 @@ class ModelRunner:
             logits, hidden = self._eager(ids, positions, slots, mask, first=0)
             aux = self._gather_aux()
         logger.debug("captured a CUDA graph for %d rows x %d tokens", b, q)
-        return _Graph(graph, ids, positions, slots, mask, logits, hidden, aux)
+        return CapturedGraph(graph, ids, positions, slots, mask, logits, hidden, aux)
