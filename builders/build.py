@@ -28,6 +28,7 @@ from trtbench.core.run_dir import RunDir
 from trtbench.core.units import format_bytes
 from trtbench.spec.bench import BenchSpec, VariantSpec
 from trtbench.spec.llmapi import LLMAPI_BACKEND, variant_backend_problem
+from trtbench.spec.serving import trtllm_serve_problem
 
 logger = logging.getLogger(__name__)
 
@@ -157,11 +158,13 @@ def variant_backend(spec: BenchSpec, variant: VariantSpec, override: str | None)
     """The backend ``variant`` is built with: ``override`` (``--backend``), else its own.
 
     A ``server: vllm`` variant is built with ``reference`` (its checks of the Hugging Face
-    directories are what vLLM loads).
+    directories are what vLLM loads); a ``server: trtllm-serve`` one with
+    ``trtllm-pytorch`` (its ``llm_api.yaml`` is what trtllm-serve reads).
 
     Raises:
         ConfigError: the variant cannot run on that backend (e.g. medusa on trtllm-pytorch,
-            mtp on reference, server: vllm on trtllm), naming the field and the fix.
+            mtp on reference, server: vllm on trtllm, server: trtllm-serve on reference),
+            naming the field and the fix.
     """
     chosen = override or spec.backend_of(variant)
     where = f"variants[{spec.variants.index(variant)}]"
@@ -172,7 +175,8 @@ def variant_backend(spec: BenchSpec, variant: VariantSpec, override: str | None)
             f"the reference build checks; backend {chosen}{via} builds for Triton: set "
             f"{where}.backend: reference or drop server: vllm"
         )
-    if problem := variant_backend_problem(variant, chosen, where):
+    problem = trtllm_serve_problem(variant.server, chosen, where)
+    if problem or (problem := variant_backend_problem(variant, chosen, where)):
         via = f" (--backend {override})" if override else ""
         raise ConfigError(f"{problem}{via}")
     return chosen

@@ -4,7 +4,10 @@
 # (PyTorch backend): write llm_api.yaml for baseline, DraftTarget and NGram (the tiny models have
 # no EAGLE-3 or MTP checkpoints). Serve each with Triton (the LLM-API ones through TensorRT-LLM's
 # llmapi model, when LLMAPI_MODEL_DIR or one of two guessed image paths holds it), run one load-test tier
-# against it, and take a short Nsight Systems trace of the baseline server.
+# against it, and take a short Nsight Systems trace of the baseline server. Where `trtllm-serve`
+# is on PATH, also serve an n-gram variant with `server: trtllm-serve`, load-test it over OpenAI
+# completions with no warm-up, and check trtbench's per-tier draft counts against the server's own
+# totals (`/prometheus/metrics` counters since start, and `/metrics` iteration stats).
 #
 #   docker run --rm --gpus all --ipc=host -v "$PWD:/work" -w /work \
 #       nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3 bash scripts/gpu_smoke.sh [RUN_DIR]
@@ -56,6 +59,7 @@ variants:
   - {name: llmapi-baseline, backend: trtllm-pytorch, mode: baseline, dtype: float16, max_batch_size: 4, max_input_len: 256, max_seq_len: 512, cuda_graphs: true, cuda_graph_padding: true}
   - {name: llmapi-draft-k4, backend: trtllm-pytorch, mode: draft_target, max_draft_len: 4, dtype: float16, max_batch_size: 4, max_input_len: 256, max_seq_len: 512, cuda_graphs: true}
   - {name: llmapi-ngram, backend: trtllm-pytorch, mode: ngram, max_draft_len: 4, max_matching_ngram_size: 2, dtype: float16, max_batch_size: 4, max_input_len: 256, max_seq_len: 512}
+  - {name: serve-ngram, backend: trtllm-pytorch, server: trtllm-serve, mode: ngram, max_draft_len: 4, max_matching_ngram_size: 2, dtype: float16, max_batch_size: 4, max_input_len: 256, max_seq_len: 512, llm_api_options: {enable_iter_perf_stats: true, return_perf_metrics: true}}
 deploy: {ready_timeout_s: 600${LLMAPI_MODEL_DIR:+, llmapi_model_dir: $LLMAPI_MODEL_DIR}}
 EOF
 
@@ -115,6 +119,65 @@ for v in "${VARIANTS[@]}"; do
         serve_and_load "$v"
     fi
 done
+
+serve_openai_and_check() {  # $1 a server: trtllm-serve variant
+    local v=$1 port=$((PORT + 3))
+    trtbench deploy "$RUN" --variant "$v" --serve --http-port "$port" &
+    local pid=$! deadline=$((SECONDS + 900))
+    until curl -sf "http://127.0.0.1:$port/health" > /dev/null; do
+        kill -0 "$pid" 2> /dev/null || { say "trtllm-serve exited before it was ready"; return 1; }
+        ((SECONDS < deadline)) || { say "trtllm-serve not ready after 900 s"; return 1; }
+        sleep 2
+    done
+    local model
+    model=$(basename "$MODELS/target")  # trtllm-serve serves the model directory's name
+    trtbench loadtest --api openai-completions --url "http://127.0.0.1:$port/v1" \
+        --model "$model" --variant "$v" --concurrency "$CONCURRENCY" \
+        --requests-per-tier "$REQUESTS" --warmup-requests 0 --input-len-mean 32 \
+        --output-len-mean 48 --tokenizer "$MODELS/target" --out "$RUN"
+    curl -sf "http://127.0.0.1:$port/prometheus/metrics" > "$RUN/server/$v.prometheus.txt" || true
+    curl -sf "http://127.0.0.1:$port/metrics" > "$RUN/server/$v.iteration_stats.json" || true
+    kill -INT "$pid"
+    wait "$pid" || true
+    # With no warm-up and one tier, the server's totals since start are the tier's counts.
+    python3 - "$RUN" "$v" <<'PY'
+import json, re, sys
+from pathlib import Path
+
+import pandas as pd
+
+run, variant = Path(sys.argv[1]), sys.argv[2]
+rows = pd.read_csv(run / "loadtest" / "summary.csv")
+row = rows[rows.variant == variant].iloc[-1]
+ours = (row.proposed_draft_tokens_count, row.accepted_draft_tokens_count)
+print(f"[gpu-smoke] trtbench {variant}: drafts {ours[0]}, accepted {ours[1]}, "
+      f"source {row.spec_decode_counts_source}")
+text = (run / "server" / f"{variant}.prometheus.txt").read_text() if (
+    run / "server" / f"{variant}.prometheus.txt").exists() else ""
+def total(name):
+    found = re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M)
+    return sum(float(v) for v in found) if found else None
+prom = (total("trtllm_spec_decode_num_draft_tokens_total"),
+        total("trtllm_spec_decode_num_accepted_tokens_total"))
+print(f"[gpu-smoke] /prometheus/metrics totals: drafts {prom[0]}, accepted {prom[1]}")
+stats_file = run / "server" / f"{variant}.iteration_stats.json"
+entries = json.loads(stats_file.read_text() or "[]") if stats_file.exists() else []
+spec = [e.get("specDecodingStats") or {} for e in entries]
+left = (sum(s.get("numDraftTokens", 0) for s in spec),
+        sum(s.get("numAcceptedTokens", 0) for s in spec))
+print(f"[gpu-smoke] /metrics iteration stats left unread by trtbench: {len(entries)} "
+      f"iterations, drafts {left[0]}, accepted {left[1]}")
+if prom[0] is not None and (prom[0], prom[1]) != (float(ours[0]), float(ours[1])):
+    sys.exit("[gpu-smoke] trtbench's counts differ from the server's Prometheus totals")
+PY
+}
+
+if command -v trtllm-serve > /dev/null; then
+    say "serve + load test + counter check: serve-ngram (trtllm-serve)"
+    serve_openai_and_check serve-ngram
+else
+    say "no trtllm-serve on PATH: the server: trtllm-serve variant is built, not served"
+fi
 
 if trtbench report --help > /dev/null 2>&1; then
     trtbench report "$RUN"

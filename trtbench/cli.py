@@ -82,7 +82,7 @@ def cli(ctx: click.Context, debug: bool, verbose: bool, log_level: str | None) -
 
     Backends: `trtllm` (TensorRT-LLM engines, NGC container, GPU), `trtllm-pytorch`
     (its LLM API) and `reference` (PyTorch, CPU or GPU); a variant with `server: vllm`
-    is served by vLLM. Every stage reads and writes one run directory; the terminal
+    is served by vLLM, one with `server: trtllm-serve` by trtllm-serve. Every stage reads and writes one run directory; the terminal
     shows progress and results, the full log is RUN_DIR/trtbench.log.
     """
     configure_logging(terminal_level(log_level, verbose, debug), debug)

@@ -7,7 +7,9 @@ writes, into ``engines/<variant>/``:
 
 - ``llm_api.yaml``: the LLM arguments without ``model`` — the ``extra_llm_api_options`` form
   that ``trtllm-serve`` (``--extra_llm_api_options``, newer ``--config``) and ``trtllm-bench``
-  read, and the body of Triton's llmapi ``model.yaml``;
+  read, and the body of Triton's llmapi ``model.yaml``; for a ``server: trtllm-serve``
+  variant with the counter options its contract lists (a warning names those it lacks:
+  :func:`counters_unset`);
 - ``build.json``: backend ``trtllm-pytorch``, the model dirs, and a ``tensorrt_llm`` block
   ``{version, version_source, path: "llm-api", contract, installed, module_path, llm_args}``.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +50,7 @@ from trtbench.builders.trtllm.llmapi_contract import (
 from trtbench.builders.trtllm.llmapi_files import unchecked_keys
 from trtbench.builders.trtllm.llmapi_plan import (
     command_lines,
+    counter_options,
     extra_options,
     llm_args_for,
     render_llm_call,
@@ -56,7 +60,9 @@ from trtbench.core.errors import ConfigError
 from trtbench.core.json_files import read_json_object
 from trtbench.core.run_dir import RunDir, atomic_target
 from trtbench.spec.bench import BenchSpec, VariantSpec
+from trtbench.spec.serving import TRTLLM_SERVE
 
+log = logging.getLogger(__name__)
 OPTIONS_NAME = "llm_api.yaml"
 PATH_NAME = "llm-api"
 
@@ -223,8 +229,26 @@ def dry_run_text(
             f"# {options} holds these arguments without model; serve or benchmark with:",
             *lines,
             *_caveats(args, contract, spec.loadtest.dataset is None),
+            *[f"# {line}" for line in counters_unset(variant, args, contract)],
         ]
     )
+
+
+def counters_unset(
+    variant: VariantSpec, args: dict[str, Any], contract: LlmApiContract
+) -> list[str]:
+    """One line when a ``server: trtllm-serve`` variant's plan lacks a counter option its
+    contract does not list (none when set by hand through ``llm_api_options``)."""
+    missing = counter_options(contract)[1] if variant.server == TRTLLM_SERVE else []
+    missing = [name for name in missing if name not in args]
+    if not missing:
+        return []
+    return [
+        f"{', '.join(missing)}: not in trtbench's TensorRT-LLM {contract.version} "
+        "contract, so not set; trtllm-serve's speculative counters need them: add "
+        f"llm_api_options: {{{': true, '.join(missing)}: true}} to variant {variant.name} "
+        "if this release has them (passed unchecked)"
+    ]
 
 
 def _caveats(
@@ -302,6 +326,8 @@ def build_llmapi_variant(
         for role, (path, _) in model_roles(spec, variant).items()
     }
     if not dry_run:
+        for line in counters_unset(variant, args, contract):  # a dry run prints it
+            log.warning("%s", line)
         write_options(
             engine_dir / OPTIONS_NAME,
             args,

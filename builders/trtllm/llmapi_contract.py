@@ -3,7 +3,8 @@
 The contract is data: ``builders/trtllm/data/llmapi_<version>.json`` (``llmapi_1_2_1.json``)
 lists the ``LLM(...)`` arguments trtbench writes (``llm_args``; another key passes unchecked, see
 :func:`is_partial`), their config classes (``classes``), the ``decoding_type`` → class map and
-the ``trtllm-serve`` / ``trtllm-bench`` option taking the YAML. Value checks (types, bounds,
+the ``trtllm-serve`` / ``trtllm-bench`` option taking the YAML, and (``llm_args_not_read``) the
+keys another version lists that were not read for this one. Value checks (types, bounds,
 rules): :mod:`~trtbench.builders.trtllm.llmapi_values`. Facts come from ``tensorrt_llm/llmapi/llm_args.py`` and the release's API reference
 (nvidia.github.io/TensorRT-LLM/<version>/llm-api/reference/<Class>.html); each entry names its
 ``source`` (``sources``: repo, path, tag, commit / index id / url, ``tag_verified``). A field entry:
@@ -71,6 +72,13 @@ class LlmApiContract:
     def serve_options_flag(self) -> str:
         """``trtllm-serve``'s option taking the YAML (``--extra_llm_api_options`` or ``--config``)."""
         return str(self.raw["cli"]["trtllm-serve"]["options_flag"])
+
+    @property
+    def not_read(self) -> tuple[str, ...]:
+        """Top-level ``LLM(...)`` keys another version's contract lists that were not read
+        for this version (``llm_args_not_read``): they pass unchecked here instead of being
+        refused as the other version's keys."""
+        return tuple(self.raw.get("llm_args_not_read", {}).get("names", ()))
 
     def decoding_class(self, decoding_type: Any) -> str:
         """Class of a ``decoding_type`` (``"Eagle3"`` → ``Eagle3DecodingConfig``); ConfigError
@@ -258,7 +266,8 @@ def _check_fields(
     for key, value in args.items():
         here = f"{where}.{key}" if where else str(key)
         if key not in fields:
-            others = _other_versions(path, key, contract.version)
+            unread = not path and key in contract.not_read
+            others = [] if unread else _other_versions(path, key, contract.version)
             if others:
                 raise ConfigError(
                     f"{here} is not in TensorRT-LLM {contract.version} (it is in "

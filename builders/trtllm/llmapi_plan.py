@@ -15,6 +15,8 @@ Mapping (``speculative_config`` keys in this order, ``llm_api_options`` merged l
     + speculation.max_concurrency / draft_len_schedule, speculative_options
     cuda_graphs   true → cuda_graph_config {batch_sizes | max_batch_size, enable_padding};
                   false → cuda_graph_config: null (TensorRT-LLM's default turns graphs on)
+    server: trtllm-serve  + enable_iter_perf_stats, return_perf_metrics: true where the
+                  version's contract lists them (:data:`COUNTER_OPTIONS`)
 """
 
 from __future__ import annotations
@@ -30,10 +32,20 @@ from trtbench.core import methods
 from trtbench.core.errors import ConfigError
 from trtbench.core.methods import LLMAPI_DECODING_TYPES
 from trtbench.spec.bench import BenchSpec, VariantSpec
+from trtbench.spec.serving import TRTLLM_SERVE
 
 DECODING_TYPES = LLMAPI_DECODING_TYPES  # mode → speculative_config.decoding_type
 MTP_KEY = "num_nextn_predict_layers"  # DeepSeek-V3 config.json: MTP modules after the last layer
-SERVE_PORT = 8000
+SERVE_PORT = 8000  # trtllm-serve's --port default (tensorrt_llm/commands/serve.py)
+# What trtllm-serve's own speculative counters need (tensorrt_llm/llmapi/llm_args.py, both
+# False by default): enable_iter_perf_stats (TorchLlmArgs) fills GET /metrics with iteration
+# stats (their specDecodingStats) and the iteration-level Prometheus counters;
+# return_perf_metrics (BaseLlmArgs) mounts GET /prometheus/metrics and its per-request
+# counters (tensorrt_llm/serve/openai_server.py: register_routes → mount_metrics).
+COUNTER_OPTIONS: dict[str, bool] = {
+    "enable_iter_perf_stats": True,
+    "return_perf_metrics": True,
+}
 
 
 def mtp_layers(config: Mapping[str, Any] | None) -> int:
@@ -99,6 +111,15 @@ def _cuda_graph_config(v: VariantSpec) -> dict[str, Any] | None:
     return {**sizes, "enable_padding": v.cuda_graph_padding}
 
 
+def counter_options(contract: LlmApiContract) -> tuple[dict[str, bool], list[str]]:
+    """The :data:`COUNTER_OPTIONS` a ``server: trtllm-serve`` variant gets on ``contract``'s
+    version: ``(the ones its contract lists, the names it does not)``. A name the contract
+    lacks is not set (it could not be checked against that release); the build says so."""
+    listed = contract.raw["llm_args"]
+    have = {k: v for k, v in COUNTER_OPTIONS.items() if k in listed}
+    return have, [k for k in COUNTER_OPTIONS if k not in listed]
+
+
 def merge_options(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     """``base`` with ``extra`` merged in: nested mappings key by key, other values replaced."""
     out = dict(base)
@@ -128,7 +149,8 @@ def llm_args_for(
         ``{"model": target dir, "backend": "pytorch", "max_batch_size", ["max_num_tokens"],
         "max_seq_len", "tensor_parallel_size", "pipeline_parallel_size", "dtype",
         "disable_overlap_scheduler", "cuda_graph_config", "kv_cache_config",
-        ["speculative_config"], **llm_api_options}`` (plain data; YAML/JSON ready).
+        [the counter options of a trtllm-serve variant], ["speculative_config"],
+        **llm_api_options}`` (plain data; YAML/JSON ready).
 
     Raises:
         ConfigError: mtp on a target without MTP layers, a draft_len_schedule above the
@@ -155,6 +177,8 @@ def llm_args_for(
             "enable_block_reuse": spec.deploy.enable_kv_cache_reuse,
         },
     }
+    if variant.server == TRTLLM_SERVE:
+        args |= counter_options(contract)[0]
     if variant.mode != methods.BASELINE:
         args["speculative_config"] = _speculative_config(
             spec, variant, contract, target_config, where
@@ -254,6 +278,27 @@ def bench_options_flag(contract: LlmApiContract) -> str:
     return str(bench.get("options_flag") or contract.serve_options_flag)
 
 
+def serve_argv(
+    model: str | Path,
+    options_flag: str,
+    options_yaml: Path,
+    host: str = "127.0.0.1",
+    port: int = SERVE_PORT,
+    executable: str | Path = "trtllm-serve",
+) -> list[str]:
+    """``EXECUTABLE MODEL --backend pytorch --host HOST --port PORT FLAG OPTIONS_YAML``.
+
+    The options of ``trtllm-serve`` (``tensorrt_llm/commands/serve.py``): the model as its
+    argument (a Hugging Face checkpoint directory), ``--backend pytorch`` (choices pytorch,
+    tensorrt, _autodeploy), ``--host`` (default ``localhost``), ``--port`` (default 8000),
+    and the YAML of LLM arguments that overwrite its own (``--extra_llm_api_options``;
+    ``--config`` is its alias since TensorRT-LLM PR 9104): ``options_flag``, from the
+    version's contract (:attr:`LlmApiContract.serve_options_flag`).
+    """
+    argv = [str(executable), str(model), "--backend", "pytorch", "--host", host]
+    return [*argv, "--port", str(port), options_flag, str(options_yaml)]
+
+
 def command_lines(
     args: Mapping[str, Any],
     contract: LlmApiContract,
@@ -268,8 +313,7 @@ def command_lines(
     """
     model = str(args["model"])
     yaml_path = str(options_yaml)
-    serve = ["trtllm-serve", model, "--backend", "pytorch", "--host", host]
-    serve += ["--port", str(SERVE_PORT), contract.serve_options_flag, yaml_path]
+    serve = serve_argv(model, contract.serve_options_flag, options_yaml, host)
     bench = ["trtllm-bench", "--model", Path(model).name, "--model_path", model]
     bench += ["throughput", "--backend", "pytorch", "--dataset"]
     bench += [

@@ -6,7 +6,9 @@ run of TensorRT-LLM. Each request of 12 tokens decodes, after its first token, i
 steps accepting 2, 0, 3, 1, 2 of K = 3 drafts (the last step cut to 1 token): 5 steps, 15
 draft tokens, 8 accepted; steps that accepted ≥ 1, 2, 3 drafts: 4, 3, 1. A tier of 4
 requests: 20 steps, 60 draft tokens, 32 accepted: acceptance length 1 + 32/20 = 2.6, draft
-acceptance rate 32/60, per-position rates 16/20, 12/20, 4/20.
+acceptance rate 32/60, per-position rates 16/20, 12/20, 4/20. ``/perf_metrics`` holds the
+same requests' totals (15 drafted, 8 accepted each) but no verify steps: the draft acceptance
+rate alone.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ pytestmark = pytest.mark.integration
     ("standin", "source", "length", "positions"),
     [
         (StandIn(), "trtllm_prometheus", 2.6, [16 / 20, 12 / 20, 4 / 20]),
+        (StandIn(late_s=0.3), "trtllm_prometheus", 2.6, [16 / 20, 12 / 20, 4 / 20]),
         (StandIn(per_position=False), "trtllm_iteration_stats", 2.6, []),
         (
             StandIn(per_position=False, json_endpoint=False),
@@ -33,8 +36,20 @@ pytestmark = pytest.mark.integration
             math.nan,
             [],
         ),
+        (
+            StandIn(per_position=False, iteration=False, perf_max=1000),
+            "trtllm_perf_metrics",
+            math.nan,
+            [],
+        ),
     ],
-    ids=["per-position-prometheus", "iteration-stats-json", "iteration-prometheus"],
+    ids=[
+        "per-position-prometheus",
+        "per-position-prometheus-counted-after-done",
+        "iteration-stats-json",
+        "iteration-prometheus",
+        "perf-metrics",
+    ],
 )
 def test_each_endpoint_fills_the_tier(
     standin, source, length, positions, tiny_models, tmp_path, capsys

@@ -9,13 +9,21 @@ It serves what trtbench reads, in trtllm-serve's exact formats (NVIDIA/TensorRT-
 * ``GET /prometheus/metrics``: the counters ``tensorrt_llm/metrics/collector.py`` registers,
   made with the same ``prometheus_client`` calls (names, the ``token_position`` label, the
   ``engine_type`` / ``model_name`` labels), so the exposition text is what that code emits:
-  per request at its end, ``spec_decode_drafted_tokens_total`` /
-  ``spec_decode_accepted_tokens_total`` per position (``log_request_metrics_dict``), and per
+  per request at its end, ``request_success_total`` (label ``finished_reason``) and
+  ``spec_decode_drafted_tokens_total`` / ``spec_decode_accepted_tokens_total`` per position
+  (``log_request_metrics_dict``; with ``late_s`` > 0 only that long after the request's
+  ``data: [DONE]``, as a server that logs a request's metrics after its stream ends), and per
   iteration ``spec_decode_num_draft_tokens_total`` / ``..._num_accepted_tokens_total``
   (``log_iteration_stats``).
 * ``GET /metrics``: the queued iteration stats as a JSON list, emptied by the read
   (``openai_server.py``'s ``get_iteration_stats``), ``[]`` when they are off; the queue keeps
   at most ``queue`` entries and drops the oldest, as a bounded queue does.
+* ``GET /perf_metrics`` (TensorRT-LLM PR #6985; ``openai_server.py``'s ``get_perf_metrics``
+  and ``_extract_metrics``): one entry per finished request, queued in a
+  ``deque(maxlen=perf_max)`` that the read hands over and replaces (each entry read once, the
+  oldest dropped on overflow); ``[]`` when ``perf_max`` is 0 (``perf_metrics_max_requests``
+  unset). An entry has ``speculative_decoding`` only when the request drafted, and never with
+  ``perf_spec`` False (the PyTorch TorchSampler's zeroed counts before TensorRT-LLM PR #17082).
 
 Every request decodes with K = 3 drafts per step; the steps accept :data:`PATTERN` drafts in
 turn (the last step may be cut by ``max_tokens``; its accepted drafts still count, as the
@@ -59,20 +67,33 @@ def request_steps(max_tokens: int) -> list[tuple[int, int]]:
 class StandIn:
     """What the stand-in exposes (``per_position``: the per-request counters; ``iteration``:
     the iteration stats and their Prometheus counters; ``json_endpoint``: ``GET /metrics``;
-    ``model``: the one name ``/v1/models`` lists)."""
+    ``model``: the one name ``/v1/models`` lists; ``late_s``: the per-request counters are
+    updated that long after the request's ``[DONE]``, 0: before it)."""
 
     per_position: bool = True
     iteration: bool = True
     json_endpoint: bool = True
     queue: int = 1000
     model: str = "tiny"
+    perf_max: int = 0
+    perf_spec: bool = True
+    late_s: float = 0.0
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     stats: deque = field(default_factory=deque)
+    perf: deque = field(default_factory=deque)
     iteration_number: int = 0
+    request_number: int = 0
 
     def __post_init__(self) -> None:
         self.stats = deque(maxlen=self.queue)
+        self.perf = deque(maxlen=max(self.perf_max, 1))
         pos = [*LABELS, "token_position"]
+        self.success = Counter(
+            "trtllm_request_success_total",
+            "Count of successfully processed requests.",
+            [*LABELS, "finished_reason"],
+            registry=self.registry,
+        )
         self.drafted = Counter(
             "trtllm_spec_decode_drafted_tokens_total",
             "Total drafted tokens per speculative decoding position.",
@@ -125,6 +146,7 @@ class StandIn:
 
     def request_done(self, steps: list[tuple[int, int]]) -> None:
         """The per-request, per-position counters, at the request's end."""
+        self.success.labels(**LABELS, finished_reason="length").inc()
         if not self.per_position or not steps:
             return
         for pos in range(K):
@@ -133,6 +155,45 @@ class StandIn:
             hits = sum(1 for _, a in steps if a > pos)
             if hits:
                 self.accepted.labels(**labels).inc(hits)
+
+    def finished(self, steps: list[tuple[int, int]]) -> None:
+        """What the server logs when a request finishes: its per-request counters and its
+        ``/perf_metrics`` entry (completions: both before its ``[DONE]``)."""
+        self.request_done(steps)
+        self.perf_done(steps)
+
+    def perf_done(self, steps: list[tuple[int, int]]) -> None:
+        """The request's ``/perf_metrics`` entry, as ``get_perf_metrics`` serialises it."""
+        self.request_number += 1
+        if self.perf_max <= 0:
+            return
+        drafted = K * len(steps)
+        accepted = sum(a for _, a in steps)
+        metrics: dict = {
+            "first_iter": self.iteration_number - len(steps),
+            "last_iter": self.iteration_number,
+            "timing_metrics": {
+                "server_arrival_time": 100.0,
+                "arrival_time": 100.0,
+                "first_scheduled_time": 100.001,
+                "first_token_time": 100.01,
+                "server_first_token_time": 100.011,
+                "last_token_time": 100.05,
+            },
+            "kv_cache_metrics": {
+                "num_total_allocated_blocks": 1,
+                "num_new_allocated_blocks": 1,
+                "num_reused_blocks": 0,
+                "num_missed_blocks": 1,
+            },
+        }
+        if self.perf_spec and drafted > 0:
+            metrics["speculative_decoding"] = {
+                "acceptance_rate": accepted / drafted,
+                "total_accepted_draft_tokens": accepted,
+                "total_draft_tokens": drafted,
+            }
+        self.perf.append({"request_id": self.request_number, "perf_metrics": metrics})
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -154,7 +215,11 @@ class StandIn:
         for tokens, accepted in steps:
             self.step_done(accepted)
             await chunk(tokens)
-        self.request_done(steps)
+        if self.late_s > 0:
+            asyncio.get_running_loop().call_later(self.late_s, self.request_done, steps)
+        else:
+            self.request_done(steps)
+        self.perf_done(steps)  # completions: queued before [DONE] (_extract_metrics)
         usage = {
             "choices": [],
             "usage": {"prompt_tokens": 8, "completion_tokens": max_tokens},
@@ -167,6 +232,12 @@ class StandIn:
     async def iteration_stats(self, _: web.Request) -> web.Response:
         drained = list(self.stats)
         self.stats.clear()
+        return web.json_response(drained)
+
+    async def perf_metrics(self, _: web.Request) -> web.Response:
+        if self.perf_max <= 0:
+            return web.json_response([])
+        drained, self.perf = list(self.perf), deque(maxlen=self.perf_max)
         return web.json_response(drained)
 
     async def prometheus(self, _: web.Request) -> web.Response:
@@ -183,6 +254,7 @@ async def standing_in(standin: StandIn) -> AsyncIterator[str]:
     if standin.json_endpoint:
         app.router.add_get("/metrics", standin.iteration_stats)
     app.router.add_get("/prometheus/metrics", standin.prometheus)
+    app.router.add_get("/perf_metrics", standin.perf_metrics)
 
     async def health(_: web.Request) -> web.Response:
         return web.Response(text="ok")

@@ -10,6 +10,7 @@ import click
 from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.logs import log_to_run_dir
 from trtbench.commands.options import run_dir_argument, variants_option
+from trtbench.core.errors import BuildError, DeployError
 from trtbench.core.run_dir import RunDir
 from trtbench.core.run_lock import run_dir_lock
 from trtbench.core.stop_signals import StopSignal
@@ -20,8 +21,10 @@ from trtbench.pipeline.deploy import (
     serve_variants,
 )
 from trtbench.pipeline.preflight import preflight_deploy
-from trtbench.pipeline.vllm_deploy import describe_vllm, recorded_spec, split_by_server
+from trtbench.pipeline.trtllm_deploy import describe_trtllm_serve
+from trtbench.pipeline.vllm_deploy import describe_vllm, group_by_server, recorded_spec
 from trtbench.triton_repo.server import TritonServer
+from trtbench.trtllm_server.server import TrtllmServer
 from trtbench.vllm_server.server import VllmServer
 
 
@@ -30,10 +33,11 @@ def _describe(name: str, repo: Path, model: str, streaming: bool) -> str:
     return f"{name}: {repo} (call {model}, {stream})"
 
 
-def _serving_line(name: str, server: TritonServer | VllmServer) -> str:
-    if isinstance(server, VllmServer):
+def _serving_line(name: str, server: TritonServer | VllmServer | TrtllmServer) -> str:
+    if isinstance(server, (VllmServer, TrtllmServer)):
+        who = "vLLM" if isinstance(server, VllmServer) else "trtllm-serve"
         return (
-            f"{name}: vLLM {server.base_url} (OpenAI)  metrics {server.metrics_url}  "
+            f"{name}: {who} {server.base_url} (OpenAI)  metrics {server.metrics_url}  "
             f"model {server.model_name}  (log {server.config.log_path})"
         )
     return (
@@ -41,6 +45,18 @@ def _serving_line(name: str, server: TritonServer | VllmServer) -> str:
         f"{server.metrics_url}  model {','.join(server.config.models) or '?'}  "
         f"(log {server.config.log_path})"
     )
+
+
+def _served_groups(
+    rd: RunDir, variants: tuple[str, ...]
+) -> dict[str, list[str]] | None:
+    """The variants to serve by server kind, for the preflight; None when they cannot be
+    read yet (nothing built, an unknown variant: deploying says so after the input
+    checks)."""
+    try:
+        return group_by_server(rd, select_variants(rd, variants))
+    except (BuildError, DeployError):
+        return None
 
 
 def _serve_until_interrupted(run_dir: Path, variants: tuple[str, ...], deploy) -> None:
@@ -70,8 +86,8 @@ def _serve_until_interrupted(run_dir: Path, variants: tuple[str, ...], deploy) -
 @click.option(
     "--serve",
     is_flag=True,
-    help="Also start a server per variant (tritonserver; vLLM for server: vllm) and serve "
-    "until Ctrl-C.",
+    help="Also start a server per variant (tritonserver; vLLM for server: vllm; "
+    "trtllm-serve for server: trtllm-serve) and serve until Ctrl-C.",
 )
 @click.option(
     "--tritonserver",
@@ -109,7 +125,8 @@ def deploy(
     """Render and validate RUN_DIR/model_repo/<variant>/ for built variants; --serve runs them.
 
     Deploy options come from the spec recorded in RUN_DIR/run.json (its `deploy:`
-    section); the options here override them.
+    section); the options here override them. Variants served by vLLM or trtllm-serve have
+    no repository: the command that serves each is printed instead.
     """
     if check and serve:
         raise click.UsageError(
@@ -126,12 +143,15 @@ def deploy(
             "ready_timeout_s": ready_timeout_s,
         },
     )
+    rd = RunDir(run_dir)
+    groups = _served_groups(rd, variants) if serve else None
     preflight_deploy(
         run_dir,
         spec,
         write=not check,
         serve=serve,
         tritonserver_option=tritonserver is not None,
+        servers=groups,
     )
     if serve:
         # The lock covers writing the repositories, not the serving: a user load-tests
@@ -147,10 +167,11 @@ def deploy(
     for item in deploy_run(run_dir, variants, spec, write=not check):
         meta = item.metadata
         click.echo(_describe(item.variant, item.repo, meta.model_name, meta.streaming))
-    rd = RunDir(run_dir)
-    vllm = split_by_server(rd, select_variants(rd, variants))[1]
-    if vllm:
+    groups = group_by_server(rd, select_variants(rd, variants))
+    own = [(n, describe_vllm) for n in groups["vllm"]]
+    own += [(n, describe_trtllm_serve) for n in groups["trtllm-serve"]]
+    if own:
         bench = recorded_spec(rd, spec)
-        for name in vllm:
-            click.echo(describe_vllm(rd, name, bench))
+        for name, describe in own:
+            click.echo(describe(rd, name, bench))
     click.echo("all repositories valid" + (" (nothing written)" if check else ""))

@@ -64,6 +64,14 @@ class RequestRecord:
             ``first_token_time_ns``), on this clock; None when not reported.
         category: the prompt's category (its dataset's own, or the source's name; empty
             for synthetic prompts and a single trtllm-bench file).
+        verify_steps: verify steps the server counted for this request (SGLang's
+            ``spec_verify_ct``); None when it reports none.
+        accepted_drafts_histogram: the request's verify steps by accepted drafts, space
+            separated, index j = steps that accepted exactly j drafts (SGLang's
+            ``spec_correct_drafts_histogram``); empty when not reported.
+        spec_counts_source: the name of the server's own per-request counts
+            (``sglang_spec_tokens_details``); empty where the source is inferred from the
+            responses (``server_per_step`` / ``server_request_totals``).
     """
 
     variant: str
@@ -97,6 +105,9 @@ class RequestRecord:
     server_scheduled_ns: int | None = None
     server_first_token_ns: int | None = None
     category: str = ""
+    verify_steps: int | None = None
+    accepted_drafts_histogram: str = ""
+    spec_counts_source: str = ""
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,10 @@ from trtbench.builders.manifest import read_manifest
 from trtbench.builders.trtllm.llmapi_files import check_llm_api_yaml
 from trtbench.core.errors import ConfigError, DeployError
 from trtbench.core.run_dir import RunDir
+from trtbench.pipeline.trtllm_deploy import trtllm_server_for
 from trtbench.pipeline.vllm_deploy import (
+    group_by_server,
     recorded_spec,
-    split_by_server,
     vllm_server_for,
 )
 from trtbench.spec.bench import DeploySpec
@@ -46,6 +47,7 @@ from trtbench.triton_repo.validate import (
     validate_repository,
 )
 from trtbench.triton_repo.write import write_repository
+from trtbench.trtllm_server.server import TrtllmServer
 from trtbench.vllm_server.server import VllmServer
 
 log = logging.getLogger(__name__)
@@ -158,10 +160,13 @@ def render_variant(
     rd = as_run_dir(run_dir)
     engine_dir = rd.engine_dir(variant)
     manifest = read_manifest(engine_dir)
-    if manifest.variant.get("server") == "vllm":
+    server = manifest.variant.get("server")
+    if server in ("vllm", "trtllm-serve"):
+        label = "vLLM" if server == "vllm" else "trtllm-serve"
         raise DeployError(
-            f"variant {variant} is served by vLLM (server: vllm) and has no Triton "
-            "repository; `trtbench deploy --serve` or `trtbench run` start its vLLM server"
+            f"variant {variant} is served by {label} (server: {server}) and has no Triton "
+            f"repository; `trtbench deploy --serve` or `trtbench run` start its {label} "
+            "server"
         )
     if manifest.backend == "trtllm-pytorch":
         problem = runtime_problem(manifest.mode, deploy.llmapi_runtime, variant)
@@ -231,8 +236,9 @@ def deploy_run(
     write: bool = True,
 ) -> list[DeployedVariant]:
     """Deploy the Triton-served variants of a run (``write=False``: only check them, write
-    nothing); ``server: vllm`` variants have no repository and are left out (see
-    :func:`trtbench.pipeline.vllm_deploy.describe_vllm`).
+    nothing); ``server: vllm`` and ``server: trtllm-serve`` variants have no repository and
+    are left out (see :func:`trtbench.pipeline.vllm_deploy.describe_vllm`,
+    :func:`trtbench.pipeline.trtllm_deploy.describe_trtllm_serve`).
 
     Args:
         run_dir: the run directory.
@@ -246,7 +252,7 @@ def deploy_run(
     rd = as_run_dir(run_dir)
     deploy = deploy if deploy is not None else load_deploy_spec(rd)
     out = []
-    for name in split_by_server(rd, select_variants(rd, variants))[0]:
+    for name in group_by_server(rd, select_variants(rd, variants))["triton"]:
         if write:
             repo = deploy_variant(rd, name, deploy)
             out.append(DeployedVariant(name, repo, read_repo_metadata(repo)))
@@ -321,16 +327,17 @@ def serve_variants(
     variants: Sequence[str] = (),
     deploy: DeploySpec | None = None,
     render: bool = True,
-) -> Iterator[list[tuple[str, TritonServer | VllmServer]]]:
+) -> Iterator[list[tuple[str, TritonServer | VllmServer | TrtllmServer]]]:
     """Deploy the variants and serve each from its own server until the block exits: a
-    tritonserver, or for ``server: vllm`` a vLLM server (the spec recorded in run.json,
-    with ``deploy``).
+    tritonserver, for ``server: vllm`` a vLLM server, for ``server: trtllm-serve`` a
+    trtllm-serve (these two from the spec recorded in run.json, with ``deploy``).
 
     ``render=False`` serves the repositories already written (``trtbench deploy`` ran).
 
     Raises:
         ConfigError: several variants with fixed ports (they would collide); a vLLM
-            variant without a usable ``deploy.vllm_python``.
+            variant without a usable ``deploy.vllm_python``, a trtllm-serve one without
+            ``deploy.trtllm_serve`` or with an ``llm_api.yaml`` its contract refuses.
         BuildError, DeployError, ServerStartError: see :func:`deploy_variant`, :func:`serve`.
     """
     rd = as_run_dir(run_dir)
@@ -342,13 +349,15 @@ def serve_variants(
             f"fixed ports ({', '.join(map(str, fixed))}) cannot serve {len(names)} variants "
             "at once; pass one --variant or leave the ports out to pick free ones"
         )
-    vllm = split_by_server(rd, names)[1]
-    spec = recorded_spec(rd, deploy) if vllm else None
+    groups = group_by_server(rd, names)
+    own = groups["vllm"] + groups["trtllm-serve"]
+    spec = recorded_spec(rd, deploy) if own else None
     with contextlib.ExitStack() as stack:
-        servers: list[tuple[str, TritonServer | VllmServer]] = []
+        servers: list[tuple[str, TritonServer | VllmServer | TrtllmServer]] = []
         for name in names:
-            if name in vllm and spec is not None:
-                server = vllm_server_for(rd, name, spec, deploy.http_port)
+            if name in own and spec is not None:
+                make = vllm_server_for if name in groups["vllm"] else trtllm_server_for
+                server = make(rd, name, spec, deploy.http_port)
                 servers.append((name, stack.enter_context(server)))
             else:
                 servers.append(

@@ -15,7 +15,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from trtbench.builders.build import (
@@ -35,6 +35,7 @@ from trtbench.profiling.loadtest.workload.prompts import (
 )
 from trtbench.spec.bench import BenchSpec, DeploySpec, LoadtestSpec, VariantSpec
 from trtbench.spec.llmapi import LLMAPI_BACKEND, runtime_problem
+from trtbench.spec.serving import TRTLLM_SERVE, resolve_trtllm_serve
 from trtbench.triton_repo.binary import find_tritonserver
 from trtbench.triton_repo.interface import RepoMetadata
 from trtbench.triton_repo.ports import choose_ports
@@ -140,6 +141,22 @@ def check_ports(deploy: DeploySpec) -> None:
         choose_ports(*fixed, host=deploy.bind_address)
 
 
+def check_trtllm_serve(command: str, served: Sequence[str]) -> None:
+    """The ``trtllm-serve`` executable (``deploy.trtllm_serve``) is found when a variant is
+    served by it; nothing is checked when none is.
+
+    Args:
+        command: ``deploy.trtllm_serve`` (a name on ``$PATH`` or a path).
+        served: the names of the ``server: trtllm-serve`` variants.
+
+    Raises:
+        ConfigError: not found; one line naming it, the first variant that needs it and
+            the fix (:func:`~trtbench.spec.serving.resolve_trtllm_serve`).
+    """
+    if served:
+        resolve_trtllm_serve(command, f"variant {served[0]}")
+
+
 def check_mpirun(spec: BenchSpec, variants: Sequence[VariantSpec]) -> None:
     """``deploy.mpirun`` is found when a TensorRT-LLM variant spans several GPUs.
 
@@ -161,16 +178,20 @@ def check_mpirun(spec: BenchSpec, variants: Sequence[VariantSpec]) -> None:
 
 def check_llmapi_variants(spec: BenchSpec, variants: Sequence[VariantSpec]) -> None:
     """Every variant fits its backend, and every trtllm-pytorch variant's LLM-API plan passes
-    the contract of the targeted TensorRT-LLM and can be served by ``deploy.llmapi_runtime``.
+    the contract of the targeted TensorRT-LLM and, when Triton serves it, can be served by
+    ``deploy.llmapi_runtime``.
 
     Raises:
         ConfigError: a mode or field the backend lacks, a plan the contract refuses, or a
             mode the reference engine cannot serve yet with ``llmapi_runtime: reference``.
     """
     llmapi = [v for v in variants if variant_backend(spec, v, None) == LLMAPI_BACKEND]
+    runtime = spec.deploy.llmapi_runtime  # who runs Triton's llmapi model
     for v in llmapi:
+        if v.server != "triton":
+            continue  # trtllm-serve runs TensorRT-LLM itself, whatever llmapi_runtime says
         where = f"variants[{spec.variants.index(v)}]"
-        if problem := runtime_problem(v.mode, spec.deploy.llmapi_runtime, where):
+        if problem := runtime_problem(v.mode, runtime, where):
             raise ConfigError(problem)
     check_llmapi_plans(spec, llmapi)
 
@@ -324,8 +345,9 @@ def preflight_run(
         ConfigError: unknown variant, unwritable run directory, a bad
             ``deploy.tritonserver`` or ``deploy.mpirun``, bad tiers or
             ``profile.nsys_tier``, a bad dataset line, a prompt over a variant's limits,
-            a ``server: vllm`` variant vLLM cannot serve or no vLLM interpreter for it, a
-            variant its build would refuse (model directories, weights, trees, plans).
+            a ``server: vllm`` variant vLLM cannot serve or no vLLM interpreter for it, no
+            ``trtllm-serve`` for a ``server: trtllm-serve`` variant, a variant its build
+            would refuse (model directories, weights, trees, plans).
         ModelMismatchError: a draft or heads that do not fit the target.
         ServerStartError: no tritonserver found, a fixed port taken.
         NotAvailableError: ``profile.nsys`` without nsys.
@@ -338,8 +360,10 @@ def preflight_run(
     check_run_dir(run_dir)
     if any(
         v.server == "triton" for v in selected
-    ):  # vLLM-only runs need no tritonserver
+    ):  # vLLM- and trtllm-serve-only runs need no tritonserver
         check_tritonserver(spec.deploy.tritonserver, "deploy.tritonserver")
+    served = [v.name for v in selected if v.server == TRTLLM_SERVE]
+    check_trtllm_serve(spec.deploy.trtllm_serve, served)
     check_mpirun(spec, selected)
     check_llmapi_variants(spec, selected)
     check_variants(spec, [v.name for v in selected], None, run_dir, source)
@@ -365,9 +389,10 @@ def preflight_deploy(
     write: bool = True,
     serve: bool = False,
     tritonserver_option: bool = False,
+    servers: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
-    """``trtbench deploy``: RUN_DIR writable (when writing); with ``serve``, tritonserver
-    found and the fixed ports free.
+    """``trtbench deploy``: RUN_DIR writable (when writing); with ``serve``, the servers'
+    executables found (tritonserver, trtllm-serve) and the fixed ports free.
 
     Args:
         run_dir: the RUN_DIR argument.
@@ -375,16 +400,20 @@ def preflight_deploy(
         write: repositories will be written (not ``--check``).
         serve: servers will be started (``--serve``).
         tritonserver_option: the binary came from ``--tritonserver`` (names it so).
+        servers: the variants to serve by server kind (``{"triton": […], "vllm": […],
+            "trtllm-serve": […]}``); None: unknown, tritonserver is checked.
 
     Raises:
         ConfigError, ServerStartError: see :func:`check_run_dir`, :func:`check_tritonserver`,
-            :func:`check_ports`.
+            :func:`check_trtllm_serve`, :func:`check_ports`.
     """
     if write:
         check_run_dir(RunDir(run_dir), "RUN_DIR")
     if serve:
-        field = "--tritonserver" if tritonserver_option else "deploy.tritonserver"
-        check_tritonserver(deploy.tritonserver, field)
+        if servers is None or servers.get("triton"):
+            field = "--tritonserver" if tritonserver_option else "deploy.tritonserver"
+            check_tritonserver(deploy.tritonserver, field)
+        check_trtllm_serve(deploy.trtllm_serve, (servers or {}).get(TRTLLM_SERVE, []))
         check_ports(deploy)
 
 

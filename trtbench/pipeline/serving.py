@@ -1,12 +1,15 @@
 """Serve one variant and measure it: the per-variant step of ``trtbench run``.
 
 A variant is served by its own tritonserver (``server: triton``, the default: its model
-repository is rendered first) or by its own vLLM server (``server: vllm``:
-:mod:`trtbench.pipeline.vllm_deploy`). Either way the server starts inside the memory sampler
-(phase ``load``), ``/metrics`` is scraped throughout, the load generator warms up (phase
-``warmup``) and runs every tier (phases ``tier:<label>``), and the server is stopped with its
-whole process group. Triton is driven over gRPC streaming; vLLM over OpenAI completions (SSE),
-its speculative counts taken from its Prometheus counters around each tier.
+repository is rendered first), by its own vLLM server (``server: vllm``:
+:mod:`trtbench.pipeline.vllm_deploy`) or by its own trtllm-serve (``server: trtllm-serve``:
+:mod:`trtbench.pipeline.trtllm_deploy`). Either way the server starts inside the memory
+sampler (phase ``load``), its Prometheus text is scraped throughout (``/metrics``; trtllm-serve's
+``/prometheus/metrics``), the load generator warms up (phase ``warmup``) and runs every tier
+(phases ``tier:<label>``), and the server is stopped with its whole process group. Triton is
+driven over gRPC streaming; vLLM and trtllm-serve over OpenAI completions (SSE), their
+speculative counts read from each server's own counters around each tier
+(``profiling/loadtest/clients/counter_reader.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from trtbench.pipeline.deploy import deploy_variant, server_config
 from trtbench.pipeline.loadtest import connect, make_prompts, measure, open_tokenizer
 from trtbench.pipeline.preflight import check_served_prompts
 from trtbench.pipeline.tier_capture import TierCapture, analyze_capture, capture_for
+from trtbench.pipeline.trtllm_deploy import trtllm_server_for, trtllm_tokenizer_dir
 from trtbench.pipeline.vllm_deploy import vllm_server_for, vllm_tokenizer_dir
 from trtbench.profiling.loadtest.clients.health import Health, HealthCheck
 from trtbench.profiling.loadtest.clients.target import (
@@ -46,7 +50,10 @@ from trtbench.profiling.traces.nsys_session import nsys_launch_argv
 from trtbench.spec.bench import BenchSpec, VariantSpec
 from trtbench.triton_repo.interface import RepoMetadata, read_repo_metadata
 from trtbench.triton_repo.server import TritonServer
+from trtbench.trtllm_server.server import TrtllmServer
 from trtbench.vllm_server.server import VllmServer
+
+OpenAIServer = VllmServer | TrtllmServer  # the servers driven over OpenAI completions
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +65,8 @@ class RunProgress(Progress, Protocol):
 
 
 class ManagedServer(Protocol):
-    """What the run needs of a server it started (TritonServer, VllmServer)."""
+    """What the run needs of a server it started (TritonServer, VllmServer,
+    TrtllmServer)."""
 
     process: object
     metrics_url: str
@@ -188,7 +196,10 @@ def server_health(server: ManagedServer) -> HealthCheck:
 
 @contextlib.contextmanager
 def sampled(
-    server: TritonServer | VllmServer, variant: str, spec: BenchSpec, warn: bool = True
+    server: TritonServer | OpenAIServer,
+    variant: str,
+    spec: BenchSpec,
+    warn: bool = True,
 ) -> Iterator[list]:
     """Start ``server`` inside the memory sampler (its whole process tree) and, with
     ``profile.scrape_metrics``, the ``/metrics`` scraper; stop it (whole process group) on
@@ -263,10 +274,14 @@ def served(
     warn, got.warned_nvml = not got.warned_nvml, True  # NVML missing: one WARNING
     capture: TierCapture | None = None
     meta: RepoMetadata | None = None
-    server: TritonServer | VllmServer
+    server: TritonServer | OpenAIServer
     if variant.server == "vllm":
         server = vllm_server_for(rd, variant.name, spec)
         tokenizer = open_tokenizer(vllm_tokenizer_dir(rd, variant.name))
+        prompts = prompts or make_prompts(spec.loadtest, tokenizer)
+    elif variant.server == "trtllm-serve":
+        server = trtllm_server_for(rd, variant.name, spec)
+        tokenizer = open_tokenizer(trtllm_tokenizer_dir(rd, variant.name))
         prompts = prompts or make_prompts(spec.loadtest, tokenizer)
     else:
         repo = deploy_variant(rd, variant.name, spec.deploy)
@@ -359,16 +374,16 @@ def measure_variant(
 
 
 def _connect(
-    server: TritonServer | VllmServer,
+    server: TritonServer | OpenAIServer,
     spec: BenchSpec,
     tokenizer: TextTokenizer | None,
     meta: RepoMetadata | None,
 ) -> tuple[LoadTarget, str]:
     """The load target of a started server and what serves it (for the stage line):
-    Triton over gRPC (endpoint from its repository's ``meta``), vLLM over OpenAI
-    completions with token ids."""
+    Triton over gRPC (endpoint from its repository's ``meta``), vLLM and trtllm-serve over
+    OpenAI completions with token ids."""
     fixed = spec.loadtest.fixed_output_len
-    if isinstance(server, VllmServer) or meta is None:
+    if isinstance(server, (VllmServer, TrtllmServer)) or meta is None:
         target = connect(
             server.base_url,
             server.model_name,
@@ -376,7 +391,8 @@ def _connect(
             has_tokenizer=tokenizer is not None,
             fixed_output_len=fixed,
         )
-        return target, f"{server.model_name} with vLLM at {server.base_url}"
+        who = "trtllm-serve" if isinstance(server, TrtllmServer) else "vLLM"
+        return target, f"{server.model_name} with {who} at {server.base_url}"
     target = connect(
         server.grpc_url,
         meta.model_name,

@@ -5,7 +5,10 @@ records the checked Hugging Face directories); deploying it means mapping it ont
 serve`` (:func:`trtbench.vllm_server.args.serve_argv`) from the interpreter
 ``deploy.vllm_python`` and, to serve, starting :class:`~trtbench.vllm_server.server.VllmServer`
 (127.0.0.1, log in ``RUN_DIR/server/<variant>.log``, stopped with its process group). The
-spec it is served from is the one ``trtbench build`` recorded in ``run.json``.
+spec it is served from is the one ``trtbench build`` recorded in ``run.json``
+(:func:`recorded_spec`). Which server a built variant has is its build.json's
+(:func:`server_of`, :func:`group_by_server`: Triton, vLLM or trtllm-serve, the last deployed
+by :mod:`trtbench.pipeline.trtllm_deploy`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
+from typing import get_args
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -20,10 +24,22 @@ from trtbench.builders.manifest import read_manifest
 from trtbench.core.errors import ConfigError
 from trtbench.core.run_dir import RunDir
 from trtbench.spec.bench import BenchSpec, DeploySpec, VariantSpec
+from trtbench.spec.serving import Server
 from trtbench.vllm_server.args import serve_argv
 from trtbench.vllm_server.server import VllmServer, VllmServerConfig
 
 PORT_PLACEHOLDER = 0  # shown as PORT in a described command line
+
+
+def server_of(run_dir: RunDir, variant: str) -> str:
+    """The server the built ``variant`` is served by, as its build.json records it
+    (``triton``, ``vllm`` or ``trtllm-serve``; ``triton`` when it says none).
+
+    Raises:
+        BuildError: the variant is not built (no or invalid build.json).
+    """
+    manifest = read_manifest(run_dir.engine_dir(variant))
+    return str(manifest.variant.get("server") or "triton")
 
 
 def served_by_vllm(run_dir: RunDir, variant: str) -> bool:
@@ -32,20 +48,20 @@ def served_by_vllm(run_dir: RunDir, variant: str) -> bool:
     Raises:
         BuildError: the variant is not built (no or invalid build.json).
     """
-    manifest = read_manifest(run_dir.engine_dir(variant))
-    return manifest.variant.get("server") == "vllm"
+    return server_of(run_dir, variant) == "vllm"
 
 
-def split_by_server(
-    run_dir: RunDir, names: Sequence[str]
-) -> tuple[list[str], list[str]]:
-    """``names`` as (Triton-served, vLLM-served), each in the given order.
+def group_by_server(run_dir: RunDir, names: Sequence[str]) -> dict[str, list[str]]:
+    """``names`` by the server each is served by: ``{"triton": […], "vllm": […],
+    "trtllm-serve": […]}`` (every key present), each list in the given order.
 
     Raises:
         BuildError: a variant is not built.
     """
-    vllm = [n for n in names if served_by_vllm(run_dir, n)]
-    return [n for n in names if n not in vllm], vllm
+    groups: dict[str, list[str]] = {kind: [] for kind in get_args(Server)}
+    for name in names:
+        groups.setdefault(server_of(run_dir, name), []).append(name)
+    return groups
 
 
 def recorded_spec(run_dir: RunDir, deploy: DeploySpec | None = None) -> BenchSpec:

@@ -53,7 +53,9 @@ from trtbench.spec.report import ReportFields
 from trtbench.spec.serving import (
     SERVING_PATH_KEYS,
     ServingVariantFields,
+    TrtllmServeDeployFields,
     VllmDeployFields,
+    trtllm_serve_problem,
 )
 from trtbench.spec.speculation import NgramVariantFields
 
@@ -131,7 +133,7 @@ class VariantSpec(
         )
 
 
-class DeploySpec(VllmDeployFields, CoResidentField, _Strict):
+class DeploySpec(VllmDeployFields, TrtllmServeDeployFields, CoResidentField, _Strict):
     """How each variant is served by Triton.
 
     ``instance_count``: instances of each Python-backend model (the reference model,
@@ -140,6 +142,8 @@ class DeploySpec(VllmDeployFields, CoResidentField, _Strict):
     variant asks for CUDA graphs (default: the variant's max_batch_size). ``reference_device``:
     where the reference engine runs (``auto``: CUDA when available). ``mpirun``: the launcher
     for TP×PP > 1 (NGC image). ``bind_address``: the IP tritonserver listens on (127.0.0.1).
+    vLLM's fields: :class:`~trtbench.spec.serving.VllmDeployFields`; trtllm-serve's
+    (``trtllm_serve``): :class:`~trtbench.spec.serving.TrtllmServeDeployFields`.
     """
 
     instance_count: int = Field(default=1, ge=1)
@@ -306,8 +310,11 @@ class BenchSpec(ReportFields, _Strict):
     def _check_models(self) -> BenchSpec:
         for i, v in enumerate(self.variants):
             where = f"variants[{i}]"  # a vLLM-served variant has no trtbench backend
-            if v.server == "triton" and (
-                problem := variant_backend_problem(v, self.backend_of(v), where)
+            backend = self.backend_of(v)
+            if problem := trtllm_serve_problem(v.server, backend, where):
+                raise ValueError(problem)
+            if v.server != "vllm" and (
+                problem := variant_backend_problem(v, backend, where)
             ):
                 raise ValueError(problem)
         modes = {v.mode for v in self.variants if v.speculative_model is None}

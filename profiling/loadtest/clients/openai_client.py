@@ -29,7 +29,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,6 +38,7 @@ import httpx
 import numpy as np
 
 from trtbench.core.errors import ConfigError, LoadTestError
+from trtbench.profiling.loadtest.clients import sglang_spec
 from trtbench.profiling.loadtest.clients.counter_reader import CounterReader
 from trtbench.profiling.loadtest.clients.grpc_client import (
     ModelInterface,
@@ -67,6 +68,7 @@ from trtbench.profiling.loadtest.clients.target import (
     LoadTarget,
 )
 from trtbench.profiling.loadtest.records.spec_counters import SpecCounters
+from trtbench.profiling.loadtest.stats.acceptance import SGLANG_DETAILS
 from trtbench.profiling.loadtest.workload.prompts import Prompt
 
 COMPLETIONS = "completions"
@@ -159,11 +161,15 @@ def sse_to_parsed(
 
     The last response before ``[DONE]`` is marked final. A chunk ``{"error": ...}`` ends the
     stream with that error; no ``[DONE]`` leaves the done stamp None (the caller says why).
-    Per-request speculative counts the server sent (vLLM's ``metrics.speculative_decoding``)
-    are attached to the responses (:func:`~trtbench.profiling.loadtest.clients.openai_spec.attach_step_counts`).
+    Per-request speculative counts the server sent (vLLM's ``metrics.speculative_decoding``,
+    :func:`~trtbench.profiling.loadtest.clients.openai_spec.attach_step_counts`; SGLang's
+    ``sglext.spec_tokens_details``,
+    :func:`~trtbench.profiling.loadtest.clients.sglang_spec.attach_details`) are attached to
+    the responses.
     """
     out: list[tuple[int, ParsedResponse]] = []
     stats: dict[str, Any] | None = None
+    details: Mapping[str, Any] | None = None
     for t, line in stamped_lines:
         try:
             event = parse_event(line)
@@ -173,12 +179,14 @@ def sse_to_parsed(
             continue
         if event == DONE:
             out = attach_step_counts(out, stats)
+            out = sglang_spec.attach_details(out, details)
             if out:
                 out[-1] = (out[-1][0], replace(out[-1][1], final=True))
             return out, t, None
         if "error" in event:  # type: ignore[operator]
             return out, None, f"server error: {_one_line(json.dumps(event['error']))}"
         stats = spec_stats_of(event) or stats  # type: ignore[arg-type]
+        details = sglang_spec.details_of(event) or details  # type: ignore[arg-type]
         out.append((t, chunk_to_parsed(event, endpoint)))  # type: ignore[arg-type]
     return out, None, None
 
@@ -204,6 +212,7 @@ class OpenAITransport:
         self.session: aiohttp.ClientSession | None = None
         self.health_client: httpx.AsyncClient | None = None
         self.counters: CounterReader | None = None
+        self.finished = 0  # streams that ended with [DONE]: the server finished them
 
     async def open(self) -> None:
         self.session = open_session(self.pool, CONNECT_TIMEOUT_S)
@@ -213,7 +222,9 @@ class OpenAITransport:
         self.health_client = httpx.AsyncClient(
             timeout=HEALTH_TIMEOUT_S, trust_env=False
         )
-        self.counters = CounterReader(self.health_client, self.target.url)
+        self.counters = CounterReader(
+            self.health_client, self.target.url, lambda: self.finished
+        )
 
     async def close(self) -> None:
         if self.counters is not None:
@@ -259,6 +270,7 @@ class OpenAITransport:
         responses, done, bad = sse_to_parsed(lines, t.endpoint)
         if done is not None and bad is None:
             error = None
+            self.finished += 1
         elif error is None:
             error = bad or "stream closed before data: [DONE]"
         return Exchange(sent, done or end, responses, error)
@@ -303,11 +315,14 @@ class OpenAITransport:
 @dataclass(frozen=True)
 class OpenAIProbe:
     """What one short probe request found: token ids returned, usage streamed, the
-    readiness URL (``/health`` where it answers, else ``/v1/models``)."""
+    readiness URL (``/health`` where it answers, else ``/v1/models``); for SGLang its
+    ``/server_info`` and whether the reply carried ``sglext.spec_tokens_details``."""
 
     token_ids: bool
     usage: bool
     health_url: str
+    sglang: Mapping[str, Any] | None = None
+    spec_details: bool = False
 
 
 def _unreachable(url: str, exc: Exception) -> LoadTestError:
@@ -336,7 +351,10 @@ def probe_openai(
     url: str, model: str, endpoint: str, timeout_s: float = 30.0
 ) -> OpenAIProbe:
     """List the models, then stream one 2-token request, first with ``return_token_ids``
-    (again without it when the server refuses the field with HTTP 400).
+    (again without it when the server refuses the field with HTTP 400). An SGLang server
+    (:func:`~trtbench.profiling.loadtest.clients.sglang_spec.probe_sglang`) is asked for
+    ``return_spec_tokens_details`` too; other servers are not sent the field (trtllm-serve
+    refuses unknown fields with HTTP 400).
 
     Raises:
         LoadTestError: unreachable server (names ``url``), ``model`` not served (lists the
@@ -359,7 +377,10 @@ def probe_openai(
                 f"model {model!r} is not served at {url} (served: "
                 f"{', '.join(map(str, served)) or 'none'}); pass --model with one of them"
             )
-        options = RequestOptions(fixed_output_len=True)
+        base = url.removesuffix("/v1")
+        sglang = sglang_spec.probe_sglang(client, base)
+        extra = {} if sglang is None else {sglang_spec.REQUEST_FIELD: True}
+        options = RequestOptions(fixed_output_len=True, extra=extra)
         for ids in (True, False):
             body = request_body(
                 endpoint, model, PROBE_PROMPT, PROBE_TOKENS, options, ids
@@ -372,7 +393,6 @@ def probe_openai(
                 break
         if status != 200:
             raise LoadTestError(f"POST {url}/{endpoint} answered HTTP {status}: {text}")
-        base = url.removesuffix("/v1")
         try:
             health = f"{base}/health"
             ok = client.get(health).status_code == 200
@@ -382,6 +402,8 @@ def probe_openai(
         token_ids=ids and any(p.ids is not None for _, p in parsed),
         usage=any(p.usage_tokens is not None for _, p in parsed),
         health_url=health if ok else f"{url}/models",
+        sglang=sglang,
+        spec_details=any(p.counts_source == SGLANG_DETAILS for _, p in parsed),
     )
 
 
@@ -394,7 +416,9 @@ def connect_openai(
     extra: dict[str, object] | None = None,
     has_tokenizer: bool = False,
 ) -> LoadTarget:
-    """Probe the server (:func:`probe_openai`) and describe the target.
+    """Probe the server (:func:`probe_openai`) and describe the target (an SGLang server's
+    requests ask for its per-request speculative counts:
+    :func:`~trtbench.profiling.loadtest.clients.sglang_spec.request_fields`).
 
     Raises:
         LoadTestError: see :func:`probe_openai`.
@@ -411,8 +435,9 @@ def connect_openai(
         )
     outputs = (IDS_OUTPUT,) if probe.token_ids else (TEXT_OUTPUT,)
     interface = ModelInterface(model, {}, outputs, True)
+    fields = sglang_spec.request_fields(probe.sglang, extra, url, probe.spec_details)
     options = RequestOptions(
-        stream=True, fixed_output_len=fixed_output_len, extra=dict(extra or {})
+        stream=True, fixed_output_len=fixed_output_len, extra=fields
     )
     return LoadTarget(
         url.rstrip("/"), interface, endpoint, options, api, probe.health_url

@@ -59,6 +59,12 @@ class ParsedResponse:
     server_first_token_ns: int | None = None
     # the whole request's output tokens as the server counts them (OpenAI ``usage``)
     usage_tokens: int | None = None
+    # request totals a server reports with their own name (SGLang's spec_tokens_details,
+    # clients/sglang_spec.py), on the final response: its verify steps, the steps by
+    # accepted drafts (index j = steps that accepted j), the source's name
+    verify_steps: int | None = None
+    accepted_histogram: tuple[int, ...] | None = None
+    counts_source: str | None = None
 
 
 @dataclass(frozen=True)

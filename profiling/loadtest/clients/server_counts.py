@@ -12,10 +12,12 @@ passes here.
 Figures (vLLM's definitions, ``v1/spec_decode/metrics.py``), filled into summary.csv's
 :data:`~trtbench.profiling.loadtest.stats.acceptance.ACCEPTANCE_SUMMARY_COLUMNS` with
 ``spec_decode_counts_source`` naming the counters (``server_prometheus`` for vLLM's,
-``trtllm_prometheus`` / ``trtllm_iteration_stats`` for trtllm-serve's): acceptance length = 1 + accepted /
-drafts, draft acceptance rate = accepted / draft tokens, accepted drafts per step = accepted /
-drafts, verify steps = drafts; acceptance.csv gets one ``position`` row per draft position j
-= 1..K with steps = drafts and hits = accepted_per_pos[j − 1] (vLLM's per-position rate: its
+``trtllm_prometheus`` / ``trtllm_iteration_stats`` / ``trtllm_perf_metrics`` for trtllm-serve's):
+acceptance length = 1 + accepted / drafts, draft acceptance rate = accepted / draft tokens,
+accepted drafts per step = accepted / drafts, verify steps = drafts (all but the draft
+acceptance rate stay empty where the server does not count verify steps, and a pass whose
+per-request entries do not match its requests gives none: ``SpecCounters.figures``);
+acceptance.csv gets one ``position`` row per draft position j = 1..K with steps = drafts and hits = accepted_per_pos[j − 1] (vLLM's per-position rate: its
 denominator is every draft, also one cut short by ``max_tokens``). No histogram rows: the
 counters do not say how many drafts each step accepted.
 
@@ -65,12 +67,13 @@ def pass_delta(
 
 def tier_counts(results: Mapping[str, LoadResult]) -> dict[TierKey, SpecCounters]:
     """(variant, tier) → its counts summed over its passes; tiers without counts, or with a
-    pass whose scrape failed, are left out."""
+    pass whose scrape failed or whose per-request entries do not match its requests (a
+    partial count, even where another pass's surplus would even it out), are left out."""
     out: dict[TierKey, SpecCounters] = {}
     for variant, result in results.items():
         for t in result.tiers:
             passes = t.spec_counts
-            if not passes or any(p is None for p in passes):
+            if not passes or any(p is None or p.unmatched_requests for p in passes):
                 continue
             total = passes[0]
             for p in passes[1:]:

@@ -9,7 +9,8 @@ prompt echoed at the start of the output is removed and counted in ``echoed_toke
 Triton's llmapi model sends the text so far on every streamed response (``cumulative_text``):
 it is turned into the new text of each response first (``llmapi_tensors.text_deltas``).
 Speculative counts come per response or as running totals (turned into per-response deltas,
-whether the totals come on every response or on the final one only). Server times
+whether the totals come on every response or on the final one only); request totals a server
+names (SGLang's, with its verify steps and histogram) also go to the request record. Server times
 (``arrival_time_ns``, ``first_scheduled_time_ns``, ``first_token_time_ns``) are moved onto
 the client's clock (``client_timing.server_ns_to_client``).
 """
@@ -234,6 +235,7 @@ def exchange_to_all_records(
         error = f"no output tokens in {len(parsed)} responses"
     drafts = [s[0] for s in spec if s[0] is not None]
     accepted = [s[1] for s in spec if s[1] is not None]
+    named = next((p for p in parsed if p.counts_source), None)
     record = RequestRecord(
         variant=v,
         tier=tier.label,
@@ -266,5 +268,10 @@ def exchange_to_all_records(
         server_scheduled_ns=scheduled,
         server_first_token_ns=first,
         category=prompt.category,
+        verify_steps=None if named is None else named.verify_steps,
+        accepted_drafts_histogram=" ".join(
+            map(str, (named and named.accepted_histogram) or ())
+        ),
+        spec_counts_source="" if named is None else named.counts_source or "",
     )
     return record, responses, output_record(parsed, prompt, record, echo_possible)

@@ -121,6 +121,23 @@ REQUESTS_SCHEMA: tuple[Column, ...] = (
         "server-reported first token (first_token_time_ns) moved onto this clock; empty when not reported",
         False,
     ),
+    Column(
+        "verify_steps",
+        "verify steps the server counted for the request (SGLang spec_verify_ct); empty when not reported",
+        False,
+    ),
+    Column(
+        "accepted_drafts_histogram",
+        "the request's verify steps by accepted drafts, space separated: the j-th count = steps that accepted exactly j (SGLang spec_correct_drafts_histogram); empty when not reported",
+        False,
+        "str",
+    ),
+    Column(
+        "spec_counts_source",
+        "name of the server's own per-request counts (sglang_spec_tokens_details); empty: inferred from the responses",
+        False,
+        "str",
+    ),
     Column("time_to_first_token_ms", "first_token_ns − sent_ns", False),
     Column("request_latency_ms", "E2E: last_token_ns − sent_ns", False),
     Column(

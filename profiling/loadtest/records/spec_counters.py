@@ -16,6 +16,13 @@ Scraped around each tier and turned into summary/acceptance rows by
 :mod:`~trtbench.profiling.loadtest.records.trtllm_counters`). Where a server does not count
 verify steps (TensorRT-LLM's iteration counters in Prometheus), ``drafts`` is NaN: the draft
 acceptance rate is known, the acceptance length and per-position rates are not.
+
+Counts a server keeps per finished request in a queue the reader drains (trtllm-serve's
+``GET /perf_metrics``, :mod:`~trtbench.profiling.loadtest.records.trtllm_perf_metrics`) also
+carry ``requests`` (requests the client finished) and ``reported`` (the server's entries read
+for them): a pass whose entries do not match its requests one for one (entries lost to the
+server's bounded queue, or another client's counted) is a partial count, and
+:meth:`SpecCounters.figures` refuses it rather than print it as the tier's.
 """
 
 from __future__ import annotations
@@ -28,7 +35,13 @@ from prometheus_client.parser import text_string_to_metric_families
 SERVER_PROMETHEUS = "server_prometheus"  # vLLM's Prometheus counters, GET /metrics
 TRTLLM_PROMETHEUS = "trtllm_prometheus"  # trtllm-serve, GET /prometheus/metrics
 TRTLLM_ITERATION_STATS = "trtllm_iteration_stats"  # trtllm-serve, GET /metrics (JSON)
-SERVER_COUNTER_SOURCES = (SERVER_PROMETHEUS, TRTLLM_PROMETHEUS, TRTLLM_ITERATION_STATS)
+TRTLLM_PERF_METRICS = "trtllm_perf_metrics"  # trtllm-serve, GET /perf_metrics (JSON)
+SERVER_COUNTER_SOURCES = (
+    SERVER_PROMETHEUS,
+    TRTLLM_PROMETHEUS,
+    TRTLLM_ITERATION_STATS,
+    TRTLLM_PERF_METRICS,
+)
 """Sources of counts a server keeps over a tier (not per response): filled in after it."""
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
@@ -40,13 +53,25 @@ PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 class SpecCounters:
     """Counter values (or a tier's deltas): drafts (verify steps that proposed drafts; NaN
     where the server does not count them), draft tokens, accepted tokens, accepted tokens per
-    0-based draft position, and where they come from (``spec_decode_counts_source``)."""
+    0-based draft position, and where they come from (``spec_decode_counts_source``).
+    ``requests`` / ``reported``: for per-request sources, the requests the client finished
+    and the server's entries read for them (None elsewhere; module doc)."""
 
     drafts: float
     draft_tokens: float
     accepted: float
     accepted_per_pos: tuple[float, ...]
     source: str = SERVER_PROMETHEUS
+    requests: int | None = None
+    reported: int | None = None
+
+    @property
+    def unmatched_requests(self) -> int:
+        """Requests without a server entry (positive) or entries without a request of the
+        client's (negative); 0 where they match or the source is not per request."""
+        if self.requests is None or self.reported is None:
+            return 0
+        return self.requests - self.reported
 
     def minus(self, before: SpecCounters) -> SpecCounters:
         """The counts between two scrapes (``self`` after ``before``)."""
@@ -64,6 +89,8 @@ class SpecCounters:
             self.accepted - before.accepted,
             tuple(per),
             self.source,
+            _combine(self.requests, before.requests, -1),
+            _combine(self.reported, before.reported, -1),
         )
 
     def plus(self, other: SpecCounters) -> SpecCounters:
@@ -82,21 +109,29 @@ class SpecCounters:
             self.accepted + other.accepted,
             tuple(per),
             self.source,
+            _combine(self.requests, other.requests, 1),
+            _combine(self.reported, other.reported, 1),
         )
 
     def as_json(self) -> dict[str, object]:
         """The counts as plain JSON (run.json)."""
-        return {
+        out: dict[str, object] = {
             "drafts": self.drafts,
             "draft_tokens": self.draft_tokens,
             "accepted": self.accepted,
             "accepted_per_pos": list(self.accepted_per_pos),
             "source": self.source,
         }
+        if self.requests is not None:
+            out |= {"requests": self.requests, "reported": self.reported}
+        return out
 
     def figures(self) -> dict[str, float]:
         """acceptance_length_tokens, draft_acceptance_rate_ratio, accepted_drafts_per_step_tokens
-        and acceptance_rate_pos<j> (j = 1..K); empty when no draft was proposed."""
+        and acceptance_rate_pos<j> (j = 1..K); empty when no draft was proposed, and when
+        the per-request entries do not match the requests (a partial count)."""
+        if self.unmatched_requests:
+            return {}
         steps_unknown = math.isnan(self.drafts)
         if not (self.drafts > 0 or (steps_unknown and self.draft_tokens > 0)):
             return {}
@@ -110,6 +145,10 @@ class SpecCounters:
         for j, a in enumerate(self.accepted_per_pos, start=1):
             out[f"acceptance_rate_pos{j}"] = a / self.drafts
         return out
+
+
+def _combine(a: int | None, b: int | None, sign: int) -> int | None:
+    return None if a is None or b is None else a + sign * b
 
 
 def parse_spec_counters(text: str) -> SpecCounters | None:

@@ -6,7 +6,8 @@ openai_server.py`` and ``tensorrt_llm/metrics/collector.py``):
 * ``GET /prometheus/metrics`` (Prometheus text, cumulative counters; :func:`parse_prometheus`):
   ``trtllm_spec_decode_drafted_tokens_total{token_position="j"}`` and
   ``trtllm_spec_decode_accepted_tokens_total{token_position="j"}`` (0-based position j,
-  counted per request when it finishes; need ``return_perf_metrics: true``), and
+  counted per request when it finishes; need ``return_perf_metrics: true``; the same call
+  counts the request in ``trtllm_request_success_total``, :func:`requests_counted`), and
   ``trtllm_spec_decode_num_draft_tokens_total`` / ``..._num_accepted_tokens_total`` (summed
   from the iteration stats; need ``enable_iter_perf_stats: true``). With the per-position
   counters the verify steps that drafted are the drafts at position 0, so vLLM's acceptance
@@ -46,6 +47,7 @@ POS_ACCEPTED = "trtllm_spec_decode_accepted_tokens"
 POSITION_LABEL = "token_position"
 ITER_DRAFT_TOKENS = "trtllm_spec_decode_num_draft_tokens"
 ITER_ACCEPTED = "trtllm_spec_decode_num_accepted_tokens"
+REQUEST_SUCCESS = "trtllm_request_success"
 SPEC_STATS = "specDecodingStats"
 
 
@@ -103,6 +105,28 @@ def parse_prometheus(
         (),
         TRTLLM_PROMETHEUS,
     )
+
+
+def requests_counted(text: str) -> float | None:
+    """How many finished requests trtllm-serve's per-request metrics have counted so far:
+    Σ ``trtllm_request_success_total`` over its labels (``finished_reason``, …), which
+    ``tensorrt_llm/metrics/collector.py`` increments when it logs a finished request's
+    metrics, the per-position speculative counters included. A reader compares it with the
+    requests its client finished to know whether the last ones are counted yet.
+
+    Returns:
+        The count; None when the family is not declared.
+
+    Raises:
+        ValueError: text that is not the Prometheus text format.
+    """
+    total, declared = 0.0, False
+    for family in text_string_to_metric_families(text):
+        if family.name.removesuffix("_total") != REQUEST_SUCCESS:
+            continue
+        declared = True
+        total += sum(s.value for s in family.samples if not s.name.endswith("_created"))
+    return total if declared else None
 
 
 def iteration_entries(body: str) -> list[dict[str, Any]]:

@@ -35,9 +35,15 @@ when only request totals are known (TensorRT-LLM's perf metrics on the final res
 response that is not streamed): the pooled figures use verify steps = token responses − 1
 (one response: OSL − 1 − accepted, trtllm-bench's decode iterations), and the per-position
 rates and the histogram are not available (no rows); empty when the server reports no counts
-or nothing was proposed (a baseline). Over an OpenAI API, where responses carry no counts, the
-server's Prometheus counters over the tier fill the pooled figures and the position rows instead
-(``server_prometheus``; :mod:`~trtbench.profiling.loadtest.clients.server_counts`).
+or nothing was proposed (a baseline). A request whose server named its totals keeps that name
+(``spec_counts_source`` in requests.csv: ``sglang_spec_tokens_details``, SGLang's
+``sglext.spec_tokens_details``) and its server-counted verify steps (``verify_steps``); where
+every counted request of a tier also has its steps by accepted drafts
+(``accepted_drafts_histogram``, index j = steps that accepted j drafts) and proposes the same K
+drafts per step, the tier gets position and histogram rows from them, with that source. Over an
+OpenAI API, where responses carry no counts, the server's Prometheus counters over the tier fill
+the pooled figures and the position rows instead (``server_prometheus``;
+:mod:`~trtbench.profiling.loadtest.clients.server_counts`).
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ from trtbench.core.export import Column
 
 PER_STEP = "server_per_step"
 TOTALS = "server_request_totals"
+SGLANG_DETAILS = "sglang_spec_tokens_details"
+"""SGLang's per-request ``sglext.spec_tokens_details`` (clients/sglang_spec.py)."""
 POSITION = "position"
 HISTOGRAM = "histogram"
 KEYS = ["variant", "tier"]
@@ -86,7 +94,7 @@ ACCEPTANCE_SUMMARY_COLUMNS: tuple[Column, ...] = (
     ),
     Column(
         "spec_decode_counts_source",
-        "server_per_step (per-response counts) | server_request_totals (request totals only: no per-position rates) | server_prometheus (vLLM's Prometheus counters over the tier, OpenAI APIs: no histogram) | trtllm_prometheus (trtllm-serve's /prometheus/metrics over the tier) | trtllm_iteration_stats (trtllm-serve's /metrics iteration stats over the tier: no per-position rates) | empty (no draft counts, or a baseline)",
+        "server_per_step (per-response counts) | server_request_totals (request totals only: no per-position rates) | sglang_spec_tokens_details (SGLang's per-request totals, verify steps and histogram) | server_prometheus (vLLM's Prometheus counters over the tier, OpenAI APIs: no histogram) | trtllm_prometheus (trtllm-serve's /prometheus/metrics over the tier) | trtllm_iteration_stats (trtllm-serve's /metrics iteration stats over the tier: no per-position rates) | trtllm_perf_metrics (trtllm-serve's /perf_metrics request entries over the tier: draft acceptance rate only) | empty (no draft counts, or a baseline)",
         False,
     ),
 )
@@ -119,7 +127,7 @@ ACCEPTANCE_SCHEMA: tuple[Column, ...] = (
     ),
     Column(
         "source",
-        "where the counts come from: server_per_step, or a server's counters over the tier, server_prometheus or trtllm_prometheus (position rows only; steps = the tier's drafts, vLLM's denominator)",
+        "where the counts come from: server_per_step, sglang_spec_tokens_details (the requests' histograms of accepted drafts per step), or a server's counters over the tier, server_prometheus or trtllm_prometheus (position rows only; steps = the tier's drafts, vLLM's denominator)",
     ),
 )
 
@@ -137,17 +145,21 @@ def _num(frame: pd.DataFrame, name: str) -> pd.Series:
 def request_verify_steps(requests: pd.DataFrame) -> pd.Series:
     """Verify steps per request from its totals (float; NaN without draft counts).
 
-    token responses − 1 (one response per step, the first being the prefill); a request with
-    one token response (not streamed) gets OSL − 1 − accepted, trtllm-bench's decode
-    iterations (exact unless the last step was cut). Negative results become 0.
+    The server's own count where it reports one (``verify_steps``, SGLang's
+    ``spec_verify_ct``); else token responses − 1 (one response per step, the first being
+    the prefill); a request with one token response (not streamed) gets OSL − 1 − accepted,
+    trtllm-bench's decode iterations (exact unless the last step was cut). Negative results
+    become 0.
     """
     responses = _num(requests, "token_responses")
     osl, accepted = (
         _num(requests, "output_tokens"),
         _num(requests, "accepted_draft_tokens"),
     )
-    steps = (responses - 1).where(responses > 1, osl - 1 - accepted)
-    return steps.clip(lower=0).where(_num(requests, "draft_tokens").notna())
+    steps = (responses - 1).where(responses > 1, osl - 1 - accepted).clip(lower=0)
+    server = _num(requests, "verify_steps")  # counted by the server (SGLang)
+    steps = steps.where(server.isna(), server)
+    return steps.where(_num(requests, "draft_tokens").notna())
 
 
 def request_counts(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
@@ -188,7 +200,19 @@ def request_counts(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFr
     out["verify_steps"] = request_verify_steps(ok).where(
         ~step_wise, joined["verify"].astype(float)
     )
+    named = _text(ok, "spec_counts_source")
+    by_server = has & (named != "") & _num(ok, "verify_steps").notna()
+    out["source"] = out["source"].where(~by_server, named)
+    out["verify_steps"] = out["verify_steps"].where(
+        ~by_server, _num(ok, "verify_steps")
+    )
     return out.reset_index(drop=True)
+
+
+def _text(frame: pd.DataFrame, name: str) -> pd.Series:
+    if name not in frame:
+        return pd.Series("", index=frame.index, dtype=object)
+    return frame[name].fillna("").astype(str)
 
 
 def verify_steps(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
@@ -215,10 +239,11 @@ def verify_steps(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFram
 
 
 def _tier_source(sources: pd.Series, proposed: float) -> str:
-    counted = sources[sources != ""]
-    if counted.empty or not proposed > 0:
+    """The tier's one source, :data:`TOTALS` where its requests' sources differ."""
+    counted = set(sources[sources != ""])
+    if not counted or not proposed > 0:
         return ""
-    return PER_STEP if (counted == PER_STEP).all() else TOTALS
+    return counted.pop() if len(counted) == 1 else TOTALS
 
 
 def acceptance_summary(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
@@ -260,7 +285,72 @@ def acceptance_summary(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.Da
     return pd.DataFrame(rows, columns=[*KEYS, *names])
 
 
-def _tier_rows(variant: str, tier: str, steps: pd.DataFrame) -> list[dict]:
+def histogram_steps(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
+    """The verify steps of the tiers whose counts are all :data:`SGLANG_DETAILS`, from the
+    requests' histograms of accepted drafts (one row per step; their order within a request
+    is unknown and does not enter any figure).
+
+    A tier is left out unless every counted request has a histogram that agrees with its
+    totals (Σ steps = ``verify_steps``, Σ j · steps_j = accepted) and proposes a whole number
+    K = proposed / verify_steps per step: a tier with some requests' steps missing would be
+    a partial count.
+
+    Returns:
+        Columns variant, tier, proposed (K), accepted (ints).
+    """
+    counts = request_counts(requests, responses)
+    text = _text(requests, "accepted_drafts_histogram").set_axis(requests["request_id"])
+    frames = []
+    for (variant, tier), c in counts[counts["source"] != ""].groupby(KEYS, sort=False):
+        if not (c["source"] == SGLANG_DETAILS).all():
+            continue
+        steps = [
+            _request_steps(text.get(rid, ""), n, p, a)
+            for rid, n, p, a in zip(
+                c["request_id"],
+                c["verify_steps"],
+                c["proposed"],
+                c["accepted"],
+                strict=True,
+            )
+        ]
+        if any(s is None for s in steps):
+            continue
+        k = np.concatenate([s[0] for s in steps])  # type: ignore[index]
+        accepted = np.concatenate([s[1] for s in steps])  # type: ignore[index]
+        frames.append(
+            pd.DataFrame(
+                {"variant": variant, "tier": tier, "proposed": k, "accepted": accepted}
+            )
+        )
+    columns = ["variant", "tier", "proposed", "accepted"]
+    return (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(columns=columns)
+    )
+
+
+def _request_steps(
+    text: str, steps: float, proposed: float, accepted: float
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """One request's steps from its histogram, (K per step, accepted per step); None where
+    the histogram is missing or disagrees with the totals."""
+    try:
+        hist = np.array([int(v) for v in text.split()], dtype=np.int64)
+    except ValueError:
+        return None
+    if not hist.size or hist.min() < 0 or not steps > 0 or proposed % steps:
+        return None
+    if hist.sum() != steps or (np.arange(hist.size) * hist).sum() != accepted:
+        return None
+    n = int(hist.sum())
+    return np.full(n, int(proposed // steps)), np.repeat(np.arange(hist.size), hist)
+
+
+def _tier_rows(
+    variant: str, tier: str, steps: pd.DataFrame, source: str = PER_STEP
+) -> list[dict]:
     """Position and histogram rows of one tier's verify steps."""
     k = int(steps["proposed"].max())
     accepted = steps["accepted"].clip(upper=k).to_numpy()
@@ -283,7 +373,7 @@ def _tier_rows(variant: str, tier: str, steps: pd.DataFrame) -> list[dict]:
             "steps_count": s,
             "hits_count": h,
             "value_ratio": h / s if s else np.nan,
-            "source": PER_STEP,
+            "source": source,
         }
         for kind, j, s, h in rows
     ]
@@ -292,8 +382,10 @@ def _tier_rows(variant: str, tier: str, steps: pd.DataFrame) -> list[dict]:
 def acceptance_table(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
     """``loadtest/acceptance.csv``: per-position rates and the histogram, long format.
 
-    Only tiers whose counts are per step (``server_per_step``) and that proposed drafts get
-    rows; a run without such a tier gives an empty frame with the columns.
+    Only tiers whose counts are per step (``server_per_step``), or whose requests' server
+    histograms give every step (:func:`histogram_steps`, ``sglang_spec_tokens_details``),
+    and that proposed drafts get rows; a run without such a tier gives an empty frame with
+    the columns.
 
     Returns:
         Columns of :data:`ACCEPTANCE_SCHEMA`; per (variant, tier) K position rows
@@ -302,8 +394,11 @@ def acceptance_table(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.Data
     columns = [c.name for c in ACCEPTANCE_SCHEMA]
     if requests.empty or responses.empty:
         return pd.DataFrame(columns=columns)
-    steps = verify_steps(requests, responses)
     rows = []
-    for (variant, tier), s in steps.groupby(KEYS, sort=False):
-        rows += _tier_rows(variant, tier, s)
+    for steps, source in (
+        (verify_steps(requests, responses), PER_STEP),
+        (histogram_steps(requests, responses), SGLANG_DETAILS),
+    ):
+        for (variant, tier), s in steps.groupby(KEYS, sort=False):
+            rows += _tier_rows(variant, tier, s, source)
     return pd.DataFrame(rows, columns=columns)

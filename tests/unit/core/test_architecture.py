@@ -149,7 +149,10 @@ ENTRY_POINT = "trtbench.cli"  # the only module of the root package, above every
 FLOORS = (
     ("ground", ("core",)),
     ("bench spec", ("spec",)),
-    ("subsystems", ("builders", "triton_repo", "vllm_server", "profiling")),
+    (
+        "subsystems",
+        ("builders", "triton_repo", "vllm_server", "trtllm_server", "profiling"),
+    ),
     ("planner", ("plan",)),
     ("stages", ("pipeline",)),
     ("roof", ("commands", "cli")),

@@ -130,6 +130,8 @@ HAND_CHECKED_LINES = [
     ("1.2.1", "NGramDecodingConfig.max_matching_ngram_size", 1124),
     ("1.2.1", "CudaGraphConfig.batch_sizes", 103),
     ("1.2.1", "LLM.cuda_graph_config", 2863),  # TorchLlmArgs.cuda_graph_config
+    ("1.2.1", "LLM.enable_iter_perf_stats", 2911),  # TorchLlmArgs
+    ("1.2.1", "LLM.return_perf_metrics", 2251),  # BaseLlmArgs
     ("1.4.0rc4", "MedusaDecodingConfig.num_medusa_heads", 834),
 ]
 

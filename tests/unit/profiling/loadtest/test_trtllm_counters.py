@@ -27,6 +27,7 @@ from trtbench.profiling.loadtest.records.trtllm_counters import (
     IterationTotals,
     iteration_entries,
     parse_prometheus,
+    requests_counted,
 )
 
 
@@ -130,3 +131,20 @@ def test_an_empty_read_and_stats_without_speculation_add_nothing():
 def test_bad_iteration_stats_are_refused(body):
     with pytest.raises(ValueError):
         IterationTotals().add(iteration_entries(body))
+
+
+def test_requests_counted_sums_the_finished_reasons():
+    """trtllm_request_success_total as TensorRT-LLM documents its exposition (one sample
+    per finished_reason; prometheus_client adds a _created sample, not a count)."""
+    text = (
+        "# HELP trtllm_request_success_total Count of successfully processed requests.\n"
+        "# TYPE trtllm_request_success_total counter\n"
+        'trtllm_request_success_total{model_name="m",engine_type="trtllm",'
+        'finished_reason="stop"} 150.0\n'
+        'trtllm_request_success_total{model_name="m",engine_type="trtllm",'
+        'finished_reason="length"} 5.0\n'
+        'trtllm_request_success_created{model_name="m",engine_type="trtllm",'
+        'finished_reason="stop"} 1.7e9\n'
+    )
+    assert requests_counted(text) == 155.0
+    assert requests_counted("# TYPE other_total counter\nother_total 3.0\n") is None

@@ -1,0 +1,187 @@
+"""A scripted stand-in for an SGLang server's HTTP endpoints: a contract test, not a run of
+SGLang (SGLang needs a GPU here).
+
+It serves what trtbench reads, in SGLang's formats (sgl-project/sglang):
+
+* ``GET /server_info``: an object with ``version``, the server arguments trtbench names
+  (``speculative_algorithm``, ``speculative_num_draft_tokens``, ``decode_log_interval``) and
+  ``internal_states`` (one per data-parallel rank, with the running
+  ``avg_spec_accept_length``), as ``http_server.py``'s ``get_server_info`` returns them.
+* ``POST /v1/completions`` streaming: one chunk per engine step (``choices[0].text``, and
+  ``token_ids`` when ``return_token_ids`` is asked, as sglang's ``serving_completions.py``
+  does), the last with ``finish_reason``; then, when the request asked for
+  ``return_spec_tokens_details`` and ``details`` is on (sglang 0.5.19+), one chunk
+  ``{"choices": [], "sglext": {"spec_tokens_details": {...}}}`` (0.5.23
+  ``serving_completions.py`` lines 444–476) with the fields ``tokenizer_manager.py``'s
+  ``_calculate_spec_decoding_metrics`` computes; then the usage chunk and ``data: [DONE]``.
+  With ``details`` off it ignores the field, as releases before 0.5.19 do.
+* ``GET /metrics``: SGLang's gauges ``sglang:spec_accept_length`` / ``sglang:spec_accept_rate``
+  (a recent window; trtbench refuses them as tier figures).
+
+Every request decodes with ``speculative_num_draft_tokens`` = 4 (K = 3 drafts per verify
+step), the steps accepting the trtllm-serve stand-in's pattern (2, 0, 3, 1, …; the last step
+cut by ``max_tokens``, its accepted drafts still counted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import queue
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from tests.support.sse_server import serving_app
+from tests.support.trtllm_serve_standin import K, request_steps
+
+NUM_DRAFT_TOKENS = K + 1
+
+
+def spec_tokens_details(max_tokens: int) -> dict:
+    """``spec_tokens_details`` of one request of ``max_tokens`` tokens, computed as SGLang's
+    ``_calculate_spec_decoding_metrics`` does from the scheduler's per-request counters."""
+    steps = request_steps(max_tokens)
+    verify = len(steps)
+    correct = sum(a for _, a in steps)
+    proposed = verify * (NUM_DRAFT_TOKENS - 1)
+    hist: list[int] = []
+    for _, a in steps:  # Req.update_spec_correct_drafts_histogram: grown on demand
+        hist.extend([0] * (a + 1 - len(hist)))
+        hist[a] += 1
+    return {
+        "spec_accept_rate": correct / proposed if proposed else 0.0,
+        "spec_accept_length": max_tokens / verify if verify else 0.0,
+        "spec_cap_length": 0.0,
+        "spec_block_accept_length": 0.0,
+        "spec_num_correct_drafts": correct,
+        "spec_num_proposed_drafts": proposed,
+        "spec_verify_ct": verify,
+        "spec_correct_drafts_histogram": hist,
+        "spec_cap_lens_histogram": [],
+    }
+
+
+@dataclass
+class SGLangStandIn:
+    """What the stand-in exposes (``details``: sglang ≥ 0.5.19, which answers
+    ``return_spec_tokens_details``; ``model``: the one name ``/v1/models`` lists)."""
+
+    details: bool = True
+    model: str = "tiny"
+    version: str = "0.5.23"
+
+    def server_info(self) -> dict:
+        return {
+            "model_path": self.model,
+            "speculative_algorithm": "EAGLE",
+            "speculative_num_steps": K,
+            "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": NUM_DRAFT_TOKENS,
+            "decode_log_interval": 40,
+            "internal_states": [
+                {"avg_spec_accept_length": 2.4, "last_gen_throughput": 1.0}
+            ],
+            "version": self.version,
+        }
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        max_tokens = int(body.get("max_tokens", 16))
+        ids_asked = bool(body.get("return_token_ids"))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        token = 100
+
+        async def send(data: dict) -> None:
+            head = {"id": "cmpl-standin", "object": "text_completion", "created": 0}
+            await resp.write(f"data: {json.dumps(head | data)}\n\n".encode())
+            await asyncio.sleep(0.001)
+
+        async def chunk(n: int, finish: str | None) -> None:
+            nonlocal token
+            choice: dict = {"index": 0, "text": "x" * n, "logprobs": None}
+            choice["finish_reason"] = finish
+            if ids_asked:
+                choice["token_ids"] = list(range(token, token + n))
+            token += n
+            await send({"model": self.model, "choices": [choice], "usage": None})
+
+        steps = request_steps(max_tokens)
+        await chunk(1, None if steps else "length")
+        for i, (tokens, _) in enumerate(steps):
+            await chunk(tokens, "length" if i == len(steps) - 1 else None)
+        if self.details and body.get("return_spec_tokens_details"):
+            ext = {"spec_tokens_details": spec_tokens_details(max_tokens)}
+            await send(
+                {"model": self.model, "choices": [], "usage": None, "sglext": ext}
+            )
+        usage = {"prompt_tokens": 8, "completion_tokens": max_tokens}
+        usage["total_tokens"] = 8 + max_tokens
+        await send({"model": self.model, "choices": [], "usage": usage})
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def metrics(self, _: web.Request) -> web.Response:
+        labels = (
+            f'model_name="{self.model}",engine_type="unified",tp_rank="0",pp_rank="0"'
+        )
+        text = (
+            "# HELP sglang:spec_accept_length The average acceptance length of "
+            "speculative decoding.\n# TYPE sglang:spec_accept_length gauge\n"
+            f"sglang:spec_accept_length{{{labels}}} 2.4\n"
+            "# HELP sglang:spec_accept_rate The average acceptance rate of speculative "
+            "decoding.\n# TYPE sglang:spec_accept_rate gauge\n"
+            f"sglang:spec_accept_rate{{{labels}}} 0.47\n"
+        )
+        return web.Response(text=text, content_type="text/plain")
+
+
+@contextlib.asynccontextmanager
+async def sglang_standing_in(standin: SGLangStandIn) -> AsyncIterator[str]:
+    """Serve ``standin`` on 127.0.0.1 (a free port); yields its ``/v1`` base URL."""
+    app = web.Application()
+    app.router.add_post("/v1/completions", standin.completions)
+    app.router.add_get("/metrics", standin.metrics)
+
+    async def server_info(_: web.Request) -> web.Response:
+        return web.json_response(standin.server_info())
+
+    async def health(_: web.Request) -> web.Response:
+        return web.Response(text="")
+
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": standin.model}]})
+
+    app.router.add_get("/server_info", server_info)
+    app.router.add_get("/health", health)
+    app.router.add_get("/v1/models", models)
+    async with serving_app(app) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def sglang_standin_thread(standin: SGLangStandIn) -> Iterator[str]:
+    """:func:`sglang_standing_in` on its own event loop in a thread (for a CLI run, which has
+    its own loop); yields the ``/v1`` base URL, stops the server on exit."""
+    ready: queue.Queue[str] = queue.Queue()
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+
+    async def serve() -> None:
+        async with sglang_standing_in(standin) as url:
+            ready.put(url)
+            await stop.wait()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),))
+    thread.start()
+    try:
+        yield ready.get(timeout=30)
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(30)
+        loop.close()
