@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "deploy": "trtbench.commands.deploy:deploy",
     "loadtest": "trtbench.commands.loadtest:loadtest",
     "run": "trtbench.commands.run:run",
+    "collect": "trtbench.commands.collect:collect",
     "profile": "trtbench.commands.profile:profile",
     "analyze": "trtbench.commands.analyze:analyze",
     "report": "trtbench.commands.report:report",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.slurm_cluster import LocalSlurm, local_slurm
 from tests.support.vllm_serve import DETAILED, DRAFT_K, serve_target
 
 CHAT_TEMPLATE = Path(__file__).resolve().parents[1] / "data" / "chat_template.jinja"
@@ -49,3 +50,24 @@ def vllm_draft_detailed_url(tiny_models, tmp_path_factory) -> Iterator[str]:
     """As :func:`vllm_draft_url`, with :data:`DETAILED` per-request counts."""
     extra = [*DETAILED, *_draft_config(tiny_models)]
     yield from serve_target(tiny_models, tmp_path_factory, "draft-detailed", extra)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory) -> Iterator[LocalSlurm]:
+    """A single-node Slurm cluster on this machine (``tests/support/slurm_cluster.py``),
+    started once per session with ``SLURM_CONF`` set for the Slurm commands, stopped
+    here; skipped with the reason when it cannot start (not root, no apt-get, …)."""
+    import os
+
+    with local_slurm(tmp_path_factory.mktemp("slurm")) as cluster:
+        if isinstance(cluster, str):
+            pytest.skip(cluster)
+        old = os.environ.get("SLURM_CONF")
+        os.environ["SLURM_CONF"] = str(cluster.conf)
+        try:
+            yield cluster
+        finally:
+            if old is None:
+                os.environ.pop("SLURM_CONF", None)
+            else:
+                os.environ["SLURM_CONF"] = old

@@ -37,6 +37,7 @@ SLOW_UNITS_S = {
     "tests/integration/test_faults.py": 180,
     "tests/integration/test_demo_followup.py": 150,
     "tests/integration/test_run_pipeline.py": 110,
+    "tests/integration/test_slurm_run.py": 100,
     "tests/integration/test_followup_gate.py": 100,
     "tests/integration/test_vllm_server.py": 95,
     "tests/integration/test_vllm_eagle3_crosscheck.py": 90,

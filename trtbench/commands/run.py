@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from trtbench.commands.claim import claim_run_dir
+from trtbench.commands.cluster import (
+    given_slurm_options,
+    run_slurm,
+    slurm_options,
+    with_spec_cluster,
+)
 from trtbench.commands.options import (
     run_dir_option,
     spec_argument,
@@ -23,7 +30,14 @@ from trtbench.spec.bench import load_spec
 @spec_argument
 @variants_option("run", "every variant in the spec")
 @run_dir_option()
-def run(spec: Path, variants: tuple[str, ...], out: Path | None) -> None:
+@slurm_options
+def run(
+    spec: Path,
+    variants: tuple[str, ...],
+    out: Path | None,
+    executor: str | None,
+    **slurm: Any,
+) -> None:
     """Build, deploy, load-test and profile SPEC's variants; print them side by side.
 
     One server per variant; by default all stay up and the (tier, variant) cells run in
@@ -32,9 +46,24 @@ def run(spec: Path, variants: tuple[str, ...], out: Path | None) -> None:
     report.md and plots/*.png from them (as `trtbench report RUN_DIR`). With
     `profile: {nsys: true, nsys_tier: I}` each server runs under Nsight Systems and tier I
     (0-based) is recorded into RUN_DIR/traces/<variant>/ with its launch-overhead CSVs.
+
+    With `--executor slurm` (or the spec's `cluster: {executor: slurm}`) the variants run
+    as shards of a Slurm job array, each beside the baseline, and are gathered into RUN_DIR
+    (README: Running on a Slurm cluster).
     """
     bench = load_spec(spec)
     run_dir = spec_run_dir(out, bench.name)
+    if (executor or bench.cluster.executor) == "slurm":
+        # checked first; then the lock (the shards lock RUN_DIR/shards/s<K>, each its own)
+        options = with_spec_cluster(bench.cluster, slurm)
+        run_slurm(
+            bench, spec, run_dir, variants, options, lambda: claim_run_dir(run_dir)
+        )
+        return
+    if given_slurm_options(slurm):
+        raise click.UsageError(
+            f"{', '.join(given_slurm_options(slurm))} need --executor slurm"
+        )
     prompts = preflight_run(bench, run_dir, variants, str(spec))  # before any build
     claim_run_dir(run_dir)
     outcome = run_bench(bench, run_dir, variants, TierProgress(), prompts, checked=True)

@@ -12,6 +12,7 @@ Shape (see ``examples/tiny-cpu.yaml``)::
     deploy:   {...}               # DeploySpec
     loadtest: {...}               # LoadtestSpec
     profile:  {...}               # ProfileSpec
+    cluster:  {...}               # ClusterSpec (spec/cluster.py): local, or Slurm shards
 
 Paths may use ``$VAR`` / ``${VAR:-default}``; relative paths resolve against the spec file.
 Errors raise :class:`trtbench.core.errors.ConfigError` naming the field (``variants[1].max_draft_len``).
@@ -38,6 +39,7 @@ from trtbench.core import methods
 from trtbench.core.errors import ConfigError
 from trtbench.core.paths import expand_vars
 from trtbench.core.validation_errors import format_validation_error
+from trtbench.spec.cluster import ClusterSpec
 from trtbench.spec.datasets import DATASET_PATH_KEYS, DatasetsField
 from trtbench.spec.design import CoResidentField, DesignFields
 from trtbench.spec.kv import KvCacheVariantFields
@@ -295,6 +297,7 @@ class BenchSpec(ReportFields, _Strict):
     deploy: DeploySpec = Field(default_factory=DeploySpec)
     loadtest: LoadtestSpec = Field(default_factory=LoadtestSpec)
     profile: ProfileSpec = Field(default_factory=ProfileSpec)
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec)
 
     @field_validator("variants")
     @classmethod

@@ -154,7 +154,7 @@ FLOORS = (
         ("builders", "triton_repo", "vllm_server", "trtllm_server", "profiling"),
     ),
     ("planner", ("plan",)),
-    ("stages", ("pipeline",)),
+    ("stages", ("pipeline", "cluster")),
     ("roof", ("commands", "cli")),
 )
 """The floors of ``trtbench``, bottom first (docs/architecture.md draws them): a module
