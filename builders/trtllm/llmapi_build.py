@@ -245,9 +245,10 @@ def counters_unset(
         return []
     return [
         f"{', '.join(missing)}: not in trtbench's TensorRT-LLM {contract.version} "
-        "contract, so not set; trtllm-serve's speculative counters need them: add "
+        "contract, so not set; trtllm-serve's speculative counters need it: add "
         f"llm_api_options: {{{': true, '.join(missing)}: true}} to variant {variant.name} "
-        "if this release has them (passed unchecked)"
+        "if this release has it (passed unchecked; on 1.3+ also return_perf_metrics: "
+        "true for the per-position Prometheus counters)"
     ]
 
 

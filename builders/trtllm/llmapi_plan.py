@@ -15,8 +15,8 @@ Mapping (``speculative_config`` keys in this order, ``llm_api_options`` merged l
     + speculation.max_concurrency / draft_len_schedule, speculative_options
     cuda_graphs   true → cuda_graph_config {batch_sizes | max_batch_size, enable_padding};
                   false → cuda_graph_config: null (TensorRT-LLM's default turns graphs on)
-    server: trtllm-serve  + enable_iter_perf_stats, return_perf_metrics: true where the
-                  version's contract lists them (:data:`COUNTER_OPTIONS`)
+    server: trtllm-serve  + enable_iter_perf_stats: true where the version's contract
+                  lists it (:data:`COUNTER_OPTIONS`)
 """
 
 from __future__ import annotations
@@ -37,15 +37,15 @@ from trtbench.spec.serving import TRTLLM_SERVE
 DECODING_TYPES = LLMAPI_DECODING_TYPES  # mode → speculative_config.decoding_type
 MTP_KEY = "num_nextn_predict_layers"  # DeepSeek-V3 config.json: MTP modules after the last layer
 SERVE_PORT = 8000  # trtllm-serve's --port default (tensorrt_llm/commands/serve.py)
-# What trtllm-serve's own speculative counters need (tensorrt_llm/llmapi/llm_args.py, both
-# False by default): enable_iter_perf_stats (TorchLlmArgs) fills GET /metrics with iteration
-# stats (their specDecodingStats) and the iteration-level Prometheus counters;
-# return_perf_metrics (BaseLlmArgs) mounts GET /prometheus/metrics and its per-request
-# counters (tensorrt_llm/serve/openai_server.py: register_routes → mount_metrics).
-COUNTER_OPTIONS: dict[str, bool] = {
-    "enable_iter_perf_stats": True,
-    "return_perf_metrics": True,
-}
+# What trtllm-serve's own speculative counters need (tensorrt_llm/llmapi/llm_args.py, False
+# by default): enable_iter_perf_stats (TorchLlmArgs) fills GET /metrics with iteration stats
+# (their specDecodingStats: drafts, accepted and verify steps). return_perf_metrics
+# (BaseLlmArgs) is deliberately not set: it mounts GET /prometheus/metrics, whose speculative
+# counters (per position; iteration totals) arrived after 1.2 (TensorRT-LLM PRs 12545, 12636),
+# and its background collector drains the same iteration-stats queue, so GET /metrics then
+# answers [] (aibrix issue 2004; TensorRT-LLM main buffers it since). On 1.3+ a user adds
+# it with llm_api_options for the per-position counters (README).
+COUNTER_OPTIONS: dict[str, bool] = {"enable_iter_perf_stats": True}
 
 
 def mtp_layers(config: Mapping[str, Any] | None) -> int:

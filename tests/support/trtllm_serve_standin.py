@@ -68,7 +68,9 @@ class StandIn:
     """What the stand-in exposes (``per_position``: the per-request counters; ``iteration``:
     the iteration stats and their Prometheus counters; ``json_endpoint``: ``GET /metrics``;
     ``model``: the one name ``/v1/models`` lists; ``late_s``: the per-request counters are
-    updated that long after the request's ``[DONE]``, 0: before it)."""
+    updated that long after the request's ``[DONE]``, 0: before it; ``collector``: the
+    server's own Prometheus collector takes every iteration stat first, so ``GET /metrics``
+    answers ``[]``, as with ``return_perf_metrics`` on before TensorRT-LLM buffered them)."""
 
     per_position: bool = True
     iteration: bool = True
@@ -78,6 +80,7 @@ class StandIn:
     perf_max: int = 0
     perf_spec: bool = True
     late_s: float = 0.0
+    collector: bool = False
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     stats: deque = field(default_factory=deque)
     perf: deque = field(default_factory=deque)
@@ -230,7 +233,7 @@ class StandIn:
         return resp
 
     async def iteration_stats(self, _: web.Request) -> web.Response:
-        drained = list(self.stats)
+        drained = [] if self.collector else list(self.stats)
         self.stats.clear()
         return web.json_response(drained)
 

@@ -27,11 +27,13 @@ must be read, depends on the server (chosen once, by probing, :meth:`CounterRead
    request the client finished (trtllm-serve queues a chat request's entry just after its
    ``data: [DONE]``); the counts carry both numbers, and a tier whose entries and requests
    differ (entries dropped by the bounded queue, or another client's) gets no figures.
-5. ``GET /metrics`` answering a JSON list without a drafting iteration (``[]``: off, or
-   emptied by the server's own Prometheus collector): the iteration stats all the same.
-6. ``GET /prometheus/metrics`` with only trtllm-serve's iteration counters: the draft
-   acceptance rate, no acceptance length (``trtllm_prometheus``, drafts unknown; kind
-   ``trtllm-iteration-counters``).
+5. ``GET /prometheus/metrics`` whose iteration counters counted drafts (the probe and
+   warm-up requests drafted), or that has them while ``GET /metrics`` is no JSON list:
+   the draft acceptance rate, no acceptance length (``trtllm_prometheus``, drafts unknown;
+   kind ``trtllm-iteration-counters``).
+6. ``GET /metrics`` answering a JSON list without a drafting iteration: the iteration stats
+   all the same (a baseline's, or a server about to draft); ``[]`` (off, or emptied by the
+   server's own Prometheus collector) is logged as a warning with the options to set.
 
 The per-position Prometheus counters are preferred over everything else from trtllm-serve
 because they are cumulative (nothing is lost between reads, and another reader cannot take
@@ -154,7 +156,7 @@ class CounterReader:
             found = parse_prometheus(text) if text else None
             if found is not None and found.drafts > 0:  # per-position samples
                 return TRTLLM_PROMETHEUS
-        drafted = False
+        drafted, iterations = False, 0
         if is_json:
             # what queued before the first tier (this read took it) is not a tier's; its
             # last iteration number is kept to see a gap at the next read
@@ -162,16 +164,29 @@ class CounterReader:
                 entries = iteration_entries(metrics.text)
                 self.totals.add(entries)
                 drafted = any(_drafted(e) for e in entries)
+                iterations = len(entries)
             self.totals = IterationTotals(last_iter=self.totals.last_iter)
         if drafted:
             return TRTLLM_ITERATIONS
         if await self._probe_perf():
             return TRTLLM_PERF
-        if is_json:
-            return TRTLLM_ITERATIONS
+        counters = None
         with contextlib.suppress(ValueError):
-            if text and parse_prometheus(text, per_position=False) is not None:
-                return TRTLLM_ITERATION_COUNTERS
+            counters = parse_prometheus(text, per_position=False) if text else None
+        if counters is not None and (counters.draft_tokens > 0 or not is_json):
+            return TRTLLM_ITERATION_COUNTERS
+        if is_json:
+            if iterations == 0:
+                log.warning(
+                    "%s/metrics answered [] after the probe and warm-up requests: "
+                    "trtllm-serve keeps no iteration stats (enable_iter_perf_stats off) or "
+                    "its own Prometheus collector drains them (return_perf_metrics on, "
+                    "aibrix issue 2004); the tiers may get no acceptance figures. Set "
+                    "llm_api_options: {enable_iter_perf_stats: true, return_perf_metrics: "
+                    "false} (docs/metrics.md)",
+                    self.root,
+                )
+            return TRTLLM_ITERATIONS
         return NONE
 
     async def _probe_perf(self) -> bool:

@@ -79,9 +79,10 @@ def test_served_started_ready_logged_and_stopped_as_a_group(built):
         models = httpx.get(f"{server.base_url}/models").json()
         assert [m["id"] for m in models["data"]] == ["target"]
         assert server.health() is None
-        # the options reached the server: /prometheus/metrics is mounted (return_perf_
-        # metrics) and the iteration stats are kept (enable_iter_perf_stats)
-        assert httpx.get(server.metrics_url).status_code == 200
+        # the options reached the server: the iteration stats are kept
+        # (enable_iter_perf_stats) and /prometheus/metrics is not mounted (return_perf_
+        # metrics stays off: its collector would drain GET /metrics)
+        assert httpx.get(server.metrics_url).status_code == 404
         with httpx.stream(
             "POST",
             f"{server.base_url}/completions",
@@ -100,7 +101,7 @@ def test_served_started_ready_logged_and_stopped_as_a_group(built):
     assert log.startswith("==== trtbench: trtllm-serve start ")
     options = json.loads(log.split("options: ", 1)[1].splitlines()[0])
     assert options["enable_iter_perf_stats"] is True
-    assert options["return_perf_metrics"] is True
+    assert "return_perf_metrics" not in options
 
 
 def test_a_server_that_dies_says_why_in_one_line(built, monkeypatch):

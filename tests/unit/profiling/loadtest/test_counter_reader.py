@@ -159,3 +159,25 @@ def test_vllm_counters_and_no_counters():
     assert kind == VLLM and got.source == SERVER_PROMETHEUS and got.drafts == 4
     kind, got = asyncio.run(serve_text("/other", "x")(None))
     assert kind == NONE and got is None
+
+
+def test_iteration_counters_win_over_stats_drained_by_the_servers_collector():
+    """return_perf_metrics on, without per-position counters: trtllm-serve's own collector
+    drains the iteration stats into its iteration counters, so GET /metrics answers [];
+    the counters that counted the probe's drafts are read instead."""
+    standin = StandIn(per_position=False, collector=True)
+    steps(standin, (1,))  # the probe request drafted
+    kind, before, after, _ = asyncio.run(around(standin, steps))
+    assert kind == TRTLLM_ITERATION_COUNTERS
+    tier = after.minus(before)
+    assert (tier.draft_tokens, tier.accepted) == (9, 5)
+
+
+def test_empty_iteration_stats_are_a_warning_naming_the_options(caplog):
+    standin = StandIn(per_position=False, iteration=False)
+    steps(standin, (1,))
+    with caplog.at_level(logging.WARNING):
+        kind, *_ = asyncio.run(around(standin, steps))
+    assert kind == TRTLLM_ITERATIONS
+    assert "/metrics answered [] after the probe and warm-up requests" in caplog.text
+    assert "{enable_iter_perf_stats: true, return_perf_metrics: false}" in caplog.text
