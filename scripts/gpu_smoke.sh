@@ -7,7 +7,9 @@
 # against it, and take a short Nsight Systems trace of the baseline server. Where `trtllm-serve`
 # is on PATH, also serve an n-gram variant with `server: trtllm-serve`, load-test it over OpenAI
 # completions with no warm-up, and check trtbench's per-tier draft counts against the server's own
-# totals (`/prometheus/metrics` counters since start, and `/metrics` iteration stats).
+# totals (`/prometheus/metrics` counters since start, and `/metrics` iteration stats). The
+# variant turns return_perf_metrics on for that check: the Prometheus speculative counters exist
+# from TensorRT-LLM 1.3; on older servers the check prints what it found and compares nothing.
 #
 #   docker run --rm --gpus all --ipc=host -v "$PWD:/work" -w /work \
 #       nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3 bash scripts/gpu_smoke.sh [RUN_DIR]

@@ -79,6 +79,8 @@ def format_validation_error(
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = f"unknown key{_did_you_mean(root, raw_loc)}"
+    elif err["type"] == "missing":
+        msg = "required and missing: add it"
     where = f"{loc}: " if loc else ""
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{source}: {where}{msg}{more}"

@@ -101,3 +101,11 @@ def test_missing_spec_file(tmp_path):
         ConfigError, match="does not exist; pass the path to a bench spec"
     ):
         load_spec(tmp_path / "nope.yaml")
+
+
+def test_a_missing_section_is_named_with_the_fix():
+    """The README's first trtllm-serve snippet lacked models: pydantic's "Field required"
+    named the field but not what to do."""
+    with pytest.raises(ConfigError) as err:
+        parse_spec("variants: [{name: b, mode: baseline}]\n", source="s.yaml")
+    assert str(err.value) == "s.yaml: models: required and missing: add it"
