@@ -1,31 +1,48 @@
-"""Benchmark ``trtbench analyze nsys`` on a synthesized export with millions of kernels.
+"""Benchmark ``trtbench analyze nsys`` on synthesized exports with millions of kernels.
 
-Target (issue 16, item 5): 5 million kernels analyzed in under 20 s wall and under 2 GiB peak RSS
-on 2 cores, CSVs unchanged (the columnar writer, ``trtbench.profiling.traces.table_io``, writes
-the bytes pandas ``to_csv`` wrote). Before it: 58.9 s (83 s on a loaded machine), most of it
-writing the 731 MB kernel_launches.csv with pandas. The run prints wall, CPU and peak RSS against
-these targets, the ratio to the 58.9 s baseline (or ``--baseline-s``), and the 1-minute load
-average before and after (the machine may be shared).
+Targets (issue 33, item 5; 2 cores): one export of 5 M kernels in at most 12 s; 8 rank exports
+of 6.25 M kernels each (50 M) with peak RSS of the whole analysis at most 2 GiB and wall time
+at most 120 s. Before issue 33 (one export held in memory; issue 16's columnar loader and
+writer): 5 M kernels took 18.7-20 s and 1.69 GiB peak RSS, 0.34 GiB per million kernels.
 
-Measured (2 cores shared with other test runs, 1-minute load 1.8 before, 1.9 after), 5 M
-kernels, CSV: wall 18.7 s, CPU 21.5 s, peak RSS 1.71 GiB (before the ADBC loader: CPU 43.4 s,
-RSS 1.93 GiB; SQLite load alone 4.9 s per million kernels, now about 1.2 s wall). CPU seconds
-are the figure that carries across machine loads.
+The exports have the table layout of a real nsys 2024.6 export (schema 3.16.1) and model a
+decode loop (``tests/support/synth_nsys.py``, ``write_decode_export``): 200 kernels per step, the
+first half of the steps launched eagerly (one ``cudaLaunchKernel`` per kernel), the second half
+replayed from a CUDA graph with node tracing (one ``cudaGraphLaunch`` per step). Rank r has
+process id 4242 + r and runs on device r. The analyzer runs as the real CLI in a child process
+(``--ranks N``: ``trtbench analyze nsys FOLDER --jobs J``, one worker process per rank at a
+time); printed: wall time, CPU time of the CLI and its workers, the peak of the summed RSS of
+the CLI process tree (sampled every 50 ms; shared pages counted in each process, so it
+overstates), the largest single process's peak RSS, and the 1-minute load average before and
+after (the machine may be shared: CPU seconds carry across loads). Then the tables are checked
+against the timing model.
 
-The export has the table layout of a real nsys 2024.6 export (schema 3.16.1) and models a decode
-loop (see ``tests/support/synth_nsys.py``, ``write_decode_export``): 200 kernels per step, the first
-half of the steps launched eagerly (one ``cudaLaunchKernel`` per kernel), the second half replayed
-from a CUDA graph with node tracing (one ``cudaGraphLaunch`` per step). The analyzer runs as the
-real CLI in a child process; wall time, CPU time and the child's peak RSS are printed, then the
-figures are checked against the synthetic timing model.
+Measured on 4 Dec 2026 (2 cores shared with other engineers' test runs; streaming analyzer,
+``--format auto``, ``--jobs 2``):
 
-Usage: .venv/bin/python scripts/bench_nsys.py [--kernels 5000000] [--workdir DIR] [--keep]
-       [--format csv|parquet] [--baseline-s 58.9]
+- 50 M kernels, 8 ranks of 6.25 M: wall 82.8 s (target 120 s: met), CPU 152.7 s, peak RSS of
+  the process tree 1.49 GiB (target 2 GiB: met), largest process 0.70 GiB; load 2.9 before,
+  3.1 after (an earlier run at load 4.3: 84.6 s, 1.50 GiB). 8 ranks of 1 M (8 M): wall 32.4 s,
+  tree 0.74 GiB, largest process 0.34 GiB.
+- 5 M kernels, one export: wall 21.1 s (target 12 s: NOT met), CPU 16.5 s, peak RSS 0.56 GiB;
+  load 2.1 before, 2.7 after (other runs: 16.3-23.1 s wall, 13.5-18.6 s CPU). The in-memory
+  path on the same export and machine: 17.8 s, 1.66 GiB. What limits it: every GPU row crosses
+  SQLite twice (GPU rows per call, then the rows themselves, about 1 s per million rows per pass
+  with two reader threads), is parked on disk once, and the per-bucket analysis (pandas) runs
+  on one core.
+- Memory follows host calls, not kernels: an export whose steps are all graph replays (node
+  tracing, one ``cudaGraphLaunch`` per 200 kernels) peaks at 0.35 GiB with 1 M kernels and
+  0.33 GiB with 5 M (5 M in 12.4 s); this model's eager half (one call per kernel) costs about
+  140 bytes per call (1 M: 0.45 GiB, 5 M: 0.56 GiB, 6.25 M: 0.70 GiB).
+
+Usage: .venv/bin/python scripts/bench_nsys.py [--kernels 5000000] [--ranks 1] [--jobs 2]
+       [--workdir DIR] [--keep] [--format auto|csv|parquet]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import resource
@@ -33,8 +50,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+import psutil
 
 from trtbench.core.units import format_bytes
 
@@ -44,33 +65,84 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))
 from tests.support.synth_nsys import write_decode_export  # noqa: E402
 
 KERNELS_PER_STEP = 200
-TARGET_S, TARGET_GIB = 20.0, 2.0
-BASELINE_S = 58.9  # 5 M kernels with the pandas writer (issue 16)
+TARGET_S = {1: 12.0}  # one export (5 M kernels)
+TARGET_MULTI_S = 120.0  # 8 ranks, 50 M kernels
+TARGET_GIB = 2.0
 
 
-def run_analyzer(export: Path, out: Path, fmt: str) -> tuple[float, float, float]:
-    """Run the CLI in a child; return (wall s, child CPU s, child peak RSS GiB)."""
+class TreeRss:
+    """Peak of the summed RSS of a process and its descendants, sampled in a thread."""
+
+    def __init__(self, pid: int, every_s: float = 0.05) -> None:
+        self.peak = 0
+        self._proc = psutil.Process(pid)
+        self._stop = threading.Event()
+        self._every = every_s
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            total = 0
+            try:
+                procs = [self._proc, *self._proc.children(recursive=True)]
+            except psutil.Error:
+                break
+            for proc in procs:
+                with contextlib.suppress(psutil.Error):
+                    total += proc.memory_info().rss
+            self.peak = max(self.peak, total)
+            time.sleep(self._every)
+
+    def stop(self) -> float:
+        """Stop sampling; the peak in GiB."""
+        self._stop.set()
+        self._thread.join()
+        return self.peak / 2**30
+
+
+def run_analyzer(
+    inputs: list[Path], out: Path, fmt: str, jobs: int
+) -> tuple[float, float, float, float]:
+    """Run the CLI in a child; return (wall s, CPU s of it and its workers, peak tree RSS
+    GiB, largest single-process peak RSS GiB)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    cmd = [sys.executable, "-m", "trtbench.cli", "--log-level", "DEBUG"]
-    cmd += ["analyze", "nsys", str(export), "--out", str(out), "--format", fmt]
-    subprocess.run(cmd, check=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "trtbench.cli",
+        "--log-level",
+        "DEBUG",
+        "analyze",
+        "nsys",
+    ]
+    cmd += [*map(str, inputs), "--out", str(out), "--format", fmt, "--jobs", str(jobs)]
+    child = subprocess.Popen(cmd)
+    tree = TreeRss(child.pid)
+    code = child.wait()
+    peak = tree.stop()
+    if code:
+        raise SystemExit(f"trtbench analyze nsys exited {code}")
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, after.ru_maxrss / 2**20  # ru_maxrss is KiB on Linux
+    return wall, cpu, peak, after.ru_maxrss / 2**20  # ru_maxrss is KiB on Linux
 
 
-def check_steps(steps_file: Path, steps: int, graph_steps: int) -> None:
-    """Compare steps.csv (or .parquet) with the timing model of write_decode_export (exact
-    integers)."""
-    if steps_file.suffix == ".parquet":
+def read_rows(path: Path) -> list[dict]:
+    if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        rows = pq.read_table(steps_file).to_pylist()
-    else:
-        with steps_file.open() as fh:
-            rows = list(csv.DictReader(fh))
+        return pq.read_table(path).to_pylist()
+    with path.open() as fh:
+        return list(csv.DictReader(fh))
+
+
+def check_steps(steps_file: Path, steps: int) -> tuple[int, int]:
+    """Compare one rank's steps table with the timing model of write_decode_export (exact
+    integers); return the eager and graph launch overhead per step (ns)."""
+    rows = read_rows(steps_file)
     assert len(rows) == steps, f"{len(rows)} steps, expected {steps}"
     eager, graph = rows[0], rows[-1]
     # eager: 200 calls x 4000 ns; graph: one cudaGraphLaunch of 20000 ns
@@ -78,64 +150,86 @@ def check_steps(steps_file: Path, steps: int, graph_steps: int) -> None:
     assert int(graph["launch_overhead_ns"]) == 20000, graph
     assert int(graph["graph_kernels"]) == KERNELS_PER_STEP, graph
     assert int(eager["gpu_busy_ns"]) == KERNELS_PER_STEP * 3000, eager
-    print(
-        f"check: {steps} steps ({graph_steps} graph); launch overhead per step "
-        f"eager {int(eager['launch_overhead_ns']) / 1000:.1f} us, "
-        f"graph {int(graph['launch_overhead_ns']) / 1000:.1f} us - as modelled"
+    return int(eager["launch_overhead_ns"]), int(graph["launch_overhead_ns"])
+
+
+def synthesize(path: Path, steps: int, rank: int) -> Path:
+    write_decode_export(
+        path,
+        steps=steps,
+        kernels_per_step=KERNELS_PER_STEP,
+        graph_steps=steps // 2,
+        pid=4242 + rank,
+        device=rank,
     )
+    return path
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--kernels", type=int, default=5_000_000)
     parser.add_argument(
-        "--workdir", type=Path, help="where to write the export (default: temp)"
+        "--kernels", type=int, default=5_000_000, help="kernels over all ranks"
+    )
+    parser.add_argument("--ranks", type=int, default=1, help="rank exports (default 1)")
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="analysis processes"
     )
     parser.add_argument(
-        "--keep", action="store_true", help="keep the export and the CSVs"
+        "--workdir", type=Path, help="where to write the exports (default: temp)"
     )
-    parser.add_argument("--format", choices=("csv", "parquet"), default="csv")
     parser.add_argument(
-        "--baseline-s",
-        type=float,
-        default=BASELINE_S,
-        help="wall time of the old path for the ratio (default: 58.9 s at 5 M kernels)",
+        "--keep", action="store_true", help="keep the exports and the tables"
     )
+    parser.add_argument("--format", choices=("auto", "csv", "parquet"), default="auto")
     args = parser.parse_args()
-    load_before = os.getloadavg()[0]
-    steps = args.kernels // KERNELS_PER_STEP
-    graph_steps = steps // 2
+    steps = args.kernels // args.ranks // KERNELS_PER_STEP
     work = Path(tempfile.mkdtemp(prefix="bench_nsys_", dir=args.workdir))
     try:
-        export = work / f"decode_{args.kernels}.sqlite"
         start = time.perf_counter()
-        write_decode_export(
-            export,
-            steps=steps,
-            kernels_per_step=KERNELS_PER_STEP,
-            graph_steps=graph_steps,
-        )
-        size = format_bytes(export.stat().st_size)
+        names = [work / "ranks" / f"decode_rank{r}.sqlite" for r in range(args.ranks)]
+        names[0].parent.mkdir()
+        with ProcessPoolExecutor(min(args.jobs, args.ranks)) as pool:
+            exports = list(
+                pool.map(synthesize, names, [steps] * args.ranks, range(args.ranks))
+            )
+        total = sum(p.stat().st_size for p in exports)
+        kernels = steps * KERNELS_PER_STEP * args.ranks
         print(
-            f"synthesized {steps * KERNELS_PER_STEP:,} kernels in {steps:,} steps "
-            f"({size}) in {time.perf_counter() - start:.1f} s"
+            f"synthesized {kernels:,} kernels in {args.ranks} export(s) of {steps:,} steps "
+            f"({format_bytes(total)}) in {time.perf_counter() - start:.1f} s"
         )
-        wall, cpu, rss = run_analyzer(export, work / "out", args.format)
-        sizes = {p.name: p.stat().st_size for p in (work / "out").glob("*.*")}
+        load_before = os.getloadavg()[0]
+        out = work / "out"
+        inputs = exports if args.ranks == 1 else [exports[0].parent]
+        wall, cpu, tree, single = run_analyzer(inputs, out, args.format, args.jobs)
+        load_after = os.getloadavg()[0]
+        rank_dirs = [out] if args.ranks == 1 else [out / p.stem for p in exports]
+        for rank_dir in rank_dirs:
+            steps_file = next(rank_dir.glob("steps.*"))
+            eager, graph = check_steps(steps_file, steps)
+        sizes = {p.name: p.stat().st_size for d in rank_dirs[:1] for p in d.glob("*.*")}
         print(
-            f"sizes: {', '.join(f'{k} {format_bytes(v)}' for k, v in sorted(sizes.items()))}"
+            f"tables of one rank: "
+            f"{', '.join(f'{k} {format_bytes(v)}' for k, v in sorted(sizes.items()))}"
         )
-        check_steps(work / "out" / f"steps.{args.format}", steps, graph_steps)
+        if args.ranks > 1:
+            aligned = read_rows(out / "step_alignment.csv")
+            assert len(aligned) == steps, len(aligned)
+            assert all(int(r["ranks"]) == args.ranks for r in aligned)
+            print(f"check: {steps:,} steps aligned across {args.ranks} ranks")
         print(
-            f"analyze nsys ({args.format}): wall {wall:.1f} s (target < {TARGET_S:.0f} s: "
-            f"{'met' if wall < TARGET_S else 'NOT met'}, {wall / TARGET_S:.2f} of it), "
-            f"CPU {cpu:.1f} s, peak RSS {rss:.2f} GiB (target < {TARGET_GIB:.0f} GiB: "
-            f"{'met' if rss < TARGET_GIB else 'NOT met'}, {rss / TARGET_GIB:.2f} of it)"
+            f"check: every rank's steps as modelled (launch overhead per step eager "
+            f"{eager / 1000:.1f} us, graph {graph / 1000:.1f} us)"
         )
+        target_s = TARGET_MULTI_S if args.ranks > 1 else TARGET_S[1]
         print(
-            f"speed-up vs the old path ({args.baseline_s:.1f} s): "
-            f"{args.baseline_s / wall:.1f}x; {os.cpu_count()} CPUs, load average "
-            f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
+            f"analyze nsys, {kernels:,} kernels, {args.ranks} rank(s), --jobs {args.jobs}, "
+            f"--format {args.format}: wall {wall:.1f} s (target <= {target_s:.0f} s: "
+            f"{'met' if wall <= target_s else 'NOT met'}), CPU {cpu:.1f} s, peak RSS of the "
+            f"process tree {tree:.2f} GiB (target <= {TARGET_GIB:.0f} GiB: "
+            f"{'met' if tree <= TARGET_GIB else 'NOT met'}), largest process {single:.2f} "
+            f"GiB; {os.cpu_count()} CPUs, load average {load_before:.1f} before, "
+            f"{load_after:.1f} after"
         )
     finally:
         if args.keep:

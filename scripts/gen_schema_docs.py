@@ -30,6 +30,9 @@ from trtbench.profiling.memory.server_metrics import SERVER_METRICS_SCHEMA
 from trtbench.profiling.traces.schemas import (
     KERNEL_LAUNCH_SCHEMA,
     LAUNCH_SUMMARY_SCHEMA,
+    RANK_STEP_SCHEMA,
+    RANK_SUMMARY_SCHEMA,
+    STEP_ALIGNMENT_SCHEMA,
     STEP_SCHEMA,
 )
 
@@ -76,7 +79,11 @@ SECTIONS = (
     ),
     (
         "traces/…/kernel_launches.csv",
-        "one row per kernel (nsys cuda_kern_exec_trace semantics)",
+        "one row per kernel (nsys cuda_kern_exec_trace semantics); above 1,000,000 kernels "
+        "`trtbench analyze` writes kernel_launches.parquet instead (`--format auto`, the "
+        "default; `--format csv` keeps CSV): the same columns typed (int64 with nulls, "
+        "dictionary strings), in row groups of at most 1,048,576 rows that a reader can "
+        "stream (pyarrow `ParquetFile.iter_batches`); launch_summary and steps stay CSV",
         KERNEL_LAUNCH_SCHEMA,
     ),
     (
@@ -85,6 +92,21 @@ SECTIONS = (
         LAUNCH_SUMMARY_SCHEMA,
     ),
     ("traces/…/steps.csv", "one row per decode step", STEP_SCHEMA),
+    (
+        "traces/…/steps_ranks.csv",
+        "`trtbench analyze nsys|kineto` of several ranks: every rank's steps.csv rows",
+        RANK_STEP_SCHEMA,
+    ),
+    (
+        "traces/…/launch_summary_ranks.csv",
+        "several ranks: every rank's launch_summary.csv rows",
+        RANK_SUMMARY_SCHEMA,
+    ),
+    (
+        "traces/…/step_alignment.csv",
+        "several ranks: one row per step aligned across them",
+        STEP_ALIGNMENT_SCHEMA,
+    ),
     (
         "plan CSV (trtbench plan --out FILE)",
         "one row per mode × concurrency",

@@ -1,8 +1,11 @@
 """Decode-step windows and the per-step launch table (``steps.csv``); pure functions.
 
 Definitions (step membership, launch overhead per step) are in :mod:`trtbench.profiling.traces.launches`.
-A window belongs to one host thread (``pid``, ``tid``): NVTX push/pop ranges and Kineto
-annotations are per-thread, and so are the calls they enclose.
+A window is opened by one host thread (``pid``, ``tid``, its owner): NVTX push/pop ranges and
+Kineto annotations are per-thread. The calls it holds are those of every thread of its process
+that start inside it (``threads="process"``, the rule since issue 33, as Holistic Trace Analysis
+assigns by time); the owner thread's share is kept in the ``owner_*`` columns, and
+``threads="owner"`` gives the old per-thread table.
 """
 
 from __future__ import annotations
@@ -150,16 +153,29 @@ def step_windows_whole_trace(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+THREAD_RULES = ("process", "owner")
+"""How calls join a window: ``process`` (any thread of the window's process, the default) or
+``owner`` (only the window's own thread, the rule before issue 33)."""
+
+
 def _assign_rows(
-    frame: pd.DataFrame, windows: pd.DataFrame
+    frame: pd.DataFrame, windows: pd.DataFrame, *, owner_only: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """Pairs (row position, step) for every row whose call starts inside a window of its
-    thread; a row inside nested windows appears once per window."""
-    row_keys = pair_key(frame["pid"], frame["tid"])
+    process (``owner_only``: of its thread); a row inside nested or overlapping windows appears
+    once per window. Rows without a call, a process or a thread join no window."""
+    thread_keys = pair_key(frame["pid"], frame["tid"])
+    row_keys = (
+        thread_keys if owner_only else frame["pid"].to_numpy(np.int64, na_value=-1)
+    )
     api_start = frame["api_start_ns"]
     t = api_start.to_numpy(dtype=np.int64, na_value=0)
-    valid = api_start.notna().to_numpy() & (row_keys >= 0)
-    win_keys = pair_key(windows["pid"], windows["tid"])
+    valid = api_start.notna().to_numpy() & (thread_keys >= 0)
+    win_keys = (
+        pair_key(windows["pid"], windows["tid"])
+        if owner_only
+        else windows["pid"].to_numpy(np.int64, na_value=-1)
+    )
     rows, steps = [np.empty(0, dtype=np.int64)], [np.empty(0, dtype=np.int64)]
     for key in np.unique(win_keys):
         idx = np.flatnonzero(valid & (row_keys == key))
@@ -176,66 +192,223 @@ def _assign_rows(
     return np.concatenate(rows), np.concatenate(steps)
 
 
-def _union_length(
-    step: np.ndarray, start: np.ndarray, end: np.ndarray, n: int
-) -> np.ndarray:
-    """Per step, the length of the union of intervals [start, end) (overlaps counted once)."""
+def _disjoint(
+    step: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The same per-step unions as disjoint intervals, sorted by (step, start): touching or
+    overlapping intervals of a step merged into one (their union length is unchanged)."""
+    if not len(step):
+        return step, start, end
     order = np.lexsort((start, step))
     g, s, e = step[order], start[order], end[order]
     run_max = pd.Series(e).groupby(g).cummax().to_numpy()
-    prev = np.empty_like(run_max)
-    prev[1:] = run_max[:-1]
-    first = np.ones(len(g), dtype=bool)
-    first[1:] = g[1:] != g[:-1]
-    prev[first] = s[first]
-    contrib = np.maximum(0, e - np.maximum(s, prev))
-    return np.bincount(g, weights=contrib, minlength=n)
+    new = np.ones(len(g), dtype=bool)  # an interval opens a new block unless it touches
+    new[1:] = (g[1:] != g[:-1]) | (s[1:] > run_max[:-1])
+    block = np.cumsum(new) - 1
+    ends = np.zeros(int(block[-1]) + 1, dtype=np.int64)
+    np.maximum.at(ends, block, run_max)
+    return g[new], s[new], ends
 
 
-def _launch_delays(calls: pd.DataFrame, n: int) -> dict[str, object]:
-    """Per step: count, mean and max of ``max(0, first GPU start - api end)`` over launch calls
-    (``calls``: one row per GPU activity of a launch call: step, pid, corr, start, api_end)."""
-    per_call = calls.groupby(["step", "pid", "corr"], sort=False).agg(
-        first_start=("start", "min"), api_end=("api_end", "first")
+class StepAccumulator:
+    """Per-step launch and GPU figures built from launch-frame pieces (``steps.csv``).
+
+    The figures are sums, counts, minima and maxima, so the frame may arrive in pieces
+    (:meth:`add`), provided every row of one host call comes in the same piece (``each call
+    once per step`` is checked within a piece). GPU busy time, a union of intervals, is kept
+    per step as disjoint intervals until :meth:`close_before` says no later piece can touch the
+    step; memory is then a few counters per step plus the disjoint busy intervals of open steps.
+
+    Args:
+        windows: from one of the ``step_windows_*`` functions.
+        threads: ``"process"`` (a call joins a window of its process, whichever thread made it;
+            the default) or ``"owner"`` (only calls of the window's own thread).
+
+    Raises:
+        ValueError: ``threads`` is not one of :data:`THREAD_RULES`.
+    """
+
+    _SUMS = (
+        "launch_calls",
+        "graph_launches",
+        "launch_overhead_ns",
+        "kernels",
+        "graph_kernels",
+        "owner_launch_calls",
+        "owner_graph_launches",
+        "owner_launch_overhead_ns",
+        "owner_kernels",
+        "launch_delay_calls",
+        "delay_sum",
+        "busy",
     )
-    by_step = (
-        (per_call["first_start"] - per_call["api_end"])
-        .clip(lower=0)
-        .groupby(level="step")
-    )
-    return {
-        "launch_delay_calls": by_step.size().reindex(range(n), fill_value=0).to_numpy(),
-        "launch_delay_mean_ns": by_step.mean().reindex(range(n)).to_numpy(),
-        "launch_delay_max_ns": pd.array(by_step.max().reindex(range(n)), dtype="Int64"),
-    }
+
+    def __init__(self, windows: pd.DataFrame, threads: str = "process") -> None:
+        if threads not in THREAD_RULES:
+            raise ValueError(f"threads {threads!r} is not one of {THREAD_RULES}")
+        self.windows = windows.reset_index(drop=True)
+        self.owner_only = threads == "owner"
+        n = self.n = len(windows)
+        self._sums = {k: np.zeros(n, dtype=np.int64) for k in self._SUMS}
+        self._delay_max = np.full(n, -1, dtype=np.int64)
+        self._gpu_first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        self._gpu_last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+        self._threads = np.empty(0, dtype=np.int64)  # step << 32 | tid, distinct
+        self._owner_tid = windows["tid"].to_numpy(np.int64, na_value=-1)
+        self._open = tuple(np.empty(0, dtype=np.int64) for _ in range(3))
+
+    def add(self, frame: pd.DataFrame) -> None:
+        """Count the rows of ``frame`` (a launch frame, or a piece holding whole calls)."""
+        row, step = _assign_rows(frame, self.windows, owner_only=self.owner_only)
+        if not len(row):
+            return
+
+        def sub(column: str) -> pd.Series:
+            """One column of the assigned rows (a brief copy)."""
+            return frame[column].take(row)
+
+        n, sums = self.n, self._sums
+        api_kind = sub("api_kind").cat.codes.to_numpy()
+        graph = api_kind == API_KINDS.index("graph_launch")
+        launch = graph | (api_kind == API_KINDS.index("kernel_launch"))
+        gpu_kind = sub("gpu_kind").cat.codes.to_numpy()
+        has_gpu = gpu_kind >= 0
+        kernel = gpu_kind == GPU_KINDS.index("kernel")
+        tid = sub("tid").to_numpy(np.int64, na_value=-1)
+        owner = tid == self._owner_tid[step]
+        # each call once per step: rows sorted by (step, pid, correlation id), one per run
+        pid = sub("pid").to_numpy(np.int64, na_value=-1)
+        corr = sub("correlation_id").to_numpy(np.int64, na_value=-1)
+        order = np.lexsort((corr, pid, step))
+        opens = np.ones(len(order), dtype=bool)
+        opens[1:] = (
+            (np.diff(step[order]) != 0)
+            | (np.diff(pid[order]) != 0)
+            | (np.diff(corr[order]) != 0)
+        )
+        first = np.zeros(len(order), dtype=bool)
+        first[order[opens]] = True
+        api_start, api_end, start, end = (
+            sub(c).to_numpy(dtype=np.int64, na_value=0) for c in _TIMES
+        )
+
+        def count(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+            w = None if weights is None else weights[mask]
+            return np.bincount(step[mask], weights=w, minlength=n).astype(np.int64)
+
+        dur = api_end - api_start
+        sums["launch_calls"] += count(first & launch)
+        sums["graph_launches"] += count(first & graph)
+        sums["launch_overhead_ns"] += count(first & launch, dur)
+        sums["kernels"] += count(kernel)
+        sums["graph_kernels"] += count(kernel & graph)
+        sums["owner_launch_calls"] += count(first & launch & owner)
+        sums["owner_graph_launches"] += count(first & graph & owner)
+        sums["owner_launch_overhead_ns"] += count(first & launch & owner, dur)
+        sums["owner_kernels"] += count(kernel & owner)
+        launching = first & launch
+        self._threads = np.union1d(
+            self._threads, (step[launching] << 32) | (tid[launching] & 0xFFFFFFFF)
+        )
+        # whole (step, call) runs: a launch call's rows all have GPU work, or it is one row
+        # without (the launch frame appends a call without GPU rows once)
+        with_gpu = (launch & has_gpu)[order]
+        self._add_delays(step, start, api_end, order[with_gpu], opens[with_gpu])
+        g, s, e = step[has_gpu], start[has_gpu], end[has_gpu]
+        np.minimum.at(self._gpu_first, g, s)
+        np.maximum.at(self._gpu_last, g, e)
+        self._open = _disjoint(
+            *(np.concatenate(p) for p in zip(self._open, (g, s, e), strict=True))
+        )
+
+    def _add_delays(
+        self,
+        step: np.ndarray,
+        start: np.ndarray,
+        api_end: np.ndarray,
+        rows: np.ndarray,
+        opens: np.ndarray,
+    ) -> None:
+        """Per launch call with GPU work: ``max(0, first GPU start - api end)``, summed,
+        counted and maximized per step. ``rows``: the rows of such calls sorted by (step,
+        call); ``opens``: where a (step, call) run starts among them."""
+        if not len(rows):
+            return
+        at_open = np.flatnonzero(opens)
+        first_start = np.minimum.reduceat(start[rows], at_open)
+        delay = np.maximum(first_start - api_end[rows[at_open]], 0)
+        at = step[rows[at_open]]
+        self._sums["launch_delay_calls"] += np.bincount(at, minlength=self.n)
+        self._sums["delay_sum"] += np.bincount(
+            at, weights=delay, minlength=self.n
+        ).astype(np.int64)
+        np.maximum.at(self._delay_max, at, delay)
+
+    def close_before(self, t_ns: int) -> None:
+        """Settle the GPU busy time of the steps ending at or before ``t_ns``: the caller
+        promises that later pieces hold no call starting before ``t_ns``."""
+        done = self.windows["end_ns"].to_numpy(np.int64) <= t_ns
+        self._settle(done)
+
+    def _settle(self, done: np.ndarray) -> None:
+        g, s, e = self._open
+        closing = done[g]
+        self._sums["busy"] += np.bincount(
+            g[closing], weights=e[closing] - s[closing], minlength=self.n
+        ).astype(np.int64)
+        self._open = (g[~closing], s[~closing], e[~closing])
+
+    def table(self) -> pd.DataFrame:
+        """:data:`STEP_SCHEMA` rows, one per window (settles every step)."""
+        self._settle(np.ones(self.n, dtype=bool))
+        sums, n = self._sums, self.n
+        out = self.windows.drop(columns="tid").copy()
+        out["wall_ns"] = out["end_ns"] - out["start_ns"]
+        for name in (
+            "launch_calls",
+            "graph_launches",
+            "launch_overhead_ns",
+            "kernels",
+            "graph_kernels",
+            "launch_delay_calls",
+            "owner_launch_calls",
+            "owner_graph_launches",
+            "owner_launch_overhead_ns",
+            "owner_kernels",
+        ):
+            out[name] = sums[name]
+        calls = sums["launch_delay_calls"]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out["launch_delay_mean_ns"] = np.where(
+                calls > 0, sums["delay_sum"] / np.maximum(calls, 1), np.nan
+            )
+        out["launch_delay_max_ns"] = pd.arrays.IntegerArray(
+            self._delay_max, self._delay_max < 0
+        )
+        no_gpu = self._gpu_last == np.iinfo(np.int64).min
+        first = pd.arrays.IntegerArray(np.where(no_gpu, 0, self._gpu_first), no_gpu)
+        last = pd.arrays.IntegerArray(np.where(no_gpu, 0, self._gpu_last), no_gpu)
+        out["gpu_start_ns"], out["gpu_end_ns"] = first, last
+        out["gpu_busy_ns"] = sums["busy"]
+        out["gpu_idle_ns"] = (last - first) - pd.array(sums["busy"], dtype="Int64")
+        out["owner_tid"] = pd.arrays.IntegerArray(self._owner_tid, self._owner_tid < 0)
+        thread_steps = self._threads >> 32
+        out["launch_threads"] = np.bincount(thread_steps, minlength=n).astype(np.int64)
+        return out[[c.name for c in STEP_SCHEMA]]
 
 
-def _gpu_figures(step: np.ndarray, start: np.ndarray, end: np.ndarray, n: int) -> dict:
-    """Per step: first start, last end, busy (union length) and idle of GPU intervals."""
-    gpu = pd.DataFrame({"step": step, "start": start, "end": end})
-    span = (
-        gpu.groupby("step")
-        .agg(first=("start", "min"), last=("end", "max"))
-        .reindex(range(n))
-    )
-    first = pd.array(span["first"], dtype="Int64")
-    last = pd.array(span["last"], dtype="Int64")
-    busy = _union_length(step, start, end, n).astype(np.int64)
-    idle = (last - first) - pd.array(busy, dtype="Int64")  # NA: no GPU work in the step
-    return {
-        "gpu_start_ns": first,
-        "gpu_end_ns": last,
-        "gpu_busy_ns": busy,
-        "gpu_idle_ns": idle,
-    }
-
-
-def step_table(frame: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+def step_table(
+    frame: pd.DataFrame, windows: pd.DataFrame, threads: str = "process"
+) -> pd.DataFrame:
     """One row per window with launch and GPU figures (:data:`STEP_SCHEMA`, ``steps.csv``).
 
     Args:
         frame: launch frame.
         windows: from one of the ``step_windows_*`` functions.
+        threads: ``"process"`` (default): a call belongs to a window when it starts inside it
+            and was made by any thread of the window's process (as Holistic Trace Analysis
+            assigns by time); ``"owner"``: only by the window's own thread. The ``owner_*``
+            columns always hold the owner thread's share.
 
     Returns:
         Counts are calls (each call once per step) or kernels; ``launch_overhead_ns`` is the
@@ -244,48 +417,10 @@ def step_table(frame: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
         (kernel, memcpy, memset, whole graph) launched by any call of the step:
         ``gpu_idle_ns = (gpu_end - gpu_start) - union length`` (NA for a step without GPU
         work: a step that ran nothing on the GPU has no idle time to speak of).
+
+    Raises:
+        ValueError: ``threads`` is not one of :data:`THREAD_RULES`.
     """
-    n = len(windows)
-    row, step = _assign_rows(frame, windows)
-
-    def sub(column: str) -> pd.Series:  # one column of the assigned rows: a brief copy
-        return frame[column].take(row)
-
-    api_kind = sub("api_kind").cat.codes.to_numpy()
-    graph = api_kind == API_KINDS.index("graph_launch")
-    launch = graph | (api_kind == API_KINDS.index("kernel_launch"))
-    gpu_kind = sub("gpu_kind").cat.codes.to_numpy()
-    has_gpu = gpu_kind >= 0
-    kernel = gpu_kind == GPU_KINDS.index("kernel")
-    call = pd.DataFrame(
-        {
-            "step": step,
-            "pid": sub("pid").to_numpy(),
-            "corr": sub("correlation_id").to_numpy(),
-        }
-    )
-    first = ~call.duplicated().to_numpy()  # each call once per step
-    api_start, api_end, start, end = (
-        sub(c).to_numpy(dtype=np.int64, na_value=0) for c in _TIMES
-    )
-
-    def count(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-        w = None if weights is None else weights[mask]
-        return np.bincount(step[mask], weights=w, minlength=n).astype(np.int64)
-
-    out = windows.drop(columns="tid").copy()
-    out["wall_ns"] = out["end_ns"] - out["start_ns"]
-    out["launch_calls"] = count(first & launch)
-    out["graph_launches"] = count(first & graph)
-    out["launch_overhead_ns"] = count(first & launch, api_end - api_start)
-    out["kernels"] = count(kernel)
-    out["graph_kernels"] = count(kernel & graph)
-    with_gpu = launch & has_gpu
-    calls = call[with_gpu].assign(start=start[with_gpu], api_end=api_end[with_gpu])
-    for name, values in _launch_delays(calls, n).items():
-        out[name] = values
-    for name, values in _gpu_figures(
-        step[has_gpu], start[has_gpu], end[has_gpu], n
-    ).items():
-        out[name] = values
-    return out[[c.name for c in STEP_SCHEMA]]
+    steps = StepAccumulator(windows, threads)
+    steps.add(frame)
+    return steps.table()

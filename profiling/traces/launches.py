@@ -13,9 +13,14 @@ Launch calls: a host call whose name, without nsys's ``_vNNNN`` suffix, is a ker
 ``cuLaunchKernel``, ``cuLaunchKernelEx``, ``cuLaunchCooperativeKernel*``, ``cuLaunchGrid*``, with
 ``_ptsz``/``_ptds`` variants) or a graph launch (``cudaGraphLaunch``, ``cuGraphLaunch``).
 
-A decode step is a time window on one host thread (an NVTX/annotation range, or the interval from
-one graph launch to the next on that thread). A call belongs to a step when it starts inside the
-window on the same thread (``start_ns <= api_start_ns < end_ns``); a GPU activity belongs to the
+A decode step is a time window opened by one host thread, its owner (an NVTX/annotation range,
+the interval from one graph launch to the next on that thread, or a thread's whole span). A call
+belongs to a step when it starts inside the window (``start_ns <= api_start_ns < end_ns``) and
+was made by any thread of the window's process: serving engines launch from more than one
+thread, and Holistic Trace Analysis assigns by time too. Calls of other processes never count.
+The owner thread's share is kept in the ``owner_*`` columns of ``steps.csv`` (before issue 33,
+only the owner's calls counted: ``step_table(..., threads="owner")``). Windows that overlap
+(nested ranges, the spans of two threads) each count the call. A GPU activity belongs to the
 step of the call that launched it (the nsys ``nvtx_gpu_proj_trace`` projection rule).
 
 **Launch overhead per step** (the one definition used in ``steps.csv``, the CLI summary and the
@@ -194,6 +199,9 @@ def _std_nsys(values: pd.core.groupby.SeriesGroupBy) -> pd.Series:
     return std.where(values.count() != 1, 0.0)
 
 
+SUMMARY_KEYS = ("pid", "tid", "device_id", "s_api_name", "s_kernel_name")
+
+
 def kernel_launch_summary(trace: pd.DataFrame) -> pd.DataFrame:
     """Per (pid, tid, device, API, kernel) statistics (``nsys stats`` ``cuda_kern_exec_sum``).
 
@@ -207,8 +215,18 @@ def kernel_launch_summary(trace: pd.DataFrame) -> pd.DataFrame:
         deviation (ddof=1; 0 for one value), matching ``nsys stats`` output (e.g. two calls
         2,971,823 and 333,015,608 ns print StdDev 233,376,198.5 = |a-b|/sqrt(2)).
     """
-    keys = ["pid", "tid", "device_id", "s_api_name", "s_kernel_name"]
-    groups = trace.groupby(keys, observed=True, dropna=False, sort=False)
+    groups = trace.groupby(list(SUMMARY_KEYS), observed=True, dropna=False, sort=False)
+    out = summary_statistics(groups)
+    out = out.reset_index().sort_values("total_mean_ns", ascending=False, kind="stable")
+    return out.reset_index(drop=True)[[c.name for c in LAUNCH_SUMMARY_SCHEMA]]
+
+
+def summary_statistics(
+    groups: pd.core.groupby.DataFrameGroupBy,
+) -> pd.DataFrame:
+    """The statistics columns of :func:`kernel_launch_summary` (count, queue_count, then mean,
+    median, min, max, std of each metric), one row per group of ``groups`` (a grouping of
+    kernel-trace rows, by any key), indexed like ``groups``."""
     out = groups.size().rename("count").to_frame()
     out["queue_count"] = groups["queue_dur_ns"].count()
     for metric, column in (
@@ -223,11 +241,11 @@ def kernel_launch_summary(trace: pd.DataFrame) -> pd.DataFrame:
         out[f"{metric}_min_ns"] = values.min()
         out[f"{metric}_max_ns"] = values.max()
         out[f"{metric}_std_ns"] = _std_nsys(values).astype("Float64")
-    out = out.reset_index().sort_values("total_mean_ns", ascending=False, kind="stable")
-    return out.reset_index(drop=True)[[c.name for c in LAUNCH_SUMMARY_SCHEMA]]
+    return out
 
 
-def _any_name_matches(ranges: pd.DataFrame, pattern: str) -> bool:
+def any_range_matches(ranges: pd.DataFrame, pattern: str) -> bool:
+    """Whether any range name matches the regular expression ``pattern`` (searched)."""
     return bool(ranges["s_name"].astype(str).str.contains(pattern, regex=True).any())
 
 
@@ -253,7 +271,7 @@ def resolve_step_windows(
     Raises:
         ConfigError: the pattern is not a regular expression, or matches no range name.
     """
-    if step_pattern is None and _any_name_matches(ranges, DEFAULT_STEP_PATTERN):
+    if step_pattern is None and any_range_matches(ranges, DEFAULT_STEP_PATTERN):
         step_pattern = DEFAULT_STEP_PATTERN
     if step_pattern is not None:
         windows = step_windows_from_ranges(ranges, step_pattern, what=what)

@@ -14,6 +14,7 @@ ranges use ``sqlite3``.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
@@ -41,7 +42,8 @@ def connect_export(path: Path) -> sqlite3.Connection:
             f"nsys export {path} does not exist; pass the .sqlite file of a report"
         )
     with path.open("rb") as fh:
-        head = fh.read(len(SQLITE_MAGIC))
+        header = fh.read(100)
+    head = header[: len(SQLITE_MAGIC)]
     if not head:
         raise TraceParseError(
             f"{path} is empty (0 bytes); export the report again with "
@@ -57,7 +59,31 @@ def connect_export(path: Path) -> sqlite3.Connection:
             f"{path} is not an nsys SQLite export ({hint}); run "
             "`nsys export --type sqlite REPORT.nsys-rep` and pass the .sqlite"
         )
+    declared = declared_size(header)
+    actual = path.stat().st_size
+    if declared is not None and actual < declared:
+        raise TraceParseError(
+            f"{path} is truncated or corrupt ({actual} bytes of the {declared} its SQLite "
+            "header declares); copy the file again or export the report again with "
+            "`nsys export --type sqlite REPORT.nsys-rep`"
+        )
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+def declared_size(header: bytes) -> int | None:
+    """Bytes an SQLite file should hold by its 100-byte header: page size (offset 16, 2 bytes
+    big-endian, 1 meaning 65536) x page count (offset 28, 4 bytes), trusted only when the
+    "version-valid-for" number (offset 92) equals the change counter (offset 24), as SQLite
+    itself requires (https://www.sqlite.org/fileformat2.html#the_database_header). None when
+    the header is short or the count is not valid."""
+    if len(header) < 100:
+        return None
+    page = int.from_bytes(header[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(header[28:32], "big")
+    if header[24:28] != header[92:96] or pages == 0:
+        return None
+    return page * pages
 
 
 class ExportSchema:
@@ -141,15 +167,31 @@ def _read_range(uri: str, sql: str, out: dict[str, np.ndarray], at: int) -> int:
     return table.num_rows
 
 
+def rowid_span(path: Path, table: str) -> tuple[int, int] | None:
+    """``(min(rowid), max(rowid))`` of ``table``, None when it is empty. Two queries: SQLite
+    answers a lone ``min(rowid)`` or ``max(rowid)`` from the B-tree's edge, but scans the
+    whole table for both in one SELECT (https://www.sqlite.org/optoverview.html#minmax)."""
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    with closing(sqlite3.connect(uri, uri=True)) as conn:
+        (first,) = conn.execute(f"SELECT min(rowid) FROM {table}").fetchone()
+        (last,) = conn.execute(f"SELECT max(rowid) FROM {table}").fetchone()
+    return None if first is None else (first, last)
+
+
 def read_columns(
-    path: Path, table: str, exprs: dict[str, str], where: str = ""
+    path: Path,
+    table: str,
+    exprs: dict[str, str],
+    where: str = "",
+    rowids: tuple[int, int] | None = None,
 ) -> dict[str, np.ndarray]:
     """``SELECT exprs FROM table [WHERE where]`` in table (rowid) order, each result column a
     contiguous ``int64`` array with NULL as :data:`NA`, keyed like ``exprs``.
 
-    The rowid span is cut into ranges of about :data:`RANGE_ROWS` rows, read by
-    :data:`READ_THREADS` threads through the ADBC SQLite driver, each range copied straight
-    into its slot of the result (rowids of nsys tables are dense; gaps cost one copy).
+    The rowid span (the whole table, or ``rowids`` = (first, last) inclusive) is cut into
+    ranges of about :data:`RANGE_ROWS` rows, read by :data:`READ_THREADS` threads through the
+    ADBC SQLite driver, each range copied straight into its slot of the result (rowids of nsys
+    tables are dense; gaps cost one copy).
 
     Raises:
         adbc_driver_manager.Error: SQLite failed (corrupt file, missing column);
@@ -157,11 +199,9 @@ def read_columns(
             ``TraceParseError``.
     """
     uri = f"{path.resolve().as_uri()}?mode=ro"
-    with closing(sqlite3.connect(uri, uri=True)) as conn:
-        first, last = conn.execute(
-            f"SELECT min(rowid), max(rowid) FROM {table}"
-        ).fetchone()
-    span = 0 if first is None else last - first + 1
+    bounds = rowid_span(path, table) if rowids is None else rowids
+    first, last = bounds if bounds is not None else (0, -1)
+    span = last - first + 1
     out = {name: np.empty(span, dtype=np.int64) for name in exprs}
     select = ", ".join(f"{e} AS {n}" for n, e in exprs.items())
     cond = f" AND ({where})" if where else ""
@@ -185,6 +225,21 @@ def read_columns(
         )
         for name, v in out.items()
     }
+
+
+def iter_columns(
+    path: Path, table: str, exprs: dict[str, str], chunk_rows: int, where: str = ""
+) -> Iterator[dict[str, np.ndarray]]:
+    """:func:`read_columns` of ``table`` one rowid span of ``chunk_rows`` rows at a time, in
+    rowid order: memory holds one chunk, whatever the table's size. Raises as it does."""
+    bounds = rowid_span(path, table)
+    if bounds is None:
+        return
+    first, last = bounds
+    for lo in range(first, last + 1, chunk_rows):
+        yield read_columns(
+            path, table, exprs, where, (lo, min(lo + chunk_rows - 1, last))
+        )
 
 
 def pack_sql(*parts: str) -> str:

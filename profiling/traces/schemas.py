@@ -127,7 +127,9 @@ STEP_SCHEMA = (
     Column("end_ns", "step end (ns)"),
     Column("wall_ns", "step wall time: end - start (ns)"),
     Column(
-        "launch_calls", "kernel-launch and graph-launch API calls started in the step"
+        "launch_calls",
+        "kernel-launch and graph-launch API calls started in the step, by any thread of "
+        "the process",
     ),
     Column(
         "graph_launches",
@@ -159,4 +161,78 @@ STEP_SCHEMA = (
         "gpu_idle_ns",
         "(gpu end - gpu start) - gpu busy (ns); empty when the step ran no GPU work",
     ),
+    Column(
+        "owner_tid",
+        "host thread that owns the step (its range, or its graph launches)",
+        False,
+        "int",
+    ),
+    Column(
+        "launch_threads",
+        "threads of the process with launch calls in the step (calls of every thread count)",
+        False,
+        "int",
+    ),
+    Column("owner_launch_calls", "launch_calls made by the owner thread", False, "int"),
+    Column(
+        "owner_graph_launches",
+        "graph_launches made by the owner thread",
+        False,
+        "int",
+    ),
+    Column(
+        "owner_launch_overhead_ns",
+        "launch_overhead_ns of the owner thread's calls (ns)",
+        False,
+    ),
+    Column(
+        "owner_kernels", "kernels launched by the owner thread's calls", False, "int"
+    ),
+)
+
+_RANK = (
+    Column(
+        "rank", "rank of the trace (last integer of its file name, else its position)"
+    ),
+    Column("rank_file", "the rank's trace file name"),
+)
+RANK_STEP_SCHEMA = (
+    *_RANK,
+    Column(
+        "device_id",
+        "GPU that ran most of the rank's kernels (empty: none)",
+        False,
+        "int",
+    ),
+    *STEP_SCHEMA,
+    Column(
+        "aligned_step",
+        "step index shared across ranks (by range name, else by position); empty when the "
+        "ranks' steps cannot be aligned",
+        False,
+        "int",
+    ),
+)
+RANK_SUMMARY_SCHEMA = (*_RANK, *LAUNCH_SUMMARY_SCHEMA)
+STEP_ALIGNMENT_SCHEMA = (
+    Column("aligned_step", "step index shared across ranks", kind="int"),
+    Column("s_name", "the step's range name (of the first rank that has it)"),
+    Column("ranks", "ranks that have this step", kind="int"),
+    Column("wall_min_ns", "shortest step wall time over the ranks (ns)"),
+    Column("wall_max_ns", "longest step wall time over the ranks (ns)"),
+    Column(
+        "launch_overhead_mean_ns",
+        "mean over the ranks of the step's launch overhead (ns)",
+    ),
+    Column("launch_overhead_min_ns", "smallest launch overhead over the ranks (ns)"),
+    Column("launch_overhead_max_ns", "largest launch overhead over the ranks (ns)"),
+    Column(
+        "launch_overhead_max_rank",
+        "the rank with the largest launch overhead (first such rank)",
+        kind="int",
+    ),
+    Column("kernels_min", "fewest kernels over the ranks", kind="int"),
+    Column("kernels_max", "most kernels over the ranks", kind="int"),
+    Column("gpu_busy_min_ns", "smallest GPU busy time over the ranks (ns)"),
+    Column("gpu_busy_max_ns", "largest GPU busy time over the ranks (ns)"),
 )

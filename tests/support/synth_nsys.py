@@ -306,6 +306,7 @@ def write_decode_export(
     graph_steps: int = 0,
     pid: int = 4242,
     schema: str = "3.16.1",
+    device: int = 0,
 ) -> None:
     """A decode loop: ``steps`` NVTX ranges ``decode_step#i``; the last ``graph_steps`` replay a
     CUDA graph (node tracing), the others launch eagerly.
@@ -316,7 +317,8 @@ def write_decode_export(
     graph step: one ``cudaGraphLaunch`` at ``t0 + 1000`` lasting 20000, node k (graphNodeId k+1)
     at ``t0 + 24000 + 3000k`` lasting 3000, all with the launch's correlation id;
     every step ends with ``cudaStreamSynchronize`` (no GPU row) and its range ends at
-    ``t0 + period - 1000``, ``period = 5000 * kernels_per_step + 20000``.
+    ``t0 + period - 1000``, ``period = 5000 * kernels_per_step + 20000``. Kernels run on
+    stream 7 of ``device``.
     """
     gtid, gpid = global_tid(pid, pid), global_pid(pid)
     period = 5000 * kernels_per_step + 20000
@@ -330,14 +332,16 @@ def write_decode_export(
             for k in range(kernels_per_step):
                 start = t0 + 24000 + 3000 * k
                 kernels.append(
-                    (start, start + 3000, gpid, corr, names[k % 20], 7, 0, k + 1)
+                    (start, start + 3000, gpid, corr, names[k % 20], 7, device, k + 1)
                 )
             corr += 1
         else:
             for k in range(kernels_per_step):
                 start = t0 + 1000 + 5000 * k
                 api.append((start, start + 4000, gtid, corr, "cudaLaunchKernel_v7000"))
-                kernels.append((start + 6000, start + 9000, gpid, corr, names[k % 20]))
+                kernels.append(
+                    (start + 6000, start + 9000, gpid, corr, names[k % 20], 7, device)
+                )
                 corr += 1
         end = t0 + period - 1000
         api.append((end - 2000, end - 1000, gtid, corr, "cudaStreamSynchronize_v3020"))

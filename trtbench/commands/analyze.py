@@ -3,18 +3,35 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from trtbench.profiling.traces.kineto import analyze_kineto_trace
-from trtbench.profiling.traces.launches import LaunchAnalysis
-from trtbench.profiling.traces.nsys import analyze_nsys_report
-from trtbench.profiling.traces.table_io import FORMATS, write_trace_tables
+from trtbench.profiling.traces.nsys_stream import TABLE_FORMATS, WrittenAnalysis
+from trtbench.profiling.traces.ranks import (
+    analyze_one,
+    analyze_ranks,
+    expand_inputs,
+    main_device,
+    rank_summary_line,
+)
 
 
 def _options(func: Callable) -> Callable:
+    func = click.option(
+        "--skip-bad-ranks",
+        is_flag=True,
+        help="With several traces: analyse the usable ones when some are truncated or "
+        "invalid (each named on stderr) instead of stopping with exit code 2.",
+    )(func)
+    func = click.option(
+        "--jobs",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Worker processes for several traces (default: one per CPU core).",
+    )(func)
     func = click.option(
         "--step-pattern",
         metavar="REGEX",
@@ -25,18 +42,20 @@ def _options(func: Callable) -> Callable:
     func = click.option(
         "--format",
         "fmt",
-        type=click.Choice(FORMATS),
-        default="csv",
+        type=click.Choice(TABLE_FORMATS),
+        default="auto",
         show_default=True,
-        help="Table format: csv (kernel_launches.csv, ...) or parquet (kernel_launches.parquet, "
-        "..., the same columns, typed: int64 with nulls, float64, dictionary strings; several "
-        "times smaller and faster to write). `trtbench report` reads steps.csv or steps.parquet.",
+        help="Table format. auto: kernel_launches.parquet above 1,000,000 kernels (else .csv), "
+        "launch_summary.csv and steps.csv; csv: every table CSV; parquet: every table Parquet "
+        "(the same columns, typed: int64 with nulls, float64, dictionary strings). `trtbench "
+        "report` reads steps.csv or steps.parquet.",
     )(func)
     return click.option(
         "--out",
         type=click.Path(path_type=Path, file_okay=False),
-        help="Folder for kernel_launches, launch_summary and steps (.csv or .parquet) "
-        "(default: the trace's folder).",
+        help="Folder for kernel_launches, launch_summary and steps (default: the trace's "
+        "folder). With several traces: one subfolder per rank (its file name without suffix) "
+        "and steps_ranks.csv, launch_summary_ranks.csv, step_alignment.csv beside them.",
     )(func)
 
 
@@ -44,13 +63,10 @@ def _us(ns: float) -> str:
     return "n/a" if math.isnan(ns) else f"{ns / 1000:,.3f} us"
 
 
-def _report(analysis: LaunchAnalysis, out: Path, fmt: str) -> None:
-    """Write the three tables (CSV or Parquet) and print the summary."""
-    written = write_trace_tables(analysis.tables(), out, fmt)
+def _report(analysis: WrittenAnalysis) -> None:
+    """Print the summary of one trace and the files written."""
     s = analysis.summary
-    click.echo(
-        f"{analysis.source}: {len(analysis.kernel_launches)} kernels with their launch call"
-    )
+    click.echo(f"{analysis.source}: {analysis.kernels} kernels with their launch call")
     click.echo(
         f"steps: {s.steps} ({s.step_source}); graph launches: {s.graph_launches_total}"
     )
@@ -63,7 +79,39 @@ def _report(analysis: LaunchAnalysis, out: Path, fmt: str) -> None:
         f"launch delay {_us(s.launch_delay_mean_ns)}, GPU idle {_us(s.gpu_idle_mean_ns)}, "
         f"wall {_us(s.wall_mean_ns)}"
     )
-    click.echo("wrote " + ", ".join(str(p) for p in written))
+    click.echo("wrote " + ", ".join(str(p) for p in analysis.files))
+
+
+def _run(
+    kind: str,
+    traces: tuple[Path, ...],
+    out: Path | None,
+    step_pattern: str | None,
+    fmt: str,
+    jobs: int | None,
+    skip_bad_ranks: bool,
+) -> None:
+    paths = expand_inputs(list(traces), kind)
+    if len(paths) == 1:
+        _report(analyze_one(kind, paths[0], out or paths[0].parent, step_pattern, fmt))
+        return
+    result = analyze_ranks(
+        paths,
+        out or paths[0].parent,
+        kind=kind,
+        step_pattern=step_pattern,
+        fmt=fmt,
+        jobs=jobs or os.cpu_count() or 1,
+        skip_bad=skip_bad_ranks,
+    )
+    for rank_file, reason in result.skipped:
+        click.echo(f"skipped rank {rank_file.rank}: {reason}", err=True)
+    for rank_file, analysis in result.ranks:
+        click.echo(
+            rank_summary_line(rank_file, analysis, main_device(analysis.launch_summary))
+        )
+    click.echo(f"{len(result.ranks)} ranks; steps aligned {result.aligned_by}")
+    click.echo("wrote " + ", ".join(str(p) for p in result.files))
 
 
 @click.group("analyze")
@@ -71,23 +119,53 @@ def analyze() -> None:
     """Launch overhead per decode step from profiler traces (CUDA-graph aware).
 
     Launch overhead per step = host time inside the kernel-launch and graph-launch API calls
-    that start in the step (sum of their durations; one cudaGraphLaunch counts once for all
-    its kernels). Writes kernel_launches.csv, launch_summary.csv and steps.csv (or, with
-    --format parquet, the same tables as .parquet files).
+    that start in the step, made by any thread of the step's process (sum of their durations;
+    one cudaGraphLaunch counts once for all its kernels). Writes kernel_launches,
+    launch_summary and steps tables; several traces (one per rank) are analysed in parallel
+    and combined.
     """
 
 
 @analyze.command("nsys")
-@click.argument("report", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.argument(
+    "reports",
+    nargs=-1,
+    required=True,
+    metavar="REPORT",
+    type=click.Path(path_type=Path, exists=True),
+)
 @_options
-def nsys(report: Path, out: Path | None, step_pattern: str | None, fmt: str) -> None:
-    """Analyze an Nsight Systems SQLite export (REPORT.sqlite from `nsys export --type sqlite`)."""
-    _report(analyze_nsys_report(report, step_pattern), out or report.parent, fmt)
+def nsys(
+    reports: tuple[Path, ...],
+    out: Path | None,
+    step_pattern: str | None,
+    fmt: str,
+    jobs: int | None,
+    skip_bad_ranks: bool,
+) -> None:
+    """Analyze Nsight Systems SQLite exports (REPORT.sqlite from `nsys export --type sqlite`):
+    one REPORT, several (one per rank), or folders of them. Streams each export in bounded
+    memory."""
+    _run("nsys", reports, out, step_pattern, fmt, jobs, skip_bad_ranks)
 
 
 @analyze.command("kineto")
-@click.argument("trace", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.argument(
+    "traces",
+    nargs=-1,
+    required=True,
+    metavar="TRACE",
+    type=click.Path(path_type=Path, exists=True),
+)
 @_options
-def kineto(trace: Path, out: Path | None, step_pattern: str | None, fmt: str) -> None:
-    """Analyze a PyTorch profiler (Kineto) trace: TRACE.json or TRACE.json.gz."""
-    _report(analyze_kineto_trace(trace, step_pattern), out or trace.parent, fmt)
+def kineto(
+    traces: tuple[Path, ...],
+    out: Path | None,
+    step_pattern: str | None,
+    fmt: str,
+    jobs: int | None,
+    skip_bad_ranks: bool,
+) -> None:
+    """Analyze PyTorch profiler (Kineto) traces: TRACE.json or TRACE.json.gz, one TRACE or
+    several (one per rank), or folders of them."""
+    _run("kineto", traces, out, step_pattern, fmt, jobs, skip_bad_ranks)

@@ -232,9 +232,10 @@ STEP_RANGES = (
 
 
 def test_steps_from_ranges_count_calls_kernels_and_gpu_time() -> None:
+    # the owner thread's calls only (the rule before issue 33; expected values unchanged)
     launches = step_frame()
     windows = step_windows_from_ranges(ranges(*STEP_RANGES), r"^decode_step#\d+$")
-    steps = step_table(launches, windows).set_index("s_name")
+    steps = step_table(launches, windows, threads="owner").set_index("s_name")
     s0, s1 = steps.loc["decode_step#0"], steps.loc["decode_step#1"]
     assert (s0["launch_calls"], s0["graph_launches"], s0["kernels"]) == (2, 0, 2)
     assert s0["launch_overhead_ns"] == 10 + 10  # the memset call is not a launch call
@@ -252,11 +253,44 @@ def test_steps_from_ranges_count_calls_kernels_and_gpu_time() -> None:
     assert s1["gpu_busy_ns"] == 40 + 60 + 10 and s1["gpu_idle_ns"] == 150 - 110
 
 
+def test_steps_count_the_calls_of_every_thread_of_the_process() -> None:
+    # thread 2's call 7 (2500..2510, kernel 2520..2530) starts inside decode_step#1 [2000, 3000)
+    launches = step_frame()
+    windows = step_windows_from_ranges(ranges(*STEP_RANGES), r"^decode_step#\d+$")
+    steps = step_table(launches, windows).set_index("s_name")
+    s0, s1 = steps.loc["decode_step#0"], steps.loc["decode_step#1"]
+    assert (s0["launch_calls"], s0["owner_launch_calls"], s0["launch_threads"]) == (
+        2,
+        2,
+        1,
+    )
+    assert (s1["launch_calls"], s1["graph_launches"]) == (3, 2)  # calls 5, 6 and 7
+    assert (s1["owner_launch_calls"], s1["owner_graph_launches"]) == (2, 2)
+    assert (s1["launch_threads"], s1["owner_tid"]) == (2, 1)
+    assert s1["launch_overhead_ns"] == 50 + 20 + 10
+    assert (
+        s1["owner_launch_overhead_ns"] == 50 + 20
+    )  # the owner-thread figure of before
+    assert (s1["kernels"], s1["owner_kernels"], s1["graph_kernels"]) == (4, 3, 3)
+    # delays: call 5 2160 - 2150, call 7 2520 - 2510
+    assert s1["launch_delay_calls"] == 2 and s1["launch_delay_mean_ns"] == 10
+    assert (s1["gpu_start_ns"], s1["gpu_end_ns"]) == (2160, 2530)
+    assert s1["gpu_busy_ns"] == 40 + 60 + 10 + 10
+    assert s1["gpu_idle_ns"] == (2530 - 2160) - 120
+    owner = step_table(launches, windows, threads="owner").set_index("s_name")
+    for column in ("launch_calls", "graph_launches", "launch_overhead_ns", "kernels"):
+        assert steps[f"owner_{column}"].tolist() == owner[column].tolist()
+
+
 def test_a_call_in_nested_windows_counts_in_each() -> None:
     windows = step_windows_from_ranges(ranges(*STEP_RANGES), "noise|decode")
-    steps = step_table(step_frame(), windows).set_index("s_name")
+    steps = step_table(step_frame(), windows, threads="owner").set_index("s_name")
     assert steps.loc["noise", "launch_calls"] == 4  # thread 1's launch calls 1, 2, 5, 6
     assert steps["launch_calls"].tolist() == [4, 2, 2]
+    # every thread: call 7 (thread 2, at 2500) is in noise and decode_step#1 as well
+    steps = step_table(step_frame(), windows).set_index("s_name")
+    assert steps["launch_calls"].tolist() == [5, 2, 3]
+    assert steps["owner_launch_calls"].tolist() == [4, 2, 2]
 
 
 def test_graph_launch_boundaries() -> None:
@@ -296,11 +330,21 @@ def test_resolution_order_and_summary() -> None:
     windows, source = resolve_step_windows(
         launches, ranges(*STEP_RANGES), None, what="range"
     )
-    summary = summarize_steps(step_table(launches, windows), source)
+    summary = summarize_steps(step_table(launches, windows, threads="owner"), source)
     assert summary.steps == 2 and summary.graph_launches_total == 2
     assert summary.launch_overhead_mean_ns == (20 + 70) / 2
     # delay mean over calls with GPU work: (10 + 0 + 10) / 3
     assert summary.launch_delay_mean_ns == pytest.approx(20 / 3)
+    # every thread: thread 2's call 7 (10 ns, delay 10) joins step 1
+    summary = summarize_steps(step_table(launches, windows), source)
+    assert summary.launch_overhead_mean_ns == (20 + 80) / 2
+    assert summary.launch_delay_mean_ns == pytest.approx((10 + 0 + 10 + 10) / 4)
+
+
+def test_unknown_thread_rule_is_refused() -> None:
+    windows = step_windows_from_ranges(ranges(*STEP_RANGES), "decode")
+    with pytest.raises(ValueError, match="threads 'thread'"):
+        step_table(step_frame(), windows, threads="thread")
 
 
 def test_pattern_matching_nothing_lists_the_names() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.support.synth_nsys import (
@@ -150,3 +151,63 @@ def test_step_pattern_matching_nothing_lists_the_range_names(
     err = capsys.readouterr().err.strip()
     assert "'attention' (2)" in err and "'sample' (1)" in err
     assert "--step-pattern" in err and "\n" not in err
+
+
+def write_two_thread_decode_export(path: Path) -> Path:
+    """decode_step#0 [1000, 2000) and #1 [2000, 3000), NVTX ranges of the main thread; a worker
+    thread of the same process launches inside both; another process launches inside step 0."""
+    other = global_tid(99, 99)
+    with NsysExportWriter(path) as w:
+        w.add_api_calls(
+            [
+                ApiRow(1_100, 1_140, MAIN, 1, "cudaLaunchKernel_v7000"),
+                ApiRow(1_500, 1_520, WORKER, 3, "cuLaunchKernel"),
+                ApiRow(1_600, 1_610, other, 5, "cudaLaunchKernel_v7000"),
+                ApiRow(2_100, 2_150, MAIN, 2, "cudaGraphLaunch_v10000"),
+                ApiRow(2_500, 2_530, WORKER, 4, "cudaLaunchKernel_v7000"),
+            ]
+        )
+        w.add_kernels(
+            [
+                KernelRow(1_150, 1_190, GP, 1, "gemm"),
+                KernelRow(1_530, 1_560, GP, 3, "sampler"),
+                KernelRow(1_620, 1_630, global_pid(99), 5, "elsewhere"),
+                KernelRow(2_160, 2_200, GP, 2, "gemm", graph_node_id=1),
+                KernelRow(2_210, 2_250, GP, 2, "softmax", graph_node_id=2),
+                KernelRow(2_540, 2_600, GP, 4, "topk"),
+            ]
+        )
+        w.add_nvtx_ranges(
+            [
+                NvtxRow(1_000, 2_000, MAIN, "decode_step#0"),
+                NvtxRow(2_000, 3_000, MAIN, "decode_step#1"),
+            ]
+        )
+    return path
+
+
+def test_steps_take_the_launches_of_every_thread_of_the_process(tmp_path: Path):
+    path = write_two_thread_decode_export(tmp_path / "two_threads.sqlite")
+    out = tmp_path / "o"
+    main(["analyze", "nsys", str(path), "--out", str(out)])
+    steps = pd.read_csv(out / "steps.csv")
+    # step 0: main's call 1 (40 ns) + the worker's call 3 (20 ns); process 99's call is not
+    # the step's. Step 1: main's graph launch 2 (50 ns, 2 nodes) + the worker's call 4 (30 ns)
+    assert steps["launch_calls"].tolist() == [2, 2]
+    assert steps["owner_launch_calls"].tolist() == [1, 1]
+    assert steps["launch_threads"].tolist() == [2, 2]
+    assert steps["owner_tid"].tolist() == [PID, PID]
+    assert steps["graph_launches"].tolist() == [0, 1]
+    assert steps["launch_overhead_ns"].tolist() == [40 + 20, 50 + 30]
+    assert steps["owner_launch_overhead_ns"].tolist() == [40, 50]
+    assert steps["kernels"].tolist() == [2, 3]
+    assert steps["owner_kernels"].tolist() == [1, 2]
+    assert steps["graph_kernels"].tolist() == [0, 2]
+    # every delay is 10 ns: 1150 - 1140, 1530 - 1520, 2160 - 2150, 2540 - 2530
+    assert steps["launch_delay_calls"].tolist() == [2, 2]
+    assert steps["launch_delay_mean_ns"].tolist() == [10.0, 10.0]
+    # GPU: [1150, 1190) + [1530, 1560); [2160, 2200) + [2210, 2250) + [2540, 2600)
+    assert steps["gpu_busy_ns"].tolist() == [40 + 30, 40 + 40 + 60]
+    assert steps["gpu_start_ns"].tolist() == [1_150, 2_160]
+    assert steps["gpu_end_ns"].tolist() == [1_560, 2_600]
+    assert steps["gpu_idle_ns"].tolist() == [410 - 70, 440 - 140]

@@ -1,0 +1,423 @@
+"""One nsys export analysed in bounded batches: the three tables written as it streams (issue 33).
+
+:class:`~trtbench.profiling.traces.nsys.NsysReport` holds a whole export as a pandas frame
+(about 340 bytes per kernel). :func:`analyze_nsys_export` writes the same tables while holding
+one batch of GPU rows at a time:
+
+1. the launch calls (``CUPTI_ACTIVITY_KIND_RUNTIME``) are read whole as six ``int64`` columns
+   and indexed by (process, correlation id), the first call of a key kept (as the eager join);
+2. the GPU tables' key columns are read in chunks of ``chunk_rows`` rows: GPU rows per call;
+3. the calls are cut, in start-time order, into buckets of about ``bucket_rows`` GPU rows
+   (calls starting at the same nanosecond share a bucket), so every kernel of a call, and every
+   call of a stretch of time, lands in one bucket;
+4. the GPU tables are read again in chunks, all columns, each row parked on disk in its call's
+   bucket (:class:`~trtbench.profiling.traces.spill.SpillFiles`; rows without a call are left
+   out, as the kernel trace and the steps leave them out);
+5. bucket by bucket, in time order: its launch frame
+   (:func:`~trtbench.profiling.traces.nsys.build_launch_frame`), its kernel-trace rows
+   (:func:`~trtbench.profiling.traces.launches.kernel_launch_trace`) appended to the kernel table
+   (:class:`~trtbench.profiling.traces.table_io.TableWriter`: Parquet row groups or CSV),
+   parked for the summary (:class:`~trtbench.profiling.traces.launch_summary_stream.
+   SummaryAccumulator`), and counted into the steps
+   (:class:`~trtbench.profiling.traces.launch_steps.StepAccumulator`), whose GPU busy time is
+   settled once no later bucket can reach a step.
+
+The tables are those of ``NsysReport(path).analyze()`` row for row: the kernel trace is sorted by
+(API start, kernel start) and buckets follow API start; the summary and the steps are computed
+by the same functions on the same rows (tests compare both paths). Memory: the call columns and
+index (about 100 bytes per host call with a correlation id; a graph launch replaying 800 nodes is
+one call), one chunk and one bucket of GPU rows, one summary partition; not the kernels. Disk:
+about 70 bytes per GPU row while it runs, in ``work_dir``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import adbc_driver_manager
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from trtbench.core.errors import TraceParseError
+from trtbench.profiling.traces.launch_steps import DEFAULT_STEP_PATTERN, StepAccumulator
+from trtbench.profiling.traces.launch_summary_stream import SummaryAccumulator
+from trtbench.profiling.traces.launches import (
+    StepSummary,
+    any_range_matches,
+    kernel_launch_trace,
+    resolve_step_windows,
+    strip_api_version,
+    summarize_steps,
+)
+from trtbench.profiling.traces.nsys import (
+    MEMCPY_LABELS,
+    build_launch_frame,
+    fill_gpu_fields,
+    gpu_exprs,
+    gpu_tables,
+    launch_api_ids,
+    load_ranges,
+    no_activity_error,
+    read_calls,
+)
+from trtbench.profiling.traces.nsys_calls import (
+    CallBuckets,
+    CallIndex,
+    calls_frame,
+    cut_buckets,
+)
+from trtbench.profiling.traces.nsys_sqlite import (
+    ExportSchema,
+    connect_export,
+    decode_strings,
+    iter_columns,
+)
+from trtbench.profiling.traces.schemas import (
+    KERNEL_LAUNCH_SCHEMA,
+    LAUNCH_SUMMARY_SCHEMA,
+    STEP_SCHEMA,
+)
+from trtbench.profiling.traces.spill import SpillFiles
+from trtbench.profiling.traces.table_io import TableWriter, write_trace_tables
+
+logger = logging.getLogger(__name__)
+
+CHUNK_ROWS = 1 << 19  # GPU rows read per chunk (two threads, one range each)
+BUCKET_ROWS = 1 << 18  # GPU rows per bucket (the frame analysed at once)
+PARQUET_KERNELS = (
+    1_000_000  # kernel table as Parquet above this many rows (format "auto")
+)
+TABLE_FORMATS = ("auto", "csv", "parquet")
+_SPILLED = ("start", "end", "device_stream", "name", "graphNodeId", "grid", "block")
+
+
+@dataclass(frozen=True)
+class WrittenAnalysis:
+    """What :func:`analyze_nsys_export` wrote and the small tables it kept.
+
+    Attributes:
+        source: the trace, e.g. ``nsys 2024.6.2.225 export (schema 3.16.1) x.sqlite``.
+        kernels: rows of the kernel table.
+        steps: ``steps.csv`` rows (:data:`~trtbench.profiling.traces.schemas.STEP_SCHEMA`).
+        launch_summary: ``launch_summary.csv`` rows.
+        summary: per-step means for the printed paragraph.
+        files: the written tables.
+    """
+
+    source: str
+    kernels: int
+    steps: pd.DataFrame
+    launch_summary: pd.DataFrame
+    summary: StepSummary
+    files: tuple[Path, ...]
+
+
+def kernel_table_format(
+    fmt: str, kernels: int, threshold: int = PARQUET_KERNELS
+) -> str:
+    """``csv`` or ``parquet`` for the kernel table: ``fmt`` unless ``auto``, which means
+    Parquet above ``threshold`` kernels (a CSV row costs about 140 bytes)."""
+    if fmt not in TABLE_FORMATS:
+        raise ValueError(f"format {fmt!r} is not one of {', '.join(TABLE_FORMATS)}")
+    if fmt == "auto":
+        return "parquet" if kernels > threshold else "csv"
+    return fmt
+
+
+class _ExportRun:
+    """The passes of :func:`analyze_nsys_export` over one open export."""
+
+    def __init__(
+        self,
+        path: Path,
+        conn: sqlite3.Connection,
+        schema: ExportSchema,
+        chunk_rows: int,
+        bucket_rows: int,
+    ) -> None:
+        self.path, self.conn, self.schema = path, conn, schema
+        self.chunk_rows, self.bucket_rows = chunk_rows, bucket_rows
+        self.calls = read_calls(path, schema)
+        self.api_names = decode_strings(conn, self.calls["nameId"])
+        self.index = CallIndex(self.calls)
+        self.tables = [
+            (kind, table, gpu_exprs(path, schema, table, names))
+            for kind, table, names in gpu_tables(schema)
+        ]
+
+    def count_rows(self) -> tuple[np.ndarray, int]:
+        """GPU rows per call key, and kernel rows with a call (pass 2)."""
+        per_key = np.zeros(len(self.index.keys), dtype=np.int64)
+        kernels = 0
+        for kind, table, exprs in self.tables:
+            if "correlationId" not in exprs:
+                continue  # no join key: no GPU row of this table has a call
+            keys = {"gpid": exprs["globalPid"], "corr": exprs["correlationId"]}
+            for chunk in iter_columns(self.path, table, keys, self.chunk_rows):
+                pos = self.index.lookup(chunk["gpid"], chunk["corr"])
+                hit = pos[pos >= 0]
+                per_key += np.bincount(hit, minlength=len(per_key))
+                kernels += len(hit) if kind == 0 else 0
+        return per_key, kernels
+
+    def idle_calls(self, per_key: np.ndarray) -> np.ndarray:
+        """Launch calls without GPU rows, ordered as the eager frame appends them."""
+        calls = self.calls
+        unmatched = self.index.first[per_key == 0]
+        idle = unmatched[
+            np.isin(calls["nameId"][unmatched], launch_api_ids(self.api_names))
+        ]
+        return idle[np.lexsort((calls["gpid"][idle], calls["corr"][idle]))]
+
+    def buckets(self, per_key: np.ndarray, idle: np.ndarray) -> CallBuckets:
+        has = np.flatnonzero(per_key > 0)
+        rows = np.concatenate([self.index.first[has], idle])
+        weights = np.concatenate([per_key[has], np.ones(len(idle), dtype=np.int64)])
+        bucket, first_start = cut_buckets(
+            self.calls["start"][rows], weights, self.bucket_rows
+        )
+        of_key = np.full(len(per_key), -1, dtype=np.int64)
+        of_key[has] = bucket[: len(has)]
+        return CallBuckets(of_key, bucket[len(has) :], first_start)
+
+    def windows(
+        self, ranges: pd.DataFrame, step_pattern: str | None, frame_calls: np.ndarray
+    ) -> tuple[pd.DataFrame, str]:
+        """Step windows as :func:`resolve_step_windows` picks them; the calls frame is built
+        only when no range decides."""
+        if step_pattern is not None or any_range_matches(ranges, DEFAULT_STEP_PATTERN):
+            frame = calls_frame(self.calls, frame_calls[:0], self.api_names)
+        else:
+            frame = calls_frame(self.calls, frame_calls, self.api_names)
+        return resolve_step_windows(frame, ranges, step_pattern, what="NVTX range")
+
+    def park(self, spill: SpillFiles, buckets: CallBuckets) -> set[int]:
+        """Pass 4: every GPU row with a call into its bucket; returns the kernel name ids."""
+        names: set[int] = set()
+        for kind, table, exprs in self.tables:
+            if "correlationId" not in exprs:
+                continue
+            for chunk in iter_columns(self.path, table, exprs, self.chunk_rows):
+                gpu = fill_gpu_fields(chunk)
+                pos = self.index.lookup(gpu["globalPid"], gpu["correlationId"])
+                keep = np.flatnonzero(pos >= 0)
+                bucket = buckets.of_key[pos[keep]]
+                order = np.argsort(bucket, kind="stable")
+                rows = keep[order]
+                columns = {f: gpu[f][rows] for f in _SPILLED}
+                if kind == 0:
+                    names.update(np.unique(columns["name"]).tolist())
+                columns["kind"] = np.full(len(rows), kind, dtype=np.int8)
+                columns["call"] = self.index.first[pos[rows]]
+                batch = pa.record_batch(columns)
+                sorted_b = bucket[order]
+                cuts = np.flatnonzero(np.diff(sorted_b)) + 1
+                for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(rows)], strict=True):
+                    if hi > lo:
+                        spill.append(int(sorted_b[lo]), batch.slice(lo, hi - lo))
+        return names
+
+    def bucket_frame(
+        self,
+        table: pa.Table | None,
+        idle: np.ndarray,
+        kernel_names: dict,
+        categories: tuple[list[str], list[str]],
+    ) -> pd.DataFrame:
+        """The launch frame of one bucket (its GPU rows in table order, then its idle calls),
+        with the categories of the whole export."""
+        calls = self.calls
+        if table is None:
+            cols = {f: np.empty(0, dtype=np.int64) for f in (*_SPILLED, "call")}
+            cols["kind"] = np.empty(0, dtype=np.int8)
+        else:
+            cols = {name: table.column(name).to_numpy() for name in table.column_names}
+        call_of = cols["call"]
+        gpu = {f: cols[f] for f in _SPILLED}
+        gpu["globalPid"] = calls["gpid"][call_of]  # the key the row joined on
+        gpu["correlationId"] = calls["corr"][call_of]
+        frame = build_launch_frame(
+            cols["kind"], gpu, calls, call_of, idle, kernel_names, self.api_names
+        )
+        kernel_cats, api_cats = categories
+        frame["s_name"] = frame["s_name"].cat.set_categories(kernel_cats)
+        frame["s_api_name"] = frame["s_api_name"].cat.set_categories(api_cats)
+        return frame
+
+
+_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter (malloc.h)
+MMAP_THRESHOLD = 4 << 20  # blocks from 4 MiB up get their own mapping: freed, returned
+
+
+def return_freed_arrays() -> bool:
+    """Make glibc give freed large arrays back to the OS at once (process-wide; returns
+    whether it could).
+
+    glibc serves a block over the mmap threshold (128 KiB at start) with its own mapping, but
+    raises the threshold to the size of each such block freed, so later column arrays of a few
+    MB come from the heap and stay resident after ``free``: about 300 MB at 5 M kernels
+    (measured with ``scripts/bench_nsys.py``). Fixing the threshold (``mallopt
+    M_MMAP_THRESHOLD``, https://man7.org/linux/man-pages/man3/mallopt.3.html) turns that
+    adjustment off. Elsewhere than glibc this does nothing.
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+    except (OSError, AttributeError):
+        return False
+
+
+def analyze_nsys_export(
+    path: Path,
+    out_dir: Path,
+    step_pattern: str | None = None,
+    fmt: str = "auto",
+    *,
+    work_dir: Path | None = None,
+    chunk_rows: int = CHUNK_ROWS,
+    bucket_rows: int = BUCKET_ROWS,
+    parquet_kernels: int = PARQUET_KERNELS,
+) -> WrittenAnalysis:
+    """Analyse one export in bounded memory and write its three tables into ``out_dir``.
+
+    Args:
+        path: the ``.sqlite`` export.
+        out_dir: where ``kernel_launches``, ``launch_summary`` and ``steps`` go.
+        step_pattern: as for :func:`~trtbench.profiling.traces.launches.resolve_step_windows`.
+        fmt: ``auto`` (kernel table Parquet above ``parquet_kernels`` rows, else CSV; the
+            other two CSV), ``csv`` (all CSV) or ``parquet`` (all Parquet).
+        work_dir: where the parked rows go while it runs, in a temporary folder removed at
+            the end (default: ``out_dir``; not /tmp, which may be memory); about 70 bytes per
+            GPU row.
+        chunk_rows: GPU rows read at once.
+        bucket_rows: GPU rows analysed at once.
+        parquet_kernels: the ``auto`` threshold.
+
+    Returns:
+        The written files and the steps and summary tables.
+
+    Raises:
+        ConfigError: the file does not exist; the step pattern is invalid or matches nothing.
+        TraceParseError: as :class:`~trtbench.profiling.traces.nsys.NsysReport` (empty, not an
+            nsys export, truncated or corrupt, no CUDA activity).
+        ValueError: an unknown ``fmt``.
+    """
+    kernel_table_format(fmt, 0)  # checks fmt before any work
+    return_freed_arrays()
+    path = Path(path)
+    started = time.perf_counter()
+    conn = connect_export(path)
+    try:
+        schema = ExportSchema(conn, path)
+        result = _analyze(
+            path,
+            conn,
+            schema,
+            out_dir,
+            step_pattern,
+            fmt,
+            work_dir,
+            chunk_rows,
+            bucket_rows,
+            parquet_kernels,
+        )
+    except (sqlite3.DatabaseError, adbc_driver_manager.Error, pa.ArrowInvalid) as exc:
+        raise TraceParseError(
+            f"{path} is truncated or corrupt ({exc}); export the report again with "
+            "`nsys export --type sqlite REPORT.nsys-rep`"
+        ) from exc
+    finally:
+        conn.close()
+    logger.debug(
+        "%s: %d kernels streamed in %.2f s",
+        path,
+        result.kernels,
+        time.perf_counter() - started,
+    )
+    return result
+
+
+def _analyze(
+    path: Path,
+    conn: sqlite3.Connection,
+    schema: ExportSchema,
+    out_dir: Path,
+    step_pattern: str | None,
+    fmt: str,
+    work_dir: Path | None,
+    chunk_rows: int,
+    bucket_rows: int,
+    parquet_kernels: int,
+) -> WrittenAnalysis:
+    version = schema.meta.get("EXPORT_SCHEMA_VERSION", "unknown")
+    product = schema.meta.get("EXPORT_PRODUCT_VERSION", "unknown")
+    source = f"nsys {product} export (schema {version}) {path.name}"
+    run = _ExportRun(path, conn, schema, chunk_rows, bucket_rows)
+    ranges = load_ranges(conn, schema)
+    per_key, kernel_rows = run.count_rows()
+    idle = run.idle_calls(per_key)
+    if not run.tables and not len(idle):
+        raise no_activity_error(path)
+    frame_calls = np.concatenate([run.index.first[per_key > 0], idle])
+    windows, step_source = run.windows(ranges, step_pattern, frame_calls)
+    del frame_calls
+    buckets = run.buckets(per_key, idle)
+    del per_key
+    kernel_fmt = kernel_table_format(fmt, kernel_rows, parquet_kernels)
+    kernel_path = out_dir / f"kernel_launches.{kernel_fmt}"
+    steps = StepAccumulator(windows)
+    work_dir = work_dir or out_dir  # beside the outputs: /tmp may be memory (tmpfs)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    api_cats = sorted({strip_api_version(n) for n in run.api_names.values()})
+    with (
+        SummaryAccumulator(work_dir, kernel_rows) as summary,
+        SpillFiles(work_dir, max(buckets.count, 1), "buckets") as spill,
+    ):
+        name_ids = run.park(spill, buckets)
+        spill.close()
+        kernel_names = decode_strings(conn, np.array(sorted(name_ids), dtype=np.int64))
+        kernel_cats = sorted(set(kernel_names.values()))
+        kernel_cats += [c for c in MEMCPY_LABELS if c not in set(kernel_cats)]
+        categories = (kernel_cats, api_cats)
+        empty = kernel_launch_trace(run.bucket_frame(None, idle[:0], {}, categories))
+        with TableWriter(kernel_path, KERNEL_LAUNCH_SCHEMA, kernel_fmt) as writer:
+            writer.write(empty)
+            for b in range(buckets.count):
+                frame = run.bucket_frame(
+                    spill.read(b), idle[buckets.of_idle == b], kernel_names, categories
+                )
+                trace = kernel_launch_trace(frame)
+                writer.write(trace)
+                summary.add(trace)
+                steps.add(frame)
+                del trace, frame
+                if b + 1 < buckets.count:
+                    steps.close_before(int(buckets.first_start[b + 1]))
+                pa.default_memory_pool().release_unused()
+            kernels = writer.rows
+        spill.__exit__()  # the buckets' files go before the summary's are read
+        launch_summary = summary.finish(empty)
+    steps_table = steps.table()
+    small_fmt = "parquet" if fmt == "parquet" else "csv"
+    files = write_trace_tables(
+        [
+            ("launch_summary.csv", launch_summary, LAUNCH_SUMMARY_SCHEMA),
+            ("steps.csv", steps_table, STEP_SCHEMA),
+        ],
+        out_dir,
+        small_fmt,
+    )
+    return WrittenAnalysis(
+        source=source,
+        kernels=kernels,
+        steps=steps_table,
+        launch_summary=launch_summary,
+        summary=summarize_steps(steps_table, step_source),
+        files=(kernel_path, *files),
+    )

@@ -1,0 +1,226 @@
+"""``trtbench analyze nsys|kineto`` of several ranks: a folder of rank exports, per-rank and
+combined tables, step alignment (by name, by position, none), a rank with no kernels, and bad
+rank files (exit 2 naming them; the others analysed with --skip-bad-ranks). Expected values come
+from the timing model of ``write_decode_export`` (its docstring) or the rows written here."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.support.synth_nsys import (
+    ApiRow,
+    NsysExportWriter,
+    NvtxRow,
+    global_tid,
+    write_decode_export,
+)
+from trtbench.cli import main
+from trtbench.core.errors import TraceParseError
+from trtbench.profiling.traces.ranks import (
+    align_steps,
+    analyze_ranks,
+    expand_inputs,
+    rank_files,
+)
+
+KPS = 3  # kernels per step: eager step overhead 3 x 4000 ns, graph step 20000 ns
+EAGER, GRAPH = KPS * 4000, 20000
+WALL = 5000 * KPS + 20000 - 1000  # range length of every step
+
+
+def write_ranks(folder: Path) -> Path:
+    """rank 0: 4 steps, last 2 graph, GPU 0; rank 1: 4 eager steps, GPU 1; rank 2: 3 steps,
+    last one graph, GPU 2 (a step fewer)."""
+    folder.mkdir()
+    for rank, steps, graph in ((0, 4, 2), (1, 4, 0), (2, 3, 1)):
+        write_decode_export(
+            folder / f"report_rank{rank}.sqlite",
+            steps=steps,
+            kernels_per_step=KPS,
+            graph_steps=graph,
+            pid=100 + rank,
+            device=rank,
+        )
+    return folder
+
+
+def test_a_folder_of_ranks_gives_per_rank_and_combined_tables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = write_ranks(tmp_path / "traces")
+    out = tmp_path / "out"
+    main(["analyze", "nsys", str(folder), "--out", str(out), "--jobs", "2"])
+    for rank in range(3):
+        rank_dir = out / f"report_rank{rank}"
+        assert sorted(p.name for p in rank_dir.iterdir()) == [
+            "kernel_launches.csv",
+            "launch_summary.csv",
+            "steps.csv",
+        ]
+    steps = pd.read_csv(out / "steps_ranks.csv")
+    assert steps["rank"].tolist() == [0] * 4 + [1] * 4 + [2] * 3
+    assert steps["device_id"].tolist() == [0] * 4 + [1] * 4 + [2] * 3
+    assert steps["rank_file"].iloc[0] == "report_rank0.sqlite"
+    assert steps["aligned_step"].tolist() == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2]
+    assert steps["launch_overhead_ns"].tolist() == (
+        [EAGER, EAGER, GRAPH, GRAPH] + [EAGER] * 4 + [EAGER, EAGER, GRAPH]
+    )
+    alignment = pd.read_csv(out / "step_alignment.csv")
+    assert alignment["s_name"].tolist() == [f"decode_step#{i}" for i in range(4)]
+    assert alignment["ranks"].tolist() == [3, 3, 3, 2]  # rank 2 has no decode_step#3
+    step2 = alignment.iloc[2]  # overheads: rank 0 graph, rank 1 eager, rank 2 graph
+    assert step2["launch_overhead_mean_ns"] == pytest.approx(
+        (GRAPH + EAGER + GRAPH) / 3
+    )
+    assert (step2["launch_overhead_min_ns"], step2["launch_overhead_max_ns"]) == (
+        EAGER,
+        GRAPH,
+    )
+    assert step2["launch_overhead_max_rank"] == 0  # the first rank at the maximum
+    assert alignment["kernels_min"].tolist() == [KPS] * 4
+    assert alignment["wall_max_ns"].tolist() == [WALL] * 4
+    step3 = alignment.iloc[3]  # ranks 0 (graph) and 1 (eager)
+    assert step3["launch_overhead_mean_ns"] == (GRAPH + EAGER) / 2
+    summary = pd.read_csv(out / "launch_summary_ranks.csv")
+    assert set(summary["rank"]) == {0, 1, 2}
+    # per rank and kernel name: rank 1 launches kernel_0..2 once per step, eagerly
+    rank1 = summary[summary["rank"] == 1]
+    assert rank1["count"].tolist() == [4, 4, 4]
+    printed = capsys.readouterr().out
+    assert "3 ranks; steps aligned by step name" in printed
+    assert "1 of them on only some ranks" in printed
+    assert "rank 2 (report_rank2.sqlite, device 2): 9 kernels, 3 steps" in printed
+
+
+def test_steps_without_names_align_by_position_or_not_at_all() -> None:
+    def steps(n: int) -> pd.DataFrame:
+        return pd.DataFrame({"s_name": ["graph_launch"] * n})
+
+    source = "graph-launch boundaries"
+    aligned, how = align_steps([steps(2), steps(2)], [source, source])
+    assert [a.tolist() for a in aligned] == [[0, 1], [0, 1]]
+    assert how == "by position: every rank has 2 steps"
+    aligned, how = align_steps([steps(2), steps(3)], [source, source])
+    assert [a.isna().all() for a in aligned] == [True, True]
+    assert how.startswith("not aligned: the ranks have different step counts (2, 3)")
+
+
+def test_unaligned_ranks_leave_the_alignment_table_empty(tmp_path: Path) -> None:
+    folder = tmp_path / "t"
+    folder.mkdir()
+    for rank, n in ((0, 2), (1, 3)):  # graph launches only, no NVTX: 2 and 3 steps
+        gt = global_tid(10 + rank, 10 + rank)
+        with NsysExportWriter(folder / f"r{rank}.sqlite") as w:
+            w.add_api_calls(
+                ApiRow(100 * i, 100 * i + 10, gt, i + 1, "cudaGraphLaunch_v10000")
+                for i in range(n)
+            )
+    result = analyze_ranks(expand_inputs([folder], "nsys"), tmp_path / "o")
+    assert "not aligned" in result.aligned_by
+    assert result.steps["aligned_step"].isna().all() and result.alignment.empty
+    assert pd.read_csv(tmp_path / "o" / "step_alignment.csv").empty
+
+
+def test_a_rank_with_no_kernels(tmp_path: Path) -> None:
+    folder = write_ranks(tmp_path / "t")
+    for old in folder.glob("report_rank[12].sqlite"):
+        old.unlink()
+    gt = global_tid(7, 7)
+    with NsysExportWriter(folder / "report_rank1.sqlite") as w:  # launches, no GPU rows
+        w.add_api_calls([ApiRow(1_100, 1_150, gt, 1, "cudaGraphLaunch_v10000")])
+        w.add_nvtx_ranges([NvtxRow(1_000, 2_000, gt, "decode_step#0")])
+    result = analyze_ranks(expand_inputs([folder], "nsys"), tmp_path / "o")
+    (rank0, first), (rank1, second) = result.ranks
+    assert (rank1.rank, second.kernels) == (1, 0)
+    steps = result.steps[result.steps["rank"] == 1]
+    assert steps["device_id"].isna().all()
+    assert steps["launch_overhead_ns"].tolist() == [50] and steps[
+        "kernels"
+    ].tolist() == [0]
+    assert steps["aligned_step"].tolist() == [0]  # decode_step#0, as on rank 0
+    assert result.alignment["ranks"].tolist() == [2, 1, 1, 1]
+    kernels = pd.read_csv(tmp_path / "o" / "report_rank1" / "kernel_launches.csv")
+    assert kernels.empty and first.kernels == 4 * KPS
+
+
+def test_a_truncated_rank_stops_everything_unless_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = write_ranks(tmp_path / "t")
+    bad = folder / "report_rank1.sqlite"
+    bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])
+    out = tmp_path / "o"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["analyze", "nsys", str(folder), "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "\n" not in err
+    assert str(bad) in err and "truncated" in err
+    assert not out.exists()  # checked before any rank was analysed
+    main(["analyze", "nsys", str(folder), "--out", str(out), "--skip-bad-ranks"])
+    captured = capsys.readouterr()
+    assert f"skipped rank 1: {bad}" in captured.err
+    steps = pd.read_csv(out / "steps_ranks.csv")
+    assert sorted(set(steps["rank"])) == [0, 2]
+    assert not (out / "report_rank1").exists()
+
+
+def test_every_rank_bad_is_an_error_even_when_skipping(tmp_path: Path) -> None:
+    folder = tmp_path / "t"
+    folder.mkdir()
+    for name in ("a_0.sqlite", "b_1.sqlite"):
+        (folder / name).write_bytes(b"not a database\n")
+    with pytest.raises(
+        TraceParseError, match="no rank could be analysed.*2 rank files"
+    ):
+        analyze_ranks(expand_inputs([folder], "nsys"), tmp_path / "o", skip_bad=True)
+
+
+def test_rank_numbers_from_file_names_else_positions(tmp_path: Path) -> None:
+    named = [Path("x/report.rank-3.sqlite"), Path("x/report.rank-10.sqlite")]
+    assert [(f.rank, f.label) for f in rank_files(named)] == [
+        (3, "report.rank-3"),
+        (10, "report.rank-10"),
+    ]
+    clash = [Path("a/trace_1.json.gz"), Path("b/trace_1.json.gz"), Path("c/x.json")]
+    assert [(f.rank, f.label) for f in rank_files(clash)] == [
+        (0, "trace_1_rank0"),
+        (1, "trace_1_rank1"),
+        (2, "x"),
+    ]
+
+
+def kineto_rank(path: Path, launch_us: float) -> Path:
+    """One ProfilerStep#0 [1000, 2000) us with one cudaLaunchKernel of ``launch_us``."""
+    step = {"cat": "user_annotation", "name": "ProfilerStep#0", "ts": 1000, "dur": 1000}
+    call = {
+        "cat": "cuda_runtime",
+        "name": "cudaLaunchKernel",
+        "ts": 1100,
+        "dur": launch_us,
+    }
+    gpu = {"cat": "kernel", "name": "gemm", "ts": 1150, "dur": 10}
+    events = [
+        {"ph": "X", "pid": 1, "tid": 1, **step, "args": {}},
+        {"ph": "X", "pid": 1, "tid": 1, **call, "args": {"correlation": 1}},
+        {"ph": "X", "pid": 0, "tid": 7, **gpu, "args": {"correlation": 1, "device": 0}},
+    ]
+    with gzip.open(path, "wt") as fh:
+        json.dump({"traceEvents": events}, fh)
+    return path
+
+
+def test_kineto_ranks(tmp_path: Path) -> None:
+    a = kineto_rank(tmp_path / "rank0.json.gz", 5)
+    b = kineto_rank(tmp_path / "rank1.json.gz", 9)
+    out = tmp_path / "o"
+    main(["analyze", "kineto", str(a), str(b), "--out", str(out)])
+    alignment = pd.read_csv(out / "step_alignment.csv")
+    assert alignment["s_name"].tolist() == ["ProfilerStep#0"]
+    assert alignment["launch_overhead_mean_ns"].tolist() == [(5000 + 9000) / 2]
+    assert alignment["launch_overhead_max_rank"].tolist() == [1]
+    assert (out / "rank0" / "steps.csv").is_file()
