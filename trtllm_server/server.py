@@ -14,29 +14,20 @@ unavailable server answers 503 "LLM is unavailable"), then ``GET /v1/models`` li
 served name: a ``ModelList`` of one ``ModelCard(id=...)`` whose id is the model directory's
 name (``model_dir.name``; the argument as given when it is not a directory). A process that
 exits first, or a timeout, is a one-line :class:`ServerStartError` carrying the log's last
-error. The process handling is :class:`~trtbench.core.managed_process.ManagedProcess`.
+error. The process handling is :class:`~trtbench.core.openai_process.OpenAIServerProcess`.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from trtbench.builders.trtllm.llmapi_plan import serve_argv
-from trtbench.core.errors import ServerStartError
-from trtbench.core.managed_process import (
-    NO_ERROR_LINES,
-    ManagedProcess,
-    ProcessWording,
-    http_get,
-)
-from trtbench.core.tcp_ports import free_port, port_in_use
+from trtbench.core.managed_process import NO_ERROR_LINES, ProcessWording
+from trtbench.core.openai_process import HOST, OpenAIServerProcess
 
-HOST = "127.0.0.1"
 # TensorRT-LLM's log prefixes: "[12/04/2026-12:00:00] [TRT-LLM] [E] message" (its Python
 # logger) and "[TensorRT-LLM][ERROR] message" (the C++ runtime).
 _PREFIX = re.compile(r"^(\[[^\]]*\]\s*)*?\[(TRT-LLM|TensorRT-LLM)\]\s*(\[[A-Z]+\]\s*)?")
@@ -123,7 +114,7 @@ def last_error(text: str) -> str:
     return found[-1][:300] if found else NO_ERROR_LINES
 
 
-class TrtllmServer(ManagedProcess):
+class TrtllmServer(OpenAIServerProcess):
     """Context manager around one trtllm-serve process (and its process group).
 
     Example::
@@ -137,25 +128,20 @@ class TrtllmServer(ManagedProcess):
     """
 
     wording = WORDING
+    port_label = "trtllm-serve"
 
     def __init__(
         self, config: TrtllmServeConfig, environ: Mapping[str, str] | None = None
     ):
-        super().__init__(config.log_path, config.ready_timeout_s)
+        super().__init__(
+            config.log_path, config.ready_timeout_s, config.port, environ, QUIET_ENV
+        )
         self.config = config
-        self._environ = {**(os.environ if environ is None else environ), **QUIET_ENV}
-        self.port: int | None = None
-        self._started = False
 
     @property
     def model_name(self) -> str:
         """The name clients send as ``model``: :func:`served_model_name` of the target."""
         return served_model_name(self.config.model)
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:PORT/v1`` (RuntimeError before the server is started)."""
-        return f"{self._root()}/v1"
 
     @property
     def metrics_url(self) -> str:
@@ -164,59 +150,8 @@ class TrtllmServer(ManagedProcess):
         emptied by every read, which the load test's counter reader polls."""
         return f"{self._root()}/prometheus/metrics"
 
-    def _root(self) -> str:
-        if self.port is None:
-            raise RuntimeError("trtllm-serve has not been started")
-        return f"http://{HOST}:{self.port}"
-
-    def start(self) -> TrtllmServer:
-        """Launch the server and block until it is ready.
-
-        Raises:
-            RuntimeError: this object already started a server (make a new one).
-            ServerStartError: see the class.
-        """
-        if self._started:
-            raise RuntimeError(
-                f"trtllm-serve for {self.config.variant} was already started (pid "
-                f"{self.process.pid if self.process else None}); make a new TrtllmServer"
-            )
-        self._started = True
-        cfg = self.config
-        if cfg.port is not None and port_in_use(cfg.port, HOST):
-            raise ServerStartError(
-                f"trtllm-serve port {cfg.port} is already in use on {HOST}; stop what "
-                "listens there or leave the port out to pick a free one"
-            )
-        self._start_attempts(cfg.port is not None, "/health")
-        return self
-
-    def stop(self, grace_s: float = 20.0) -> int | None:
-        """SIGTERM the server, SIGKILL its whole process group after ``grace_s`` (and always
-        at the end, so no MPI worker outlives it); return the exit code."""
-        return self._stop_group(grace_s)
-
-    # --- the hooks of ManagedProcess ------------------------------------------------------
-
-    def _next_argv(self) -> list[str]:
-        self.port = self.config.port or free_port(HOST)
-        return self.config.argv(self.port)
-
-    def _launch_env(self) -> dict[str, str]:
-        return self._environ
-
-    def _waiting_for(self) -> str | None:
-        """``/health`` until it answers 200, then ``/v1/models`` until it lists the model."""
-        if http_get(f"{self._root()}/health", 2.0)[0] is not None:
-            return "/health"
-        not_ok, body = http_get(f"{self.base_url}/models", 2.0)
-        if not_ok is None and self.model_name in model_ids(body):
-            return None
-        return "/v1/models"
-
-    def _health_url(self) -> str | None:
-        """``/health`` (None before a start)."""
-        return None if self.port is None else f"{self._root()}/health"
+    def _command(self, port: int) -> list[str]:
+        return self.config.argv(port)
 
     def _reason_in(self, text: str) -> str:
         """:func:`last_error` of the log since the latest start."""
@@ -224,12 +159,3 @@ class TrtllmServer(ManagedProcess):
 
     def _failure_subject(self) -> str:
         return f"trtllm-serve for variant {self.config.variant}"
-
-
-def model_ids(body: bytes) -> list[str]:
-    """The ``id`` of every model a ``/v1/models`` answer lists ([] when unreadable)."""
-    try:
-        data = json.loads(body).get("data", [])
-        return [m.get("id") for m in data if isinstance(m, dict)]
-    except (ValueError, AttributeError):
-        return []

@@ -7,32 +7,23 @@ one signal to the group. It binds 127.0.0.1 on a given (checked free) or picked 
 stdout and stderr are appended to ``RUN_DIR/server/<variant>.log``, one header line per start.
 Ready means ``GET /health`` answers 200 and ``GET /v1/models`` lists the variant's name; a
 process that exits first, or a timeout, is a one-line :class:`ServerStartError` carrying the
-log's last error. The process handling is :class:`~trtbench.core.managed_process.ManagedProcess`.
+log's last error. The process handling is :class:`~trtbench.core.openai_process.OpenAIServerProcess`.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trtbench.core.errors import ServerStartError
-from trtbench.core.managed_process import (
-    NO_ERROR_LINES,
-    ManagedProcess,
-    ProcessWording,
-    http_get,
-)
+from trtbench.core.managed_process import NO_ERROR_LINES, ProcessWording
+from trtbench.core.openai_process import OpenAIServerProcess
 from trtbench.core.run_dir import RunDir
-from trtbench.core.tcp_ports import free_port, port_in_use
 from trtbench.spec.bench import BenchSpec, ModelsSpec, VariantSpec
 from trtbench.spec.serving import resolve_vllm_python
 from trtbench.vllm_server.args import VllmSettings, serve_argv
 
-HOST = "127.0.0.1"
 # vLLM's own log prefix: "(EngineCore pid=12) ERROR 12-02 07:36:45 [file.py:953] message".
 _PREFIX = re.compile(
     r"^(\(\S+ pid=\d+\)\s+)?(ERROR|WARNING|INFO|DEBUG)?\s*[\d-]+ [\d:]+ \[[^\]]+\]\s*"
@@ -127,7 +118,7 @@ def last_error(text: str) -> str:
     return found[-1][:300] if found else NO_ERROR_LINES
 
 
-class VllmServer(ManagedProcess):
+class VllmServer(OpenAIServerProcess):
     """Context manager around one vLLM server process (and its process group).
 
     Example::
@@ -142,15 +133,15 @@ class VllmServer(ManagedProcess):
     """
 
     wording = WORDING
+    port_label = "vLLM"
 
     def __init__(
         self, config: VllmServerConfig, environ: Mapping[str, str] | None = None
     ):
-        super().__init__(config.log_path, config.ready_timeout_s)
+        super().__init__(
+            config.log_path, config.ready_timeout_s, config.port, environ, QUIET_ENV
+        )
         self.config = config
-        self._environ = {**(os.environ if environ is None else environ), **QUIET_ENV}
-        self.port: int | None = None
-        self._started = False
 
     @property
     def model_name(self) -> str:
@@ -158,74 +149,13 @@ class VllmServer(ManagedProcess):
         return self.config.variant.name
 
     @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:PORT/v1`` (RuntimeError before the server is started)."""
-        return f"{self._root()}/v1"
-
-    @property
     def metrics_url(self) -> str:
         """``http://127.0.0.1:PORT/metrics``: vLLM's Prometheus counters."""
         return f"{self._root()}/metrics"
 
-    def _root(self) -> str:
-        if self.port is None:
-            raise RuntimeError("the vLLM server has not been started")
-        return f"http://{HOST}:{self.port}"
-
-    def start(self) -> VllmServer:
-        """Launch the server and block until it is ready.
-
-        Raises:
-            RuntimeError: this object already started a server (a second start would
-                orphan or shadow it; make a new :class:`VllmServer`).
-            ServerStartError, ConfigError: see the class.
-        """
-        if self._started:
-            raise RuntimeError(
-                f"vLLM server for {self.model_name} was already started (pid "
-                f"{self.process.pid if self.process else None}); make a new VllmServer"
-            )
-        self._started = True
+    def _command(self, port: int) -> list[str]:
         cfg = self.config
-        if cfg.port is not None and port_in_use(cfg.port, HOST):
-            raise ServerStartError(
-                f"vLLM port {cfg.port} is already in use on {HOST}; stop what listens there "
-                "or leave the port out to pick a free one"
-            )
-        self._start_attempts(cfg.port is not None, "/health")
-        return self
-
-    def stop(self, grace_s: float = 20.0) -> int | None:
-        """SIGTERM the server, SIGKILL its whole process group after ``grace_s`` (and always
-        at the end, so no engine-core or worker process outlives it); return the exit code.
-
-        The API server shuts its engine core down on SIGTERM itself; signalling the group at
-        once would leave it waiting on children already gone.
-        """
-        return self._stop_group(grace_s)
-
-    # --- the hooks of ManagedProcess ------------------------------------------------------
-
-    def _next_argv(self) -> list[str]:
-        cfg = self.config
-        self.port = cfg.port or free_port(HOST)
-        return serve_argv(cfg.python, cfg.variant, cfg.models, self.port, cfg.settings)
-
-    def _launch_env(self) -> dict[str, str]:
-        return self._environ
-
-    def _waiting_for(self) -> str | None:
-        """``/health`` until it answers 200, then ``/v1/models`` until it lists the model."""
-        if http_get(f"{self._root()}/health", 2.0)[0] is not None:
-            return "/health"
-        not_ok, body = http_get(f"{self.base_url}/models", 2.0)
-        if not_ok is None and self.model_name in _model_ids(body):
-            return None
-        return "/v1/models"
-
-    def _health_url(self) -> str | None:
-        """``/health`` (None before a start)."""
-        return None if self.port is None else f"{self._root()}/health"
+        return serve_argv(cfg.python, cfg.variant, cfg.models, port, cfg.settings)
 
     def _reason_in(self, text: str) -> str:
         """:func:`last_error` of the log since the latest start."""
@@ -233,12 +163,3 @@ class VllmServer(ManagedProcess):
 
     def _failure_subject(self) -> str:
         return f"vLLM server for variant {self.model_name}"
-
-
-def _model_ids(body: bytes) -> list[str]:
-    """The ``id`` of every model a ``/v1/models`` answer lists ([] when unreadable)."""
-    try:
-        data = json.loads(body).get("data", [])
-        return [m.get("id") for m in data if isinstance(m, dict)]
-    except (ValueError, AttributeError):
-        return []
