@@ -28,15 +28,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import queue
-import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from aiohttp import web
 
 from tests.support.sse_server import serving_app
-from tests.support.trtllm_serve_standin import K, request_steps
+from tests.support.trtllm_serve_standin import K, request_steps, serving_in_thread
 
 NUM_DRAFT_TOKENS = K + 1
 
@@ -164,24 +162,9 @@ async def sglang_standing_in(standin: SGLangStandIn) -> AsyncIterator[str]:
         yield url
 
 
-@contextlib.contextmanager
-def sglang_standin_thread(standin: SGLangStandIn) -> Iterator[str]:
+def sglang_standin_thread(
+    standin: SGLangStandIn,
+) -> contextlib.AbstractContextManager[str]:
     """:func:`sglang_standing_in` on its own event loop in a thread (for a CLI run, which has
     its own loop); yields the ``/v1`` base URL, stops the server on exit."""
-    ready: queue.Queue[str] = queue.Queue()
-    loop = asyncio.new_event_loop()
-    stop = asyncio.Event()
-
-    async def serve() -> None:
-        async with sglang_standing_in(standin) as url:
-            ready.put(url)
-            await stop.wait()
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),))
-    thread.start()
-    try:
-        yield ready.get(timeout=30)
-    finally:
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(30)
-        loop.close()
+    return serving_in_thread(lambda: sglang_standing_in(standin))

@@ -38,7 +38,7 @@ import json
 import queue
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -271,16 +271,24 @@ async def standing_in(standin: StandIn) -> AsyncIterator[str]:
         yield url
 
 
-@contextlib.contextmanager
-def standin_thread(standin: StandIn) -> Iterator[str]:
+def standin_thread(standin: StandIn) -> contextlib.AbstractContextManager[str]:
     """:func:`standing_in` on its own event loop in a thread (for a CLI run, which has its
     own loop); yields the ``/v1`` base URL, stops the server on exit."""
+    return serving_in_thread(lambda: standing_in(standin))
+
+
+@contextlib.contextmanager
+def serving_in_thread(
+    serving: Callable[[], contextlib.AbstractAsyncContextManager[str]],
+) -> Iterator[str]:
+    """Enter ``serving()`` (an async context manager yielding a URL) on its own event loop
+    in a thread; yields the URL, leaves it on exit."""
     ready: queue.Queue[str] = queue.Queue()
     loop = asyncio.new_event_loop()
     stop = asyncio.Event()
 
     async def serve() -> None:
-        async with standing_in(standin) as url:
+        async with serving() as url:
             ready.put(url)
             await stop.wait()
 
