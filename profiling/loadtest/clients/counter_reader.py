@@ -225,6 +225,7 @@ class CounterReader:
             if reply is None:
                 return False
             try:
+                copies = self.totals.dp_copies
                 lost = self.totals.add(iteration_entries(reply.text))
             except ValueError as exc:
                 log.warning("%s/metrics: not iteration stats (%s)", self.root, exc)
@@ -234,6 +235,12 @@ class CounterReader:
                     "trtllm-serve dropped %d iteration stats between two reads of "
                     "%s/metrics (its queue overflowed): the tier's counts miss them",
                     lost,
+                    self.root,
+                )
+            if copies == 0 and self.totals.dp_copies:
+                log.info(
+                    "%s/metrics: attention data parallelism (rows of attentionDpRank > 0 "
+                    "repeat rank 0's speculative stats): rank 0's rows only are counted",
                     self.root,
                 )
             return True

@@ -49,6 +49,7 @@ ITER_DRAFT_TOKENS = "trtllm_spec_decode_num_draft_tokens"
 ITER_ACCEPTED = "trtllm_spec_decode_num_accepted_tokens"
 REQUEST_SUCCESS = "trtllm_request_success"
 SPEC_STATS = "specDecodingStats"
+DP_RANK = "attentionDpRank"
 
 
 def parse_prometheus(
@@ -167,16 +168,27 @@ class IterationTotals:
     iterations: int = 0
     lost: int = 0
     last_iter: int | None = field(default=None)
+    dp_copies: int = 0
 
     def add(self, entries: Sequence[dict[str, Any]]) -> int:
         """Add one read's iterations; returns the iterations found missing before them (a
         gap in ``iter`` since the last one seen).
+
+        With attention data parallelism trtllm-serve writes one row per rank and iteration,
+        each with ``attentionDpRank``, and copies rank 0's ``specDecodingStats`` into the
+        other ranks' rows (``tensorrt_llm/executor/iteration_stats.py``, TensorRT-LLM PR
+        #13649): only rows of rank 0 (or without the key) count; the others are counted in
+        :attr:`dp_copies` and skipped, iteration number and all.
 
         Raises:
             ValueError: a count that is not a non-negative number.
         """
         lost = 0
         for entry in entries:
+            rank = entry.get(DP_RANK)
+            if isinstance(rank, int) and not isinstance(rank, bool) and rank != 0:
+                self.dp_copies += 1
+                continue
             number = entry.get("iter")
             if isinstance(number, int) and not isinstance(number, bool):
                 if self.last_iter is not None and number > self.last_iter + 1:

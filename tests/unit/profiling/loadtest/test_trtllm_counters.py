@@ -148,3 +148,33 @@ def test_requests_counted_sums_the_finished_reasons():
     )
     assert requests_counted(text) == 155.0
     assert requests_counted("# TYPE other_total counter\nother_total 3.0\n") is None
+
+
+def _dp_row(number: int, rank: int, drafted: int, accepted: int) -> dict:
+    """One iteration-stats row as TensorRT-LLM writes it per attention-DP rank
+    (tensorrt_llm/executor/iteration_stats.py: ``row["attentionDpRank"] = payload.rank``,
+    specDecodingStats copied from rank 0's)."""
+    return {
+        "iter": number,
+        "attentionDpRank": rank,
+        "specDecodingStats": {
+            "numDraftTokens": drafted,
+            "numAcceptedTokens": accepted,
+            "numRequestsWithDraftTokens": 1,
+            "acceptanceLength": 1.0 + accepted,
+        },
+    }
+
+
+def test_attention_dp_rows_count_rank_0_once():
+    """Iteration 1 on 3 ranks (3 drafted, 2 accepted, copied to ranks 1 and 2), iteration 2
+    on 2 ranks (3 drafted, 1 accepted), then iteration 4 on rank 0 alone: 3 rows counted,
+    3 copies skipped, iteration 3 lost (a gap in rank 0's iter, not in the copies)."""
+    totals = IterationTotals()
+    first = [_dp_row(1, r, 3, 2) for r in (0, 1, 2)] + [
+        _dp_row(2, r, 3, 1) for r in (0, 1)
+    ]
+    assert totals.add(first) == 0
+    assert totals.add([_dp_row(4, 0, 3, 3)]) == 1
+    assert (totals.drafts, totals.draft_tokens, totals.accepted) == (3, 9, 6)
+    assert (totals.iterations, totals.dp_copies, totals.lost) == (3, 3, 1)
