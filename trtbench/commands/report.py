@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from trtbench.cluster.state import state_path
 from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.options import run_dir_argument
 from trtbench.core.run_dir import RunDir
@@ -37,8 +38,17 @@ def report(run_dir: Path, peers: tuple[str, ...], objective: str | None) -> None
     the config that implements it). The comparison matrix (extra memory, speedup at low and high concurrency, tokens per
     step, TTFT, TPOT, output tok/s, CUDA graphs) is also printed.
     """
+    rd = RunDir(Path(run_dir))
+    if state_path(rd).is_file():
+        # a merged cluster run has one baseline per shard: the ordinary report would take
+        # one of them for every shard's variants and compare across nodes
+        raise click.UsageError(
+            f"{run_dir} is a cluster run (cluster/state.json): its report, with within-shard "
+            f"speedups only, is `trtbench collect {run_dir} --no-wait`; one shard's full "
+            f"report: `trtbench report {run_dir}/shards/s<K>`"
+        )
     if Path(run_dir).is_dir():  # it writes report.md and plots: one writer at a time
-        claim_run_dir(RunDir(Path(run_dir)))
+        claim_run_dir(rd)
     result = write_report(run_dir, peers, objective)
     click.echo(result.matrix_markdown)
     click.echo(f"\nwrote {result.report_path}")

@@ -107,3 +107,16 @@ def test_a_shard_runs_locally_whatever_the_spec_says(tmp_path):
         "--executor",
         "local",
     ]
+
+
+def test_report_refuses_a_merged_cluster_run(tmp_path, capsys):
+    """A fresh user's trtbench report on a merged cluster run compared shards across
+    nodes against one shard's baseline and overwrote the cluster's recommendation."""
+    (tmp_path / "cluster").mkdir()
+    (tmp_path / "cluster" / "state.json").write_text("{}")
+    (tmp_path / "report.md").write_text("the cluster's report")
+    code, _, err = run_cli(["report", tmp_path], capsys)
+    assert code == 2
+    assert f"{tmp_path} is a cluster run (cluster/state.json)" in err
+    assert f"trtbench collect {tmp_path} --no-wait" in err
+    assert (tmp_path / "report.md").read_text() == "the cluster's report"
