@@ -73,6 +73,23 @@ def gpu_warning(views: Sequence[ShardView]) -> str | None:
     )
 
 
+def interference_warning(summary: pd.DataFrame) -> str | None:
+    """A warning when some tiers were measured while other processes used the host (the
+    shards' ``interference_rounds``; None when none was, or the column is absent)."""
+    if summary.empty or "interference_rounds" not in summary.columns:
+        return None
+    rounds = pd.to_numeric(summary["interference_rounds"], errors="coerce").fillna(0)
+    hit = summary[rounds > 0]
+    if hit.empty:
+        return None
+    names = ", ".join(f"`{v}`" for v in dict.fromkeys(hit["variant"]))
+    return (
+        f"{len(hit)} of {len(summary)} (variant, tier) rows were measured while other "
+        f"processes used the host ({names}): their figures may read slow; each shard's "
+        "report says which rounds."
+    )
+
+
 def best_per_tier(
     summary: pd.DataFrame, views: Sequence[ShardView], baseline: str
 ) -> list[dict[str, Any]]:
@@ -255,9 +272,9 @@ def render(
                 + sure.get(t["significant"], " (no interval: fewer than 3 rounds)")
             )
     lines += ["", "## Shards", "", *shard_table(views), ""]
-    warning = gpu_warning(views)
-    if warning:
-        lines += [f"**Warning**: {warning}", ""]
+    for warning in (gpu_warning(views), interference_warning(summary)):
+        if warning:
+            lines += [f"**Warning**: {warning}", ""]
     lines += [
         "## Comparison (within-shard speedups)" + (" — partial" if partial else ""),
         "",

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pandas as pd
 
 from trtbench.cluster.gather import ShardHost, ShardView
-from trtbench.cluster.report import best_per_tier, gpu_warning, recommendation, render
+from trtbench.cluster.report import (
+    best_per_tier,
+    gpu_warning,
+    interference_warning,
+    recommendation,
+    render,
+)
 from trtbench.cluster.shards import Shard
 
 S0 = Shard(0, ("base", "dt"))
@@ -115,3 +121,22 @@ def test_the_report_says_which_best_is_significant():
         in text
     )
     assert "PARTIAL" not in text and "| med | s1 | c8 | complete |" in text
+
+
+def test_interference_in_any_shard_is_warned_about():
+    """A fresh user's shards were all measured on a busy host: each shard's report said so,
+    the merged one did not."""
+    summary = pd.DataFrame(
+        {
+            "variant": ["base@s0", "a", "base@s1", "b", "b"],
+            "tier": ["c1", "c1", "c1", "c1", "c2"],
+            "interference_rounds": [0, 0, 2, 1, 3],
+        }
+    )
+    assert interference_warning(summary) == (
+        "3 of 5 (variant, tier) rows were measured while other processes used the host "
+        "(`base@s1`, `b`): their figures may read slow; each shard's report says which "
+        "rounds."
+    )
+    assert interference_warning(summary.assign(interference_rounds=0)) is None
+    assert interference_warning(summary.drop(columns="interference_rounds")) is None
