@@ -19,20 +19,7 @@ from trtbench.spec.cluster import OPTION_OF_FIELD, ClusterSpec
 
 F = TypeVar("F", bound=Callable[..., object])
 
-SLURM_KEYS = (
-    "slurm_partition",
-    "slurm_account",
-    "slurm_time",
-    "slurm_gpus",
-    "slurm_cpus",
-    "container_image",
-    "container_mounts",
-    "sbatch_args",
-    "variants_per_shard",
-    "no_wait",
-    "poll_s",
-    "shard_command",
-)
+SLURM_KEYS = (*OPTION_OF_FIELD.values(), "no_wait")
 """The keyword arguments :func:`slurm_options` adds to a command."""
 
 
@@ -90,10 +77,9 @@ def slurm_options(f: F) -> F:
         optgroup.option(
             "--variants-per-shard",
             type=int,
-            default=1,
-            show_default=True,
+            default=None,
             help="Non-baseline variants per shard (each shard also measures the "
-            "baseline).",
+            f"baseline). Default: {ClusterSpec().variants_per_shard}.",
         ),
         optgroup.option(
             "--no-wait",
@@ -103,9 +89,9 @@ def slurm_options(f: F) -> F:
         optgroup.option(
             "--poll-s",
             type=float,
-            default=10.0,
-            show_default=True,
-            help="Seconds between two looks at the queue.",
+            default=None,
+            help="Seconds between two looks at the queue. Default: "
+            f"{ClusterSpec().poll_s:g}.",
         ),
         optgroup.option(
             "--shard-command",
@@ -119,16 +105,11 @@ def slurm_options(f: F) -> F:
     return f
 
 
-_DEFAULTS = {
-    "sbatch_args": (),
-    "variants_per_shard": 1,
-    "no_wait": False,
-    "poll_s": 10.0,
-}
-
-
 def _given(kwargs: dict[str, Any]) -> list[str]:
-    return [k for k in SLURM_KEYS if kwargs.get(k) not in (None, _DEFAULTS.get(k))]
+    """The Slurm options given on the command line: every default is None, no
+    ``--sbatch-arg`` or no ``--no-wait`` (the spec's ``cluster:`` defaults the rest)."""
+    unset = (None, (), False)  # by identity: 0 is given (and refused later), not unset
+    return [k for k in SLURM_KEYS if not any(kwargs.get(k) is u for u in unset)]
 
 
 def given_slurm_options(kwargs: dict[str, Any]) -> list[str]:

@@ -74,9 +74,7 @@ def test_command_line_options_win_over_the_spec_cluster_section():
     )
     given = {k: None for k in SLURM_KEYS} | {
         "sbatch_args": (),
-        "variants_per_shard": 1,
         "no_wait": False,
-        "poll_s": 10.0,
         "slurm_partition": "debug",
     }
     options = with_spec_cluster(cluster, given)
@@ -120,3 +118,15 @@ def test_report_refuses_a_merged_cluster_run(tmp_path, capsys):
     assert f"{tmp_path} is a cluster run (cluster/state.json)" in err
     assert f"trtbench collect {tmp_path} --no-wait" in err
     assert (tmp_path / "report.md").read_text() == "the cluster's report"
+
+
+def test_a_zero_on_the_command_line_is_given_not_unset():
+    """--variants-per-shard 0 must reach the check that refuses it, not fall back to the
+    spec's value as if it had not been given."""
+    given = {k: None for k in SLURM_KEYS} | {
+        "sbatch_args": (),
+        "no_wait": False,
+        "variants_per_shard": 0,
+    }
+    options = with_spec_cluster(ClusterSpec(variants_per_shard=2), given)
+    assert options["variants_per_shard"] == 0
