@@ -17,23 +17,24 @@ overstates), the largest single process's peak RSS, and the 1-minute load averag
 after (the machine may be shared: CPU seconds carry across loads). Then the tables are checked
 against the timing model.
 
-Measured on 4 Dec 2026 (2 cores shared with other engineers' test runs; streaming analyzer,
-``--format auto``, ``--jobs 2``):
+Measured on 4 Dec 2026 (2 cores; streaming analyzer, ``--format auto``, ``--jobs 2``), after
+one read of the GPU tables instead of two, reads ahead of the park, a lighter bucket cut and a
+32 MiB ``mallopt`` threshold:
 
-- 50 M kernels, 8 ranks of 6.25 M: wall 82.8 s (target 120 s: met), CPU 152.7 s, peak RSS of
-  the process tree 1.49 GiB (target 2 GiB: met), largest process 0.70 GiB; load 2.9 before,
-  3.1 after (an earlier run at load 4.3: 84.6 s, 1.50 GiB). 8 ranks of 1 M (8 M): wall 32.4 s,
-  tree 0.74 GiB, largest process 0.34 GiB.
-- 5 M kernels, one export: wall 21.1 s (target 12 s: NOT met), CPU 16.5 s, peak RSS 0.56 GiB;
-  load 2.1 before, 2.7 after (other runs: 16.3-23.1 s wall, 13.5-18.6 s CPU). The in-memory
-  path on the same export and machine: 17.8 s, 1.66 GiB. What limits it: every GPU row crosses
-  SQLite twice (GPU rows per call, then the rows themselves, about 1 s per million rows per pass
-  with two reader threads), is parked on disk once, and the per-bucket analysis (pandas) runs
-  on one core.
-- Memory follows host calls, not kernels: an export whose steps are all graph replays (node
-  tracing, one ``cudaGraphLaunch`` per 200 kernels) peaks at 0.35 GiB with 1 M kernels and
-  0.33 GiB with 5 M (5 M in 12.4 s); this model's eager half (one call per kernel) costs about
-  140 bytes per call (1 M: 0.45 GiB, 5 M: 0.56 GiB, 6.25 M: 0.70 GiB).
+- 50 M kernels, 8 ranks of 6.25 M: wall 56.7 s (target 120 s: met), CPU 107.0 s, peak RSS of
+  the process tree 1.35 GiB (target 2 GiB: met), largest process 0.69 GiB; load 1.8 before,
+  3.2 after. The previous version on the same machine: 82.8 s, 152.7 s CPU, 1.49 GiB.
+- 5 M kernels, one export: wall 9.4 s (target 12 s: met), CPU 13.5 s, peak RSS 0.54 GiB; load
+  2.5 before and after. Alternating runs of the CLI on one kept export, this version and the
+  previous one in turn (three each): 7.3-8.2 s and 10.3-11.5 s wall, 0.57 and 0.59 GiB; on a
+  6.25 M-kernel rank: 9.1-9.8 s and 12.5-13.9 s. The in-memory path (before issue 33): 17.8 s,
+  1.66 GiB. What is left is SQLite (the GPU tables read once with two threads: about 1.7 s
+  wall, 3.1 s CPU for 5 M rows) and the per-bucket analysis in pandas on one core.
+- Memory follows host calls, not kernels (measured with the previous version): an export
+  whose steps are all graph replays (node tracing, one ``cudaGraphLaunch`` per 200 kernels)
+  peaks at 0.35 GiB with 1 M kernels and 0.33 GiB with 5 M (5 M in 12.4 s); this model's
+  eager half (one call per kernel) costs about 140 bytes per call (1 M: 0.45 GiB, 5 M:
+  0.56 GiB, 6.25 M: 0.70 GiB).
 
 Usage: .venv/bin/python scripts/bench_nsys.py [--kernels 5000000] [--ranks 1] [--jobs 2]
        [--workdir DIR] [--keep] [--format auto|csv|parquet]

@@ -63,11 +63,10 @@ class CallIndex:
 
 @dataclass(frozen=True)
 class CallBuckets:
-    """Calls cut into time-ordered buckets: per key of a :class:`CallIndex` and per idle call
-    (launch call without GPU rows) its bucket (-1: none), and the earliest call start of each
-    bucket."""
+    """Calls cut into time-ordered buckets: bucket ``b`` holds the calls that start in
+    ``[first_start[b], first_start[b + 1])``; per idle call (launch call without GPU rows)
+    its bucket."""
 
-    of_key: np.ndarray
     of_idle: np.ndarray
     first_start: np.ndarray
 
@@ -78,31 +77,35 @@ class CallBuckets:
 
 def cut_buckets(
     starts: np.ndarray, weights: np.ndarray, bucket_rows: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Bucket of each call (by start; about ``bucket_rows`` weight each; equal starts share a
-    bucket) and each bucket's first start.
+) -> np.ndarray:
+    """Cut calls, in start order, into buckets of about ``bucket_rows`` weight; returns each
+    bucket's first start (sorted, ns). Bucket ``b`` holds the calls starting in
+    ``[first[b], first[b + 1])``, so calls that start in the same nanosecond share one.
+
+    In start order, the calls of one start time form a group; a group opens a new bucket when
+    the weight of every call before it, integer-divided by ``bucket_rows``, differs from that
+    of the group before it. Memory: about five ``int64`` arrays of the calls' length (the
+    inputs are not changed).
 
     Args:
         starts: call start times (ns).
-        weights: GPU rows per call (1 for a call without any).
+        weights: GPU rows per call (1 for a call without any), non-negative.
         bucket_rows: weight per bucket aimed at.
     """
-    n = len(starts)
-    if not n:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    if not len(starts):
+        return np.empty(0, dtype=np.int64)
     order = np.argsort(starts, kind="stable")
     s = starts[order]
-    w = weights[order]
-    tentative = (np.cumsum(w) - w) // max(bucket_rows, 1)
-    new = np.ones(n, dtype=bool)
-    new[1:] = s[1:] != s[:-1]
-    tentative = tentative[new][np.cumsum(new) - 1]  # a start's first call decides
-    _, dense = np.unique(tentative, return_inverse=True)
-    bucket = np.empty(n, dtype=np.int64)
-    bucket[order] = dense
-    opens = np.ones(n, dtype=bool)
-    opens[1:] = dense[1:] != dense[:-1]
-    return bucket, s[opens]
+    running = weights[order]
+    del order
+    np.cumsum(running, out=running)  # weight up to and including each call
+    group = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])  # first call of each start
+    before = running[np.maximum(group - 1, 0)]  # weight of every call before the group
+    before[0] = 0
+    del running
+    cut = before // max(bucket_rows, 1)
+    opens = np.r_[True, cut[1:] != cut[:-1]]
+    return s[group[opens]]
 
 
 def calls_frame(

@@ -231,15 +231,23 @@ def iter_columns(
     path: Path, table: str, exprs: dict[str, str], chunk_rows: int, where: str = ""
 ) -> Iterator[dict[str, np.ndarray]]:
     """:func:`read_columns` of ``table`` one rowid span of ``chunk_rows`` rows at a time, in
-    rowid order: memory holds one chunk, whatever the table's size. Raises as it does."""
+    rowid order, the next span read in a background thread while the caller works on this
+    one: memory holds two chunks, whatever the table's size. Raises as it does."""
     bounds = rowid_span(path, table)
     if bounds is None:
         return
     first, last = bounds
-    for lo in range(first, last + 1, chunk_rows):
-        yield read_columns(
-            path, table, exprs, where, (lo, min(lo + chunk_rows - 1, last))
-        )
+    spans = [
+        (lo, min(lo + chunk_rows - 1, last))
+        for lo in range(first, last + 1, chunk_rows)
+    ]
+    with ThreadPoolExecutor(1) as ahead:
+        pending = ahead.submit(read_columns, path, table, exprs, where, spans[0])
+        for span in spans[1:]:
+            chunk = pending.result()
+            pending = ahead.submit(read_columns, path, table, exprs, where, span)
+            yield chunk
+        yield pending.result()
 
 
 def pack_sql(*parts: str) -> str:

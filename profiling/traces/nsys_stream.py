@@ -6,14 +6,16 @@ one batch of GPU rows at a time:
 
 1. the launch calls (``CUPTI_ACTIVITY_KIND_RUNTIME``) are read whole as six ``int64`` columns
    and indexed by (process, correlation id), the first call of a key kept (as the eager join);
-2. the GPU tables' key columns are read in chunks of ``chunk_rows`` rows: GPU rows per call;
+2. the GPU tables are read once, in chunks of ``chunk_rows`` rows (the next chunk read in the
+   background while one is parked), each row joined to its call, counted per call, and the
+   chunk parked on disk sorted by its calls' start
+   (:class:`~trtbench.profiling.traces.spill.SortedRuns`; rows without a call are left out, as
+   the kernel trace and the steps leave them out);
 3. the calls are cut, in start-time order, into buckets of about ``bucket_rows`` GPU rows
-   (calls starting at the same nanosecond share a bucket), so every kernel of a call, and every
-   call of a stretch of time, lands in one bucket;
-4. the GPU tables are read again in chunks, all columns, each row parked on disk in its call's
-   bucket (:class:`~trtbench.profiling.traces.spill.SpillFiles`; rows without a call are left
-   out, as the kernel trace and the steps leave them out);
-5. bucket by bucket, in time order: its launch frame
+   (calls starting at the same nanosecond share a bucket), so a bucket is a span of call
+   start times holding every kernel of its calls;
+4. bucket by bucket, in time order, its rows are read back from every chunk (the chunk's rows
+   whose call starts in the span): its launch frame
    (:func:`~trtbench.profiling.traces.nsys.build_launch_frame`), its kernel-trace rows
    (:func:`~trtbench.profiling.traces.launches.kernel_launch_trace`) appended to the kernel table
    (:class:`~trtbench.profiling.traces.table_io.TableWriter`: Parquet row groups or CSV),
@@ -23,11 +25,13 @@ one batch of GPU rows at a time:
    settled once no later bucket can reach a step.
 
 The tables are those of ``NsysReport(path).analyze()`` row for row: the kernel trace is sorted by
-(API start, kernel start) and buckets follow API start; the summary and the steps are computed
-by the same functions on the same rows (tests compare both paths). Memory: the call columns and
-index (about 100 bytes per host call with a correlation id; a graph launch replaying 800 nodes is
-one call), one chunk and one bucket of GPU rows, one summary partition; not the kernels. Disk:
-about 70 bytes per GPU row while it runs, in ``work_dir``.
+(API start, kernel start) with a stable sort and buckets follow API start; rows tied on both
+reach it in table order (within a chunk the park keeps table order among equal call starts,
+and chunks are read back in table order); the summary and the steps are computed by the same
+functions on the same rows (tests compare both paths). Memory: the call columns and index
+(about 100 bytes per host call with a correlation id; a graph launch replaying 800 nodes is one
+call), two chunks and one bucket of GPU rows, one summary partition; not the kernels. Disk:
+about 80 bytes per GPU row while it runs, in ``work_dir``.
 """
 
 from __future__ import annotations
@@ -83,7 +87,7 @@ from trtbench.profiling.traces.schemas import (
     LAUNCH_SUMMARY_SCHEMA,
     STEP_SCHEMA,
 )
-from trtbench.profiling.traces.spill import SpillFiles
+from trtbench.profiling.traces.spill import SortedRuns
 from trtbench.profiling.traces.table_io import TableWriter, write_trace_tables
 
 logger = logging.getLogger(__name__)
@@ -151,21 +155,6 @@ class _ExportRun:
             for kind, table, names in gpu_tables(schema)
         ]
 
-    def count_rows(self) -> tuple[np.ndarray, int]:
-        """GPU rows per call key, and kernel rows with a call (pass 2)."""
-        per_key = np.zeros(len(self.index.keys), dtype=np.int64)
-        kernels = 0
-        for kind, table, exprs in self.tables:
-            if "correlationId" not in exprs:
-                continue  # no join key: no GPU row of this table has a call
-            keys = {"gpid": exprs["globalPid"], "corr": exprs["correlationId"]}
-            for chunk in iter_columns(self.path, table, keys, self.chunk_rows):
-                pos = self.index.lookup(chunk["gpid"], chunk["corr"])
-                hit = pos[pos >= 0]
-                per_key += np.bincount(hit, minlength=len(per_key))
-                kernels += len(hit) if kind == 0 else 0
-        return per_key, kernels
-
     def idle_calls(self, per_key: np.ndarray) -> np.ndarray:
         """Launch calls without GPU rows, ordered as the eager frame appends them."""
         calls = self.calls
@@ -176,15 +165,17 @@ class _ExportRun:
         return idle[np.lexsort((calls["gpid"][idle], calls["corr"][idle]))]
 
     def buckets(self, per_key: np.ndarray, idle: np.ndarray) -> CallBuckets:
+        """Calls with GPU rows (weighted by their rows) and idle calls (weight 1) cut into
+        buckets (pass 3)."""
         has = np.flatnonzero(per_key > 0)
-        rows = np.concatenate([self.index.first[has], idle])
-        weights = np.concatenate([per_key[has], np.ones(len(idle), dtype=np.int64)])
-        bucket, first_start = cut_buckets(
-            self.calls["start"][rows], weights, self.bucket_rows
+        starts = self.calls["start"]
+        first_start = cut_buckets(
+            np.concatenate([starts[self.index.first[has]], starts[idle]]),
+            np.concatenate([per_key[has], np.ones(len(idle), dtype=np.int64)]),
+            self.bucket_rows,
         )
-        of_key = np.full(len(per_key), -1, dtype=np.int64)
-        of_key[has] = bucket[: len(has)]
-        return CallBuckets(of_key, bucket[len(has) :], first_start)
+        of_idle = np.searchsorted(first_start, starts[idle], side="right") - 1
+        return CallBuckets(of_idle, first_start)
 
     def windows(
         self, ranges: pd.DataFrame, step_pattern: str | None, frame_calls: np.ndarray
@@ -197,47 +188,49 @@ class _ExportRun:
             frame = calls_frame(self.calls, frame_calls, self.api_names)
         return resolve_step_windows(frame, ranges, step_pattern, what="NVTX range")
 
-    def park(self, spill: SpillFiles, buckets: CallBuckets) -> set[int]:
-        """Pass 4: every GPU row with a call into its bucket; returns the kernel name ids."""
-        names: set[int] = set()
+    def park(self, runs: SortedRuns) -> tuple[np.ndarray, int, set[int]]:
+        """Pass 2: every GPU row with a call parked, each chunk sorted by its call's start;
+        returns the GPU rows per call key, the kernel rows among them and the kernel name
+        ids."""
+        per_key = np.zeros(len(self.index.keys), dtype=np.int64)
+        kernels, names = 0, set()
+        starts = self.calls["start"]
         for kind, table, exprs in self.tables:
             if "correlationId" not in exprs:
-                continue
+                continue  # no join key: no GPU row of this table has a call
             for chunk in iter_columns(self.path, table, exprs, self.chunk_rows):
                 gpu = fill_gpu_fields(chunk)
                 pos = self.index.lookup(gpu["globalPid"], gpu["correlationId"])
                 keep = np.flatnonzero(pos >= 0)
-                bucket = buckets.of_key[pos[keep]]
-                order = np.argsort(bucket, kind="stable")
+                pos = pos[keep]
+                per_key += np.bincount(pos, minlength=len(per_key))
+                call = self.index.first[pos]
+                call_start = starts[call]
+                order = np.argsort(call_start, kind="stable")
                 rows = keep[order]
                 columns = {f: gpu[f][rows] for f in _SPILLED}
                 if kind == 0:
+                    kernels += len(rows)
                     names.update(np.unique(columns["name"]).tolist())
                 columns["kind"] = np.full(len(rows), kind, dtype=np.int8)
-                columns["call"] = self.index.first[pos[rows]]
-                batch = pa.record_batch(columns)
-                sorted_b = bucket[order]
-                cuts = np.flatnonzero(np.diff(sorted_b)) + 1
-                for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(rows)], strict=True):
-                    if hi > lo:
-                        spill.append(int(sorted_b[lo]), batch.slice(lo, hi - lo))
-        return names
+                columns["call"] = call[order]
+                columns["call_start"] = call_start[order]
+                runs.append(pa.record_batch(columns))
+        return per_key, kernels, names
 
     def bucket_frame(
         self,
-        table: pa.Table | None,
+        cols: dict[str, np.ndarray] | None,
         idle: np.ndarray,
         kernel_names: dict,
         categories: tuple[list[str], list[str]],
     ) -> pd.DataFrame:
-        """The launch frame of one bucket (its GPU rows in table order, then its idle calls),
+        """The launch frame of one bucket (its GPU rows as parked, then its idle calls),
         with the categories of the whole export."""
         calls = self.calls
-        if table is None:
+        if cols is None:
             cols = {f: np.empty(0, dtype=np.int64) for f in (*_SPILLED, "call")}
             cols["kind"] = np.empty(0, dtype=np.int8)
-        else:
-            cols = {name: table.column(name).to_numpy() for name in table.column_names}
         call_of = cols["call"]
         gpu = {f: cols[f] for f in _SPILLED}
         gpu["globalPid"] = calls["gpid"][call_of]  # the key the row joined on
@@ -252,7 +245,8 @@ class _ExportRun:
 
 
 _M_MMAP_THRESHOLD = -3  # glibc mallopt parameter (malloc.h)
-MMAP_THRESHOLD = 4 << 20  # blocks from 4 MiB up get their own mapping: freed, returned
+# blocks from 32 MiB up get their own mapping, returned to the OS when freed
+MMAP_THRESHOLD = 32 << 20
 
 
 def return_freed_arrays() -> bool:
@@ -260,11 +254,15 @@ def return_freed_arrays() -> bool:
     whether it could).
 
     glibc serves a block over the mmap threshold (128 KiB at start) with its own mapping, but
-    raises the threshold to the size of each such block freed, so later column arrays of a few
-    MB come from the heap and stay resident after ``free``: about 300 MB at 5 M kernels
+    raises the threshold to the size of each such block freed and the heap's trim threshold
+    to twice that, so freed column arrays stay resident: about 300 MB at 5 M kernels
     (measured with ``scripts/bench_nsys.py``). Fixing the threshold (``mallopt
     M_MMAP_THRESHOLD``, https://man7.org/linux/man-pages/man3/mallopt.3.html) turns that
-    adjustment off. Elsewhere than glibc this does nothing.
+    adjustment off. The value trades memory for system time: below it, a freed block is
+    reused from the heap; above it, every new block is fresh pages the kernel must zero. On
+    the 5 M-kernel benchmark export, alternating runs in one session: 4 MiB 9.3-10.6 s wall,
+    3.6-4.7 s system CPU, 0.55 GiB peak; 32 MiB 7.4-8.4 s, 2.0-2.4 s, 0.58-0.63 GiB. Elsewhere
+    than glibc this does nothing.
     """
     try:
         libc = ctypes.CDLL(None)
@@ -360,49 +358,55 @@ def _analyze(
     source = f"nsys {product} export (schema {version}) {path.name}"
     run = _ExportRun(path, conn, schema, chunk_rows, bucket_rows)
     ranges = load_ranges(conn, schema)
-    per_key, kernel_rows = run.count_rows()
-    idle = run.idle_calls(per_key)
-    if not run.tables and not len(idle):
-        raise no_activity_error(path)
-    frame_calls = np.concatenate([run.index.first[per_key > 0], idle])
-    windows, step_source = run.windows(ranges, step_pattern, frame_calls)
-    del frame_calls
-    buckets = run.buckets(per_key, idle)
-    del per_key
-    kernel_fmt = kernel_table_format(fmt, kernel_rows, parquet_kernels)
-    kernel_path = out_dir / f"kernel_launches.{kernel_fmt}"
-    steps = StepAccumulator(windows)
     work_dir = work_dir or out_dir  # beside the outputs: /tmp may be memory (tmpfs)
     work_dir.mkdir(parents=True, exist_ok=True)
-    api_cats = sorted({strip_api_version(n) for n in run.api_names.values()})
-    with (
-        SummaryAccumulator(work_dir, kernel_rows) as summary,
-        SpillFiles(work_dir, max(buckets.count, 1), "buckets") as spill,
-    ):
-        name_ids = run.park(spill, buckets)
-        spill.close()
+    with SortedRuns(work_dir, "call_start", "gpu_rows") as runs:
+        per_key, kernel_rows, name_ids = run.park(runs)
+        runs.close()
+        idle = run.idle_calls(per_key)
+        if not run.tables and not len(idle):
+            raise no_activity_error(path)
+        frame_calls = np.concatenate([run.index.first[per_key > 0], idle])
+        windows, step_source = run.windows(ranges, step_pattern, frame_calls)
+        del frame_calls
+        buckets = run.buckets(per_key, idle)
+        del per_key
+        kernel_fmt = kernel_table_format(fmt, kernel_rows, parquet_kernels)
+        kernel_path = out_dir / f"kernel_launches.{kernel_fmt}"
+        steps = StepAccumulator(windows)
+        api_cats = sorted({strip_api_version(n) for n in run.api_names.values()})
         kernel_names = decode_strings(conn, np.array(sorted(name_ids), dtype=np.int64))
         kernel_cats = sorted(set(kernel_names.values()))
         kernel_cats += [c for c in MEMCPY_LABELS if c not in set(kernel_cats)]
         categories = (kernel_cats, api_cats)
         empty = kernel_launch_trace(run.bucket_frame(None, idle[:0], {}, categories))
-        with TableWriter(kernel_path, KERNEL_LAUNCH_SCHEMA, kernel_fmt) as writer:
-            writer.write(empty)
-            for b in range(buckets.count):
-                frame = run.bucket_frame(
-                    spill.read(b), idle[buckets.of_idle == b], kernel_names, categories
-                )
-                trace = kernel_launch_trace(frame)
-                writer.write(trace)
-                summary.add(trace)
-                steps.add(frame)
-                del trace, frame
-                if b + 1 < buckets.count:
-                    steps.close_before(int(buckets.first_start[b + 1]))
-                pa.default_memory_pool().release_unused()
-            kernels = writer.rows
-        spill.__exit__()  # the buckets' files go before the summary's are read
-        launch_summary = summary.finish(empty)
+        with SummaryAccumulator(work_dir, kernel_rows) as summary:
+            with TableWriter(kernel_path, KERNEL_LAUNCH_SCHEMA, kernel_fmt) as writer:
+                writer.write(empty)
+                for b in range(buckets.count):
+                    # a bucket is the calls starting in [its first start, the next one's)
+                    hi = (
+                        int(buckets.first_start[b + 1])
+                        if b + 1 < buckets.count
+                        else None
+                    )
+                    frame = run.bucket_frame(
+                        runs.read(int(buckets.first_start[b]), hi),
+                        idle[buckets.of_idle == b],
+                        kernel_names,
+                        categories,
+                    )
+                    trace = kernel_launch_trace(frame)
+                    writer.write(trace)
+                    summary.add(trace)
+                    steps.add(frame)
+                    del trace, frame
+                    if hi is not None:
+                        steps.close_before(hi)
+                    pa.default_memory_pool().release_unused()
+                kernels = writer.rows
+            runs.__exit__()  # the parked rows go before the summary's are read
+            launch_summary = summary.finish(empty)
     steps_table = steps.table()
     small_fmt = "parquet" if fmt == "parquet" else "csv"
     files = write_trace_tables(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
@@ -34,6 +35,7 @@ from trtbench.profiling.traces.launches import (
     resolve_step_windows,
 )
 from trtbench.profiling.traces.nsys import NsysReport
+from trtbench.profiling.traces.nsys_calls import cut_buckets
 from trtbench.profiling.traces.nsys_sqlite import declared_size
 from trtbench.profiling.traces.nsys_stream import (
     analyze_nsys_export,
@@ -110,6 +112,7 @@ def make_exports(tmp_path: Path) -> dict[str, tuple[Path, str | None]]:
         "mixed": (write_mixed_export(tmp_path / "mixed.sqlite"), None),
         "mixed_pattern": (tmp_path / "mixed.sqlite", r"step#1$"),
         "whole_trace": (write_eager_export(tmp_path / "eager.sqlite"), None),
+        "ties": (write_tied_export(tmp_path / "ties.sqlite"), None),
     }
 
 
@@ -136,10 +139,44 @@ def write_eager_export(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("chunk_rows", "bucket_rows"), [(1, 1), (3, 5)])
+def write_tied_export(path: Path) -> Path:
+    """Calls of two threads starting at the same nanosecond whose kernels start at the same
+    nanosecond too, the GPU rows out of call-start order: the kernel table breaks such ties by
+    table order (a stable sort), whatever chunks and buckets the rows pass through."""
+    a, b, gp = global_tid(4, 4), global_tid(4, 5), global_pid(4)
+    with NsysExportWriter(path) as w:
+        w.add_api_calls(
+            [
+                ApiRow(2_000, 2_010, a, 1, "cudaLaunchKernel_v7000"),
+                ApiRow(1_000, 1_010, b, 2, "cudaLaunchKernel_v7000"),
+                ApiRow(2_000, 2_020, b, 3, "cudaLaunchKernel_v7000"),
+                ApiRow(3_000, 3_010, a, 4, "cudaLaunchKernel_v7000"),
+            ]
+        )
+        w.add_kernels(
+            [
+                KernelRow(3_050, 3_060, gp, 4, "late", stream_id=7),
+                KernelRow(2_100, 2_150, gp, 3, "tie_b", stream_id=8),
+                KernelRow(2_100, 2_140, gp, 1, "tie_a", stream_id=7),
+                KernelRow(1_100, 1_120, gp, 2, "early", stream_id=7),
+                KernelRow(2_100, 2_130, gp, 3, "tie_b2", stream_id=9),
+            ]
+        )
+    return path
+
+
+@pytest.mark.parametrize(("chunk_rows", "bucket_rows"), [(1, 1), (3, 5), (2, 100)])
 @pytest.mark.parametrize(
     "name",
-    ["decode", "old_schema", "graph_nodes", "mixed", "mixed_pattern", "whole_trace"],
+    [
+        "decode",
+        "old_schema",
+        "graph_nodes",
+        "mixed",
+        "mixed_pattern",
+        "whole_trace",
+        "ties",
+    ],
 )
 def test_streamed_tables_equal_the_eager_ones(
     tmp_path: Path, name: str, chunk_rows: int, bucket_rows: int
@@ -345,3 +382,14 @@ def test_truncated_export_is_named_before_any_work(
     err = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and str(cut) in err and "\n" not in err
     assert not (tmp_path / "o").exists()
+
+
+def test_buckets_cut_by_the_weight_before_each_start() -> None:
+    # sorted: start 1 (4 rows), 3 (1), 3 (3), 5 (2), 7 (2), 9 (1); weight before each start
+    # 0, 4, 8, 10, 12 -> // 4: 0, 1, 2, 2, 3: buckets {1}, {3, 3}, {5, 7}, {9}
+    starts = np.array([5, 1, 3, 3, 9, 7])
+    weights = np.array([2, 4, 1, 3, 1, 2])
+    assert cut_buckets(starts, weights, 4).tolist() == [1, 3, 5, 9]
+    assert weights.tolist() == [2, 4, 1, 3, 1, 2]  # the input is left as it was
+    assert cut_buckets(starts, weights, 100).tolist() == [1]
+    assert cut_buckets(starts[:0], weights[:0], 4).tolist() == []
