@@ -236,11 +236,12 @@ def test_a_changed_spec_is_refused_for_the_same_run_directory(
 
 
 def test_sigterm_cancels_every_job_and_exits_143(slurm_cluster, spec_path, tmp_path):
-    """Jobs held an hour (``--begin``) stay pending; SIGTERM to the driver cancels them."""
+    """Jobs held an hour (``--begin``) stay pending; SIGTERM to the driver cancels them.
+    The array asked for one shard at a time: Slurm's record of it says so."""
     out = tmp_path / "run"
     argv = [sys.executable, "-m", "trtbench.cli", "run", str(spec_path)]
     argv += ["--executor", "slurm", "--out", str(out), *POLL]
-    argv += ["--sbatch-arg=--begin=now+3600"]
+    argv += ["--sbatch-arg=--begin=now+3600", "--max-running-shards", "1"]
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -248,6 +249,8 @@ def test_sigterm_cancels_every_job_and_exits_143(slurm_cluster, spec_path, tmp_p
     while proc.poll() is None and not state_json.is_file():
         time.sleep(0.2)
     job = json.loads(state_json.read_text())["submissions"][0]["job_id"]
+    record = slurm("scontrol", "show", "job", "-o", job)
+    assert set(re.findall(r"ArrayTaskThrottle=(\d+)", record)) == {"1"}, record
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate()
     assert proc.returncode == 128 + signal.SIGTERM, err

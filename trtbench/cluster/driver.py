@@ -290,7 +290,11 @@ def submit_missing(
         )
     )
     job = submit(
-        script, [s.index for s in todo], logs / "%A_%a.log", options.sbatch_args
+        script,
+        [s.index for s in todo],
+        logs / "%A_%a.log",
+        options.sbatch_args,
+        options.max_running,
     )
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     state = replace(

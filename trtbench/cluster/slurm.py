@@ -68,6 +68,8 @@ class SlurmOptions:
             the run directory, spec and models are on.
         sbatch_args: further ``sbatch`` arguments as given (``--qos=high``, ``--begin=…``).
         poll_s: seconds between two looks at the queue.
+        max_running: at most this many array tasks run at once (``--array=…%N``; None: no
+            limit).
     """
 
     partition: str | None = None
@@ -79,6 +81,7 @@ class SlurmOptions:
     container_mounts: str | None = None
     sbatch_args: tuple[str, ...] = field(default_factory=tuple)
     poll_s: float = 10.0
+    max_running: int | None = None
 
     def as_json(self) -> dict[str, object]:
         """The options as run.json and state.json keep them."""
@@ -92,6 +95,7 @@ class SlurmOptions:
             "container_mounts": self.container_mounts,
             "sbatch_args": list(self.sbatch_args),
             "poll_s": self.poll_s,
+            "max_running": self.max_running,
         }
 
 
@@ -138,7 +142,8 @@ def check_options(options: SlurmOptions) -> None:
     """Check the options and that Slurm's commands are here, before any submission.
 
     Raises:
-        ConfigError: a ``--time`` Slurm does not read, GPUs or CPUs below 1, a poll
+        ConfigError: a ``--time`` Slurm does not read, GPUs, CPUs or running shards
+            below 1, a poll
             interval ≤ 0, mounts without an image.
         NotAvailableError: a Slurm command is not on PATH.
     """
@@ -147,7 +152,11 @@ def check_options(options: SlurmOptions) -> None:
             f"--slurm-time {options.time!r} is not a Slurm time; give minutes, "
             "H:MM:SS or D-HH[:MM[:SS]] (e.g. 2:00:00)"
         )
-    for name, value in (("--slurm-gpus", options.gpus), ("--slurm-cpus", options.cpus)):
+    for name, value in (
+        ("--slurm-gpus", options.gpus),
+        ("--slurm-cpus", options.cpus),
+        ("--max-running-shards", options.max_running),
+    ):
         if value is not None and value < 1:
             raise ConfigError(f"{name} is {value}; give 1 or more, or leave it out")
     if options.poll_s <= 0:
@@ -251,23 +260,30 @@ def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
 
 
 def submit(
-    script: Path, array: Sequence[int], log_pattern: Path, args: Sequence[str] = ()
+    script: Path,
+    array: Sequence[int],
+    log_pattern: Path,
+    args: Sequence[str] = (),
+    max_running: int | None = None,
 ) -> str:
-    """``sbatch --parsable --array=… --output=LOG [ARGS…] script``; the array's job id.
+    """``sbatch --parsable --array=…[%N] --output=LOG [ARGS…] script``; the array's job id.
 
     Args:
         script: the batch script (:func:`job_script`).
         array: the array task ids to run (the shards still to measure).
         log_pattern: stdout and stderr of each task (``%A_%a.log``: job id, task id).
         args: further sbatch arguments (``SlurmOptions.sbatch_args``).
+        max_running: at most this many tasks at once (the ``%N`` suffix of ``--array``,
+            https://slurm.schedmd.com/job_array.html); None: no limit.
 
     Raises:
         NotAvailableError: sbatch refused (its message, e.g. an unknown partition).
     """
+    throttle = "" if max_running is None else f"%{max_running}"
     argv = [
         "sbatch",
         "--parsable",
-        f"--array={','.join(str(t) for t in array)}",
+        f"--array={','.join(str(t) for t in array)}{throttle}",
         f"--output={log_pattern}",
         *args,
         str(script),

@@ -82,6 +82,13 @@ def slurm_options(f: F) -> F:
             f"baseline). Default: {ClusterSpec().variants_per_shard}.",
         ),
         optgroup.option(
+            "--max-running-shards",
+            type=int,
+            default=None,
+            help="At most N shards run at once (the job array's %N throttle). Default: "
+            "as many as Slurm schedules.",
+        ),
+        optgroup.option(
             "--no-wait",
             is_flag=True,
             help="Submit and return; `trtbench collect RUN_DIR` gathers later.",
@@ -182,6 +189,7 @@ def run_slurm(
         container_mounts=kwargs["container_mounts"],
         sbatch_args=tuple(kwargs["sbatch_args"]),
         poll_s=kwargs["poll_s"],
+        max_running=kwargs["max_running_shards"],
     )
     command = kwargs["shard_command"].split() if kwargs["shard_command"] else None
     outcome = run_on_slurm(

@@ -28,6 +28,8 @@ class ClusterSpec(BaseModel):
         sbatch_args: further sbatch arguments as given (``--qos=high``).
         variants_per_shard: non-baseline variants per shard (each shard also measures the
             baseline).
+        max_running_shards: at most this many shards run at once (the job array's ``%N``
+            throttle; None: as many as Slurm schedules).
         poll_s: seconds between two looks at the queue.
         shard_command: how a shard starts trtbench on its node (a command line).
     """
@@ -44,6 +46,7 @@ class ClusterSpec(BaseModel):
     container_mounts: str | None = None
     sbatch_args: tuple[str, ...] = ()
     variants_per_shard: int = Field(default=1, ge=1)
+    max_running_shards: int | None = Field(default=None, ge=1)
     poll_s: float = Field(default=10.0, gt=0)
     shard_command: str | None = None
 
@@ -58,6 +61,7 @@ OPTION_OF_FIELD = {
     "container_mounts": "container_mounts",
     "sbatch_args": "sbatch_args",
     "variants_per_shard": "variants_per_shard",
+    "max_running_shards": "max_running_shards",
     "poll_s": "poll_s",
     "shard_command": "shard_command",
 }

@@ -93,6 +93,7 @@ def test_slurm_times_pass(time, monkeypatch, tmp_path):
     [
         (SlurmOptions(time="2h"), "not a Slurm time"),
         (SlurmOptions(gpus=0), "--slurm-gpus is 0"),
+        (SlurmOptions(max_running=0), "--max-running-shards is 0"),
         (SlurmOptions(poll_s=0), "--poll-s"),
         (SlurmOptions(container_mounts="/a:/a"), "needs --container-image"),
     ],
