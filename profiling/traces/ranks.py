@@ -27,9 +27,7 @@ The rank of a file is the last integer in its stem when those are distinct acros
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import re
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,22 +35,15 @@ import numpy as np
 import pandas as pd
 
 from trtbench.core.errors import ConfigError, TraceParseError, TrtbenchError
-from trtbench.profiling.traces.kineto import KinetoTrace
 from trtbench.profiling.traces.nsys_sqlite import ExportSchema, connect_export
-from trtbench.profiling.traces.nsys_stream import (
-    WrittenAnalysis,
-    analyze_nsys_export,
-    kernel_table_format,
-)
+from trtbench.profiling.traces.nsys_stream import WrittenAnalysis
+from trtbench.profiling.traces.rank_workers import RankFile, run_rank_pool
 from trtbench.profiling.traces.schemas import (
-    KERNEL_LAUNCH_SCHEMA,
-    LAUNCH_SUMMARY_SCHEMA,
     RANK_STEP_SCHEMA,
     RANK_SUMMARY_SCHEMA,
     STEP_ALIGNMENT_SCHEMA,
-    STEP_SCHEMA,
 )
-from trtbench.profiling.traces.table_io import write_csv_fast, write_trace_tables
+from trtbench.profiling.traces.table_io import write_csv_fast
 
 logger = logging.getLogger(__name__)
 
@@ -60,15 +51,6 @@ KINDS = ("nsys", "kineto")
 _SUFFIXES = {"nsys": (".sqlite",), "kineto": (".json", ".json.gz")}
 _LAST_INT = re.compile(r"(\d+)(?!.*\d)")
 _UNIQUE_NAMES = "ranges with names unique within each rank"
-
-
-@dataclass(frozen=True)
-class RankFile:
-    """One rank's trace: its rank number, file and output folder name."""
-
-    rank: int
-    path: Path
-    label: str
 
 
 @dataclass(frozen=True)
@@ -174,47 +156,6 @@ def check_trace(path: Path, kind: str) -> None:
         raise TraceParseError(f"{path} is empty (0 bytes); record the trace again")
 
 
-def analyze_one(
-    kind: str, path: Path, out_dir: Path, step_pattern: str | None, fmt: str
-) -> WrittenAnalysis:
-    """One trace's tables written into ``out_dir`` (the worker of :func:`analyze_ranks`; the
-    single-trace ``trtbench analyze`` too).
-
-    Args:
-        kind: ``nsys`` or ``kineto``.
-        fmt: ``auto``, ``csv`` or ``parquet`` (see
-            :func:`~trtbench.profiling.traces.nsys_stream.analyze_nsys_export`).
-
-    Raises:
-        ConfigError, TraceParseError: as the loaders.
-    """
-    if kind == "nsys":
-        return analyze_nsys_export(path, out_dir, step_pattern, fmt)
-    analysis = KinetoTrace(path).analyze(step_pattern)
-    kernel_fmt = kernel_table_format(fmt, len(analysis.kernel_launches))
-    small_fmt = "parquet" if fmt == "parquet" else "csv"
-    files = write_trace_tables(
-        [("kernel_launches.csv", analysis.kernel_launches, KERNEL_LAUNCH_SCHEMA)],
-        out_dir,
-        kernel_fmt,
-    ) + write_trace_tables(
-        [
-            ("launch_summary.csv", analysis.launch_summary, LAUNCH_SUMMARY_SCHEMA),
-            ("steps.csv", analysis.steps, STEP_SCHEMA),
-        ],
-        out_dir,
-        small_fmt,
-    )
-    return WrittenAnalysis(
-        source=analysis.source,
-        kernels=len(analysis.kernel_launches),
-        steps=analysis.steps,
-        launch_summary=analysis.launch_summary,
-        summary=analysis.summary,
-        files=tuple(files),
-    )
-
-
 def main_device(launch_summary: pd.DataFrame) -> int | None:
     """The device id with the most kernels in a launch summary (None without kernels)."""
     counts = launch_summary.groupby("device_id", dropna=True)["count"].sum()
@@ -312,7 +253,7 @@ def analyze_ranks(
         paths: the rank traces (see :func:`expand_inputs` for folders).
         out_dir: per-rank tables go to ``out_dir/<label>/``, the combined ones to ``out_dir``.
         kind: ``nsys`` or ``kineto``.
-        step_pattern, fmt: as for :func:`analyze_one`.
+        step_pattern, fmt: as for :func:`~trtbench.profiling.traces.rank_workers.analyze_one`.
         jobs: worker processes (at least 1).
         skip_bad: analyse the other ranks when some are unusable (reported in ``skipped``)
             instead of stopping.
@@ -332,7 +273,7 @@ def analyze_ranks(
     if bad and not skip_bad:
         raise TraceParseError(_bad_line(bad))
     good = [f for f in files if f not in {b[0] for b in bad}]
-    results = _run_pool(good, out_dir, kind, step_pattern, fmt, jobs, skip_bad, bad)
+    results = run_rank_pool(good, out_dir, kind, step_pattern, fmt, jobs, skip_bad, bad)
     if not results:
         raise TraceParseError(f"no rank could be analysed: {_bad_line(bad)}")
     return _combine(results, bad, out_dir)
@@ -344,43 +285,6 @@ def _bad_line(bad: list[tuple[RankFile, str]]) -> str:
     return f"{len(bad)} rank files are unusable: " + "; ".join(
         f"{f.path.name}: {reason}" for f, reason in bad
     )
-
-
-def _run_pool(
-    files: list[RankFile],
-    out_dir: Path,
-    kind: str,
-    step_pattern: str | None,
-    fmt: str,
-    jobs: int,
-    skip_bad: bool,
-    bad: list[tuple[RankFile, str]],
-) -> list[tuple[RankFile, WrittenAnalysis]]:
-    """Run :func:`analyze_one` per rank; a failing rank stops the rest unless ``skip_bad``
-    (a trace error) — a bad step pattern always stops."""
-    results: dict[int, WrittenAnalysis] = {}
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max(1, min(jobs, len(files))), mp_context=context) as pool:
-        futures = {
-            pool.submit(
-                analyze_one, kind, f.path, out_dir / f.label, step_pattern, fmt
-            ): f
-            for f in files
-        }
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_EXCEPTION)
-            for future in done:
-                rank_file = futures[future]
-                exc = future.exception()
-                if exc is None:
-                    results[rank_file.rank] = future.result()
-                elif isinstance(exc, TraceParseError) and skip_bad:
-                    bad.append((rank_file, str(exc)))
-                else:  # stop: queued ranks are dropped, running ones finish
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise exc
-    return [(f, results[f.rank]) for f in files if f.rank in results]
 
 
 def _combine(

@@ -10,8 +10,8 @@ from pathlib import Path
 import click
 
 from trtbench.profiling.traces.nsys_stream import TABLE_FORMATS, WrittenAnalysis
+from trtbench.profiling.traces.rank_workers import analyze_one
 from trtbench.profiling.traces.ranks import (
-    analyze_one,
     analyze_ranks,
     expand_inputs,
     main_device,

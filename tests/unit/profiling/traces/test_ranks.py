@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -167,6 +171,47 @@ def test_a_truncated_rank_stops_everything_unless_skipped(
     steps = pd.read_csv(out / "steps_ranks.csv")
     assert sorted(set(steps["rank"])) == [0, 2]
     assert not (out / "report_rank1").exists()
+
+
+def test_sigint_keeps_finished_ranks_and_starts_no_more(tmp_path: Path) -> None:
+    """Ctrl-C while rank 1 runs (its parked rows are on disk): rank 0's tables stay, rank 1
+    stops and leaves nothing, rank 2 never starts and an earlier run's table of it is gone;
+    no combined table; exit 130."""
+    folder = tmp_path / "t"
+    folder.mkdir()
+    for rank, steps in ((0, 4), (1, 1000), (2, 4)):
+        write_decode_export(
+            folder / f"report_rank{rank}.sqlite",
+            steps=steps,
+            kernels_per_step=200,
+            graph_steps=0,
+            pid=100 + rank,
+            device=rank,
+        )
+    out = tmp_path / "o"
+    (out / "report_rank2").mkdir(parents=True)
+    (out / "report_rank2" / "steps.csv").write_text("stale\n")
+    argv = [sys.executable, "-m", "trtbench.cli", "analyze", "nsys", str(folder)]
+    proc = subprocess.Popen(
+        [*argv, "--out", str(out), "--jobs", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    while proc.poll() is None and not list((out / "report_rank1").glob("trtbench_*")):
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate()
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert "stopped by SIGINT" in err
+    assert sorted(p.name for p in (out / "report_rank0").iterdir()) == [
+        "kernel_launches.csv",
+        "launch_summary.csv",
+        "steps.csv",
+    ]
+    assert not (out / "report_rank1").exists()
+    assert not (out / "report_rank2").exists()
+    assert sorted(p.name for p in out.iterdir()) == ["report_rank0"]
 
 
 def test_every_rank_bad_is_an_error_even_when_skipping(tmp_path: Path) -> None:

@@ -1,0 +1,165 @@
+"""Rank traces analysed in worker processes: one rank per process, stop signals honoured.
+
+:func:`run_rank_pool` runs :func:`analyze_one` for each rank in at most ``jobs`` forked
+processes (no rank queued behind the running ones, so a stop starts nothing new); the worker
+side of a stop signal is :func:`_worker_init`. Used by
+:func:`~trtbench.profiling.traces.ranks.analyze_ranks`; ``trtbench analyze`` calls
+:func:`analyze_one` directly for a single trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtbench.core.errors import TraceParseError
+from trtbench.core.stop_signals import STOP_SIGNALS, StopSignal
+from trtbench.profiling.traces.kineto import KinetoTrace
+from trtbench.profiling.traces.nsys_stream import (
+    WrittenAnalysis,
+    analyze_nsys_export,
+    kernel_table_format,
+)
+from trtbench.profiling.traces.schemas import (
+    KERNEL_LAUNCH_SCHEMA,
+    LAUNCH_SUMMARY_SCHEMA,
+    STEP_SCHEMA,
+)
+from trtbench.profiling.traces.table_io import write_trace_tables
+
+
+@dataclass(frozen=True)
+class RankFile:
+    """One rank's trace: its rank number, file and output folder name."""
+
+    rank: int
+    path: Path
+    label: str
+
+
+def analyze_one(
+    kind: str, path: Path, out_dir: Path, step_pattern: str | None, fmt: str
+) -> WrittenAnalysis:
+    """One trace's tables written into ``out_dir`` (the worker of :func:`analyze_ranks`; the
+    single-trace ``trtbench analyze`` too).
+
+    Args:
+        kind: ``nsys`` or ``kineto``.
+        fmt: ``auto``, ``csv`` or ``parquet`` (see
+            :func:`~trtbench.profiling.traces.nsys_stream.analyze_nsys_export`).
+
+    Raises:
+        ConfigError, TraceParseError: as the loaders.
+    """
+    if kind == "nsys":
+        return analyze_nsys_export(path, out_dir, step_pattern, fmt)
+    analysis = KinetoTrace(path).analyze(step_pattern)
+    kernel_fmt = kernel_table_format(fmt, len(analysis.kernel_launches))
+    small_fmt = "parquet" if fmt == "parquet" else "csv"
+    files = write_trace_tables(
+        [("kernel_launches.csv", analysis.kernel_launches, KERNEL_LAUNCH_SCHEMA)],
+        out_dir,
+        kernel_fmt,
+    ) + write_trace_tables(
+        [
+            ("launch_summary.csv", analysis.launch_summary, LAUNCH_SUMMARY_SCHEMA),
+            ("steps.csv", analysis.steps, STEP_SCHEMA),
+        ],
+        out_dir,
+        small_fmt,
+    )
+    return WrittenAnalysis(
+        source=analysis.source,
+        kernels=len(analysis.kernel_launches),
+        steps=analysis.steps,
+        launch_summary=analysis.launch_summary,
+        summary=analysis.summary,
+        files=tuple(files),
+    )
+
+
+def run_rank_pool(
+    files: list[RankFile],
+    out_dir: Path,
+    kind: str,
+    step_pattern: str | None,
+    fmt: str,
+    jobs: int,
+    skip_bad: bool,
+    bad: list[tuple[RankFile, str]],
+) -> list[tuple[RankFile, WrittenAnalysis]]:
+    """Run :func:`analyze_one` per rank, at most ``jobs`` at once (none queued behind them); a
+    failing rank stops the rest unless ``skip_bad`` (a trace error) — a bad step pattern
+    always stops, the running ranks finishing first.
+
+    A stop signal (:class:`~trtbench.core.stop_signals.StopSignal`) starts no further rank,
+    passes the signal to the running workers (each stops its analysis, which removes its
+    partial files), removes the tables of every rank that did not finish (a table left from
+    an earlier run would read as this run's) and is raised again; finished ranks keep theirs.
+    """
+    results: dict[int, WrittenAnalysis] = {}
+    workers = max(1, min(jobs, len(files)))
+    queue = list(files)
+    running: dict[Future, RankFile] = {}
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_worker_init
+    ) as pool:
+        try:
+            while queue or running:
+                while queue and len(running) < workers:
+                    f = queue.pop(0)
+                    job = pool.submit(
+                        analyze_one, kind, f.path, out_dir / f.label, step_pattern, fmt
+                    )
+                    running[job] = f
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    rank_file = running.pop(future)
+                    exc = future.exception()
+                    if exc is None:
+                        results[rank_file.rank] = future.result()
+                    elif isinstance(exc, TraceParseError) and skip_bad:
+                        bad.append((rank_file, str(exc)))
+                    else:  # stop: queued ranks are dropped, running ones finish
+                        queue.clear()
+                        raise exc
+        except StopSignal as stop:
+            queue.clear()
+            for child in multiprocessing.active_children():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child.pid, stop.signum)
+            wait(running)
+            for rank_file in files:
+                if rank_file.rank not in results:
+                    _remove_tables(out_dir / rank_file.label)
+            raise
+    return [(f, results[f.rank]) for f in files if f.rank in results]
+
+
+def _worker_init() -> None:
+    """In each worker: the first stop signal raises
+    :class:`~trtbench.core.stop_signals.StopSignal` (the analysis unwinds and removes its
+    partial files); later ones are ignored, so the clean-up is not cut short."""
+
+    def stop_once(signum: int, _frame: object) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        raise StopSignal(signum)
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, stop_once)
+
+
+def _remove_tables(folder: Path) -> None:
+    """The three tables of one rank (any format) and then the folder, when empty."""
+    for name in ("kernel_launches", "launch_summary", "steps"):
+        for suffix in (".csv", ".parquet"):
+            (folder / f"{name}{suffix}").unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        folder.rmdir()
