@@ -52,8 +52,10 @@ def _windows(data: dict[str, object]) -> pd.DataFrame:
 
 
 def _list_names(ranges: pd.DataFrame) -> str:
-    counts = ranges["s_name"].value_counts(sort=True)
-    counts = counts[counts > 0]
+    """The names with their counts, most frequent first; every run of digits shown as ``N``
+    (``decode_step#0`` … ``#2499`` are ``'decode_step#N' (2500)``)."""
+    names = ranges["s_name"].astype("object").dropna().astype(str)
+    counts = names.str.replace(r"\d+", "N", regex=True).value_counts(sort=True)
     shown = ", ".join(
         f"{name!r} ({n})" for name, n in counts.head(_MAX_LISTED_NAMES).items()
     )
@@ -90,7 +92,8 @@ def step_windows_from_ranges(
     chosen = ranges[matched.astype(bool)]
     if chosen.empty:
         found = (
-            f"the {len(ranges)} {what}s found are named: {_list_names(ranges)}"
+            f"the {len(ranges)} {what}s found are named (digits as N): "
+            f"{_list_names(ranges)}"
             if len(ranges)
             else f"the trace has no {what}s at all"
         )
