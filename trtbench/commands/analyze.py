@@ -63,6 +63,22 @@ def _us(ns: float) -> str:
     return "n/a" if math.isnan(ns) else f"{ns / 1000:,.3f} us"
 
 
+def _empty_steps_warning(analysis: WrittenAnalysis, where: str = "") -> None:
+    """A warning on stderr when the trace has kernels with launch calls but its steps hold
+    none: the launches come from another process than the steps' ranges (only the step's
+    own process counts)."""
+    s = analysis.summary
+    if s.steps and analysis.kernels and not s.launch_calls_mean and not s.kernels_mean:
+        click.echo(
+            f"warning: {where}the {s.steps} step(s) hold no launch call although the trace "
+            f"has {analysis.kernels} kernel(s) with their launch call: those were launched "
+            "by another process than the one whose ranges make the steps (a step counts "
+            "only its own process's launches; docs/traces.md). Profile the process that "
+            "launches, or pick its ranges with --step-pattern",
+            err=True,
+        )
+
+
 def _report(analysis: WrittenAnalysis) -> None:
     """Print the summary of one trace and the files written."""
     s = analysis.summary
@@ -80,6 +96,7 @@ def _report(analysis: WrittenAnalysis) -> None:
         f"wall {_us(s.wall_mean_ns)}"
     )
     click.echo("wrote " + ", ".join(str(p) for p in analysis.files))
+    _empty_steps_warning(analysis)
 
 
 def _run(
@@ -110,6 +127,7 @@ def _run(
         click.echo(
             rank_summary_line(rank_file, analysis, main_device(analysis.launch_summary))
         )
+        _empty_steps_warning(analysis, f"rank {rank_file.rank}: ")
     click.echo(f"{len(result.ranks)} ranks; steps aligned {result.aligned_by}")
     click.echo("wrote " + ", ".join(str(p) for p in result.files))
 

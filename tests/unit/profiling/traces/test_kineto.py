@@ -326,4 +326,15 @@ def test_a_step_without_gpu_work_has_no_gpu_idle_figure(
     steps = pd.read_csv(tmp_path / "steps.csv")
     assert len(steps) == 1 and steps.loc[0, "gpu_busy_ns"] == 0
     assert pd.isna(steps.loc[0, "gpu_idle_ns"])
-    assert "GPU idle n/a" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "GPU idle n/a" in captured.out
+    # the trace's one kernel and its call are another process's: said, not silent
+    assert "warning: the 1 step(s) hold no launch call" in captured.err
+    assert "1 kernel(s) with their launch call" in captured.err
+
+
+def test_steps_with_launches_give_no_empty_step_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main(["analyze", "kineto", str(hta_trace("simple_add")), "--out", str(tmp_path)])
+    assert "warning" not in capsys.readouterr().err
