@@ -13,6 +13,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,10 +93,12 @@ def run_rank_pool(
     jobs: int,
     skip_bad: bool,
     bad: list[tuple[RankFile, str]],
+    on_done: Callable[[RankFile, int], None] | None = None,
 ) -> list[tuple[RankFile, WrittenAnalysis]]:
     """Run :func:`analyze_one` per rank, at most ``jobs`` at once (none queued behind them); a
     failing rank stops the rest unless ``skip_bad`` (a trace error) — a bad step pattern
-    always stops, the running ranks finishing first.
+    always stops, the running ranks finishing first. ``on_done(rank file, ranks finished so
+    far)`` is called as each rank finishes (a progress line).
 
     A stop signal (:class:`~trtbench.core.stop_signals.StopSignal`) starts no further rank,
     passes the signal to the running workers (each stops its analysis, which removes its
@@ -124,6 +127,8 @@ def run_rank_pool(
                     exc = future.exception()
                     if exc is None:
                         results[rank_file.rank] = future.result()
+                        if on_done is not None:
+                            on_done(rank_file, len(results))
                     elif isinstance(exc, TraceParseError) and skip_bad:
                         bad.append((rank_file, str(exc)))
                     else:  # stop: queued ranks are dropped, running ones finish

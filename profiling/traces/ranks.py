@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -246,6 +247,7 @@ def analyze_ranks(
     fmt: str = "auto",
     jobs: int = 1,
     skip_bad: bool = False,
+    on_done: Callable[[RankFile, int], None] | None = None,
 ) -> RankAnalysis:
     """Analyse every rank's trace in ``jobs`` processes; write per-rank and combined tables.
 
@@ -257,6 +259,7 @@ def analyze_ranks(
         jobs: worker processes (at least 1).
         skip_bad: analyse the other ranks when some are unusable (reported in ``skipped``)
             instead of stopping.
+        on_done: called with (rank file, ranks finished so far) as each rank finishes.
 
     Raises:
         ConfigError: the step pattern is invalid or matches nothing on a rank.
@@ -273,7 +276,9 @@ def analyze_ranks(
     if bad and not skip_bad:
         raise TraceParseError(_bad_line(bad))
     good = [f for f in files if f not in {b[0] for b in bad}]
-    results = run_rank_pool(good, out_dir, kind, step_pattern, fmt, jobs, skip_bad, bad)
+    results = run_rank_pool(
+        good, out_dir, kind, step_pattern, fmt, jobs, skip_bad, bad, on_done
+    )
     if not results:
         raise TraceParseError(f"no rank could be analysed: {_bad_line(bad)}")
     return _combine(results, bad, out_dir)

@@ -120,6 +120,9 @@ def _run(
         fmt=fmt,
         jobs=jobs or os.cpu_count() or 1,
         skip_bad=skip_bad_ranks,
+        on_done=lambda f, n: click.echo(
+            f"analysed rank {f.rank} ({f.path.name}): {n} of {len(paths)}", err=True
+        ),
     )
     for rank_file, reason in result.skipped:
         click.echo(f"skipped rank {rank_file.rank}: {reason}", err=True)

@@ -95,7 +95,14 @@ def test_a_folder_of_ranks_gives_per_rank_and_combined_tables(
     # per rank and kernel name: rank 1 launches kernel_0..2 once per step, eagerly
     rank1 = summary[summary["rank"] == 1]
     assert rank1["count"].tolist() == [4, 4, 4]
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
+    # a progress line per rank as it finishes (in any order with --jobs 2), counting up
+    progress = [ln for ln in captured.err.splitlines() if ln.startswith("analysed rank")]
+    assert sorted(ln.split(":")[0] for ln in progress) == [
+        f"analysed rank {r} (report_rank{r}.sqlite)" for r in range(3)
+    ]
+    assert [ln.split(": ")[1] for ln in progress] == [f"{n} of 3" for n in (1, 2, 3)]
     assert "3 ranks; steps aligned by step name" in printed
     assert "1 of them on only some ranks" in printed
     assert "rank 2 (report_rank2.sqlite, device 2): 9 kernels, 3 steps" in printed
