@@ -54,9 +54,23 @@ def analyze_one(
         fmt: ``auto``, ``csv`` or ``parquet`` (see
             :func:`~trtbench.profiling.traces.nsys_stream.analyze_nsys_export`).
 
+    Stopped by a stop signal, it leaves no table in ``out_dir``: one written before the
+    signal, or left from an earlier run, would read as this run's. (An error leaves the
+    folder as it was: the writers remove their own partial files.)
+
     Raises:
         ConfigError, TraceParseError: as the loaders.
     """
+    try:
+        return _analyze_one(kind, path, out_dir, step_pattern, fmt)
+    except StopSignal:
+        remove_tables(out_dir, folder_too=False)
+        raise
+
+
+def _analyze_one(
+    kind: str, path: Path, out_dir: Path, step_pattern: str | None, fmt: str
+) -> WrittenAnalysis:
     if kind == "nsys":
         return analyze_nsys_export(path, out_dir, step_pattern, fmt)
     analysis = KinetoTrace(path).analyze(step_pattern)
@@ -142,7 +156,7 @@ def run_rank_pool(
             wait(running)
             for rank_file in files:
                 if rank_file.rank not in results:
-                    _remove_tables(out_dir / rank_file.label)
+                    remove_tables(out_dir / rank_file.label)
             raise
     return [(f, results[f.rank]) for f in files if f.rank in results]
 
@@ -161,10 +175,12 @@ def _worker_init() -> None:
         signal.signal(sig, stop_once)
 
 
-def _remove_tables(folder: Path) -> None:
-    """The three tables of one rank (any format) and then the folder, when empty."""
+def remove_tables(folder: Path, *, folder_too: bool = True) -> None:
+    """The three tables of one trace in ``folder`` (any format); then the folder, when
+    ``folder_too`` and it is empty."""
     for name in ("kernel_launches", "launch_summary", "steps"):
         for suffix in (".csv", ".parquet"):
             (folder / f"{name}{suffix}").unlink(missing_ok=True)
-    with contextlib.suppress(OSError):
-        folder.rmdir()
+    if folder_too:
+        with contextlib.suppress(OSError):
+            folder.rmdir()

@@ -98,7 +98,9 @@ def test_a_folder_of_ranks_gives_per_rank_and_combined_tables(
     captured = capsys.readouterr()
     printed = captured.out
     # a progress line per rank as it finishes (in any order with --jobs 2), counting up
-    progress = [ln for ln in captured.err.splitlines() if ln.startswith("analysed rank")]
+    progress = [
+        ln for ln in captured.err.splitlines() if ln.startswith("analysed rank")
+    ]
     assert sorted(ln.split(":")[0] for ln in progress) == [
         f"analysed rank {r} (report_rank{r}.sqlite)" for r in range(3)
     ]
@@ -180,6 +182,35 @@ def test_a_truncated_rank_stops_everything_unless_skipped(
     assert not (out / "report_rank1").exists()
 
 
+def sigint_while_parking(args: list[str], parked_in: Path) -> tuple[int, str]:
+    """``trtbench analyze nsys ARGS`` in a child process, sent SIGINT once its parked rows
+    appear in ``parked_in`` (so the analysis is surely running); its exit code and stderr."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trtbench.cli", "analyze", "nsys", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    while proc.poll() is None and not list(parked_in.glob("trtbench_*")):
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate()
+    return proc.returncode, err
+
+
+def test_sigint_on_one_export_leaves_no_table(tmp_path: Path) -> None:
+    """One export stopped while its rows are parked: nothing of it is left, nor the table
+    of an earlier run in the same folder."""
+    export = tmp_path / "big.sqlite"
+    write_decode_export(export, steps=1000, kernels_per_step=200, graph_steps=0)
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "steps.csv").write_text("stale\n")
+    returncode, err = sigint_while_parking([str(export), "--out", str(out)], out)
+    assert returncode == 128 + signal.SIGINT and "stopped by SIGINT" in err, err
+    assert list(out.iterdir()) == []
+
+
 def test_sigint_keeps_finished_ranks_and_starts_no_more(tmp_path: Path) -> None:
     """Ctrl-C while rank 1 runs (its parked rows are on disk): rank 0's tables stay, rank 1
     stops and leaves nothing, rank 2 never starts and an earlier run's table of it is gone;
@@ -198,18 +229,10 @@ def test_sigint_keeps_finished_ranks_and_starts_no_more(tmp_path: Path) -> None:
     out = tmp_path / "o"
     (out / "report_rank2").mkdir(parents=True)
     (out / "report_rank2" / "steps.csv").write_text("stale\n")
-    argv = [sys.executable, "-m", "trtbench.cli", "analyze", "nsys", str(folder)]
-    proc = subprocess.Popen(
-        [*argv, "--out", str(out), "--jobs", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    returncode, err = sigint_while_parking(
+        [str(folder), "--out", str(out), "--jobs", "1"], out / "report_rank1"
     )
-    while proc.poll() is None and not list((out / "report_rank1").glob("trtbench_*")):
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate()
-    assert proc.returncode == 128 + signal.SIGINT, err
+    assert returncode == 128 + signal.SIGINT, err
     assert "stopped by SIGINT" in err
     assert sorted(p.name for p in (out / "report_rank0").iterdir()) == [
         "kernel_launches.csv",
