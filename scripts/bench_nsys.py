@@ -23,7 +23,9 @@ one read of the GPU tables instead of two, reads ahead of the park, a lighter bu
 
 - 50 M kernels, 8 ranks of 6.25 M: wall 56.7 s (target 120 s: met), CPU 107.0 s, peak RSS of
   the process tree 1.35 GiB (target 2 GiB: met), largest process 0.69 GiB; load 1.8 before,
-  3.2 after. The previous version on the same machine: 82.8 s, 152.7 s CPU, 1.49 GiB.
+  3.2 after; again after the worker pool stopped queueing ranks: 57.7 s, 107.4 s CPU,
+  1.54 GiB, largest 0.71 GiB (the tree's sum counts shared pages in every process: it varies
+  more than the largest process does). The previous version: 82.8 s, 152.7 s CPU, 1.49 GiB.
 - 5 M kernels, one export: wall 9.4 s (target 12 s: met), CPU 13.5 s, peak RSS 0.54 GiB; load
   2.5 before and after. Alternating runs of the CLI on one kept export, this version and the
   previous one in turn (three each): 7.3-8.2 s and 10.3-11.5 s wall, 0.57 and 0.59 GiB; on a
