@@ -18,7 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtbench.core.errors import TraceParseError
+from trtbench.core.errors import ConfigError, TraceParseError
 from trtbench.core.stop_signals import STOP_SIGNALS, StopSignal
 from trtbench.profiling.traces.kineto import KinetoTrace
 from trtbench.profiling.traces.nsys_stream import (
@@ -54,16 +54,17 @@ def analyze_one(
         fmt: ``auto``, ``csv`` or ``parquet`` (see
             :func:`~trtbench.profiling.traces.nsys_stream.analyze_nsys_export`).
 
-    Stopped by a stop signal, it leaves no table in ``out_dir``: one written before the
-    signal, or left from an earlier run, would read as this run's. (An error leaves the
-    folder as it was: the writers remove their own partial files.)
+    The three tables of an earlier run in ``out_dir`` (CSV or Parquet) are removed first, and
+    when it does not finish (an error, a stop signal) it leaves none: a table written before
+    it stopped, or left from an earlier run, would read as this run's.
 
     Raises:
         ConfigError, TraceParseError: as the loaders.
     """
+    remove_tables(out_dir, folder_too=False)  # an earlier run's, in either format
     try:
         return _analyze_one(kind, path, out_dir, step_pattern, fmt)
-    except StopSignal:
+    except BaseException:
         remove_tables(out_dir, folder_too=False)
         raise
 
@@ -107,19 +108,48 @@ def run_rank_pool(
     jobs: int,
     skip_bad: bool,
     bad: list[tuple[RankFile, str]],
-    on_done: Callable[[RankFile, int], None] | None = None,
+    on_done: Callable[[RankFile, int, int], None] | None = None,
 ) -> list[tuple[RankFile, WrittenAnalysis]]:
     """Run :func:`analyze_one` per rank, at most ``jobs`` at once (none queued behind them); a
     failing rank stops the rest unless ``skip_bad`` (a trace error) — a bad step pattern
-    always stops, the running ranks finishing first. ``on_done(rank file, ranks finished so
-    far)`` is called as each rank finishes (a progress line).
+    always stops (named with its rank), the running ranks finishing first. ``on_done(rank
+    file, ranks finished so far, ranks to analyse)`` is called as each rank finishes.
 
-    A stop signal (:class:`~trtbench.core.stop_signals.StopSignal`) starts no further rank,
-    passes the signal to the running workers (each stops its analysis, which removes its
-    partial files), removes the tables of every rank that did not finish (a table left from
-    an earlier run would read as this run's) and is raised again; finished ranks keep theirs.
+    A stop signal (:class:`~trtbench.core.stop_signals.StopSignal`) starts no further rank
+    and passes the signal to the running workers (each stops its analysis, which removes its
+    partial files); it is raised again. However the run ends, a rank without a result in this
+    run (stopped, failed, skipped, never started) keeps no table and no empty folder — a
+    table left from an earlier run would read as this run's; finished ranks keep theirs.
     """
     results: dict[int, WrittenAnalysis] = {}
+    try:
+        _pool_loop(
+            files,
+            (out_dir, kind, step_pattern, fmt),
+            jobs,
+            skip_bad,
+            bad,
+            results,
+            on_done,
+        )
+    finally:  # a rank without a result in this run keeps no table, nor an empty folder
+        for rank_file in files:
+            if rank_file.rank not in results:
+                remove_tables(out_dir / rank_file.label)
+    return [(f, results[f.rank]) for f in files if f.rank in results]
+
+
+def _pool_loop(
+    files: list[RankFile],
+    job_args: tuple[Path, str, str | None, str],
+    jobs: int,
+    skip_bad: bool,
+    bad: list[tuple[RankFile, str]],
+    results: dict[int, WrittenAnalysis],
+    on_done: Callable[[RankFile, int, int], None] | None,
+) -> None:
+    """The loop of :func:`run_rank_pool`, filling ``results``."""
+    out_dir, kind, step_pattern, fmt = job_args
     workers = max(1, min(jobs, len(files)))
     queue = list(files)
     running: dict[Future, RankFile] = {}
@@ -142,11 +172,15 @@ def run_rank_pool(
                     if exc is None:
                         results[rank_file.rank] = future.result()
                         if on_done is not None:
-                            on_done(rank_file, len(results))
+                            on_done(rank_file, len(results), len(files))
                     elif isinstance(exc, TraceParseError) and skip_bad:
                         bad.append((rank_file, str(exc)))
                     else:  # stop: queued ranks are dropped, running ones finish
                         queue.clear()
+                        if isinstance(exc, ConfigError):  # name the rank it failed on
+                            raise ConfigError(
+                                f"rank {rank_file.rank} ({rank_file.path.name}): {exc}"
+                            ) from exc
                         raise exc
         except StopSignal as stop:
             queue.clear()
@@ -154,11 +188,7 @@ def run_rank_pool(
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child.pid, stop.signum)
             wait(running)
-            for rank_file in files:
-                if rank_file.rank not in results:
-                    remove_tables(out_dir / rank_file.label)
             raise
-    return [(f, results[f.rank]) for f in files if f.rank in results]
 
 
 def _worker_init() -> None:

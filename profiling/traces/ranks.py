@@ -52,6 +52,7 @@ KINDS = ("nsys", "kineto")
 _SUFFIXES = {"nsys": (".sqlite",), "kineto": (".json", ".json.gz")}
 _LAST_INT = re.compile(r"(\d+)(?!.*\d)")
 _UNIQUE_NAMES = "ranges with names unique within each rank"
+COMBINED_TABLES = ("steps_ranks.csv", "launch_summary_ranks.csv", "step_alignment.csv")
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,7 @@ def analyze_ranks(
     fmt: str = "auto",
     jobs: int = 1,
     skip_bad: bool = False,
-    on_done: Callable[[RankFile, int], None] | None = None,
+    on_done: Callable[[RankFile, int, int], None] | None = None,
 ) -> RankAnalysis:
     """Analyse every rank's trace in ``jobs`` processes; write per-rank and combined tables.
 
@@ -259,7 +260,8 @@ def analyze_ranks(
         jobs: worker processes (at least 1).
         skip_bad: analyse the other ranks when some are unusable (reported in ``skipped``)
             instead of stopping.
-        on_done: called with (rank file, ranks finished so far) as each rank finishes.
+        on_done: called with (rank file, ranks finished so far, ranks to analyse) as each
+            rank finishes.
 
     Raises:
         ConfigError: the step pattern is invalid or matches nothing on a rank.
@@ -276,6 +278,8 @@ def analyze_ranks(
     if bad and not skip_bad:
         raise TraceParseError(_bad_line(bad))
     good = [f for f in files if f not in {b[0] for b in bad}]
+    for name in COMBINED_TABLES:  # an earlier run's would describe other rank tables
+        (out_dir / name).unlink(missing_ok=True)
     results = run_rank_pool(
         good, out_dir, kind, step_pattern, fmt, jobs, skip_bad, bad, on_done
     )

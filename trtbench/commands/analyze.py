@@ -46,7 +46,8 @@ def _options(func: Callable) -> Callable:
         default="auto",
         show_default=True,
         help="Table format. auto: kernel_launches.parquet above 1,000,000 kernels (else .csv), "
-        "launch_summary.csv and steps.csv; csv: every table CSV; parquet: every table Parquet "
+        "launch_summary.csv and steps.csv; csv: every table CSV; parquet: each trace's tables "
+        "Parquet (the combined *_ranks.csv and step_alignment.csv stay CSV) "
         "(the same columns, typed: int64 with nulls, float64, dictionary strings). `trtbench "
         "report` reads steps.csv or steps.parquet.",
     )(func)
@@ -120,8 +121,8 @@ def _run(
         fmt=fmt,
         jobs=jobs or os.cpu_count() or 1,
         skip_bad=skip_bad_ranks,
-        on_done=lambda f, n: click.echo(
-            f"analysed rank {f.rank} ({f.path.name}): {n} of {len(paths)}", err=True
+        on_done=lambda f, n, total: click.echo(
+            f"analysed rank {f.rank} ({f.path.name}): {n} of {total}", err=True
         ),
     )
     for rank_file, reason in result.skipped:

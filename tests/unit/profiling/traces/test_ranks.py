@@ -299,3 +299,36 @@ def test_kineto_ranks(tmp_path: Path) -> None:
     assert alignment["launch_overhead_mean_ns"].tolist() == [(5000 + 9000) / 2]
     assert alignment["launch_overhead_max_rank"].tolist() == [1]
     assert (out / "rank0" / "steps.csv").is_file()
+
+
+def test_a_failed_rerun_leaves_no_table_of_the_earlier_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A complete analysis, then the same folder again with a step pattern matching nothing:
+    exit 2 naming the rank, and no table of the first run is left to pass for this one's."""
+    folder = write_ranks(tmp_path / "t")
+    out = tmp_path / "o"
+    main(["analyze", "nsys", str(folder), "--out", str(out)])
+    assert (out / "steps_ranks.csv").is_file() and (out / "report_rank2").is_dir()
+    capsys.readouterr()
+    argv = ["analyze", "nsys", str(folder), "--out", str(out), "--jobs", "1"]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--step-pattern", "no_such_range"])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "\n" not in err
+    assert "rank 0 (report_rank0.sqlite): step pattern 'no_such_range'" in err
+    assert list(out.iterdir()) == []
+
+
+def test_a_table_in_the_other_format_is_not_left_beside_the_new_one(
+    tmp_path: Path,
+) -> None:
+    folder = write_ranks(tmp_path / "t")
+    export, out = folder / "report_rank0.sqlite", tmp_path / "o"
+    main(["analyze", "nsys", str(export), "--out", str(out), "--format", "csv"])
+    main(["analyze", "nsys", str(export), "--out", str(out), "--format", "parquet"])
+    assert sorted(p.name for p in out.iterdir()) == [
+        "kernel_launches.parquet",
+        "launch_summary.parquet",
+        "steps.parquet",
+    ]
