@@ -83,11 +83,16 @@ def local_run(spec_path, tmp_path_factory) -> Path:
     return out
 
 
-def wait_running(job: str, task: int) -> None:
-    """Until squeue says task ``task`` of array ``job`` runs (pytest's timeout bounds it)."""
+def wait_started(job: str, task: int, folder: Path) -> None:
+    """Until task ``task`` of array ``job`` has made its shard's run directory ``folder``
+    (what the test later asserts is set aside), while Slurm still has it RUNNING. A task
+    RUNNING in squeue may not yet have started its ``trtbench run`` (a busy host), so the
+    scheduler's state alone is not waited on. pytest's timeout bounds the wait."""
     while True:
         line = slurm("squeue", "-h", "-r", "-j", job, "-o", "%i %T")
-        if f"{job}_{task} RUNNING" in line:
+        running = f"{job}_{task} RUNNING" in line
+        assert running or f"{job}_{task} " in line, f"task left the queue: {line!r}"
+        if running and folder.is_dir():
             return
         time.sleep(0.2)
 
@@ -103,7 +108,7 @@ def chain(slurm_cluster, spec_path, tmp_path_factory) -> dict:
     state = json.loads((out / "cluster" / "state.json").read_text())
     job = state["submissions"][0]["job_id"]
     steps["job"] = job
-    wait_running(job, 1)
+    wait_started(job, 1, out / "shards" / "s1")
     slurm("scancel", f"{job}_1")
     steps["collect"] = cli(["collect", out, "--poll-s", "0.5"])
     steps["partial_summary"] = pd.read_csv(out / "loadtest" / "summary.csv")

@@ -37,7 +37,7 @@ from trtbench.cluster.gather import (
     write_shards_csv,
 )
 from trtbench.cluster.report import best_per_tier, recommendation, render
-from trtbench.cluster.shards import plan_shards
+from trtbench.cluster.shards import Shard, plan_shards
 from trtbench.cluster.slurm import (
     FAILED,
     SlurmOptions,
@@ -249,6 +249,31 @@ def _wait_and_gather(
     return gather(rd, state, views)
 
 
+def set_aside_attempts(
+    rd: RunDir, shards: Sequence[Shard], current: dict[str, Submission]
+) -> dict[str, Path]:
+    """Move each shard's directory of its earlier attempt to
+    ``shards/s<K>.attempt-<job>_<task>`` (``attempt-unsubmitted`` when it was never
+    submitted); an attempt is set aside, never deleted. A shard whose attempt made no
+    directory (cancelled before its ``trtbench run`` started) has nothing to set aside.
+
+    Returns:
+        Shard name → the directory it was moved to, for the shards that had one.
+    """
+    moved = {}
+    for shard in shards:
+        old = shard_dir(rd, shard)
+        if not old.exists():
+            continue
+        sub = current.get(shard.name)
+        tag = f"{sub.job_id}_{sub.task}" if sub else "unsubmitted"
+        aside = old.with_name(f"{shard.name}.attempt-{tag}")
+        shutil.rmtree(aside, ignore_errors=True)
+        old.rename(aside)
+        moved[shard.name] = aside
+    return moved
+
+
 def submit_missing(
     rd: RunDir,
     state: ClusterState,
@@ -265,15 +290,7 @@ def submit_missing(
     if not todo:
         say("no shard to submit: every shard finished or is still queued")
         return state
-    current = state.current()
-    for shard in todo:  # an earlier attempt is set aside, never deleted
-        old = shard_dir(rd, shard)
-        if old.exists():
-            sub = current.get(shard.name)
-            tag = f"{sub.job_id}_{sub.task}" if sub else "unsubmitted"
-            aside = old.with_name(f"{shard.name}.attempt-{tag}")
-            shutil.rmtree(aside, ignore_errors=True)
-            old.rename(aside)
+    set_aside_attempts(rd, todo, state.current())
     logs = cluster_dir(rd) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     script = cluster_dir(rd) / "shards.sbatch"
@@ -347,10 +364,11 @@ def run_on_slurm(
         NotAvailableError: Slurm commands missing, sbatch refused.
         StopSignal: after cancelling every job and gathering what finished.
     """
-    check_options(options)
     names = [v.name for v in spec.select(tuple(variants))]
     baseline = baseline_of(spec, names)
     shards = tuple(plan_shards(names, baseline, per_shard))
+    # The spec's own mistakes first: they are named whether or not Slurm is here.
+    check_options(options)
     spec_file = spec_path.resolve()
     sha = file_sha256(spec_file)
     old = read_state(rd)
