@@ -13,6 +13,9 @@
   geometric mean. ``basis`` names the design behind it: in an ``interleaved`` or ``rounds``
   run the two sides of a round were measured in the same round, so the interval includes the
   host's drift; in a ``sequential`` run pass r is paired with pass r by number only.
+* Its decision (better / worse / equivalent / open,
+  :mod:`trtbench.profiling.loadtest.stats.decisions`) at the run's equivalence margin; a run
+  that stopped when decided (``rounds: auto``) states the interval at its look's level.
 * Runs written before rounds.csv existed: over the baseline the summary's paired speedup
   interval over passes, over another variant the reading of disjoint per-variant intervals
   (``uncertainty.py``).
@@ -25,6 +28,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from trtbench.profiling.loadtest.stats.decisions import (
+    DEFAULT_EQUIVALENCE_MARGIN,
+    OPEN,
+    LookSchedule,
+    classify,
+)
 from trtbench.profiling.report.paired import MIN_ROUNDS, paired_ratio
 
 NO_REPEATS = "no interval: run with loadtest.repeats ≥ 3"
@@ -103,6 +112,9 @@ class Margin:
         basis: how ``significant`` was judged (the design behind the interval), or why it
             could not be.
         rounds: the rounds (pairs) the interval rests on (0: not from rounds.csv).
+        decision: better / worse / equivalent / open (open without an interval).
+        level: the interval's confidence level.
+        equivalence_margin: the margin ``decision`` was judged at (0.05: ±5 %).
     """
 
     over: str
@@ -112,6 +124,9 @@ class Margin:
     significant: bool | None
     basis: str
     rounds: int = 0
+    decision: str = OPEN
+    level: float = 0.95
+    equivalence_margin: float = DEFAULT_EQUIVALENCE_MARGIN
 
 
 def as_float(v: object) -> float | None:
@@ -136,6 +151,8 @@ def _from_rounds(
     info: ObjectiveInfo,
     rounds: pd.DataFrame,
     design: str,
+    schedule: LookSchedule,
+    equivalence: float,
 ) -> Margin:
     tier = str(best.get("tier", best.name))  # a row indexed by tier: its name
     pr = paired_ratio(
@@ -145,6 +162,8 @@ def _from_rounds(
         tier,
         info.rounds_column,
         info.higher_is_better,
+        schedule,
+        equivalence,
     )
     over = str(other["variant"])
     if pr.low is None or pr.high is None:
@@ -153,13 +172,37 @@ def _from_rounds(
             f"{MIN_ROUNDS}; run with loadtest.repeats ≥ 3"
         )
         return Margin(
-            over, _pooled(best, other, info), None, None, None, why, pr.rounds
+            over,
+            _pooled(best, other, info),
+            None,
+            None,
+            None,
+            why,
+            pr.rounds,
+            equivalence_margin=equivalence,
         )
-    basis = (
-        f"95 % interval of the paired {info.label} ratio over {pr.rounds} "
-        f"{DESIGN_BASIS.get(design, design)}"
+    level = f"{100 * pr.level:.3g} %"
+    looks = (
+        " (rounds by need: the level of its look keeps 95 % coverage under stopping)"
+        if schedule.sequential
+        else ""
     )
-    return Margin(over, pr.ratio, pr.low, pr.high, pr.low > 1.0, basis, pr.rounds)
+    basis = (
+        f"{level} interval of the paired {info.label} ratio over {pr.rounds} "
+        f"{DESIGN_BASIS.get(design, design)}{looks}"
+    )
+    return Margin(
+        over,
+        pr.ratio,
+        pr.low,
+        pr.high,
+        pr.low > 1.0,
+        basis,
+        pr.rounds,
+        pr.decision,
+        pr.level,
+        equivalence,
+    )
 
 
 def _pooled(best: pd.Series, other: pd.Series, info: ObjectiveInfo) -> float:
@@ -175,6 +218,8 @@ def margin_of(
     paired: bool,
     rounds: pd.DataFrame | None = None,
     design: str = "sequential",
+    schedule: LookSchedule | None = None,
+    equivalence: float = DEFAULT_EQUIVALENCE_MARGIN,
 ) -> Margin:
     """The margin of ``best`` over ``other`` (rows of ``recommendation.objective_frame``) at
     their tier (module docstring).
@@ -186,9 +231,13 @@ def margin_of(
             paired speedup interval then; disjoint intervals otherwise).
         rounds: rounds.csv rows (None: a run without rounds.csv).
         design: the run's design (run.json ``design.name``).
+        schedule: the run's looks (default: a fixed design).
+        equivalence: the equivalence margin (``report.equivalence_margin``).
     """
     if rounds is not None and not rounds.empty:
-        return _from_rounds(best, other, info, rounds, design)
+        return _from_rounds(
+            best, other, info, rounds, design, schedule or LookSchedule(), equivalence
+        )
     ratio = _pooled(best, other, info)
     if paired:
         low, high = as_float(best["ratio_low"]), as_float(best["ratio_high"])
@@ -200,6 +249,8 @@ def margin_of(
                 high,
                 low > 1.0,
                 f"95 % interval of the {info.interval_note}",
+                decision=classify(low, high, equivalence),
+                equivalence_margin=equivalence,
             )
     else:
         bounds = [
@@ -220,6 +271,7 @@ def margin_of(
                 high,
                 apart,
                 "disjoint 95 % intervals" if apart else "overlapping 95 % intervals",
+                equivalence_margin=equivalence,
             )
     return Margin(
         str(other["variant"]), ratio, None, None, None, _no_interval_basis(best, info)

@@ -16,6 +16,10 @@ Definitions (per tier, over the rounds where both cells have a positive figure):
 * significant: the interval lies wholly above 1 (A better) — with 2.5 % false positives per
   direction when the two are identical and the rounds' ratios are independent and log-normal
   (the A/A check in ``docs/aa_check.md`` measures the rate on real runs).
+* decision: better / worse / equivalent / open
+  (:mod:`trtbench.profiling.loadtest.stats.decisions`). A run that stopped measuring when its
+  comparisons were decided (``loadtest.rounds: auto``) states every interval at the level its
+  look schedule gives that many pairs, so that it keeps 95 % coverage under stopping.
 """
 
 from __future__ import annotations
@@ -23,10 +27,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
-from trtbench.profiling.loadtest.workload.repeats import MIN_ROUNDS, log_t_interval
+from trtbench.profiling.loadtest.stats.decisions import (
+    DEFAULT_EQUIVALENCE_MARGIN,
+    OPEN,
+    LookSchedule,
+    decide_pair,
+)
+from trtbench.profiling.loadtest.workload.repeats import MIN_ROUNDS as MIN_ROUNDS
 
 
 @dataclass(frozen=True)
@@ -36,8 +45,10 @@ class PairedRatio:
     Attributes:
         a, b, tier: the two variants and the tier.
         ratio: geometric mean of the round ratios (> 1: A better); NaN without a pair.
-        low, high: its 95 % interval (None with fewer than :data:`MIN_ROUNDS` pairs).
+        low, high: its interval (None with fewer than :data:`MIN_ROUNDS` pairs).
         rounds: the pairs it rests on.
+        level: the interval's confidence level (95 %, or above under a look schedule).
+        decision: better / worse / equivalent / open (module docstring).
     """
 
     a: str
@@ -47,6 +58,8 @@ class PairedRatio:
     low: float | None
     high: float | None
     rounds: int
+    level: float = 0.95
+    decision: str = OPEN
 
     @property
     def significant(self) -> bool | None:
@@ -81,6 +94,8 @@ def paired_ratio(
     tier: str,
     column: str,
     higher_is_better: bool = True,
+    schedule: LookSchedule | None = None,
+    margin: float = DEFAULT_EQUIVALENCE_MARGIN,
 ) -> PairedRatio:
     """A over B at ``tier`` by ``column`` of rounds.csv, paired by round (module docstring).
 
@@ -90,6 +105,8 @@ def paired_ratio(
         tier: the tier label.
         column: a rounds.csv figure, e.g. ``output_tokens_per_s`` or ``tpot_p50_ms``.
         higher_is_better: orientation of the figure.
+        schedule: the run's look schedule (default: a fixed design, 95 %).
+        margin: the equivalence margin (``report.equivalence_margin``).
     """
     va, vb = (
         round_values(rounds, a, tier, column),
@@ -99,8 +116,9 @@ def paired_ratio(
     if not len(both):
         return PairedRatio(a, b, tier, math.nan, None, None, 0)
     top, bottom = (va[both], vb[both]) if higher_is_better else (vb[both], va[both])
-    ratios = (top / bottom).to_numpy(dtype=float)
-    mean, low, high, n = log_t_interval(ratios)
-    if n < MIN_ROUNDS or np.isnan(low):
-        return PairedRatio(a, b, tier, mean, None, None, n)
-    return PairedRatio(a, b, tier, mean, low, high, n)
+    d = decide_pair(
+        (top / bottom).to_numpy(dtype=float), schedule or LookSchedule(), margin
+    )
+    return PairedRatio(
+        a, b, tier, d.ratio, d.low, d.high, d.rounds, d.level, d.decision
+    )

@@ -36,6 +36,10 @@ import numpy as np
 import pandas as pd
 
 from trtbench.core import methods
+from trtbench.profiling.loadtest.stats.decisions import (
+    DEFAULT_EQUIVALENCE_MARGIN,
+    LookSchedule,
+)
 from trtbench.profiling.loadtest.workload.repeats import repeat_columns
 from trtbench.profiling.report.margins import (
     OBJECTIVE_INFO,
@@ -326,6 +330,8 @@ def recommend(
     unqueued: pd.Series | None = None,
     rounds: pd.DataFrame | None = None,
     design: str = "sequential",
+    schedule: LookSchedule | None = None,
+    equivalence: float = DEFAULT_EQUIVALENCE_MARGIN,
 ) -> Recommendation:
     """The recommendation of one run (module docstring for every definition).
 
@@ -341,13 +347,21 @@ def recommend(
         rounds: rounds.csv rows, the margins' paired intervals (None: a run written
             before rounds.csv; the summary's intervals stand in).
         design: the run's design (run.json ``design.name``; runs before it: sequential).
+        schedule: the run's looks (run.json ``design.stopping``; default: fixed rounds).
+        equivalence: the equivalence margin (``report.equivalence_margin``).
 
     Raises:
         KeyError: ``objective`` is not a key of :data:`OBJECTIVE_INFO`.
     """
     info = OBJECTIVE_INFO[objective]
     frame = objective_frame(tiers, summary, objective)
-    margin = partial(margin_of, rounds=rounds, design=design)
+    margin = partial(
+        margin_of,
+        rounds=rounds,
+        design=design,
+        schedule=schedule,
+        equivalence=equivalence,
+    )
     chosen = best_per_tier(frame, info, baseline, margin)
     speculative = frame["mode"].notna() & (
         frame["mode"] != methods.BASELINE

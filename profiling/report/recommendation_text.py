@@ -8,8 +8,10 @@ text / JSON-ready dict out).
   speculation), ``winner_reason``, ``answer`` (the one-line answer).
 * ``tiers``: per measured tier {tier, concurrency, best, value, runner_up, over_baseline,
   excluded, interference (variants of the tier measured while other processes used the
-  host)}; a margin is {over, ratio (> 1: better), low, high (95 % bounds), significant
-  (null: no interval), basis (the design behind the interval), rounds (the pairs)}.
+  host)}; a margin is {over, ratio (> 1: better), low, high (interval bounds), significant
+  (null: no interval), basis (the design behind the interval), rounds (the pairs),
+  decision (better / worse / equivalent / open), level (the interval's confidence: 0.95,
+  or above for a look of ``rounds: auto``), equivalence_margin}.
 * ``crossovers``: per speculative variant {variant, pays_up_to, stops_at, estimate, low,
   high, basis, significant_up_to} (concurrencies).
 * ``memory``: per variant {extra_weights_bytes, extra_peak_bytes, peak_source,
@@ -31,6 +33,7 @@ from typing import Any
 
 from trtbench.core import methods
 from trtbench.core.units import format_bytes
+from trtbench.profiling.loadtest.stats.decisions import EQUIVALENT, resolution_text
 from trtbench.profiling.report.recommendation import (
     Crossover,
     Margin,
@@ -55,15 +58,17 @@ def _pct(m: Margin) -> str:
 
 
 def _verdict(m: Margin) -> str:
+    """significant / significantly worse / equivalent within ±m / undecided with what it
+    could not tell apart (the margin's decision, ``stats/decisions.py``)."""
     if m.significant is None:
         return "no interval"
     if m.significant:
         return "significant"
-    return (
-        "significantly worse"
-        if m.high is not None and m.high < 1.0
-        else "not significant"
-    )
+    if m.high is not None and m.high < 1.0:
+        return "significantly worse"
+    if m.decision == EQUIVALENT:
+        return f"equivalent within ±{100 * m.equivalence_margin:g} %"
+    return f"not significant, undecided: {resolution_text(m.low, m.high)}"
 
 
 def _margin(m: Margin | None, name: bool = False) -> str:
@@ -221,8 +226,11 @@ def recommendation_lines(
         "",
         f"Objective: {o.label} ({'higher' if o.higher_is_better else 'lower'} is "
         "better; spec `report.objective`, or `trtbench report RUN --objective`). "
-        "Margins: the best variant's advantage, 95 % interval in brackets; "
-        "significant: the interval excludes 0.",
+        "Margins: the best variant's advantage, its interval in brackets (95 %, or "
+        "above for a look of rounds: auto: see Intervals); significant: the interval "
+        "excludes 0; equivalent: it lies within the equivalence margin "
+        "(report.equivalence_margin); undecided: neither, and the interval is what could "
+        "not be told apart.",
         *_unjudged(rec),
     ]
     if any(t.interference for t in rec.tiers):

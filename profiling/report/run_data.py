@@ -37,6 +37,7 @@ from trtbench.core.run_dir import (
     RUN_JSON_FIX,
     RunDir,
 )
+from trtbench.profiling.loadtest.stats.decisions import LookSchedule, recorded_schedule
 
 GRAPHS_ON, GRAPHS_OFF, GRAPHS_UNAVAILABLE, UNKNOWN = (
     "on",
@@ -122,6 +123,11 @@ class RunData:
         """How the run measured its variants in time (run.json ``design.name``); runs
         made before designs existed measured each variant's passes in a row."""
         return str((self.run.get("design") or {}).get("name") or "sequential")
+
+    @property
+    def schedule(self) -> LookSchedule:
+        """The run's looks (run.json ``design.stopping``; ``stats/decisions.py``)."""
+        return recorded_schedule(self.run.get("design"))
 
 
 BUILD_FIX = "run `trtbench build` again for this variant, or delete its engines/ folder"

@@ -26,7 +26,9 @@ from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.loadtest import record_files, settings_of, tiers_of
 from trtbench.pipeline.serving import Collected, RunProgress, measure_variant, served
 from trtbench.profiling.loadtest.driver.interleave import Lane, run_interleaved
+from trtbench.profiling.loadtest.driver.round_plans import RacePlan
 from trtbench.profiling.loadtest.records.record_sink import CsvRecordSink
+from trtbench.profiling.loadtest.stats.decisions import LookSchedule
 from trtbench.profiling.loadtest.workload.design import (
     DESIGN_TEXT,
     INTERLEAVED,
@@ -75,8 +77,16 @@ def plan_design(
 def design_line(design: ResolvedDesign, variants: int) -> str:
     """What the terminal says before the first server starts."""
     starts = server_starts(design.name, variants, design.rounds)
+    rounds = f"{design.rounds} round(s)"
+    if design.stop_when_decided:
+        minutes = f" or {design.max_minutes:g} min" if design.max_minutes else ""
+        rounds = (
+            f"rounds by need (budget: {design.rounds} rounds{minutes}; a variant clearly "
+            "behind a tier's leader stops there, the run ends when every comparison is "
+            "decided)"
+        )
     return (
-        f"design {design.name}: {design.rounds} round(s), {starts} server start(s); "
+        f"design {design.name}: {rounds}, {starts} server start(s); "
         f"{DESIGN_TEXT[design.name].split(':', 1)[1].strip()}"
     )
 
@@ -85,11 +95,44 @@ def _passes(cells: Sequence[Cell]) -> list[TierPass]:
     return [TierPass(c.round, c.tier_index, c.tier) for c in cells]
 
 
+def race_plan(
+    rd: RunDir, spec: BenchSpec, variants: Sequence[VariantSpec], record: dict[str, Any]
+) -> RacePlan:
+    """The race of a ``rounds: auto`` run; it rewrites run.json ``design`` (``order``:
+    the cells handed out so far; ``stopping``: how the race stands) after every round."""
+
+    def written(plan: RacePlan) -> None:
+        record["order"] = order_json(plan.cells)
+        record["stopping"] = {**record.get("stopping", {}), **plan.as_json()}
+        rd.update_run_json("design", record)
+        log.info("race: %s", round_line(plan))
+
+    return RacePlan(
+        [v.name for v in variants],
+        tiers_of(spec.loadtest),
+        spec.loadtest.seed,
+        LookSchedule(spec.loadtest.budget.max_rounds),
+        spec.report.equivalence_margin,
+        spec.loadtest.budget.max_minutes,
+        written,
+    )
+
+
+def round_line(plan: RacePlan) -> str:
+    """One line: rounds run and, per tier, the variants still measured."""
+    tiers = "; ".join(
+        f"{label} {', '.join(race.active) if race.active else 'settled'}"
+        for label, race in plan.races.items()
+    )
+    why = f", stopped: {plan.stopped_because}" if plan.stopped_because else ""
+    return f"{plan.rounds_run} round(s){why}" + (f"; {tiers}" if tiers else "")
+
+
 def _interleaved(
     rd: RunDir,
     spec: BenchSpec,
     variants: Sequence[VariantSpec],
-    cells: Sequence[Cell],
+    cells: Sequence[Cell] | RacePlan,
     prompts: list[Prompt] | None,
     progress: RunProgress | None,
     got: Collected,
@@ -165,6 +208,11 @@ def measure_variants(
     if progress is not None:
         progress.stage(line)
     if design.name == INTERLEAVED:
+        if design.stop_when_decided:
+            record["order"] = []
+            plan = race_plan(rd, spec, variants, record)
+            _interleaved(rd, spec, variants, plan, prompts, progress, got, nsys)
+            return record
         _interleaved(rd, spec, variants, cells, prompts, progress, got, nsys)
         return record
     by_name = {v.name: v for v in variants}

@@ -43,7 +43,12 @@ from trtbench.profiling.report.recommendation_text import (
     recommendation_lines,
 )
 from trtbench.profiling.report.run_data import RunData
-from trtbench.spec.report import check_goodput_slos, recorded_report, resolve_objective
+from trtbench.spec.report import (
+    check_goodput_slos,
+    recorded_equivalence_margin,
+    recorded_report,
+    resolve_objective,
+)
 
 RECOMMENDATION_JSON = "recommendation.json"
 
@@ -149,6 +154,8 @@ def recommend_run(
         unqueued_concurrency(kv),
         run.rounds,
         run.design,
+        run.schedule,
+        recorded_equivalence_margin(run.run),
     )
     policy = make_policy(rec, variants, tiers, run.acceptance)
     snippets = _snippets(run, rec, policy)

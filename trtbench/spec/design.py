@@ -5,7 +5,12 @@
   variants' servers can be up at once, else ``rounds``.
 * ``loadtest.repeats`` (also spelt ``loadtest.rounds``): rounds; every variant runs every tier
   once per round. Ratios between variants take their 95 % intervals over rounds, so 3 or more
-  are needed for an interval.
+  are needed for an interval. ``rounds: auto`` measures by need: after each round the
+  comparisons are decided (``profiling/loadtest/stats/racing.py``), a variant clearly worse
+  than a tier's leader stops being measured there, and the run ends when nothing is open or
+  ``loadtest.budget`` (``max_rounds``, default 12; ``max_minutes``) is spent. Its intervals
+  are built to stay valid under that stopping (``profiling/loadtest/stats/decisions.py``).
+  It needs the ``interleaved`` design and the ``output_tok_s`` objective.
 * ``deploy.co_resident``: the variants' servers fit on the machine together. Default: true
   when every variant is served by tritonserver running trtbench's reference engine (small
   models, CPU or GPU), false otherwise (a TensorRT-LLM engine or a vLLM server takes a GPU's
@@ -18,19 +23,58 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trtbench.core.errors import ConfigError
 
 Design = Literal["auto", "interleaved", "rounds", "sequential"]
 
 
+AUTO_ROUNDS = "auto"
+
+
+class BudgetSpec(BaseModel):
+    """``loadtest.budget``: the most a ``rounds: auto`` run may measure.
+
+    Attributes:
+        max_rounds: rounds at most (≥ 3; the looks' schedule is spread over them).
+        max_minutes: minutes of measuring at most (None: no limit); a round that starts
+            before the limit runs to its end.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_rounds: int = Field(default=12, ge=3, le=100)
+    max_minutes: float | None = Field(default=None, gt=0)
+
+
 class DesignFields(BaseModel):
-    """``loadtest.design`` (a base of :class:`trtbench.spec.bench.LoadtestSpec`)."""
+    """``loadtest.design``, ``loadtest.budget`` and ``rounds: auto`` (a base of
+    :class:`trtbench.spec.bench.LoadtestSpec`; ``stop_when_decided`` is what ``rounds:
+    auto`` sets, with ``repeats`` = ``budget.max_rounds``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     design: Design = "auto"
+    budget: BudgetSpec = BudgetSpec()
+    stop_when_decided: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _auto_rounds(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        key = next(
+            (k for k in ("rounds", "repeats") if data.get(k) == AUTO_ROUNDS), None
+        )
+        if key is None:
+            return data
+        data = dict(data)
+        budget = data.get("budget") or {}
+        most = budget.get("max_rounds", 12) if isinstance(budget, dict) else 12
+        data[key] = most
+        data["stop_when_decided"] = True
+        return data
 
 
 class CoResidentField(BaseModel):
@@ -44,22 +88,32 @@ class CoResidentField(BaseModel):
 
 @dataclass(frozen=True)
 class ResolvedDesign:
-    """The design a run uses: ``name`` (interleaved, rounds or sequential), ``rounds``,
-    ``co_resident`` and ``asked`` (the spec's ``loadtest.design``)."""
+    """The design a run uses: ``name`` (interleaved, rounds or sequential), ``rounds`` (the
+    most, with ``stop_when_decided``), ``co_resident``, ``asked`` (the spec's
+    ``loadtest.design``), ``stop_when_decided`` (``rounds: auto``) and ``max_minutes``."""
 
     name: str
     rounds: int
     co_resident: bool
     asked: str
+    stop_when_decided: bool = False
+    max_minutes: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         """run.json's ``design`` (the order is added by the run)."""
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "rounds": self.rounds,
             "co_resident": self.co_resident,
             "asked": self.asked,
         }
+        if self.stop_when_decided:
+            out["stopping"] = {
+                "rule": "race",
+                "max_rounds": self.rounds,
+                "max_minutes": self.max_minutes,
+            }
+        return out
 
 
 def _reference_served(spec: Any, variant: Any) -> bool:
@@ -96,4 +150,24 @@ def resolve_design(spec: Any, variants: Sequence[Any]) -> ResolvedDesign:
             "not supported yet; use loadtest.design: rounds (servers restarted each round), "
             "or workers: 1"
         )
-    return ResolvedDesign(name, spec.loadtest.repeats, bool(co), asked)
+    auto = spec.loadtest.stop_when_decided
+    if auto and name != "interleaved":
+        raise ConfigError(
+            f"loadtest.rounds auto decides after each round of the interleaved design; "
+            f"this run is {name}: give loadtest.rounds a number, or let the servers share "
+            "the machine (deploy.co_resident: true, loadtest.design: interleaved)"
+        )
+    if auto and spec.report.objective != "output_tok_s":
+        raise ConfigError(
+            f"loadtest.rounds auto races on output tok/s; report.objective is "
+            f"{spec.report.objective}: give loadtest.rounds a number, or use objective "
+            "output_tok_s"
+        )
+    return ResolvedDesign(
+        name,
+        spec.loadtest.repeats,
+        bool(co),
+        asked,
+        auto,
+        spec.loadtest.budget.max_minutes if auto else None,
+    )

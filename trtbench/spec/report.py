@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trtbench.core.errors import ConfigError
 
@@ -30,11 +30,14 @@ GOODPUT_FIX = (
 
 
 class ReportSpec(BaseModel):
-    """``report:`` of the bench spec (module docstring)."""
+    """``report:`` of the bench spec (module docstring). ``equivalence_margin``: two
+    variants whose paired interval lies within ±this fraction are *equivalent*
+    (``profiling/loadtest/stats/decisions.py``; default 0.05, ±5 %)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     objective: Objective = DEFAULT_OBJECTIVE
+    equivalence_margin: float = Field(default=0.05, gt=0, lt=1)
 
 
 class ReportFields(BaseModel):
@@ -64,6 +67,17 @@ def recorded_report(run: dict[str, Any]) -> tuple[str | None, dict[str, float]]:
     slos = {f: float(loadtest[f]) for f in SLO_FIELDS if loadtest.get(f) is not None}
     objective = report.get("objective")
     return (str(objective) if objective else None), slos
+
+
+def recorded_equivalence_margin(run: dict[str, Any]) -> float:
+    """``report.equivalence_margin`` of a run.json document's recorded spec (0.05 where it
+    records none, or a value that is not a fraction in (0, 1))."""
+    build = run.get("build") if isinstance(run.get("build"), dict) else {}
+    spec = build.get("spec") if isinstance(build.get("spec"), dict) else {}
+    report = spec.get("report") if isinstance(spec.get("report"), dict) else {}
+    value = report.get("equivalence_margin")
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if ok and 0 < value < 1 else 0.05
 
 
 def resolve_objective(given: str | None, recorded: str | None) -> str:

@@ -30,8 +30,10 @@ from trtbench.profiling.loadtest.clients.target import (
     LoadTarget,
     Progress,
 )
+from trtbench.profiling.loadtest.driver.round_plans import FixedPlan, RoundPlan
 from trtbench.profiling.loadtest.driver.runner import GIL_SWITCH_S, TierRunner
 from trtbench.profiling.loadtest.driver.tier_pass import opened, run_pass, warm_up
+from trtbench.profiling.loadtest.records.cell_tally import CellTally
 from trtbench.profiling.loadtest.records.loop_lag import LagHistogram, sample_loop_lag
 from trtbench.profiling.loadtest.records.outcome import LoadResult
 from trtbench.profiling.loadtest.records.record_sink import RecordSink
@@ -65,7 +67,8 @@ class Lane:
 async def _drive(
     runners: dict[str, TierRunner],
     lanes: Sequence[Lane],
-    cells: Sequence[Cell],
+    plan: RoundPlan,
+    tallies: dict[str, CellTally],
     tiers: Sequence[Tier],
     seed: int,
 ) -> int | None:
@@ -90,13 +93,22 @@ async def _drive(
             try:
                 for lane in lanes:
                     await warm_up(runners[lane.variant], lane.variant, tiers)
-                for cell in cells:
-                    if stopped:
-                        break
-                    one_pass = TierPass(cell.round, cell.tier_index, cell.tier)
-                    await run_pass(
-                        runners[cell.variant], cell.variant, one_pass, seed, len(tiers)
-                    )
+                while not stopped and (batch := plan.next_round()):
+                    for cell in batch:
+                        if stopped:
+                            break
+                        one_pass = TierPass(cell.round, cell.tier_index, cell.tier)
+                        await run_pass(
+                            runners[cell.variant],
+                            cell.variant,
+                            one_pass,
+                            seed,
+                            len(tiers),
+                        )
+                        figure = tallies[cell.variant].tokens_per_s(
+                            cell.tier.label, cell.round
+                        )
+                        plan.cell_done(cell, figure)
             finally:
                 sampler.cancel()
     return stopped[0] if stopped else None
@@ -107,7 +119,7 @@ def run_interleaved(
     prompts: Sequence[Prompt],
     tiers: Sequence[Tier],
     settings: LoadSettings,
-    cells: Sequence[Cell],
+    cells: Sequence[Cell] | RoundPlan,
     seed: int = 0,
 ) -> dict[str, LoadResult]:
     """Run ``cells`` against the lanes' servers, one cell at a time (module docstring).
@@ -117,7 +129,9 @@ def run_interleaved(
         prompts: used in order, cycling; the same for every variant and cell.
         tiers: the spec's tiers (a cell's ``tier_index`` points here).
         settings: per-tier size, warmup, timeout, arrival process (``repeats`` = rounds).
-        cells: the run's order (:func:`~trtbench.profiling.loadtest.workload.design.plan_cells`).
+        cells: the run's order (:func:`~trtbench.profiling.loadtest.workload.design.plan_cells`),
+            or a :class:`~trtbench.profiling.loadtest.driver.round_plans.RoundPlan` that
+            hands out the cells round by round (a race, ``loadtest.rounds: auto``).
         seed: the load test's seed (open-loop arrivals of round r at tier i:
             ``seed + i + r · len(tiers)``, the same for every variant).
 
@@ -133,24 +147,33 @@ def run_interleaved(
     if not prompts:
         raise LoadTestError("no prompts to send; give a dataset or synthetic lengths")
     names = {lane.variant for lane in lanes}
-    if missing := sorted({c.variant for c in cells} - names):
+    plan = FixedPlan(cells) if isinstance(cells, Sequence) else cells
+    if isinstance(cells, Sequence) and (
+        missing := sorted({c.variant for c in cells} - names)
+    ):
         raise ValueError(f"cells name variants without a served model: {missing}")
-    runners = {}
+    runners, tallies = {}, {}
     for lane in lanes:
         if not lane.target.interface.returns_ids and lane.tokenizer is None:
             raise LoadTestError(
                 f"model {lane.target.interface.name!r} returns text without token ids; "
                 "give its tokenizer so the text can be re-tokenized"
             )
+        tallies[lane.variant] = CellTally(lane.sink)
         runners[lane.variant] = TierRunner(
-            lane.target, prompts, settings, lane.tokenizer, lane.progress, lane.sink
+            lane.target,
+            prompts,
+            settings,
+            lane.tokenizer,
+            lane.progress,
+            tallies[lane.variant],
         )
     switch = sys.getswitchinterval()
     sys.setswitchinterval(
         min(switch, GIL_SWITCH_S)
     )  # as run_load: samplers are threads
     try:
-        asyncio.run(_drive(runners, lanes, cells, tiers, seed))
+        asyncio.run(_drive(runners, lanes, plan, tallies, tiers, seed))
     finally:
         sys.setswitchinterval(switch)
     rank = {tier.label: i for i, tier in enumerate(tiers)}

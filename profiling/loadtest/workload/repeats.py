@@ -118,8 +118,11 @@ MIN_ROUNDS = 3
 """Rounds a paired interval needs to be stated (two give t(0.975, 1) = 12.7: no information)."""
 
 
-def t_interval(values: Sequence[float] | np.ndarray) -> tuple[float, float, float, int]:
-    """Mean and two-sided 95 % Student-t interval of ``values`` (NaNs dropped).
+def t_interval(
+    values: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE
+) -> tuple[float, float, float, int]:
+    """Mean and two-sided Student-t interval of ``values`` (NaNs dropped) at
+    ``confidence`` (default 95 %).
 
     Returns:
         (mean, low, high, n); low/high are NaN with fewer than 2 values, and equal to the
@@ -133,14 +136,15 @@ def t_interval(values: Sequence[float] | np.ndarray) -> tuple[float, float, floa
     mean = float(v.mean())
     if n < 2:
         return mean, float("nan"), float("nan"), n
-    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * v.std(ddof=1) / np.sqrt(n))
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * v.std(ddof=1) / np.sqrt(n))
     return mean, mean - half, mean + half, n
 
 
 def log_t_interval(
-    ratios: Sequence[float] | np.ndarray,
+    ratios: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE
 ) -> tuple[float, float, float, int]:
-    """Geometric mean and 95 % t-interval of positive values (on ``log``, mapped back).
+    """Geometric mean and t-interval at ``confidence`` (default 95 %) of positive values
+    (on ``log``, mapped back).
 
     Returns:
         (geometric mean, low, high, n) as :func:`t_interval`; a value ≤ 0 or NaN is dropped
@@ -148,7 +152,7 @@ def log_t_interval(
     """
     v = np.asarray(ratios, dtype=float)
     v = v[~np.isnan(v) & (v > 0)]
-    mean, low, high, n = t_interval(np.log(v))
+    mean, low, high, n = t_interval(np.log(v), confidence)
     return float(np.exp(mean)), float(np.exp(low)), float(np.exp(high)), n
 
 

@@ -1,0 +1,170 @@
+"""Which cells an interleaved run measures next: all of a fixed design's at once, or a race's
+round by round (``loadtest.rounds: auto``).
+
+:class:`FixedPlan` hands over the cells planned before the run. :class:`RacePlan` plans round
+r with :func:`~trtbench.profiling.loadtest.workload.design.plan_cells` — the same shuffled,
+side-by-side order a fixed run would give round r — keeping only the (variant, tier) cells
+still in the race (:func:`~trtbench.profiling.loadtest.stats.racing.race_tier`); it is told
+each cell's output tok/s as the cell ends, and stops when every tier is settled, when
+``max_rounds`` rounds ran, or when ``max_minutes`` have passed since the first round began
+(checked between rounds: a round that started runs to its end).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from trtbench.profiling.loadtest.stats.decisions import LookSchedule
+from trtbench.profiling.loadtest.stats.racing import TierRace, race_tier
+from trtbench.profiling.loadtest.workload.design import INTERLEAVED, Cell, plan_cells
+from trtbench.profiling.loadtest.workload.schedule import Tier
+
+SETTLED, MAX_ROUNDS, MAX_MINUTES = "settled", "max_rounds", "max_minutes"
+
+
+class RoundPlan(Protocol):
+    """What the interleaved driver asks between rounds."""
+
+    def next_round(self) -> Sequence[Cell]:
+        """The next cells to measure, in order; empty: the run is over."""
+        ...
+
+    def cell_done(self, cell: Cell, tokens_per_s: float | None) -> None:
+        """``cell`` ended with this output tok/s (None: no figure)."""
+        ...
+
+
+@dataclass
+class FixedPlan:
+    """A fixed design: every planned cell, in one batch."""
+
+    cells: Sequence[Cell]
+    _given: bool = False
+
+    def next_round(self) -> Sequence[Cell]:
+        if self._given:
+            return []
+        self._given = True
+        return list(self.cells)
+
+    def cell_done(self, cell: Cell, tokens_per_s: float | None) -> None:
+        return None
+
+
+@dataclass
+class RacePlan:
+    """A race over rounds (module docstring).
+
+    Attributes:
+        variants: in spec order; tiers: the spec's tiers; seed: the load test's seed.
+        schedule, margin: as for :func:`race_tier`.
+        max_minutes: the time budget (None: none).
+        on_round: called with every cell handed out so far, each time a round is planned
+            and once the race is over (run.json's ``design`` is rewritten there).
+        cells: every cell handed out so far (run.json's order).
+        races: tier label → its race after the last round.
+        stopped_because: ``settled``, ``max_rounds`` or ``max_minutes`` once over.
+    """
+
+    variants: Sequence[str]
+    tiers: Sequence[Tier]
+    seed: int
+    schedule: LookSchedule
+    margin: float
+    max_minutes: float | None = None
+    on_round: Callable[[RacePlan], None] | None = None
+    cells: list[Cell] = field(default_factory=list)
+    races: dict[str, TierRace] = field(default_factory=dict)
+    stopped_because: str | None = None
+    _figures: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict)
+    _active: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    _round: int = 0
+    _started: float | None = None
+
+    def __post_init__(self) -> None:
+        self._active = {t.label: tuple(self.variants) for t in self.tiers}
+
+    @property
+    def rounds_run(self) -> int:
+        return self._round
+
+    def cell_done(self, cell: Cell, tokens_per_s: float | None) -> None:
+        if tokens_per_s is not None and tokens_per_s > 0:
+            tier = self._figures.setdefault(cell.tier.label, {})
+            tier.setdefault(cell.variant, {})[cell.round] = tokens_per_s
+
+    def _decide(self) -> None:
+        for tier in self.tiers:
+            active = self._active[tier.label]
+            if not active:
+                continue
+            figs = self._figures.get(tier.label, {})
+            if any(v not in figs for v in active):  # a cell without a figure
+                continue  # no decision on missing evidence: measure again
+            race = race_tier(tier.label, figs, active, self.schedule, self.margin)
+            self.races[tier.label] = race
+            self._active[tier.label] = race.active
+
+    def next_round(self) -> Sequence[Cell]:
+        if self.stopped_because is not None:
+            return []
+        now = time.monotonic()
+        if self._started is None:
+            self._started = now
+        else:
+            self._decide()
+            if not any(self._active.values()):
+                self.stopped_because = SETTLED
+            elif self._round >= (self.schedule.max_rounds or 0):
+                self.stopped_because = MAX_ROUNDS
+            elif (
+                self.max_minutes is not None
+                and now - self._started >= 60.0 * self.max_minutes
+            ):
+                self.stopped_because = MAX_MINUTES
+            if self.stopped_because is not None:
+                if self.on_round is not None:
+                    self.on_round(self)
+                return []
+        r = self._round
+        planned = plan_cells(
+            INTERLEAVED,
+            self.variants,
+            self.tiers,
+            r + 1,
+            self.seed,
+            {
+                v: [t for t, vs in self._active.items() if v in vs]
+                for v in self.variants
+            },
+        )
+        start = len(self.cells)
+        batch = [
+            Cell(start + k, c.round, c.tier_index, c.tier, c.variant)
+            for k, c in enumerate(c for c in planned if c.round == r)
+        ]
+        self.cells += batch
+        self._round += 1
+        if self.on_round is not None:
+            self.on_round(self)
+        return batch
+
+    def as_json(self) -> dict[str, object]:
+        """run.json ``design.stopping``'s outcome: rounds run, why the race stopped (None:
+        still running, or stopped by a signal or a dead server) and, per tier, the leader,
+        each comparison's class and the variants still measured at the end."""
+        return {
+            "rounds_run": self._round,
+            "stopped_because": self.stopped_because,
+            "tiers": {
+                label: {
+                    "leader": race.leader,
+                    "decisions": {c.b: c.decision.decision for c in race.comparisons},
+                    "active": list(race.active),
+                }
+                for label, race in self.races.items()
+            },
+        }

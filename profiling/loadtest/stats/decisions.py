@@ -1,0 +1,188 @@
+"""How a paired comparison is decided, and how its interval stays valid when the run looks at
+it after every round and stops once it is decided (pure).
+
+**Classes** of a ratio "A over B" (> 1: A is better) with interval ``[low, high]`` and an
+equivalence margin ``m`` (``report.equivalence_margin``, default 5 %):
+
+* ``better``: ``low > 1``; ``worse``: ``high < 1``;
+* ``equivalent``: the interval holds 1 and lies within ``[1 / (1 + m), 1 + m]`` — the
+  interval form of two one-sided tests (Schuirmann 1987, J. Pharmacokinet. Biopharm. 15:657),
+  here at the interval's own level, which is conservative;
+* ``open``: none of these: the run could not tell. Its **resolution** is the interval itself:
+  a true difference anywhere between ``low − 1`` and ``high − 1`` could not be told apart.
+
+The classes exclude each other, and each decided class is a true statement whenever the
+interval covers the true ratio: the error rate of a decision is at most the interval's
+non-coverage.
+
+**Looks.** A run with ``loadtest.rounds: auto`` forms its comparisons after every round and
+stops measuring a comparison once it is decided. A 95 % interval looked at after every round
+would cover less than 95 % of the time (the more looks, the less). So each look spends part of
+the error rate: the look at ``n`` paired rounds (``n = 3 … N``, ``N`` the budget's
+``max_rounds``) builds its Student-t interval at level ``1 − α_n`` with
+
+    α_n = α · (F(n / N) − F((n − 1) / N)),  α_3 = α · F(3 / N),  F(t) = t²
+
+the power-family alpha-spending function of Kim & DeMets (1987, Biometrika 74:149) in the
+scheme of Lan & DeMets (1983, Biometrika 70:659). The α_n add up to α = 5 %, so by the
+union bound the probability that *any* look's interval misses the true ratio is at most 5 %:
+the interval stated when the run stops — whenever and why ever it stops — covers with at least
+95 %. (The union bound ignores the correlation between looks, which a group-sequential
+boundary would use; the intervals are therefore a little wider than they need be, never
+narrower.) A look at fewer than 3 rounds decides nothing. A run with a fixed number of rounds
+looks once, at the end: its interval is the plain 95 % one. docs/aa_check.md states what the
+looks cost in width against a fixed design.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trtbench.profiling.loadtest.workload.repeats import (
+    CONFIDENCE,
+    MIN_ROUNDS,
+    log_t_interval,
+)
+
+BETTER, WORSE, EQUIVALENT, OPEN = "better", "worse", "equivalent", "open"
+DECISIONS = (BETTER, WORSE, EQUIVALENT, OPEN)
+DECIDED = (BETTER, WORSE, EQUIVALENT)
+DEFAULT_EQUIVALENCE_MARGIN = 0.05
+SPENDING_POWER = 2.0
+"""ρ of the spending function ``F(t) = t^ρ`` (1: front-loaded like Pocock's, 3: like
+O'Brien–Fleming's; 2 lies between)."""
+
+
+@dataclass(frozen=True)
+class LookSchedule:
+    """When a run's comparisons are looked at and at which level (module docstring).
+
+    Attributes:
+        max_rounds: ``N``, the most rounds the run may measure (``loadtest.budget.
+            max_rounds``); None: a fixed design, one look at the end, at 95 %.
+        alpha: the error rate spent over every look (5 %).
+    """
+
+    max_rounds: int | None = None
+    alpha: float = 1.0 - CONFIDENCE
+
+    def __post_init__(self) -> None:
+        if self.max_rounds is not None and self.max_rounds < MIN_ROUNDS:
+            raise ValueError(
+                f"max_rounds must be at least {MIN_ROUNDS}, got {self.max_rounds}"
+            )
+
+    @property
+    def sequential(self) -> bool:
+        """The run looks after every round (``rounds: auto``)."""
+        return self.max_rounds is not None
+
+    def alpha_at(self, n: int) -> float:
+        """α_n, the error rate the look at ``n`` paired rounds spends (0 below 3 rounds;
+        the whole α for a fixed design). A look past ``max_rounds`` (which the run never
+        makes) gets the last look's share."""
+        if n < MIN_ROUNDS:
+            return 0.0
+        if self.max_rounds is None:
+            return self.alpha
+        big = self.max_rounds
+        n = min(n, big)
+        spent = (n / big) ** SPENDING_POWER
+        before = 0.0 if n == MIN_ROUNDS else ((n - 1) / big) ** SPENDING_POWER
+        return self.alpha * (spent - before)
+
+    def level_at(self, n: int) -> float:
+        """The confidence level of the interval stated at ``n`` paired rounds."""
+        return 1.0 - self.alpha_at(n)
+
+
+@dataclass(frozen=True)
+class PairDecision:
+    """A over B from paired round ratios.
+
+    Attributes:
+        ratio: geometric mean of the round ratios (NaN: no pair).
+        low, high: its interval at :attr:`level` (None: fewer than 3 pairs).
+        rounds: the pairs.
+        level: the interval's confidence level (module docstring: below 95 % never).
+        decision: one of :data:`DECISIONS`.
+    """
+
+    ratio: float
+    low: float | None
+    high: float | None
+    rounds: int
+    level: float
+    decision: str
+
+    @property
+    def decided(self) -> bool:
+        return self.decision in DECIDED
+
+
+def classify(low: float | None, high: float | None, margin: float) -> str:
+    """The class of an interval of a ratio (module docstring); ``open`` without one.
+
+    Args:
+        low, high: the interval's bounds (ratios, > 0).
+        margin: the equivalence margin, e.g. 0.05 for ±5 %.
+    """
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return OPEN
+    if low > 1.0:
+        return BETTER
+    if high < 1.0:
+        return WORSE
+    if low >= 1.0 / (1.0 + margin) and high <= 1.0 + margin:
+        return EQUIVALENT
+    return OPEN
+
+
+def decide_pair(
+    ratios: np.ndarray | list[float],
+    schedule: LookSchedule,
+    margin: float = DEFAULT_EQUIVALENCE_MARGIN,
+) -> PairDecision:
+    """Decide A over B from its per-round ratios (one per paired round, > 0).
+
+    The interval is the Student-t interval of the log ratios at the schedule's level for
+    this many pairs (``log_t_interval``), mapped back; then :func:`classify`.
+    """
+    v = np.asarray(ratios, dtype=float)
+    v = v[~np.isnan(v) & (v > 0)]
+    level = schedule.level_at(v.size)
+    if v.size < MIN_ROUNDS:  # no interval: the geometric mean alone
+        mean = float(np.exp(np.log(v).mean())) if v.size else math.nan
+        return PairDecision(mean, None, None, int(v.size), level, OPEN)
+    mean, low, high, n = log_t_interval(v, level)
+    if math.isnan(low):
+        return PairDecision(mean, None, None, n, level, OPEN)
+    return PairDecision(mean, low, high, n, level, classify(low, high, margin))
+
+
+def resolution_text(low: float | None, high: float | None) -> str:
+    """What an open comparison could not tell apart: ``a difference between -7.0 % and
+    +10.2 % could not be told apart`` (its interval as percentages); without an interval,
+    that it has none."""
+    if low is None or high is None:
+        return f"no interval: fewer than {MIN_ROUNDS} paired rounds"
+    return (
+        f"a difference between {100 * (low - 1):+.1f} % and {100 * (high - 1):+.1f} % "
+        "could not be told apart"
+    )
+
+
+def recorded_schedule(design: Mapping[str, Any] | None) -> LookSchedule:
+    """The looks of a run from its run.json ``design``: a race (``stopping.max_rounds``,
+    ``rounds: auto``) or a fixed design (one look at 95 %; also for a run that recorded
+    none, or a value that is not a budget)."""
+    stopping = design.get("stopping") if isinstance(design, Mapping) else None
+    most = stopping.get("max_rounds") if isinstance(stopping, Mapping) else None
+    if isinstance(most, int) and not isinstance(most, bool) and most >= MIN_ROUNDS:
+        return LookSchedule(most)
+    return LookSchedule()

@@ -1,0 +1,88 @@
+"""A race handed out round by round (``loadtest.rounds: auto``): which cells, when it stops,
+and what run.json is told. Figures are exact multiples of a baseline figure, so every
+decision is known by hand (a constant ratio has no spread); the order of a round is
+compared with the fixed design's round (``plan_cells``), which it must equal."""
+
+from __future__ import annotations
+
+from trtbench.profiling.loadtest.driver.round_plans import (
+    MAX_ROUNDS,
+    SETTLED,
+    FixedPlan,
+    RacePlan,
+)
+from trtbench.profiling.loadtest.stats.decisions import LookSchedule
+from trtbench.profiling.loadtest.workload.design import INTERLEAVED, plan_cells
+from trtbench.profiling.loadtest.workload.schedule import Tier
+
+TIERS = [Tier(concurrency=1), Tier(concurrency=4)]
+VARIANTS = ["base", "a", "b"]
+BASE = [100.0, 90.0, 110.0, 105.0, 95.0, 100.0]
+
+
+def drive(plan, factor):
+    """Run ``plan`` to its end; a cell's figure is ``BASE[round] · factor(variant, tier,
+    round)``. Returns the rounds handed out, as lists of (variant, tier)."""
+    rounds = []
+    while batch := plan.next_round():
+        rounds.append([(c.variant, c.tier.label) for c in batch])
+        for c in batch:
+            plan.cell_done(c, BASE[c.round] * factor(c.variant, c.tier.label, c.round))
+    return rounds
+
+
+def test_clear_differences_settle_after_three_rounds():
+    seen = []
+    plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(6), 0.05, on_round=seen.append)
+    rounds = drive(plan, lambda v, t, r: {"base": 1.0, "a": 1.5, "b": 1.2}[v])
+    assert [len(r) for r in rounds] == [6, 6, 6]  # nothing decided before 3 rounds
+    assert plan.stopped_because == SETTLED and plan.rounds_run == 3
+    assert plan.races["c4"].leader == "a"
+    # run.json is told after each round and once at the end
+    assert len(seen) == 4
+    assert plan.as_json()["tiers"]["c1"]["decisions"] == {
+        "base": "better",
+        "b": "better",
+    }
+
+
+def test_each_round_keeps_the_fixed_design_order():
+    plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(6), 0.05)
+    drive(plan, lambda v, t, r: 1.0)
+    fixed = plan_cells(INTERLEAVED, VARIANTS, TIERS, 3, 7)
+    assert [(c.round, c.tier.label, c.variant) for c in plan.cells[:18]] == [
+        (c.round, c.tier.label, c.variant) for c in fixed
+    ]
+    assert [c.position for c in plan.cells] == list(range(len(plan.cells)))
+
+
+def test_a_close_pair_is_measured_on_alone_until_the_budget():
+    # at c4, a and b alternate ±2 %: open at every look; base is far behind everywhere;
+    # at c1 a is 1.5 × b: settled after round 3.
+    def factor(v, t, r):
+        if v == "base":
+            return 1.0
+        if t == "c1":
+            return 1.5 if v == "a" else 1.0 * 1.2
+        return 1.4 * (1.02 if (v == "a") == (r % 2 == 0) else 0.98)
+
+    plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(5), 0.05)
+    rounds = drive(plan, factor)
+    assert plan.stopped_because == MAX_ROUNDS and plan.rounds_run == 5
+    assert sorted(rounds[3]) == [("a", "c4"), ("b", "c4")]  # base out, c1 settled
+    assert sorted(rounds[4]) == [("a", "c4"), ("b", "c4")]
+
+
+def test_a_cell_without_a_figure_decides_nothing():
+    plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(4), 0.05)
+    rounds = drive(plan, lambda v, t, r: 0.0 if v == "b" else 1.5 if v == "a" else 1.0)
+    # b never has a figure: no tier is raced, every cell runs until the budget
+    assert plan.stopped_because == MAX_ROUNDS
+    assert [len(r) for r in rounds] == [6, 6, 6, 6]
+
+
+def test_a_fixed_plan_hands_over_its_cells_once():
+    cells = plan_cells(INTERLEAVED, VARIANTS, TIERS, 2, 0)
+    plan = FixedPlan(cells)
+    assert list(plan.next_round()) == cells
+    assert list(plan.next_round()) == []
