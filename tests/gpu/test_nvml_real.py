@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from tests.support.faults import wait_for
 from trtbench.profiling.memory.nvml import try_open_nvml
 from trtbench.profiling.memory.sampler import MemorySampler
 
@@ -70,6 +71,18 @@ def test_sampler_sees_this_process_allocate(reader):
         with device_allocation():
             sampler.mark("tier:alloc")
             time.sleep(0.2)
+            # the mark's reading and a tick of the schedule (a starved thread ticks late)
+            wait_for(
+                lambda: (
+                    sum(
+                        r.phase == "tier:alloc" and r.device_index == 0
+                        for r in sampler.records
+                    )
+                    >= 2
+                ),
+                60,
+                "two readings of GPU 0 while the block is held",
+            )
             procs = reader.processes(reader.devices()[0])
     frame = sampler.frame()
     gpu0 = frame[(frame["device_index"] == 0) & (frame["phase"] == "tier:alloc")]

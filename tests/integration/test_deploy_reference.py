@@ -17,12 +17,14 @@ import os
 import socket
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import run_cli
+from tests.support.faults import wait_for
 from tests.support.run_specs import deployed_reference_run
 from tests.support.serving import Streamed, serve_cli, stop_cli, stream_infer
 from trtbench.builders.reference.loading import load_engine
@@ -246,6 +248,17 @@ def test_missing_tritonserver_is_named(run_dir, tmp_path, capsys):
     assert f"tritonserver {missing} is not an executable file" in line
 
 
+def metrics_status(url: str) -> int | None:
+    """The HTTP status of ``url``; None while nothing listens on its port yet."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 - loopback
+            return resp.status
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, ConnectionRefusedError):
+            return None
+        raise
+
+
 def _children(pid: int) -> list[int]:
     out = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -263,8 +276,9 @@ def test_cli_serve_prints_endpoints_and_stops_on_ctrl_c(run_dir):
     try:
         assert line.startswith("baseline: grpc 127.0.0.1:"), line
         metrics_url = line.split("metrics ")[1].split()[0]
-        with urllib.request.urlopen(metrics_url, timeout=10) as resp:  # noqa: S310
-            assert resp.status == 200
+        # ready means HTTP ready; tritonserver opens its metrics port after its HTTP one
+        status = wait_for(lambda: metrics_status(metrics_url), 60, metrics_url)
+        assert status == 200
         servers = _children(proc.pid)
         assert servers, "tritonserver is not a child of trtbench deploy --serve"
     finally:

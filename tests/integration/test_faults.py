@@ -86,6 +86,7 @@ from tests.support.faults import (
     stamp_time,
     start_cli,
     still_running,
+    wait_for,
     wait_gone,
 )
 from tests.support.run_specs import reference_run_spec, write_spec
@@ -97,7 +98,7 @@ pytestmark = pytest.mark.integration
 
 REQUESTS = 16
 OUTPUT_TOKENS = 100  # with REQUESTS, tier c2 lasts seconds: a fault lands inside it
-IN_TIER_S = 0.5  # how far into tier c2 the fault comes
+IN_TIER_S = 0.5  # how far into the load test's tier c4 the SIGHUP comes
 DETECTION_S = 1.0  # the target on a quiet host (scripts/bench_timing.py prints it)
 DETECTION_MARGIN_S = 10.0  # what the tests hold: far below any request timeout
 START_TIMEOUT_S = 300  # a server start on a busy machine
@@ -169,8 +170,26 @@ def server_processes(run: Path, variant: str) -> list[psutil.Process]:
     return [servers[0], *servers[0].children(recursive=True)]
 
 
+def requests_started(metrics_url: str, model: str) -> float:
+    """Requests ``model`` took in so far (its ``nv_inference_request_success``). The
+    models here are decoupled Python models whose ``execute`` only queues the request: the
+    backend counts a request when ``execute`` returns, as it starts, not when it ends."""
+    return metric_total(metrics_url, "nv_inference_request_success", model) or 0.0
+
+
+def server_metrics_url(run: Path, variant: str) -> str:
+    """The /metrics URL of the tritonserver serving ``variant`` of ``run`` (its
+    ``--metrics-port``; it listens on 127.0.0.1)."""
+    argv = server_processes(run, variant)[0].cmdline()
+    (port,) = [a.split("=", 1)[1] for a in argv if a.startswith("--metrics-port=")]
+    return f"http://127.0.0.1:{port}/metrics"
+
+
 def run_into_tier_c2(spec: Path, run: Path) -> Cli:
-    """Start ``trtbench run``; return once base's tier c1 ended and c2 ran ``IN_TIER_S``."""
+    """Start ``trtbench run``; return once base's tier c1 ended and c2's first request
+    reached the server. The end of c1 is logged before c2 begins: on a busy host a fault
+    would come between the two tiers if only that line were waited for. No wait after
+    that: c2 lasts about 2 s, all of it left for the fault to land in."""
     cli = start_cli(["run", spec, "--out", run], run.parent, "run")
     try:
         cli.running_until(
@@ -179,10 +198,16 @@ def run_into_tier_c2(spec: Path, run: Path) -> Cli:
             "base tier c1 to end",
         )
         assert "complete" in log_line(run / "trtbench.log", r" base c1: ")
+        metrics = server_metrics_url(run, "base")
+        before = requests_started(metrics, "ensemble")  # every request of c1 ended
+        cli.running_until(
+            lambda: requests_started(metrics, "ensemble") > before,
+            START_TIMEOUT_S,
+            "base tier c2's first request at the server",
+        )
     except BaseException:
         cli.kill()
         raise
-    time.sleep(IN_TIER_S)
     return cli
 
 
@@ -361,19 +386,24 @@ def scripted(tmp_path_factory):
 
 
 def test_sighup_loadtest_exits_129_keeping_finished_tier(scripted, tmp_path):
+    """SIGHUP once tier c4's first request reached the server (c1's end is logged before
+    c4 begins). c4's workers 1-3 wait out a ramp-up far beyond pytest's timeout (``k ·
+    1200 / 4`` s): c4 cannot end on its own before the signal, however slow the host; c1,
+    one worker, starts at once and lasts its 3 s."""
     out = tmp_path / "run"
-    cli = start_cli(
-        loadtest_args(
-            scripted, out, "hup", "--concurrency", "1,4", "--duration-s", "3"
-        ),
-        tmp_path,
-        "loadtest",
-    )
+    more = ("--concurrency", "1,4", "--duration-s", "3", "--ramp-up-s", "1200")
+    cli = start_cli(loadtest_args(scripted, out, "hup", *more), tmp_path, "loadtest")
     try:
         cli.running_until(
             lambda: log_line(out / "trtbench.log", r" hup c1: \d+ requests"),
             120,
             "tier c1 to end",
+        )
+        before = requests_started(scripted.metrics_url, "scripted")  # c1's all ended
+        cli.running_until(
+            lambda: requests_started(scripted.metrics_url, "scripted") > before,
+            120,
+            "tier c4's first request at the server",
         )
         time.sleep(IN_TIER_S)
         cli.stop_with(signal.SIGHUP, 129)
@@ -410,7 +440,10 @@ def test_sigint_deploy_serve_frees_processes_and_ports_and_appends_the_log(
         )
         ports = [int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", line)]
         assert len(ports) == 3, line
-        assert all(port_in_use(p) for p in ports), line
+        # ready means HTTP ready; tritonserver opens its metrics port after its HTTP one
+        wait_for(
+            lambda: all(port_in_use(p) for p in ports), 60, f"every port of {line!r}"
+        )
         serving = server_processes(run, "base")
         assert_server_and_stub_were_there([describe(p) for p in serving])
         cli.stop_with(signal.SIGINT, 130)
@@ -452,9 +485,10 @@ class Writers:
 def writers(scripted, tmp_path_factory) -> Writers:
     """``loadtest --out RUN`` (variant ``first``, c4, a tier of up to 300 s), its part file
     polled every 50 ms; once it has rows, a second ``loadtest --out RUN`` (variant
-    ``second``); once the second has exited, the first gets SIGINT (Ctrl-C). The first's
-    tier outlasts the second's imports on any host, and the fixture costs what the second
-    takes, not a fixed tier length."""
+    ``second``); once the second has exited and the part file has grown twice (rows come
+    in chunks: however slow the host, the tier has streamed), the first gets SIGINT
+    (Ctrl-C). The first's tier outlasts the second's imports on any host, and the fixture
+    costs what the second takes, not a fixed tier length."""
     logs = tmp_path_factory.mktemp("writers")
     out = logs / "run"
     part = out / "loadtest" / "parts" / "first.requests.csv"
@@ -488,8 +522,9 @@ def writers(scripted, tmp_path_factory) -> Writers:
                     "second",
                     stamp=logs / "second.imported",
                 )
-            if second is not None and second.proc.poll() is not None:
+            if ended is None and second is not None and second.proc.poll() is not None:
                 ended, alive = time.monotonic(), first.proc.poll() is None
+            if ended is not None and len({n for n in seen if n > 0}) >= 2:
                 break
             time.sleep(0.05)
         assert second is not None, f"the first writer never wrote a record: {seen}"

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.faults import log_line, start_cli, wait_for
+from tests.support.faults import data_rows, log_line, start_cli, wait_for
 from tests.support.scripted_triton import loadtest_args, scripted_server
 from trtbench.triton_repo.server import TritonServer
 
@@ -81,8 +81,11 @@ def alive_after(pids: list[int], grace_s: float) -> list[int]:
 
 
 def test_sigint_to_the_parent_exits_130_keeping_rows_and_no_worker(scripted, tmp_path):
+    """SIGINT once tier c2 has rows in a worker's part file (its start is logged before
+    the workers pass their barrier; rows come in chunks). c2 may last 300 s: it runs until
+    the signal, however slow the host."""
     out = tmp_path / "run"
-    more = ("--concurrency", "2,4", "--duration-s", "4")
+    more = ("--concurrency", "2,4", "--duration-s", "300")
     cli = start_cli(args(scripted, out, "int", *more), tmp_path, "loadtest")
     try:
         pids = wait_for(
@@ -102,7 +105,10 @@ def test_sigint_to_the_parent_exits_130_keeping_rows_and_no_worker(scripted, tmp
             120,
             "tier c2 to start",
         )
-        time.sleep(1.5)
+        parts = [out / "loadtest" / "parts" / f"int.w{k}.requests.csv" for k in (0, 1)]
+        cli.running_until(
+            lambda: sum(map(data_rows, parts)) > 0, 120, "a row of tier c2 on disk"
+        )
         cli.stop_with(signal.SIGINT, 130)
     finally:
         cli.kill()

@@ -20,6 +20,7 @@ import time
 import psutil
 import pytest
 
+from tests.support.faults import wait_for
 from tests.support.net import has_ipv6_loopback
 from tests.support.run_specs import deployed_reference_run
 from tests.support.serving import serve_cli, stop_cli
@@ -82,17 +83,28 @@ def endpoint_ports(line: str) -> set[int]:
     return {int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", line)}
 
 
+def listening_on(pid: int, ports: set[int]) -> list[tuple[str, int]]:
+    """:func:`listening` once every port of ``ports`` is among its sockets. Ready means
+    HTTP ready, and tritonserver opens its metrics port after its HTTP one: on a busy
+    host the metrics socket may come a moment after the endpoint line."""
+    return wait_for(
+        lambda: (found := listening(pid)) and ports <= {p for _, p in found} and found,
+        60,
+        f"a listening socket on each of {sorted(ports)}",
+    )
+
+
 def test_serve_listens_on_loopback_only(run_dir):
     proc, line = serve_cli(run_dir.root, VARIANT)
     try:
         assert line.startswith(f"{VARIANT}: grpc 127.0.0.1:"), line
         assert "http http://127.0.0.1:" in line and "metrics http://127.0.0.1:" in line
         assert "localhost" not in line
-        sockets = listening(proc.pid)
+        ports = endpoint_ports(line)
+        assert len(ports) == 3
+        sockets = listening_on(proc.pid, ports)
     finally:
         err = stop_cli(proc)
-    ports = endpoint_ports(line)
-    assert len(ports) == 3
     assert ports <= {port for _, port in sockets}, (line, sockets)
     # `ss -ltn` for the server's processes shows 127.0.0.1 and nothing else
     assert {plain_ip(ip) for ip, _ in sockets} == {"127.0.0.1"}, sockets
@@ -101,13 +113,13 @@ def test_serve_listens_on_loopback_only(run_dir):
 
 def test_wide_bind_address_warns_and_is_used(run_dir):
     proc, line = serve_cli(run_dir.root, VARIANT, "--bind-address", "0.0.0.0")
+    ports = endpoint_ports(line)
     try:
-        sockets = listening(proc.pid)
+        sockets = listening_on(proc.pid, ports)
     finally:
         err = stop_cli(proc)
     # clients on this host still dial the loopback address
     assert line.startswith(f"{VARIANT}: grpc 127.0.0.1:"), line
-    ports = endpoint_ports(line)
     wide = {port for ip, port in sockets if ipaddress.ip_address(ip).is_unspecified}
     assert len(ports) == 3 and ports <= wide, (line, sockets)
     warning = [w for w in err.splitlines() if w.startswith("warning:")]
@@ -139,12 +151,11 @@ def test_health_is_none_while_serving_and_names_the_exit_after_sigkill(run_dir):
         try:
             # the stop lands asynchronously: a thread of a busy server can still answer
             stopped = psutil.Process(server.process.pid)
-            deadline = time.monotonic() + 5.0
-            while (
-                stopped.status() != psutil.STATUS_STOPPED
-                and time.monotonic() < deadline
-            ):
-                time.sleep(0.01)
+            wait_for(
+                lambda: stopped.status() == psutil.STATUS_STOPPED,
+                60,
+                "the SIGSTOP to stop the server",
+            )
             began = time.monotonic()
             reason = server.health(timeout_s=0.3)
             waited = time.monotonic() - began
@@ -207,8 +218,8 @@ def test_ipv6_loopback_serves_on_ipv6_only(run_dir):
         assert server.grpc_url.startswith("[::1]:")
         assert server.http_url.startswith("http://[::1]:")
         assert server.health() is None
-        sockets = listening(server.process.pid)
         ports = server.ports
-    wanted = {ports.grpc, ports.http, ports.metrics}
+        wanted = {ports.grpc, ports.http, ports.metrics}
+        sockets = listening_on(server.process.pid, wanted)
     assert wanted <= {port for _, port in sockets}, sockets
     assert {ip for ip, _ in sockets} == {"::1"}, sockets

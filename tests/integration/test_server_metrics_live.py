@@ -10,6 +10,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from tests.support.data import get_test_data_dir
+from tests.support.faults import wait_for
 from trtbench.profiling.memory.breakdown import VariantMemoryInputs, memory_breakdown
 from trtbench.profiling.memory.sampler import MemorySampler
 from trtbench.profiling.memory.server_metrics import ServerMetricsScraper
@@ -46,6 +47,23 @@ def send(server: TritonServer, lengths: list[int]) -> None:
         assert out.shape == (n,)
 
 
+def counted_after(
+    scraper: ServerMetricsScraper, phase: str, since_ns: int, requests: int
+) -> bool:
+    """Whether a scrape of ``phase`` taken after ``since_ns`` counts ``requests`` more
+    kv_echo successes than the phase's first scrape (the one its mark took)."""
+    frame = scraper.frame()
+    success = frame[
+        (frame["phase"] == phase)
+        & (frame["sample"] == "nv_inference_request_success")
+        & (frame["model"] == "kv_echo")
+    ].sort_values("t_ns")
+    if success.empty:
+        return False
+    later = success.loc[success["t_ns"] > since_ns, "value"]
+    return bool((later >= success["value"].iloc[0] + requests).any())
+
+
 def test_scraper_and_sampler_follow_the_tiers_of_a_live_server(server):
     assert server.process is not None
     pid = server.process.pid
@@ -57,7 +75,15 @@ def test_scraper_and_sampler_follow_the_tiers_of_a_live_server(server):
             mem.mark(phase)
             sm.mark(phase)
             send(server, lengths)
+            sent_ns, n = time.perf_counter_ns(), len(lengths)
             time.sleep(0.25)  # a tier lasts: periodic scrapes land inside it
+            # ... at least one after the requests, with them counted (a starved scraper
+            # thread scrapes less often; a counter moves a moment after its response)
+            wait_for(
+                lambda p=phase, t=sent_ns, n=n: counted_after(sm, p, t, n),
+                60,
+                f"a scrape of {phase} counting its requests",
+            )
     metrics = sm.frame()
     assert sm.error_count == 0 and sm.scrapes >= 3
 

@@ -63,9 +63,11 @@ def streaming(pieces: list[bytes], gap_s: float = 0.0, status: int = 200):
 
 
 async def send_all(
-    t: LoadTarget, handler, n: int = 1, pool: int | None = 4, timeout_s: float = 5.0
+    t: LoadTarget, handler, n: int = 1, pool: int | None = 4, timeout_s: float = 60.0
 ) -> list[Exchange]:
-    """``n`` requests sent one after the other by an OpenAITransport to ``handler``."""
+    """``n`` requests sent one after the other by an OpenAITransport to ``handler``
+    (``timeout_s``: each request's; the default only bounds a hang: this loop serves the
+    handler too, and a host that stalls it for seconds must not time a request out)."""
     async with serving(handler) as url:
         transport = OpenAITransport(dataclasses.replace(t, url=url), pool)
         await transport.open()

@@ -10,8 +10,8 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -19,6 +19,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from tests.support.data import REPO_ROOT
 from tests.support.timing import report_timing
+from trtbench.builders.reference import cpu_threads
 from trtbench.builders.reference import tiny_models as tm
 from trtbench.builders.reference.cpu_threads import ThreadChooser
 from trtbench.builders.reference.medusa_heads import (
@@ -249,7 +250,13 @@ def test_script_exits_2_naming_the_fix_when_root_is_unwritable(tmp_path):
     assert "TRTBENCH_CACHE" in out.stderr and str(blocker / "tiny") in out.stderr
 
 
-def test_thread_chooser_keeps_the_faster_count():
+def test_thread_chooser_keeps_the_faster_count(monkeypatch):
+    # The chooser's clock, not the host's: a step lasts 20 ms with 2 threads ("slow")
+    # and 1 ms with 1, however long a sleep on a busy host would take.
+    now = [0.0]
+    monkeypatch.setattr(
+        cpu_threads, "time", SimpleNamespace(perf_counter=lambda: now[0])
+    )
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -258,7 +265,7 @@ def test_thread_chooser_keeps_the_faster_count():
             for _ in range(10):
                 with chooser.step():
                     used.append(torch.get_num_threads())
-                    time.sleep(0.02 if used[-1] == 2 else 0.001)  # 2 threads "slow"
+                    now[0] += 0.02 if used[-1] == 2 else 0.001  # 2 threads "slow"
         assert used == [2, 2, 1, 1, 1, 1, 1, 1, 1, 1]
         assert torch.get_num_threads() == 2  # restored on exit
     finally:

@@ -336,7 +336,18 @@ def test_server_arrival_moves_onto_the_client_clock(on_final):
 
 
 def test_wall_minus_perf_matches_a_direct_reading():
-    direct = time.time_ns() - time.perf_counter_ns()
+    # a reading the scheduler did not cut in two: the wall clock read between two
+    # perf_counter readings 0.1 ms apart at most (a preemption between the two clocks
+    # would shift a plain time_ns() - perf_counter_ns() by as long as it lasted)
+    deadline = time.monotonic() + 60
+    while True:
+        before = time.perf_counter_ns()
+        wall = time.time_ns()
+        after = time.perf_counter_ns()
+        if after - before <= MS // 10:
+            break
+        assert time.monotonic() < deadline, "no undisturbed clock reading in 60 s"
+    direct = wall - (before + after) // 2
     assert abs(wall_minus_perf_ns() - direct) < 1 * MS
 
 
@@ -359,6 +370,10 @@ def test_the_sampler_sees_a_blocked_loop():
         await asyncio.sleep(0.05)
         time.sleep(0.06)  # the loop is blocked for 60 ms
         await asyncio.sleep(0.05)
+        deadline = time.monotonic() + 60  # a starved loop wakes less often, never more
+        while (s := h.stats()) is None or s.samples < 5:
+            assert time.monotonic() < deadline, "fewer than 5 lag samples in 60 s"
+            await asyncio.sleep(0.005)
         task.cancel()
         return h.stats()
 

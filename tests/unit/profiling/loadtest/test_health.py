@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from tests.support.timing import report_timing
 from trtbench.profiling.loadtest.clients import health as h
 
+UNTIL_S = 60.0
+"""Bounds the wait for what a test asserts (a hang), never its timing."""
 
-def _watch(answers: list[h.Health], seconds: float, verify_at: float | None = None):
-    """Run a watcher over scripted answers; return (reasons, check count, time of death)."""
+
+def _watch(
+    answers: list[h.Health],
+    seconds: float,
+    verify_at: float | None = None,
+    until: Callable[[list, int], bool] = lambda dead, calls: True,
+):
+    """Run a watcher over scripted answers for ``seconds``, then until ``until(dead,
+    calls)`` holds (a starved loop checks less often, never more); return (reasons with
+    the time of death, check count)."""
     dead: list[tuple[str, float]] = []
     calls = 0
 
@@ -34,6 +45,10 @@ def _watch(answers: list[h.Health], seconds: float, verify_at: float | None = No
             await asyncio.sleep(seconds - verify_at)
         else:
             await asyncio.sleep(seconds)
+        deadline = time.monotonic() + UNTIL_S
+        while not until(dead, calls):
+            assert time.monotonic() < deadline, (dead, calls)
+            await asyncio.sleep(0.05)
         await watcher.stop()
 
     asyncio.run(main())
@@ -41,7 +56,9 @@ def _watch(answers: list[h.Health], seconds: float, verify_at: float | None = No
 
 
 def test_an_exit_is_fatal_on_the_first_answer():
-    dead, calls = _watch([h.Health("exited with code -9", fatal=True)], 0.6)
+    dead, calls = _watch(
+        [h.Health("exited with code -9", fatal=True)], 0.6, until=lambda d, c: d
+    )
     assert [r for r, _ in dead] == ["exited with code -9"]
     report_timing("watcher: exit reported after", dead[0][1], h.INTERVAL_S + 0.2, "s")
     assert calls == 1  # the first answer counted; the watcher ends after reporting
@@ -49,9 +66,10 @@ def test_an_exit_is_fatal_on_the_first_answer():
 
 def test_a_sick_answer_must_repeat_before_it_counts():
     sick = h.Health("not ready (HTTP 503)")
-    dead, _ = _watch([sick, h.Health(), sick, sick, h.Health()], 1.6)
+    answers = [sick, h.Health(), sick, sick, h.Health()]
+    dead, _ = _watch(answers, 1.6, until=lambda d, c: c >= len(answers))
     assert dead == []  # never CONFIRMATIONS sick answers in a row
-    dead, calls = _watch([sick], 1.6)
+    dead, calls = _watch([sick], 1.6, until=lambda d, c: d)
     assert [r for r, _ in dead] == ["not ready (HTTP 503)"]
     assert calls == h.CONFIRMATIONS
 
@@ -72,6 +90,10 @@ def test_a_check_that_raises_is_a_sick_answer_not_a_crash():
         watcher = h.Watcher(broken, got.append)
         watcher.start()
         await asyncio.sleep(h.INTERVAL_S * (h.CONFIRMATIONS + 1) + 0.2)
+        deadline = time.monotonic() + UNTIL_S  # a starved loop checks less often
+        while not got:
+            assert time.monotonic() < deadline, "no confirmed death"
+            await asyncio.sleep(0.05)
         await watcher.stop()
 
     asyncio.run(main())

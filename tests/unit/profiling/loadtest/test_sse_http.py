@@ -97,7 +97,9 @@ def test_connections_are_reused_and_the_pool_never_queues():
         inside[0] += 1
         if inside[0] == 4:
             all_in.set()
-        await asyncio.wait_for(all_in.wait(), 2.0)  # raises unless 4 are in at once
+        # raises unless 4 are in at once (a pool that queued would hold the 4th back
+        # for good); the time only bounds the wait for the others on a starved loop
+        await asyncio.wait_for(all_in.wait(), 60.0)
         return await streaming([TEXT_SSE])(request)
 
     async def go(pool):
@@ -107,9 +109,10 @@ def test_connections_are_reused_and_the_pool_never_queues():
             await transport.open()
             try:
                 prompt = Prompt("t", "Hello", 5, 3, "words")
-                sends = [transport.send(prompt, f"r{i}", 5.0) for i in range(4)]
+                # request timeouts beyond the server's wait: its error is the answer
+                sends = [transport.send(prompt, f"r{i}", 120.0) for i in range(4)]
                 first = await asyncio.gather(*sends)
-                again = [await transport.send(prompt, "s", 5.0) for _ in range(3)]
+                again = [await transport.send(prompt, "s", 120.0) for _ in range(3)]
                 return first + again
             finally:
                 await transport.close()

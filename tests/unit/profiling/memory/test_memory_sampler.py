@@ -14,6 +14,7 @@ import pynvml
 import pytest
 
 from tests.support.fake_nvml import FakeGpu, FakeNvml
+from tests.support.faults import wait_for
 from trtbench.core.proctree import descendants, parent_map
 from trtbench.profiling.memory.nvml import NvmlReader, open_nvml, try_open_nvml
 from trtbench.profiling.memory.sampler import (
@@ -226,6 +227,8 @@ def test_schedule_is_monotonic_and_never_bursts():
     interval_ms = 50
     with MemorySampler(reader=None, interval_ms=interval_ms) as sampler:
         time.sleep(0.6)
+        # a starved thread reads less often, never more: wait for the readings counted
+        wait_for(lambda: len(sampler.records) >= 5, 60, "five readings")
     t = sampler.frame()["t_ns"].astype("int64")
     elapsed_ms = (t.iloc[-1] - t.iloc[0]) / 1e6
     gaps_ms = t.diff().dropna() / 1e6
@@ -236,14 +239,15 @@ def test_schedule_is_monotonic_and_never_bursts():
 
 
 def test_marks_label_following_samples_and_sample_at_the_boundary():
-    with MemorySampler(reader=reader_for(FakeGpu("GPU-a")), interval_ms=1000) as s:
-        time.sleep(0.05)  # let the thread take its first (t0) reading
+    # a tick far beyond pytest's timeout: none comes after the first reading on any host
+    with MemorySampler(reader=reader_for(FakeGpu("GPU-a")), interval_ms=3.6e6) as s:
+        wait_for(lambda: s.records, 60, "the thread's first (t0) reading")
         s.mark("load")
         s.mark("warmup")
         s.mark("tier:c8")
     frame = s.frame()
     assert [m.phase for m in s.marks] == ["load", "warmup", "tier:c8"]
-    # one reading per mark (the 1 s tick after the first reading cannot come in time)
+    # one reading per mark (the hour's tick after the first reading cannot come in time)
     assert list(frame["phase"])[-3:] == ["load", "warmup", "tier:c8"]
     for mark in s.marks:
         row = frame[frame["phase"] == mark.phase].iloc[0]
@@ -256,6 +260,8 @@ def test_thread_records_its_own_errors_and_gives_up_after_ten_in_a_row():
 
     with MemorySampler(broken_pid, reader=None, interval_ms=5) as sampler:
         time.sleep(0.3)
+        # ten failed readings 5 ms apart; a starved thread takes longer to give up
+        wait_for(lambda: not sampler.running, 60, "the thread to give up")
         assert not sampler.running
     assert sampler.error_count == 10
     assert sampler.errors[0] == "ZeroDivisionError: no pid"

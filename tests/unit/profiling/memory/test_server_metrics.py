@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from tests.support.data import get_test_data_dir
+from tests.support.faults import wait_for
 from trtbench.profiling.memory.server_metrics import (
     SERVER_METRICS_SCHEMA,
     ServerMetricsScraper,
@@ -240,8 +241,12 @@ def test_scraper_scrapes_on_schedule_at_marks_and_at_stop(metrics_url, tmp_path:
         metrics_url, variant="v", interval_ms=50, phase="warmup"
     ) as s:
         time.sleep(0.12)
+        # a starved thread scrapes less often, never more: wait for the scrapes counted
+        # (its first one and a tick before the mark, a tick after it)
+        wait_for(lambda: s.scrapes >= 2, 60, "a scheduled scrape before the mark")
         s.mark("tier:c1")
         time.sleep(0.12)
+        wait_for(lambda: s.scrapes >= 4, 60, "a scheduled scrape after the mark")
     frame = s.frame()
     scrapes = frame.groupby("t_ns")["phase"].first()
     assert len(frame) == 29 * s.scrapes and s.error_count == 0
