@@ -59,6 +59,10 @@ WORDING = ProcessWording(
     retry_with="new ports",
     slow="models load slowly",
     poll_s=0.25,
+    # A Python-backend model can hang in its start on a loaded host: initialize() has
+    # returned, the stub and the server wait on each other and use no CPU (seen under a
+    # CPU burner; triton-inference-server/server#5211 and python_backend#408 are kin).
+    stall_s=60.0,
 )
 
 

@@ -31,10 +31,14 @@ from pathlib import Path
 from typing import ClassVar, TypeVar
 
 from trtbench.core.errors import ServerStartError
+from trtbench.core.proctree import tree_cpu_ticks
 
 log = logging.getLogger(__name__)
 
 START_ATTEMPTS = 3
+STALL_CPU_S = 0.5
+"""CPU seconds a starting process tree must use within ``stall_s`` to count as working
+(an idle tritonserver with its stubs uses well under 0.1 s a minute)."""
 NO_ERROR_LINES = "no error lines in the log since its start"
 _DYING_S = 0.1  # how long health() waits for a process that stopped answering to exit
 
@@ -116,6 +120,10 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
+class Stalled(Exception):
+    """A start made no progress for ``stall_s``: no CPU, no log line (retried)."""
+
+
 class PortTaken(Exception):
     """A picked port was taken before the server bound it (retry with new ports)."""
 
@@ -134,6 +142,9 @@ class ProcessWording:
         retry_with: what a retry picks (``new ports``).
         slow: why readiness may take long, after ``raise deploy.ready_timeout_s if``.
         poll_s: seconds between readiness checks.
+        stall_s: a start whose process tree used under :data:`STALL_CPU_S` of CPU and
+            wrote nothing to its log for this long, not ready, is stalled: stopped and
+            started again (None: never judged stalled).
     """
 
     label: str
@@ -144,6 +155,38 @@ class ProcessWording:
     retry_with: str
     slow: str
     poll_s: float
+    stall_s: float | None = None
+
+
+class _Progress:
+    """Whether a starting process tree still works: its CPU time or its log grew within
+    the last ``stall_s`` seconds (``/proc``; never stalled without ``stall_s`` or
+    ``/proc``). A load that computes or logs is never judged stalled, however slow."""
+
+    def __init__(self, stall_s: float | None, log_path: Path) -> None:
+        self._stall_s = stall_s
+        self._log_path = log_path
+        self._since = time.monotonic()
+        self._ticks: int | None = None
+        self._size = -1
+        self._per_s = os.sysconf("SC_CLK_TCK")
+
+    def stalled(self, pid: int) -> bool:
+        if self._stall_s is None:
+            return False
+        now = time.monotonic()
+        ticks = tree_cpu_ticks(pid)
+        try:
+            size = self._log_path.stat().st_size
+        except OSError:
+            size = -1
+        if ticks is None:
+            return False  # gone, or no /proc: the exit is judged elsewhere
+        worked = self._ticks is None or ticks - self._ticks >= STALL_CPU_S * self._per_s
+        if worked or size != self._size:
+            self._since, self._ticks, self._size = now, ticks, size
+            return False
+        return now - self._since >= self._stall_s
 
 
 class ManagedProcess:
@@ -244,6 +287,20 @@ class ManagedProcess:
                 log.info(
                     "a picked port was taken; retrying with %s", self.wording.retry_with
                 )
+            except Stalled:
+                self.stop()
+                stalled = (
+                    f"stalled while starting: no CPU and no log line for "
+                    f"{self.wording.stall_s:g} s, not ready"
+                )
+                if attempt == START_ATTEMPTS:
+                    raise self._failure(f"{stalled}, on {attempt} attempts") from None
+                log.warning(
+                    "%s %s (waiting for %s); starting it again",
+                    self.wording.label,
+                    stalled,
+                    waiting,
+                )
             except BaseException:
                 self.stop()
                 raise
@@ -273,6 +330,7 @@ class ManagedProcess:
 
     def _wait_ready(self, waiting: str) -> None:
         deadline = time.monotonic() + self._ready_timeout_s
+        progress = _Progress(self.wording.stall_s, self._log_path)
         while time.monotonic() < deadline:
             proc = self.process
             if proc is None or proc.poll() is not None:
@@ -285,6 +343,8 @@ class ManagedProcess:
             if still is None:
                 return
             waiting = still
+            if proc is not None and progress.stalled(proc.pid):
+                raise Stalled
             time.sleep(self.wording.poll_s)
         raise self._failure(
             f"was not ready after {self._ready_timeout_s:g} s (waiting for {waiting}; "

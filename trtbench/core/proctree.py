@@ -79,6 +79,45 @@ def tree_rss_bytes(pids: Iterable[int], proc: Path = PROC) -> int | None:
     return sum(values) if values else None
 
 
+def parse_pid_cpu_ticks(stat_text: str) -> int:
+    """``utime + stime + cutime + cstime`` of one ``/proc/<pid>/stat``, in clock ticks.
+
+    proc(5): fields 14-17 (1-based) are utime and stime (this process, user and kernel mode)
+    and cutime and cstime ("this process's waited-for children"), in clock ticks. The
+    command name (field 2) is parenthesised and may hold spaces and parentheses, so the
+    fields are split after the LAST ``)``; field 3 is then the first.
+
+    Why the children's fields: when a tree member reaps an exited child, the kernel adds the
+    child's utime+stime (and its own cutime+cstime) to the member's cutime+cstime. Summed over
+    the tree at two instants, a child that ran and exited in between is thus still counted:
+    before, in its own utime+stime; after, in its parent's cutime+cstime. Children never
+    waited for (reaped by init, or with ``SIGCHLD`` ignored) are not.
+
+    Raises:
+        ValueError: when the text has too few fields.
+    """
+    fields = stat_text[stat_text.rfind(")") + 2 :].split()
+    if len(fields) < 15:
+        raise ValueError(f"/proc/<pid>/stat has {len(fields) + 2} fields, need 17")
+    return sum(int(v) for v in fields[11:15])  # fields 14..17 (field 3 is index 0)
+
+
+def tree_cpu_ticks(root: int, proc: Path = PROC) -> int | None:
+    """CPU time ``root`` and its living descendants have used so far, in clock ticks
+    (:func:`parse_pid_cpu_ticks` summed; None when ``root`` is gone). A member that exits
+    between listing and reading is skipped."""
+    pids = process_tree(root, proc)
+    if not pids:
+        return None
+    ticks = 0
+    for pid in pids:
+        try:
+            ticks += parse_pid_cpu_ticks((proc / str(pid) / "stat").read_text())
+        except (OSError, ValueError):
+            continue
+    return ticks
+
+
 def proc_available(proc: Path = PROC) -> bool:
     """True when ``proc`` looks like Linux procfs (``/proc/self/statm`` readable)."""
     return (proc / "self" / "statm").is_file()

@@ -38,6 +38,7 @@ from trtbench.core.proctree import (
     PROC,
     descendants,
     parent_map,
+    parse_pid_cpu_ticks,
     proc_available,
 )
 
@@ -171,29 +172,6 @@ def _count_cpus(text: str) -> int:
         1 for line in text.splitlines() if line[:3] == "cpu" and line[3:4].isdigit()
     )
     return n or os.cpu_count() or 1
-
-
-def parse_pid_cpu_ticks(stat_text: str) -> int:
-    """``utime + stime + cutime + cstime`` of one ``/proc/<pid>/stat``, in clock ticks.
-
-    proc(5): fields 14-17 (1-based) are utime and stime (this process, user and kernel mode)
-    and cutime and cstime ("this process's waited-for children"), in clock ticks. The
-    command name (field 2) is parenthesised and may hold spaces and parentheses, so the
-    fields are split after the LAST ``)``; field 3 is then the first.
-
-    Why the children's fields: when a tree member reaps an exited child, the kernel adds the
-    child's utime+stime (and its own cutime+cstime) to the member's cutime+cstime. Summed over
-    the tree at two instants, a child that ran and exited in between is thus still counted:
-    before, in its own utime+stime; after, in its parent's cutime+cstime. Children never
-    waited for (reaped by init, or with ``SIGCHLD`` ignored) are not.
-
-    Raises:
-        ValueError: when the text has too few fields.
-    """
-    fields = stat_text[stat_text.rfind(")") + 2 :].split()
-    if len(fields) < 15:
-        raise ValueError(f"/proc/<pid>/stat has {len(fields) + 2} fields, need 17")
-    return sum(int(v) for v in fields[11:15])  # fields 14..17 (field 3 is index 0)
 
 
 def _own_pids(own_roots: Sequence[int], proc: Path) -> set[int]:

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from trtbench.core.managed_process import ManagedProcess, ProcessWording
+from tests.support.managed_children import NotedChild, child_wording
 
 CHILD = """
 import os, signal, sys, time
@@ -35,44 +35,18 @@ while True:
 tritonserver exits only once its models are unloaded. No timing: the test decides when."""
 
 
-class SlowToStop(ManagedProcess):
+class SlowToStop(NotedChild):
     """The CHILD script as a managed process (its notes in ``notes``)."""
 
-    wording = ProcessWording(
-        label="slow-to-stop",
-        header="slow-to-stop",
-        not_serving="is not ready",
-        port_taken=(),
-        ports="its ports",
-        retry_with="a retry",
-        slow="the host is busy",
-        poll_s=0.05,
-    )
+    wording = child_wording("slow-to-stop")
 
     def __init__(self, folder: Path, release: Path) -> None:
         super().__init__(folder / "process.log", ready_timeout_s=60.0)
         self.notes = folder / "notes.txt"
         self.release = release
 
-    def start(self) -> SlowToStop:
-        self._start_attempts(False, "its ready note")
-        return self
-
     def _next_argv(self) -> list[str]:
         return [sys.executable, "-c", CHILD, str(self.notes), str(self.release)]
-
-    def _launch_env(self) -> dict[str, str]:
-        return {}
-
-    def _waiting_for(self) -> str | None:
-        ready = self.notes.is_file() and "ready" in self.notes.read_text()
-        return None if ready else "its ready note"
-
-    def _health_url(self) -> str | None:
-        return None
-
-    def _reason_in(self, text: str) -> str:
-        return text.strip()[-200:]
 
     def stamps(self, kind: str) -> list[int]:
         """The monotonic ns of each ``kind`` note (``term`` or ``exit``)."""
