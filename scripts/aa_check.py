@@ -3,7 +3,12 @@
 one core the whole time, and with a burner started halfway through the run (a drift).
 
 Usage: .venv/bin/python scripts/aa_check.py [--rounds 18] [--block 3] [--out runs/aa]
-       [--designs interleaved,sequential] [--conditions idle,burner,halfway]
+       [--designs interleaved,sequential] [--conditions idle,burner,halfway] [--race N]
+
+``--race N`` reads the run's rounds in blocks of N, each replayed as a race of
+``loadtest.rounds: auto`` with budget N (``race_readings``): per tier and pair, the class
+the race states (better / worse / equivalent / open) and the rounds it used; twins called
+better or worse are its false positives (nominal: at most 5 %).
 
 Spec: the tiny reference models (scripts/make_tiny_models.py), five variants: twin baselines
 ``base-a`` / ``base-b``, twin Medusa variants ``medusa-a`` / ``medusa-b`` and ``medusa-slow``
@@ -38,6 +43,7 @@ import pandas as pd
 import yaml
 from scipy import stats
 
+from trtbench.profiling.loadtest.stats.decisions import LookSchedule, decide_pair
 from trtbench.profiling.report.paired import paired_ratio
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,6 +161,62 @@ def block_readings(rounds: pd.DataFrame, block: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def race_readings(rounds: pd.DataFrame, budget: int) -> pd.DataFrame:
+    """One row per block of ``budget`` rounds × tier × comparison, each block replayed as a
+    race of ``rounds: auto`` with that budget: the pair's per-round ratios are decided at
+    the race's looks (``LookSchedule(budget)``, ``decide_pair``: the code a live race runs)
+    and the first look that decides ends it; else the last look's class (budget spent).
+    A race of two variants stops measuring them when decided, so the replay of a fixed run
+    gives the class and rounds a live race of that pair would have, on the same rounds."""
+    schedule = LookSchedule(budget)
+    figure = rounds.set_index(["round", "tier", "variant"])[COLUMN]
+    rows = []
+    first = rounds["round"].min()
+    for b in range((rounds["round"].max() - first + 1) // budget):
+        block = range(first + b * budget, first + (b + 1) * budget)
+        for tier in sorted(rounds["tier"].unique()):
+            for a, c in [*TWINS, ("medusa-a", "medusa-slow")]:
+                ratios = np.array(
+                    [
+                        figure.get((r, tier, a), np.nan)
+                        / figure.get((r, tier, c), np.nan)
+                        for r in block
+                    ]
+                )
+                decision, used = "open", budget
+                for n in schedule.looks():
+                    decision = decide_pair(ratios[:n], schedule).decision
+                    if decision != "open":
+                        used = n
+                        break
+                rows.append(
+                    {
+                        "block": b,
+                        "tier": tier,
+                        "pair": f"{a}/{c}",
+                        "twin": (a, c) in TWINS,
+                        "decision": decision,
+                        "rounds_used": used,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def race_row(design: str, condition: str, races: pd.DataFrame, wall: float) -> str:
+    """A results row for the replayed races: twins called different / equivalent, the 10 %
+    loss called worse (``medusa-a`` over ``medusa-slow`` decided better), rounds used."""
+    twins, slow = races[races["twin"]], races[~races["twin"]]
+    wrong = int(twins["decision"].isin(["better", "worse"]).sum())
+    same = int((twins["decision"] == "equivalent").sum())
+    seen = int((slow["decision"] == "better").sum())
+    used = races["rounds_used"]
+    return (
+        f"| {design} | {condition} | {rate_text(wrong, len(twins))} | "
+        f"{rate_text(same, len(twins))} | {rate_text(seen, len(slow))} | "
+        f"{used.median():g} / {used.max():g} | {wall:.0f} |"
+    )
+
+
 def rate_text(k: int, n: int) -> str:
     """``k/n = p % [low, high]`` with a 95 % Clopper-Pearson interval."""
     if n == 0:
@@ -172,6 +234,14 @@ def main() -> None:
     p.add_argument("--designs", default="interleaved,sequential")
     p.add_argument("--conditions", default="idle,burner,halfway")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "aa")
+    p.add_argument(
+        "--race",
+        type=int,
+        default=None,
+        metavar="N",
+        help="replay blocks of N rounds as races of rounds: auto (budget N) instead of "
+        "reading blocks of --block rounds at 95 %%",
+    )
     args = p.parse_args()
     cache = Path(os.environ.get("TRTBENCH_CACHE", Path.home() / ".cache" / "trtbench"))
     tiers = [int(t) for t in args.tiers.split(",")]
@@ -181,6 +251,13 @@ def main() -> None:
         "| handicap 0.1 seen (power) | wall s |",
         "|---|---|---|---|---|---|",
     ]
+    if args.race:
+        lines = [
+            f"| design | condition | twins called different (race, budget {args.race}) "
+            "| twins called equivalent | handicap 0.1 called worse (power) "
+            "| rounds used, median / max | wall s |",
+            "|---|---|---|---|---|---|---|",
+        ]
     print(lines[0])
     for design in args.designs.split(","):
         spec = args.out / f"aa-{design}.yaml"
@@ -189,6 +266,15 @@ def main() -> None:
             out = args.out / f"{design}-{condition}"
             cells = 5 * len(tiers) * args.rounds
             wall = run_one(spec, out, condition, cells)
+            if args.race:
+                races = race_readings(
+                    pd.read_csv(out / "loadtest" / "rounds.csv"), args.race
+                )
+                row = race_row(design, condition, races, wall)
+                print(row, flush=True)
+                lines.append(row)
+                races.to_csv(out / "aa_races.csv", index=False)
+                continue
             readings = block_readings(
                 pd.read_csv(out / "loadtest" / "rounds.csv"), args.block
             )

@@ -11,7 +11,8 @@ text / JSON-ready dict out).
   host)}; a margin is {over, ratio (> 1: better), low, high (interval bounds), significant
   (null: no interval), basis (the design behind the interval), rounds (the pairs),
   decision (better / worse / equivalent / open), level (the interval's confidence: 0.95,
-  or above for a look of ``rounds: auto``), equivalence_margin}.
+  or above for a look of ``rounds: auto``), equivalence_margin, resolution (an open one:
+  the difference its interval could not tell apart; null when decided)}.
 * ``crossovers``: per speculative variant {variant, pays_up_to, stops_at, estimate, low,
   high, basis, significant_up_to} (concurrencies).
 * ``memory``: per variant {extra_weights_bytes, extra_peak_bytes, peak_source,
@@ -33,7 +34,11 @@ from typing import Any
 
 from trtbench.core import methods
 from trtbench.core.units import format_bytes
-from trtbench.profiling.loadtest.stats.decisions import EQUIVALENT, resolution_text
+from trtbench.profiling.loadtest.stats.decisions import (
+    DECIDED,
+    EQUIVALENT,
+    resolution_text,
+)
 from trtbench.profiling.report.recommendation import (
     Crossover,
     Margin,
@@ -68,6 +73,8 @@ def _verdict(m: Margin) -> str:
         return "significantly worse"
     if m.decision == EQUIVALENT:
         return f"equivalent within ±{100 * m.equivalence_margin:g} %"
+    if m.level > 0.95 + 1e-9:  # a race's look (rounds: auto) ended open
+        return f"undecided at budget: {resolution_text(m.low, m.high)}"
     return f"not significant, undecided: {resolution_text(m.low, m.high)}"
 
 
@@ -137,7 +144,31 @@ def answer(rec: Recommendation, policy: Policy | None) -> str:
             f"; its margin over the baseline is significant at {_tier_list(sure)} "
             f"(of the {len(mine)} tiers it wins)"
         )
-    return f"Serve {served} {where}: {rec.winner_reason}{how}."
+    return f"Serve {served} {where}: {rec.winner_reason}{how}{_ties(mine)}."
+
+
+def _ties(mine: Sequence[TierChoice]) -> str:
+    """Where the runner-up is decided equivalent to the winner: ``; `a` or `medusa`:
+    within ±5 % at c4, c8`` (either serves there); empty when nowhere."""
+    tied: dict[tuple[str, str, float], list[str]] = {}
+    for t in mine:
+        m = t.runner_up
+        if m is not None and m.decision == EQUIVALENT:
+            tied.setdefault((t.best, m.over, m.equivalence_margin), []).append(t.tier)
+    return "".join(
+        f"; `{best}` or `{other}`: within ±{100 * margin:g} % at {_tier_list(tiers)}"
+        for (best, other, margin), tiers in tied.items()
+    )
+
+
+def _resolved(margin: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A margin of recommendation.json with its ``resolution``: for an open one, what its
+    interval could not tell apart (``stats/decisions.py``); None when decided."""
+    if margin is None:
+        return None
+    open_ = margin.get("decision") not in DECIDED
+    text = resolution_text(margin.get("low"), margin.get("high")) if open_ else None
+    return {**margin, "resolution": text}
 
 
 def _crossover_line(c: Crossover) -> str:
@@ -272,6 +303,14 @@ def recommendation_json(
     """``recommendation.json`` (module docstring for the fields)."""
     data = dataclasses.asdict(rec)
     obj = data.pop("objective")
+    data["tiers"] = [
+        {
+            **t,
+            "over_baseline": _resolved(t["over_baseline"]),
+            "runner_up": _resolved(t["runner_up"]),
+        }
+        for t in data["tiers"]
+    ]
     keep = ("name", "column", "higher_is_better", "label", "unit")
     return _clean(
         {

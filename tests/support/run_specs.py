@@ -43,7 +43,9 @@ def reference_run_spec(
     ``max_input_len`` 64, ``max_seq_len`` 128 — besides its own keys (``name``, ``mode``, …).
     The load test runs ``concurrency`` tiers of ``requests`` requests each after one warm-up
     request, prompts of ``input_tokens`` and outputs of ``output_tokens`` tokens (means);
-    ``loadtest`` adds further ``loadtest`` keys (``slo_ttft_ms``, ``repeats``, …).
+    ``loadtest`` adds further ``loadtest`` keys (``slo_ttft_ms``, ``repeats``, …); one
+    round unless it gives ``repeats`` or ``rounds`` (the spec's default, a race, would make
+    a test's length hang on its figures).
     ``deploy`` and ``profile`` are the spec's sections as they are.
     """
     limits = {
@@ -64,6 +66,7 @@ def reference_run_spec(
             "warmup_requests": 1,
             "input_len_mean": input_tokens,
             "output_len_mean": output_tokens,
+            **({} if {"repeats", "rounds"} & set(loadtest) else {"repeats": 1}),
             **loadtest,
         },
         "profile": profile,

@@ -67,10 +67,12 @@ OPTION_OF_FIELD = {"--warmup-s": "--exclude-first-s"}
 
 
 def spec_from_options(fields: dict) -> LoadtestSpec:
-    """Validate CLI values as a LoadtestSpec; an invalid one names its ``--option``."""
+    """Validate CLI values as a LoadtestSpec; an invalid one names its ``--option``.
+    One server, nothing to race: ``--repeats`` defaults to 1 (a spec's default is a
+    race, ``rounds: auto``)."""
     try:
         return LoadtestSpec.model_validate(
-            {k: v for k, v in fields.items() if v is not None}
+            {"repeats": 1, **{k: v for k, v in fields.items() if v is not None}}
         )
     except ValidationError as exc:
         err = exc.errors()[0]

@@ -149,7 +149,12 @@ def follow_up_spec(
         )
     data["variants"] = [dict(variant), *(dict(fields[b]) for b in dict.fromkeys(best))]
     data["name"] = f"{data.get('name', 'bench')}-follow-up"
-    data["loadtest"] = {**(data.get("loadtest") or {}), "repeats": rounds}
+    data["loadtest"] = {
+        **(data.get("loadtest") or {}),
+        "repeats": rounds,  # a fixed count, whatever the run's rounds were
+        "stop_when_decided": False,
+        "rounds_by_default": False,
+    }
     try:
         return BenchSpec.model_validate(data)
     except ValidationError as exc:

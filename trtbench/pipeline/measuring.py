@@ -40,7 +40,7 @@ from trtbench.profiling.loadtest.workload.design import (
     server_starts,
 )
 from trtbench.profiling.loadtest.workload.prompts import Prompt
-from trtbench.profiling.loadtest.workload.repeats import TierPass
+from trtbench.profiling.loadtest.workload.repeats import MIN_ROUNDS, TierPass
 from trtbench.spec.bench import BenchSpec, VariantSpec
 from trtbench.spec.design import ResolvedDesign, resolve_design
 
@@ -85,6 +85,8 @@ def design_line(design: ResolvedDesign, variants: int) -> str:
             "behind a tier's leader stops there, the run ends when every comparison is "
             "decided)"
         )
+    if design.no_race:
+        rounds += f" (no race by need: {design.no_race}; give loadtest.rounds a number)"
     return (
         f"design {design.name}: {rounds}, {starts} server start(s); "
         f"{DESIGN_TEXT[design.name].split(':', 1)[1].strip()}"
@@ -96,16 +98,28 @@ def _passes(cells: Sequence[Cell]) -> list[TierPass]:
 
 
 def race_plan(
-    rd: RunDir, spec: BenchSpec, variants: Sequence[VariantSpec], record: dict[str, Any]
+    rd: RunDir,
+    spec: BenchSpec,
+    variants: Sequence[VariantSpec],
+    record: dict[str, Any],
+    progress: RunProgress | None = None,
 ) -> RacePlan:
     """The race of a ``rounds: auto`` run; it rewrites run.json ``design`` (``order``:
     the cells handed out so far; ``stopping``: how the race stands) after every round."""
+
+    told: list[bool] = []
 
     def written(plan: RacePlan) -> None:
         record["order"] = order_json(plan.cells)
         record["stopping"] = {**record.get("stopping", {}), **plan.as_json()}
         rd.update_run_json("design", record)
         log.info("race: %s", round_line(plan))
+        if plan.resolution and not told:
+            told.append(True)
+            line = resolution_line(plan)
+            log.info("race: %s", line)
+            if progress is not None:
+                progress.stage(line)
 
     return RacePlan(
         [v.name for v in variants],
@@ -115,6 +129,25 @@ def race_plan(
         spec.report.equivalence_margin,
         spec.loadtest.budget.max_minutes,
         written,
+    )
+
+
+def resolution_line(plan: RacePlan) -> str:
+    """What the budget can resolve, per tier, from the first look's spread: ``budget 8
+    rounds resolves (from 3 rounds' spread): c1 ±3.1–12.0 %; c2 ±2.5 %``."""
+    parts = []
+    for label, by_variant in plan.resolution.items():
+        pct = sorted(100 * (r - 1) for r in by_variant.values())
+        if pct:
+            span = f"{pct[0]:.1f}" + (
+                f"–{pct[-1]:.1f}" if pct[-1] > pct[0] + 0.05 else ""
+            )
+            parts.append(f"{label} ±{span} %")
+    most = plan.schedule.max_rounds
+    return (
+        f"budget {most} rounds resolves (from the spread of the first "
+        f"{MIN_ROUNDS} rounds, leader vs each other variant): "
+        + ("; ".join(parts) or "nothing yet")
     )
 
 
@@ -210,7 +243,7 @@ def measure_variants(
     if design.name == INTERLEAVED:
         if design.stop_when_decided:
             record["order"] = []
-            plan = race_plan(rd, spec, variants, record)
+            plan = race_plan(rd, spec, variants, record, progress)
             _interleaved(rd, spec, variants, plan, prompts, progress, got, nsys)
             return record
         _interleaved(rd, spec, variants, cells, prompts, progress, got, nsys)

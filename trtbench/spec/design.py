@@ -10,7 +10,10 @@
   than a tier's leader stops being measured there, and the run ends when nothing is open or
   ``loadtest.budget`` (``max_rounds``, default 12; ``max_minutes``) is spent. Its intervals
   are built to stay valid under that stopping (``profiling/loadtest/stats/decisions.py``).
-  It needs the ``interleaved`` design and the ``output_tok_s`` objective.
+  It needs the ``interleaved`` design and the ``output_tok_s`` objective. ``auto`` is the
+  default: a spec that gives no rounds races where it can, and measures one round where it
+  cannot (the ``rounds`` or ``sequential`` design, another objective; the run says so); a
+  spec that asks for ``auto`` where no race can run is refused.
 * ``deploy.co_resident``: the variants' servers fit on the machine together. Default: true
   when every variant is served by tritonserver running trtbench's reference engine (small
   models, CPU or GPU), false otherwise (a TensorRT-LLM engine or a vLLM server takes a GPU's
@@ -58,22 +61,23 @@ class DesignFields(BaseModel):
     design: Design = "auto"
     budget: BudgetSpec = BudgetSpec()
     stop_when_decided: bool = False
+    rounds_by_default: bool = False
 
     @model_validator(mode="before")
     @classmethod
     def _auto_rounds(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        key = next(
-            (k for k in ("rounds", "repeats") if data.get(k) == AUTO_ROUNDS), None
-        )
-        if key is None:
-            return data
+        given = [k for k in ("rounds", "repeats") if k in data]
+        asked = next((k for k in given if data[k] == AUTO_ROUNDS), None)
+        if given and asked is None:
+            return data  # a number: a fixed design (or a race written back, run.json)
         data = dict(data)
         budget = data.get("budget") or {}
         most = budget.get("max_rounds", 12) if isinstance(budget, dict) else 12
-        data[key] = most
+        data[asked or "repeats"] = most
         data["stop_when_decided"] = True
+        data["rounds_by_default"] = asked is None
         return data
 
 
@@ -90,7 +94,8 @@ class CoResidentField(BaseModel):
 class ResolvedDesign:
     """The design a run uses: ``name`` (interleaved, rounds or sequential), ``rounds`` (the
     most, with ``stop_when_decided``), ``co_resident``, ``asked`` (the spec's
-    ``loadtest.design``), ``stop_when_decided`` (``rounds: auto``) and ``max_minutes``."""
+    ``loadtest.design``), ``stop_when_decided`` (``rounds: auto``), ``max_minutes`` and
+    ``no_race`` (why a spec that gave no rounds measures one: no race can run)."""
 
     name: str
     rounds: int
@@ -98,6 +103,7 @@ class ResolvedDesign:
     asked: str
     stop_when_decided: bool = False
     max_minutes: float | None = None
+    no_race: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """run.json's ``design`` (the order is added by the run)."""
@@ -107,6 +113,8 @@ class ResolvedDesign:
             "co_resident": self.co_resident,
             "asked": self.asked,
         }
+        if self.no_race:
+            out["no_race"] = self.no_race
         if self.stop_when_decided:
             out["stopping"] = {
                 "rule": "race",
@@ -123,6 +131,16 @@ def _reference_served(spec: Any, variant: Any) -> bool:
     return backend == "reference" or (
         backend == "trtllm-pytorch" and spec.deploy.llmapi_runtime == "reference"
     )
+
+
+def no_race_because(spec: Any, design: str) -> str | None:
+    """Why a run of ``spec`` in ``design`` (interleaved, rounds, sequential) cannot race
+    (``rounds: auto``); None when it can."""
+    if design != "interleaved":
+        return f"the {design} design restarts servers between rounds"
+    if spec.report.objective != "output_tok_s":
+        return f"report.objective is {spec.report.objective}; a race decides on output tok/s"
+    return None
 
 
 def resolve_design(spec: Any, variants: Sequence[Any]) -> ResolvedDesign:
@@ -151,6 +169,13 @@ def resolve_design(spec: Any, variants: Sequence[Any]) -> ResolvedDesign:
             "or workers: 1"
         )
     auto = spec.loadtest.stop_when_decided
+    rounds, why = spec.loadtest.repeats, None
+    if (
+        auto
+        and spec.loadtest.rounds_by_default
+        and (why := no_race_because(spec, name))
+    ):
+        auto, rounds = False, 1  # the default where no race can run: one round
     if auto and name != "interleaved":
         raise ConfigError(
             f"loadtest.rounds auto decides after each round of the interleaved design; "
@@ -165,9 +190,10 @@ def resolve_design(spec: Any, variants: Sequence[Any]) -> ResolvedDesign:
         )
     return ResolvedDesign(
         name,
-        spec.loadtest.repeats,
+        rounds,
         bool(co),
         asked,
         auto,
         spec.loadtest.budget.max_minutes if auto else None,
+        why,
     )

@@ -18,8 +18,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from trtbench.profiling.loadtest.stats.decisions import LookSchedule
-from trtbench.profiling.loadtest.stats.racing import TierRace, race_tier
+from trtbench.profiling.loadtest.stats.racing import (
+    TierRace,
+    budget_resolution,
+    race_tier,
+)
 from trtbench.profiling.loadtest.workload.design import INTERLEAVED, Cell, plan_cells
+from trtbench.profiling.loadtest.workload.repeats import MIN_ROUNDS
 from trtbench.profiling.loadtest.workload.schedule import Tier
 
 SETTLED, MAX_ROUNDS, MAX_MINUTES = "settled", "max_rounds", "max_minutes"
@@ -67,6 +72,9 @@ class RacePlan:
         cells: every cell handed out so far (run.json's order).
         races: tier label → its race after the last round.
         stopped_because: ``settled``, ``max_rounds`` or ``max_minutes`` once over.
+        resolution: tier label → variant → the smallest ratio the whole budget would tell
+            from 1 (:func:`~trtbench.profiling.loadtest.stats.racing.budget_resolution`),
+            from the spread of the first look (3 rounds); empty before it.
     """
 
     variants: Sequence[str]
@@ -79,6 +87,7 @@ class RacePlan:
     cells: list[Cell] = field(default_factory=list)
     races: dict[str, TierRace] = field(default_factory=dict)
     stopped_because: str | None = None
+    resolution: dict[str, dict[str, float]] = field(default_factory=dict)
     _figures: dict[str, dict[str, dict[int, float]]] = field(default_factory=dict)
     _active: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _round: int = 0
@@ -97,6 +106,8 @@ class RacePlan:
             tier.setdefault(cell.variant, {})[cell.round] = tokens_per_s
 
     def _decide(self) -> None:
+        if not self.schedule.is_look(self._round):
+            return  # between looks: every cell still in the race runs again
         for tier in self.tiers:
             active = self._active[tier.label]
             if not active:
@@ -107,6 +118,10 @@ class RacePlan:
             race = race_tier(tier.label, figs, active, self.schedule, self.margin)
             self.races[tier.label] = race
             self._active[tier.label] = race.active
+            if tier.label not in self.resolution and self._round >= MIN_ROUNDS:
+                self.resolution[tier.label] = budget_resolution(
+                    figs, race.leader, self.schedule
+                )
 
     def next_round(self) -> Sequence[Cell]:
         if self.stopped_because is not None:
@@ -164,6 +179,7 @@ class RacePlan:
                     "leader": race.leader,
                     "decisions": {c.b: c.decision.decision for c in race.comparisons},
                     "active": list(race.active),
+                    "budget_resolves": self.resolution.get(label, {}),
                 }
                 for label, race in self.races.items()
             },

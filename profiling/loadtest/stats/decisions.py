@@ -15,23 +15,29 @@ The classes exclude each other, and each decided class is a true statement whene
 interval covers the true ratio: the error rate of a decision is at most the interval's
 non-coverage.
 
-**Looks.** A run with ``loadtest.rounds: auto`` forms its comparisons after every round and
-stops measuring a comparison once it is decided. A 95 % interval looked at after every round
-would cover less than 95 % of the time (the more looks, the less). So each look spends part of
-the error rate: the look at ``n`` paired rounds (``n = 3 … N``, ``N`` the budget's
-``max_rounds``) builds its Student-t interval at level ``1 − α_n`` with
+**Looks.** A run with ``loadtest.rounds: auto`` forms its comparisons after every block of
+``LOOK_EVERY`` (3) rounds — at ``n = 3, 6, 9, …`` paired rounds and at ``N``, the budget's
+``max_rounds`` — and stops measuring a comparison once it is decided. A 95 % interval looked
+at again and again would cover less than 95 % of the time (the more looks, the less). So
+each look spends part of the error rate: the look at ``n`` rounds, following the look at
+``m`` (``m = 0`` for the first), builds its Student-t interval at level ``1 − α_n`` with
 
-    α_n = α · (F(n / N) − F((n − 1) / N)),  α_3 = α · F(3 / N),  F(t) = t²
+    α_n = α · (F(n / N) − F(m / N)),  F(t) = t²
 
 the power-family alpha-spending function of Kim & DeMets (1987, Biometrika 74:149) in the
 scheme of Lan & DeMets (1983, Biometrika 70:659). The α_n add up to α = 5 %, so by the
 union bound the probability that *any* look's interval misses the true ratio is at most 5 %:
-the interval stated when the run stops — whenever and why ever it stops — covers with at least
-95 %. (The union bound ignores the correlation between looks, which a group-sequential
-boundary would use; the intervals are therefore a little wider than they need be, never
-narrower.) A look at fewer than 3 rounds decides nothing. A run with a fixed number of rounds
-looks once, at the end: its interval is the plain 95 % one. docs/aa_check.md states what the
-looks cost in width against a fixed design.
+the interval stated when the run stops covers with at least 95 %. (The union bound ignores
+the correlation between looks, which a group-sequential boundary would use; the intervals
+are therefore a little wider than they need be, never narrower.) Looking after every block
+rather than every round spends α on fewer looks: each is narrower (docs/aa_check.md).
+
+A run that stops between looks — its time budget spent, a signal, a dead server: none of
+them chosen by its figures — states its interval at the level of the look it did not reach
+(the next one), so the looks it made and that one still share α. A look at fewer than 3
+rounds decides nothing. A run with a fixed number of rounds looks once, at the end: its
+interval is the plain 95 % one. docs/aa_check.md states what the looks cost in width
+against a fixed design.
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ BETTER, WORSE, EQUIVALENT, OPEN = "better", "worse", "equivalent", "open"
 DECISIONS = (BETTER, WORSE, EQUIVALENT, OPEN)
 DECIDED = (BETTER, WORSE, EQUIVALENT)
 DEFAULT_EQUIVALENCE_MARGIN = 0.05
+LOOK_EVERY = 3
+"""A race looks after every this many rounds (and at its budget's last round)."""
 SPENDING_POWER = 2.0
 """ρ of the spending function ``F(t) = t^ρ`` (1: front-loaded like Pocock's, 3: like
 O'Brien–Fleming's; 2 lies between)."""
@@ -82,19 +90,33 @@ class LookSchedule:
         """The run looks after every round (``rounds: auto``)."""
         return self.max_rounds is not None
 
+    def looks(self) -> tuple[int, ...]:
+        """The rounds a race looks at: every ``LOOK_EVERY``-th from 3, and ``max_rounds``
+        (a fixed design: every count from 3 is its one look)."""
+        if self.max_rounds is None:
+            return ()
+        every = range(LOOK_EVERY, self.max_rounds + 1, LOOK_EVERY)
+        return tuple(sorted({*every, self.max_rounds}))
+
+    def is_look(self, n: int) -> bool:
+        """Whether the race decides after ``n`` rounds (a fixed design: from 3 on)."""
+        if self.max_rounds is None:
+            return n >= MIN_ROUNDS
+        return n in self.looks()
+
     def alpha_at(self, n: int) -> float:
-        """α_n, the error rate the look at ``n`` paired rounds spends (0 below 3 rounds;
-        the whole α for a fixed design). A look past ``max_rounds`` (which the run never
-        makes) gets the last look's share."""
+        """α_n, the error rate the interval stated at ``n`` paired rounds spends (0 below
+        3 rounds; the whole α for a fixed design): that of the first look at ``n`` rounds
+        or later. Rounds past ``max_rounds`` (which the run never measures) get the last
+        look's share."""
         if n < MIN_ROUNDS:
             return 0.0
         if self.max_rounds is None:
             return self.alpha
-        big = self.max_rounds
-        n = min(n, big)
-        spent = (n / big) ** SPENDING_POWER
-        before = 0.0 if n == MIN_ROUNDS else ((n - 1) / big) ** SPENDING_POWER
-        return self.alpha * (spent - before)
+        looks = self.looks()
+        k = next((i for i, m in enumerate(looks) if m >= n), len(looks) - 1)
+        before = 0.0 if k == 0 else (looks[k - 1] / self.max_rounds) ** SPENDING_POWER
+        return self.alpha * ((looks[k] / self.max_rounds) ** SPENDING_POWER - before)
 
     def level_at(self, n: int) -> float:
         """The confidence level of the interval stated at ``n`` paired rounds."""

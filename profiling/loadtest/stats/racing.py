@@ -145,3 +145,30 @@ def resolvable_ratio(log_sd: float, schedule: LookSchedule, rounds: int) -> floa
         return math.inf
     q = stats.t.ppf(1.0 - schedule.alpha_at(rounds) / 2.0, rounds - 1)
     return float(math.exp(q * log_sd / math.sqrt(rounds)))
+
+
+def budget_resolution(
+    figures: Mapping[str, RoundValues],
+    leader: str,
+    schedule: LookSchedule,
+    higher_is_better: bool = True,
+) -> dict[str, float]:
+    """What the whole budget can resolve at one tier, from the spread so far: for each
+    other variant, :func:`resolvable_ratio` at ``schedule.max_rounds`` rounds with the SD of
+    its log ratios to ``leader`` over the rounds measured (3 or more pairs; others left
+    out). The figure assumes the spread stays as it was: a guide, not a bound.
+
+    Returns:
+        variant → the smallest ratio (> 1) the budget would tell from 1.
+    """
+    most = schedule.max_rounds
+    if most is None or leader not in figures:
+        return {}
+    out = {}
+    for other, values in figures.items():
+        ratios = _paired(figures[leader], values, higher_is_better)
+        if other == leader or len(ratios) < 3:
+            continue
+        sd = float(np.std(np.log(ratios), ddof=1))
+        out[other] = resolvable_ratio(sd, schedule, most)
+    return out

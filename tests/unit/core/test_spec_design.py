@@ -35,6 +35,9 @@ def test_rounds_is_also_spelt_rounds():
     assert resolved(f"variants: {TWO % ''}\nloadtest: {{rounds: 5}}\n").rounds == 5
 
 
+NO_RACE_ROUNDS = "the rounds design restarts servers between rounds"
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -45,7 +48,10 @@ def test_rounds_is_also_spelt_rounds():
     ],
 )
 def test_auto_is_rounds_when_a_variant_takes_a_gpu(text):
-    assert resolved(text) == ResolvedDesign("rounds", 1, False, "auto")
+    # no rounds given: the default race cannot run in the rounds design; one round
+    assert resolved(text) == ResolvedDesign(
+        "rounds", 1, False, "auto", no_race=NO_RACE_ROUNDS
+    )
 
 
 def test_llmapi_on_the_reference_runtime_is_co_resident():
@@ -66,7 +72,9 @@ def test_co_resident_true_makes_gpu_variants_interleaved():
 
 def test_co_resident_false_makes_reference_variants_rounds():
     text = f"variants: {TWO % ''}\ndeploy: {{co_resident: false}}\n"
-    assert resolved(text) == ResolvedDesign("rounds", 1, False, "auto")
+    assert resolved(text) == ResolvedDesign(
+        "rounds", 1, False, "auto", no_race=NO_RACE_ROUNDS
+    )
 
 
 @pytest.mark.parametrize("asked", ["rounds", "sequential"])

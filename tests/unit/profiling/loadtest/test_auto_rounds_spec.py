@@ -65,3 +65,39 @@ def test_the_equivalence_margin_is_a_fraction():
     assert ReportSpec().equivalence_margin == 0.05
     with pytest.raises(ValueError):
         ReportSpec(equivalence_margin=5)
+
+
+def test_a_spec_without_rounds_races_where_it_can_and_measures_one_round_elsewhere():
+    plain = LoadtestSpec.model_validate({})
+    assert plain.stop_when_decided and plain.rounds_by_default and plain.repeats == 12
+    race = resolve_design(
+        SimpleNamespace(
+            loadtest=plain,
+            deploy=SimpleNamespace(co_resident=True),
+            report=ReportSpec(),
+        ),
+        [],
+    )
+    assert race.stop_when_decided and race.rounds == 12 and race.no_race is None
+    # the rounds design (servers not co-resident): no race, one round, and why
+    one = resolve_design(
+        SimpleNamespace(
+            loadtest=plain,
+            deploy=SimpleNamespace(co_resident=False),
+            report=ReportSpec(),
+        ),
+        [],
+    )
+    assert (one.name, one.rounds, one.stop_when_decided) == ("rounds", 1, False)
+    assert "restarts servers" in one.as_json()["no_race"]
+    # another objective: the same
+    tpot = resolve_design(
+        SimpleNamespace(
+            loadtest=plain,
+            deploy=SimpleNamespace(co_resident=True),
+            report=ReportSpec(objective="tpot_p50"),
+        ),
+        [],
+    )
+    assert (tpot.rounds, tpot.stop_when_decided) == (1, False)
+    assert "objective is tpot_p50" in tpot.no_race

@@ -98,3 +98,22 @@ def test_what_a_budget_can_resolve():
     want = math.exp(stats.t.ppf(0.975, 3) * 0.1 / 2)
     assert resolvable_ratio(0.1, LookSchedule(), 4) == pytest.approx(want)
     assert resolvable_ratio(0.1, LookSchedule(), 2) == math.inf
+
+
+def test_what_the_budget_resolves_from_the_first_rounds_spread():
+    from scipy import stats as st
+
+    from trtbench.profiling.loadtest.stats.racing import budget_resolution
+
+    # a over base: ratios 1.1, 1.0, 1.2 in rounds 0..2; b equals base (no spread)
+    figs = {"base": BASE, "a": times([1.1, 1.0, 1.2]), "b": times(1.0)}
+    got = budget_resolution(figs, "a", SCHEDULE)
+    logs = [math.log(1.1), 0.0, math.log(1.2)]
+    mean = sum(logs) / 3
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
+    # the last look of 8 (looks at 3, 6, 8): alpha 0.05 * (1 - (6/8)^2) = 0.021875, 7 df
+    q = st.t.ppf(1 - 0.021875 / 2, 7)
+    assert got["base"] == pytest.approx(math.exp(q * sd / math.sqrt(8)), rel=1e-12)
+    assert got["b"] == pytest.approx(got["base"], rel=1e-12)  # same ratios to a
+    assert "a" not in got
+    assert budget_resolution(figs, "a", LookSchedule()) == {}  # a fixed design: none

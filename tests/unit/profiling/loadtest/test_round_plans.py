@@ -86,3 +86,15 @@ def test_a_fixed_plan_hands_over_its_cells_once():
     plan = FixedPlan(cells)
     assert list(plan.next_round()) == cells
     assert list(plan.next_round()) == []
+
+
+def test_the_budget_s_resolution_is_told_once_from_the_first_look():
+    # constant ratios: no spread, so the whole budget would resolve any difference (1.0)
+    plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(6), 0.05)
+    assert plan.resolution == {}
+    drive(plan, lambda v, t, r: {"base": 1.0, "a": 1.5, "b": 1.2}[v])
+    assert plan.resolution == {
+        "c1": {"base": 1.0, "b": 1.0},
+        "c4": {"base": 1.0, "b": 1.0},
+    }
+    assert plan.as_json()["tiers"]["c4"]["budget_resolves"] == {"base": 1.0, "b": 1.0}
