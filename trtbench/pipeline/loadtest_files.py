@@ -54,6 +54,7 @@ from trtbench.profiling.loadtest.stats.categories import (
     category_acceptance_table,
     category_table,
 )
+from trtbench.profiling.loadtest.stats.decisions import recorded_schedule
 from trtbench.profiling.loadtest.stats.lossless import lossless_warnings, with_lossless
 from trtbench.profiling.loadtest.stats.metrics import TierStatuses, osl_warnings
 from trtbench.profiling.loadtest.stats.trusted_summary import summarize_trusted
@@ -152,7 +153,11 @@ def write_loadtest(
     if req.empty and not statuses:
         raise LoadTestError("no request finished; nothing to write")
     base = baseline if baseline in set(req.get("variant", ())) else None
-    trusted = summarize_trusted(req, resp, slos, base, statuses, warmup_s)
+    # a race's intervals at its looks' levels (run.json design.stopping; fixed: 95 %)
+    schedule = recorded_schedule(run_dir.read_run_json().get("design"))
+    trusted = summarize_trusted(
+        req, resp, slos, base, statuses, warmup_s, schedule.level_at
+    )
     rounds = _rounds(run_dir, trusted.passes, cells, replace)
     summary = interference_summary(trusted.summary, rounds)
     parts = [record_files(run_dir, v).outputs for v in sorted(replace)]

@@ -7,7 +7,8 @@ side-by-side order a fixed run would give round r — keeping only the (variant,
 still in the race (:func:`~trtbench.profiling.loadtest.stats.racing.race_tier`); it is told
 each cell's output tok/s as the cell ends, and stops when every tier is settled, when
 ``max_rounds`` rounds ran, or when ``max_minutes`` have passed since the first round began
-(checked between rounds: a round that started runs to its end).
+(checked between rounds: a round that started runs to its end; the first 3 rounds, the
+first look, always run, so that every comparison has an interval).
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ class RacePlan:
                 self.stopped_because = MAX_ROUNDS
             elif (
                 self.max_minutes is not None
+                and self._round >= MIN_ROUNDS  # the first look always comes
                 and now - self._started >= 60.0 * self.max_minutes
             ):
                 self.stopped_because = MAX_MINUTES

@@ -16,7 +16,7 @@ the requests.csv one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -153,6 +153,7 @@ def summarize_trusted(
     baseline: str | None = None,
     statuses: TierStatuses | None = None,
     warmup_s: float = 0.0,
+    level_at: Callable[[int], float] | None = None,
 ) -> TrustedSummary:
     """:func:`~trtbench.profiling.loadtest.stats.metrics.summarize` over the window, plus the
     columns of :data:`REPEAT_SUMMARY_COLUMNS` (module doc).
@@ -161,6 +162,7 @@ def summarize_trusted(
         requests, responses: record frames (any variants, tiers and passes).
         slos, baseline, statuses: as for ``summarize``.
         warmup_s: seconds left out at the start of each pass (0: none).
+        level_at: the level of an interval over n rounds (``repeat_stats``; default 95 %).
 
     Returns:
         The summary (a tier whose completions all fall in the left-out start keeps its
@@ -189,7 +191,7 @@ def summarize_trusted(
         )
     summary = in_tier_order(summarize(req, resp, slos, baseline, statuses))
     passes = per_pass(req, resp, baseline, statuses, summary)
-    summary = repeat_stats(summary, passes)
+    summary = repeat_stats(summary, passes, level_at)
     summary = pd.concat([summary, n_ok_flags(summary)], axis=1)
     summary["measurement_window"] = window_label(warmup_s)
     sources = token_sources(req)

@@ -21,7 +21,7 @@ and each tier's mean and 95 % confidence interval over its passes (pure).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -156,12 +156,20 @@ def log_t_interval(
     return float(np.exp(mean)), float(np.exp(low)), float(np.exp(high)), n
 
 
+CONFIDENCE_CAP = 0.999999
+"""The highest level an interval is computed at (a level of 1 has infinite bounds)."""
+
+
 def repeat_columns(name: str) -> tuple[str, str, str]:
     """``(<name>_repeat_mean, <name>_ci95_low, <name>_ci95_high)``."""
     return f"{name}_repeat_mean", f"{name}_ci95_low", f"{name}_ci95_high"
 
 
-def repeat_stats(summary: pd.DataFrame, per_pass: pd.DataFrame) -> pd.DataFrame:
+def repeat_stats(
+    summary: pd.DataFrame,
+    per_pass: pd.DataFrame,
+    level_at: Callable[[int], float] | None = None,
+) -> pd.DataFrame:
     """Add ``repeats_count``, the mean and interval of each :data:`REPEATED` column, and
     ``repeat_ci_note`` to ``summary`` (one row per variant × tier).
 
@@ -169,6 +177,10 @@ def repeat_stats(summary: pd.DataFrame, per_pass: pd.DataFrame) -> pd.DataFrame:
         summary: the pooled summary (``variant``, ``tier``, ``tier_status``).
         per_pass: summary rows of single passes with a ``repeat`` column (the same columns,
             speedups computed pass against pass).
+        level_at: the confidence level of an interval over ``n`` values (a race's looks,
+            ``stats/decisions.py`` ``LookSchedule.level_at``: at least 95 %, so that an
+            interval stated after the race stopped keeps 95 % coverage; the ``ci95`` columns
+            hold it). Default: 95 % for every ``n``.
 
     ``repeats_count`` counts the passes with at least one measured request. Speedup
     intervals are given for complete tiers only (the pass speedups are NaN otherwise).
@@ -188,7 +200,12 @@ def repeat_stats(summary: pd.DataFrame, per_pass: pd.DataFrame) -> pd.DataFrame:
         values: dict[str, object] = {"repeats_count": n}
         for name in REPEATED:
             col = measured[name] if measured is not None and name in measured else []
-            mean, low, high, _ = log_t_interval(col)
+            v = np.asarray(col, dtype=float)
+            k = int(np.sum(~np.isnan(v) & (v > 0)))
+            level = CONFIDENCE if level_at is None else max(CONFIDENCE, level_at(k))
+            mean, low, high, _ = log_t_interval(v, min(level, CONFIDENCE_CAP))
+            if level >= 1.0:  # a race states no interval before its first look
+                low = high = float("nan")
             values.update(zip(repeat_columns(name), (mean, low, high), strict=True))
         values["repeat_ci_note"] = _note(row, n, values)
         rows.append(values)

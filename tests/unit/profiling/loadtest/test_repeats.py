@@ -333,3 +333,36 @@ def test_token_source_per_tier_and_a_warning_for_retokenized_text():
     (warning,) = trusted.warnings
     assert warning.startswith("v c2: 1 requests")
     assert "15 generated single-space tokens re-encode as 1" in warning
+
+
+def test_a_race_states_its_summary_intervals_at_its_looks_level():
+    from scipy import stats as st
+
+    from trtbench.profiling.loadtest.workload.repeats import repeat_stats
+
+    # one variant, one tier; output tok/s 110, 100, 120 in three passes
+    summary = pd.DataFrame(
+        {"variant": ["a"], "tier": ["c1"], "tier_status": ["complete"]}
+    )
+    passes = pd.DataFrame(
+        {
+            "variant": ["a"] * 3,
+            "tier": ["c1"] * 3,
+            "repeat": [0, 1, 2],
+            "request_count": [8, 8, 8],
+            "output_token_throughput_tokens_per_s": [110.0, 100.0, 120.0],
+        }
+    )
+    col = "output_token_throughput_tokens_per_s"
+    logs = np.log([110.0, 100.0, 120.0])
+    sd = logs.std(ddof=1)
+    for level_at, level in ((None, 0.95), (lambda n: 0.993, 0.993)):
+        row = repeat_stats(summary, passes, level_at).iloc[0]
+        half = st.t.ppf(0.5 + level / 2, 2) * sd / math.sqrt(3)
+        assert row[f"{col}_ci95_low"] == pytest.approx(math.exp(logs.mean() - half))
+        assert row[f"{col}_ci95_high"] == pytest.approx(math.exp(logs.mean() + half))
+    # below its first look a race has no interval (level 1): no bound, never inf
+    row = repeat_stats(summary, passes.iloc[:2], lambda n: 1.0 if n < 3 else 0.99).iloc[
+        0
+    ]
+    assert math.isnan(row[f"{col}_ci95_low"]) and math.isnan(row[f"{col}_ci95_high"])

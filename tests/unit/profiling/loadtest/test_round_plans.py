@@ -98,3 +98,18 @@ def test_the_budget_s_resolution_is_told_once_from_the_first_look():
         "c4": {"base": 1.0, "b": 1.0},
     }
     assert plan.as_json()["tiers"]["c4"]["budget_resolves"] == {"base": 1.0, "b": 1.0}
+
+
+def test_a_spent_time_budget_still_lets_the_first_look_come():
+    from trtbench.profiling.loadtest.driver.round_plans import MAX_MINUTES
+
+    # a budget of no time at all, and a race that stays open (a and b alternate ±2 %):
+    # three rounds run, so every comparison gets an interval, then the time stops it
+    plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(12), 0.05, max_minutes=1e-12)
+    rounds = drive(
+        plan,
+        lambda v, t, r: (
+            1.0 if v == "base" else (1.02 if (v == "a") == (r % 2 == 0) else 0.98)
+        ),
+    )
+    assert len(rounds) == 3 and plan.stopped_because == MAX_MINUTES
