@@ -15,9 +15,10 @@ rounds, 4 requests of 16 tokens each) through :func:`run_interleaved` in the des
   2): rounds 0 and 2 see both twins at one speed (ratio about 1), round 1 reads about 0.5 or
   2, so the interval over the rounds holds 1: no difference is claimed.
 
-The timetable is sleeps on the server, so a busy host moves every figure by a few ms at most;
-the bounds below (0.4-0.65 and an interval top below 0.8; an interval that holds 1) keep
-wide margins around the scripted values.
+The timetable is sleeps on the server; a busy host adds its own delay to both sides of a
+ratio (pulling it towards 1), so the bounds below hold the claim itself with margin: a
+sequential ratio between 0.35 and 0.8 whose interval lies below 1 (significant), an
+interleaved interval that holds 1.
 """
 
 from __future__ import annotations
@@ -122,8 +123,10 @@ def ratio_b_over_a(twins, tmp_path, design):
 def test_sequential_reads_the_drift_as_a_difference(twins, tmp_path):
     got = ratio_b_over_a(twins, tmp_path, SEQUENTIAL)
     assert got.rounds == 3
-    assert 0.4 < got.ratio < 0.65  # 170 ms / 340 ms per request
-    assert got.high is not None and got.high < 0.8  # "significantly" slower: wrong
+    # 170 ms / 340 ms per request; what a busy host adds to both sides pulls it up (seen
+    # under a CPU burner: 0.61 [0.45, 0.81])
+    assert 0.35 < got.ratio < 0.8
+    assert got.high is not None and got.high < 1.0  # "significantly" slower: wrong
 
 
 def test_interleaved_does_not(twins, tmp_path):
