@@ -43,6 +43,7 @@ from typing import Any
 
 import pandas as pd
 
+from trtbench.profiling.loadtest.stats.decisions import LookSchedule
 from trtbench.profiling.report.margins import OBJECTIVE_INFO, as_float
 from trtbench.profiling.report.paired import MIN_ROUNDS, PairedRatio, paired_ratio
 from trtbench.profiling.report.uncertainty import interval_text
@@ -142,13 +143,16 @@ def stage_result(
     best: str,
     tier: str,
     basis: CheckBasis,
+    schedule: LookSchedule | None = None,
 ) -> StageResult:
-    """One stage's reading at ``tier`` (module docstring): pass, suspect or unchecked."""
+    """One stage's reading at ``tier`` (module docstring): pass, suspect or unchecked.
+    ``schedule``: the stage's looks (a race's intervals at their levels; default: a fixed
+    design, 95 %)."""
     bad = _incomplete(summary, [recommended, best], tier)
     if bad:
         return StageResult(None, None, None, 0, UNCHECKED, bad)
     pr: PairedRatio = paired_ratio(
-        rounds, recommended, best, tier, basis.column, basis.higher_is_better
+        rounds, recommended, best, tier, basis.column, basis.higher_is_better, schedule
     )
     ratio = None if math.isnan(pr.ratio) else pr.ratio
     if pr.low is None or pr.high is None:

@@ -58,7 +58,7 @@ from trtbench.profiling.report.paired import MIN_ROUNDS
 from trtbench.profiling.report.recommendation_text import SCHEMA_VERSION
 from trtbench.profiling.report.run_data import load_run
 from trtbench.spec.bench import BenchSpec
-from trtbench.spec.design import resolve_design
+from trtbench.spec.design import no_race_because, resolve_design
 from trtbench.spec.report import GOODPUT_FIX, SLO_FIELDS
 
 log = logging.getLogger(__name__)
@@ -193,14 +193,13 @@ def plan_follow_up(root: Path, rounds: int = DEFAULT_ROUNDS) -> FollowUpPlan:
     slos = [(recorded.get("loadtest") or {}).get(k) for k in SLO_FIELDS]
     if basis.objective == "goodput" and not any(slos):
         raise ConfigError(f"{path}: objective goodput needs SLOs: {GOODPUT_FIX}")
-    spec = follow_up_spec(
-        recorded,
-        variant,
-        list(best.values()),
-        rounds,
-        f"{rd.run_json} build.spec + {path}",
-    )
-    resolve_design(spec, spec.variants)  # a design these variants cannot have: exit 2
+    where = f"{rd.run_json} build.spec + {path}"
+    spec = follow_up_spec(recorded, variant, list(best.values()), rounds, where)
+    design = resolve_design(spec, spec.variants)  # one they cannot have: exit 2
+    if not no_race_because(spec, design.name):  # a race where the design allows one
+        spec = follow_up_spec(
+            recorded, variant, list(best.values()), rounds, where, True
+        )
     out = RunDir(rd.root / FOLLOW_UP_DIR)
     prompts = preflight_run(spec, out)
     return FollowUpPlan(rd, out, spec, source, basis, best, prompts)
@@ -216,7 +215,9 @@ def _stage(
     run = load_run(out.root, RUN_CSV_SCHEMAS)
     rounds = run.rounds if run.rounds is not None else pd.DataFrame()
     return [
-        stage_result(rounds, run.summary, plan.variant, plan.best[t], t, plan.basis)
+        stage_result(
+            rounds, run.summary, plan.variant, plan.best[t], t, plan.basis, run.schedule
+        )
         for t in tiers
     ]
 

@@ -129,10 +129,13 @@ def follow_up_spec(
     best: Sequence[str],
     rounds: int,
     source: str,
+    race: bool = False,
 ) -> BenchSpec:
     """The recorded spec with the recommended ``variant`` and the recorded variants named in
     ``best`` (the run's best fixed variant of each tier), named ``<name>-follow-up``;
-    ``loadtest.repeats`` = ``rounds``; tiers, requests, seed, deploy and profile as recorded.
+    ``rounds`` fixed rounds, or with ``race`` a race of ``rounds: auto`` within a budget of
+    ``rounds`` (it stops measuring a tier once its comparison is decided); tiers,
+    requests, seed, deploy and profile as recorded.
 
     Raises:
         ConfigError: a name of ``best`` is not a recorded variant, or the result does not
@@ -149,12 +152,16 @@ def follow_up_spec(
         )
     data["variants"] = [dict(variant), *(dict(fields[b]) for b in dict.fromkeys(best))]
     data["name"] = f"{data.get('name', 'bench')}-follow-up"
-    data["loadtest"] = {
-        **(data.get("loadtest") or {}),
-        "repeats": rounds,  # a fixed count, whatever the run's rounds were
-        "stop_when_decided": False,
-        "rounds_by_default": False,
+    loadtest = {
+        k: v
+        for k, v in (data.get("loadtest") or {}).items()
+        if k not in ("repeats", "rounds", "stop_when_decided", "rounds_by_default")
     }
+    if race:  # the follow-up's own budget, whatever the run's was
+        loadtest |= {"rounds": "auto", "budget": {"max_rounds": rounds}}
+    else:  # a fixed count, whatever the run's rounds were
+        loadtest |= {"repeats": rounds, "stop_when_decided": False}
+    data["loadtest"] = loadtest
     try:
         return BenchSpec.model_validate(data)
     except ValidationError as exc:

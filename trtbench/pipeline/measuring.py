@@ -103,9 +103,12 @@ def race_plan(
     variants: Sequence[VariantSpec],
     record: dict[str, Any],
     progress: RunProgress | None = None,
+    cells: Sequence[Cell] = (),
 ) -> RacePlan:
     """The race of a ``rounds: auto`` run; it rewrites run.json ``design`` (``order``:
-    the cells handed out so far; ``stopping``: how the race stands) after every round."""
+    the cells handed out so far; ``stopping``: how the race stands) after every round.
+    ``cells``: the fixed plan's cells, whose (variant, tier) pairs the race keeps to
+    (empty: every variant at every tier)."""
 
     told: list[bool] = []
 
@@ -129,7 +132,17 @@ def race_plan(
         spec.report.equivalence_margin,
         spec.loadtest.budget.max_minutes,
         written,
+        tiers_of_variant(cells) if cells else None,
     )
+
+
+def tiers_of_variant(cells: Sequence[Cell]) -> dict[str, list[str]]:
+    """Variant → the tier labels it has cells at."""
+    out: dict[str, list[str]] = {}
+    for c in cells:
+        if c.tier.label not in out.setdefault(c.variant, []):
+            out[c.variant].append(c.tier.label)
+    return out
 
 
 def resolution_line(plan: RacePlan) -> str:
@@ -243,7 +256,7 @@ def measure_variants(
     if design.name == INTERLEAVED:
         if design.stop_when_decided:
             record["order"] = []
-            plan = race_plan(rd, spec, variants, record, progress)
+            plan = race_plan(rd, spec, variants, record, progress, cells)
             _interleaved(rd, spec, variants, plan, prompts, progress, got, nsys)
             return record
         _interleaved(rd, spec, variants, cells, prompts, progress, got, nsys)

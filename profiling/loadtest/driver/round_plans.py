@@ -14,7 +14,7 @@ first look, always run, so that every comparison has an interval).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -68,6 +68,8 @@ class RacePlan:
         variants: in spec order; tiers: the spec's tiers; seed: the load test's seed.
         schedule, margin: as for :func:`race_tier`.
         max_minutes: the time budget (None: none).
+        tiers_of_variant: variant → the tier labels it is measured at (None: every tier;
+            the follow-up measures each best fixed variant at its own tiers).
         on_round: called with every cell handed out so far, each time a round is planned
             and once the race is over (run.json's ``design`` is rewritten there).
         cells: every cell handed out so far (run.json's order).
@@ -85,6 +87,7 @@ class RacePlan:
     margin: float
     max_minutes: float | None = None
     on_round: Callable[[RacePlan], None] | None = None
+    tiers_of_variant: Mapping[str, Sequence[str]] | None = None
     cells: list[Cell] = field(default_factory=list)
     races: dict[str, TierRace] = field(default_factory=dict)
     stopped_because: str | None = None
@@ -95,7 +98,13 @@ class RacePlan:
     _started: float | None = None
 
     def __post_init__(self) -> None:
-        self._active = {t.label: tuple(self.variants) for t in self.tiers}
+        only = self.tiers_of_variant
+        self._active = {
+            t.label: tuple(
+                v for v in self.variants if only is None or t.label in only.get(v, ())
+            )
+            for t in self.tiers
+        }
 
     @property
     def rounds_run(self) -> int:

@@ -113,3 +113,20 @@ def test_a_spent_time_budget_still_lets_the_first_look_come():
         ),
     )
     assert len(rounds) == 3 and plan.stopped_because == MAX_MINUTES
+
+
+def test_a_race_keeps_each_variant_to_its_own_tiers():
+    # the follow-up's shape: "rec" at every tier, "a" only at c1, "b" only at c4
+    plan = RacePlan(
+        ["rec", "a", "b"],
+        TIERS,
+        7,
+        LookSchedule(6),
+        0.05,
+        tiers_of_variant={"rec": ["c1", "c4"], "a": ["c1"], "b": ["c4"]},
+    )
+    rounds = drive(plan, lambda v, t, r: {"rec": 1.0, "a": 1.5, "b": 1.2}[v])
+    assert sorted(rounds[0]) == [("a", "c1"), ("b", "c4"), ("rec", "c1"), ("rec", "c4")]
+    assert plan.stopped_because == SETTLED and len(rounds) == 3
+    assert plan.races["c1"].leader == "a" and plan.races["c4"].leader == "b"
+    assert plan.as_json()["tiers"]["c4"]["decisions"] == {"rec": "better"}
