@@ -6,7 +6,9 @@ Each run goes to ``OUT/runN`` (removed first). ``--burner`` keeps one core busy 
 ``python -c 'while True: pass'`` for the whole series (the standard busy-host check of
 docs/aa_check.md). Per run it prints the exit status, minutes, the recommended variant, each
 tier's best variant (``*`` where its margin over the runner-up is significant, i.e. the run
-claims the order) and the follow-up's verdict with its ratios; then whether every run
+claims the order), how many of the comparisons the answer rests on (each tier's best over
+the baseline and over the runner-up) were decided and in how many rounds (``rounds:
+auto``), and the follow-up's verdict with its ratios; then whether every run
 exited 0 and whether every tier whose best was called significantly ahead named the same
 variant in every run.
 """
@@ -22,11 +24,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+DECIDED = ("better", "worse", "equivalent")
+"""recommendation.json margin decisions that settle a comparison (the rest: open)."""
 
 
 def summarize(run: Path) -> dict:
     """Winner, per-tier best (with significance) and the follow-up of one demo run."""
     out: dict = {"winner": None, "tiers": {}, "verdict": None, "ratios": {}}
+    out |= {"decided": 0, "comparisons": 0, "rounds": None}
     rec = run / "recommendation.json"
     if rec.is_file():
         doc = json.loads(rec.read_text())
@@ -34,6 +39,14 @@ def summarize(run: Path) -> dict:
         for t in doc.get("tiers") or []:
             runner = t.get("runner_up") or {}
             out["tiers"][t["tier"]] = (t.get("best"), bool(runner.get("significant")))
+            for m in (t.get("over_baseline"), runner or None):
+                if m:  # the comparisons the answer rests on, and how many are settled
+                    out["comparisons"] += 1
+                    out["decided"] += m.get("decision") in DECIDED
+    design = run / "run.json"
+    if design.is_file():
+        stopping = json.loads(design.read_text()).get("design", {}).get("stopping")
+        out["rounds"] = (stopping or {}).get("rounds_run")
     check = run / "follow-up" / "check.json"
     if check.is_file():
         doc = json.loads(check.read_text())
@@ -79,7 +92,8 @@ def main() -> int:
             ratios = " ".join(f"{k} {r}" for k, r in row["ratios"].items())
             print(
                 f"run {i}: exit {code}, {row['minutes']:.1f} min, winner {row['winner']}; "
-                f"best {tiers}; follow-up {row['verdict']} ({ratios})",
+                f"best {tiers}; decided {row['decided']}/{row['comparisons']} "
+                f"in {row['rounds']} rounds; follow-up {row['verdict']} ({ratios})",
                 flush=True,
             )
     finally:

@@ -108,7 +108,8 @@ def test_follow_up_verdict_follows_from_its_numbers(demo):
     assert check["verdict"] in ("pass", "fail")  # never incomplete on a working host
     for t in check["tiers"]:  # the criterion, read off the numbers in the file
         first, confirm = t["first"], t["confirm"]
-        assert first["rounds"] == check["rounds"] == 8
+        # a race within a budget of 8 rounds: it may stop once decided, never before 3
+        assert 3 <= first["rounds"] <= check["rounds"] == 8
         suspect = first["high"] < 1.0
         assert (confirm is not None) == suspect
         failed = suspect and confirm["high"] < 1.0

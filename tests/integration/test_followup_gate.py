@@ -6,9 +6,10 @@ baseline at c2. Here its ``trtbench variant`` snippet also gets ``handicap: 9.0`
 step the engine waits nine times the step's own duration, so the recommended config serves
 about a tenth of the tokens per second it would.
 
-The follow-up serves it beside ngram (c1) and the baseline (c2), 5 interleaved rounds; each
-round's ratio recommended / best is near 1/10 whatever else the host does (both sides of a
-round are measured back to back), so the interval over rounds lies far below 1 at both tiers;
+The follow-up serves it beside ngram (c1) and the baseline (c2), a race of up to 5
+interleaved rounds; each round's ratio recommended / best is near 1/10 whatever else the
+host does (both sides of a round are measured back to back), so the interval over rounds
+lies far below 1 at both tiers (a race may decide that after 3 rounds);
 the confirmation in fresh rounds says so again, and the command exits 1 naming c1 and c2.
 The effect is made this large on purpose: with a 4x slowdown and 3 rounds, one round in
 which the host stalled the best variant's cell (seen: 0.17 s became 1.2 s) left a tier's
@@ -55,7 +56,8 @@ def test_a_config_ten_times_slower_fails_the_gate(tmp_path, tiny_models, capsys)
     assert [t["best"] for t in check["tiers"]] == ["ngram", "baseline"]
     for t in check["tiers"]:  # the criterion, read off the numbers in the file
         for stage in (t["first"], t["confirm"]):
-            assert stage["rounds"] == ROUNDS
+            # a race within the budget: it may stop once decided, never before 3 rounds
+            assert 3 <= stage["rounds"] <= ROUNDS
             assert stage["high"] < 1.0  # significantly worse, in both stages
             assert stage["ratio"] < 0.5  # about 1/10 of the best (1 / (1 + 9))
     assert check["recommended"]["speculation"] == {
