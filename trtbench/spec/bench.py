@@ -69,7 +69,7 @@ DEFAULT_MEDUSA_TREE = "mc_sim_7b_63"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ModelsSpec(_Strict):

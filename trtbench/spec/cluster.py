@@ -34,7 +34,7 @@ class ClusterSpec(BaseModel):
         shard_command: how a shard starts trtbench on its node (a command line).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     executor: Executor = "local"
     partition: str | None = None

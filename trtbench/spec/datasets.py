@@ -38,7 +38,7 @@ DATASET_PATH_KEYS = ("path",)
 class DatasetSource(BaseModel):
     """One entry of ``loadtest.datasets``: a file, its format and its share of the mix."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     path: Path | None = None
     format: DatasetFormat
@@ -69,7 +69,7 @@ class DatasetsField(BaseModel):
     """``loadtest.datasets`` (a base of :class:`trtbench.spec.bench.LoadtestSpec`, which
     also has the single-file ``dataset``); None when not given, never given empty."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     datasets: list[DatasetSource] | None = Field(default=None, min_length=1)
 

@@ -45,7 +45,7 @@ class BudgetSpec(BaseModel):
             before the limit runs to its end.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     max_rounds: int = Field(default=12, ge=3, le=100)
     max_minutes: float | None = Field(default=None, gt=0)
@@ -56,7 +56,7 @@ class DesignFields(BaseModel):
     :class:`trtbench.spec.bench.LoadtestSpec`; ``stop_when_decided`` is what ``rounds:
     auto`` sets, with ``repeats`` = ``budget.max_rounds``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     design: Design = "auto"
     budget: BudgetSpec = BudgetSpec()
@@ -85,7 +85,7 @@ class CoResidentField(BaseModel):
     """``deploy.co_resident`` (a base of :class:`trtbench.spec.bench.DeploySpec`; None: decide
     from the variants, :func:`resolve_design`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     co_resident: bool | None = None
 

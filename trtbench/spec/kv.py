@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 class KvCacheVariantFields(BaseModel):
     """The KV budget of a variant (base of :class:`trtbench.spec.bench.VariantSpec`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     tokens_per_block: int = Field(default=32, ge=1)
     kv_cache_max_tokens: int | None = Field(default=None, ge=1)

@@ -71,7 +71,7 @@ class SpeculationSpec(BaseModel):
     keys >= 1, values >= 0 and <= the variant's draft length.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     max_concurrency: int | None = Field(default=None, ge=1)
     draft_len_schedule: (
@@ -96,7 +96,7 @@ class LlmApiVariantFields(BaseModel):
     the spec's ``trtllm_version``.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     speculative_model: Path | None = None
     num_nextn_predict_layers: int | None = Field(default=None, ge=1)

@@ -34,7 +34,7 @@ class ReportSpec(BaseModel):
     variants whose paired interval lies within ±this fraction are *equivalent*
     (``profiling/loadtest/stats/decisions.py``; default 0.05, ±5 %)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     objective: Objective = DEFAULT_OBJECTIVE
     equivalence_margin: float = Field(default=0.05, gt=0, lt=1)
@@ -44,7 +44,7 @@ class ReportFields(BaseModel):
     """The ``report`` field of :class:`trtbench.spec.bench.BenchSpec` and its check against the
     load test's SLOs (a base class, like the variant field groups)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     report: ReportSpec = ReportSpec()
 

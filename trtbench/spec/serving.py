@@ -51,7 +51,7 @@ class ServingVariantFields(BaseModel):
     checks whether a comparison can see a loss of that size (``docs/aa_check.md``).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     server: Server = "triton"
     handicap: float = Field(default=0.0, ge=0.0, le=10.0)
@@ -67,7 +67,7 @@ class VllmDeployFields(BaseModel):
     serve`` flags (``["--enforce-eager"]``), appended last.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     vllm_python: Path | None = None
     vllm_kv_cache_gib: float | None = Field(default=1.0, gt=0)
@@ -82,7 +82,7 @@ class TrtllmServeDeployFields(BaseModel):
     to the executable (default ``trtllm-serve``); see :func:`resolve_trtllm_serve`.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     trtllm_serve: str = Field(default=TRTLLM_SERVE, min_length=1)
 

@@ -29,7 +29,7 @@ DEFAULT_NGRAM_MAX = 2  # TensorRT-LLM's max_matching_ngram_size default (the con
 class NgramVariantFields(BaseModel):
     """The n-gram window of a variant (base of :class:`trtbench.spec.bench.VariantSpec`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     prompt_lookup_min: int | None = Field(default=None, ge=1)
     prompt_lookup_max: int | None = Field(default=None, ge=1)

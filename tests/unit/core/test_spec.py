@@ -109,3 +109,17 @@ def test_a_missing_section_is_named_with_the_fix():
     with pytest.raises(ConfigError) as err:
         parse_spec("variants: [{name: b, mode: baseline}]\n", source="s.yaml")
     assert str(err.value) == "s.yaml: models: required and missing: add it"
+
+
+@pytest.mark.parametrize(
+    "loadtest, field",
+    [
+        ("{datasets: [{format: humaneval, weight: .inf}]}", "weight"),
+        ("{burstiness: .nan}", "burstiness"),
+        ("{ramp_up_s: .inf}", "ramp_up_s"),
+    ],
+)
+def test_a_number_that_is_not_finite_is_refused_naming_its_field(loadtest, field):
+    # YAML reads .inf and .nan as floats; a weight of inf once ended in an OverflowError
+    with pytest.raises(ConfigError, match=f"{field}.*finite number"):
+        parse_spec(GOOD + f"loadtest: {loadtest}\n")
