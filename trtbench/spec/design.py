@@ -5,7 +5,7 @@
   variants' servers can be up at once, else ``rounds``.
 * ``loadtest.repeats`` (also spelt ``loadtest.rounds``): rounds; every variant runs every tier
   once per round. Ratios between variants take their 95 % intervals over rounds, so 3 or more
-  are needed for an interval. ``rounds: auto`` measures by need: after each round the
+  are needed for an interval. ``rounds: auto`` measures by need: after every 3 rounds the
   comparisons are decided (``profiling/loadtest/stats/racing.py``), a variant clearly worse
   than a tier's leader stops being measured there, and the run ends when nothing is open or
   ``loadtest.budget`` (``max_rounds``, default 12; ``max_minutes``) is spent. Its intervals
@@ -178,7 +178,7 @@ def resolve_design(spec: Any, variants: Sequence[Any]) -> ResolvedDesign:
         auto, rounds = False, 1  # the default where no race can run: one round
     if auto and name != "interleaved":
         raise ConfigError(
-            f"loadtest.rounds auto decides after each round of the interleaved design; "
+            f"loadtest.rounds auto decides between rounds of the interleaved design; "
             f"this run is {name}: give loadtest.rounds a number, or let the servers share "
             "the machine (deploy.co_resident: true, loadtest.design: interleaved)"
         )

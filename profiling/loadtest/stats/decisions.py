@@ -1,5 +1,5 @@
 """How a paired comparison is decided, and how its interval stays valid when the run looks at
-it after every round and stops once it is decided (pure).
+it after every block of rounds and stops once it is decided (pure).
 
 **Classes** of a ratio "A over B" (> 1: A is better) with interval ``[low, high]`` and an
 equivalence margin ``m`` (``report.equivalence_margin``, default 5 %):
@@ -87,7 +87,7 @@ class LookSchedule:
 
     @property
     def sequential(self) -> bool:
-        """The run looks after every round (``rounds: auto``)."""
+        """The run looks after blocks of rounds (``rounds: auto``)."""
         return self.max_rounds is not None
 
     def looks(self) -> tuple[int, ...]:

@@ -1,9 +1,9 @@
-"""Rounds by need (``loadtest.rounds: auto``): after each round, which variant is still worth
+"""Rounds by need (``loadtest.rounds: auto``): after each look, which variant is still worth
 measuring at which tier (pure: per-round figures in, the next round's variants out).
 
 A race (Maron & Moore 1994, Hoeffding races; Birattari et al. 2002, F-Race) drops the
 candidates that are clearly out and spends the remaining rounds on the close ones. At one
-tier, after each round:
+tier, after each look (every 3 rounds, ``stats/decisions.py``):
 
 * the **leader** is the still-measured variant with the best geometric mean of its per-round
   figure (every still-measured variant has been measured in the same rounds: one never
