@@ -155,9 +155,8 @@ def write_loadtest(
     base = baseline if baseline in set(req.get("variant", ())) else None
     # a race's intervals at its looks' levels (run.json design.stopping; fixed: 95 %)
     schedule = recorded_schedule(run_dir.read_run_json().get("design"))
-    trusted = summarize_trusted(
-        req, resp, slos, base, statuses, warmup_s, schedule.level_at
-    )
+    level_at = schedule.level_at if schedule.sequential else None  # fixed: 95 %
+    trusted = summarize_trusted(req, resp, slos, base, statuses, warmup_s, level_at)
     rounds = _rounds(run_dir, trusted.passes, cells, replace)
     summary = interference_summary(trusted.summary, rounds)
     parts = [record_files(run_dir, v).outputs for v in sorted(replace)]
