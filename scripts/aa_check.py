@@ -53,8 +53,10 @@ COLUMN = "output_tokens_per_s"
 DONE = re.compile(r"tier_pass: .* \(round \d+\): ")
 
 
-def spec_text(cache: Path, design: str, rounds: int, tiers: list[int]) -> str:
-    """The A/A spec (module docstring) as YAML."""
+def spec_text(
+    cache: Path, design: str, rounds: int, tiers: list[int], requests: int = 16
+) -> str:
+    """The A/A spec (module docstring) as YAML (``requests`` per cell)."""
     common = {
         "dtype": "float32",
         "max_batch_size": 8,
@@ -80,7 +82,7 @@ def spec_text(cache: Path, design: str, rounds: int, tiers: list[int]) -> str:
                 "design": design,
                 "concurrency": tiers,
                 "repeats": rounds,
-                "requests_per_tier": 16,
+                "requests_per_tier": requests,
                 "warmup_requests": 2,
                 "input_len_mean": 32,
                 "output_len_mean": 48,
