@@ -38,6 +38,7 @@ from trtbench.core.run_dir import (
     RunDir,
 )
 from trtbench.profiling.loadtest.stats.decisions import LookSchedule, recorded_schedule
+from trtbench.profiling.report.rounds_check import check_rounds
 
 GRAPHS_ON, GRAPHS_OFF, GRAPHS_UNAVAILABLE, UNKNOWN = (
     "on",
@@ -417,7 +418,7 @@ def load_run(root: Path, schemas: Mapping[str, Schema] | None = None) -> RunData
             rd.repo_metadata(name), METADATA_SCHEMA_VERSION, REPO_FIX, REPO_FIELDS
         )
         variants[name] = variant_info(name, build, repo, run)
-    return RunData(
+    data = RunData(
         root=rd.root,
         run=run,
         variants=variants,
@@ -444,3 +445,5 @@ def load_run(root: Path, schemas: Mapping[str, Schema] | None = None) -> RunData
             )
         },
     )
+    check_rounds(data.rounds, summary, run, rd.rounds_csv)  # vs summary, design.order
+    return data

@@ -87,12 +87,12 @@ ROUNDS_SCHEMA: tuple[Column, ...] = (
         "start_s", "start, seconds after the run's first cell (monotonic clock)", False
     ),
     Column("duration_s", "from the cell's first send to its last response", False),
-    Column("request_count", "requests of this pass in the measurement window", False),
-    Column("error_count", "of those, failed", False),
-    Column("ttft_p50_ms", "TTFT median of the pass", False),
-    Column("tpot_mean_ms", "TPOT mean of the pass", False),
-    Column("tpot_p50_ms", "TPOT median of the pass", False),
-    Column("output_tokens_per_s", "output tokens / the pass's span", False),
+    Column("request_count", "requests of this pass in the measurement window"),
+    Column("error_count", "of those, failed"),
+    Column("ttft_p50_ms", "TTFT median of the pass"),
+    Column("tpot_mean_ms", "TPOT mean of the pass"),
+    Column("tpot_p50_ms", "TPOT median of the pass"),
+    Column("output_tokens_per_s", "output tokens / the pass's span"),
     Column(
         "request_goodput_per_s",
         "requests meeting every SLO / the pass's span (needs loadtest.slo_*)",

@@ -1,0 +1,87 @@
+"""rounds.csv read back against the rest of the run: the pairs of every comparison come
+from rounds.csv, so a file that lost rows (cut at a line boundary) or gained some would
+change the answer without a word.
+
+* Every (variant, tier) has at least as many rows as summary.csv counts measured rounds for
+  it (``repeats_count``: passes with a measured request; rounds.csv has a row for each pass,
+  measured or not).
+* No row of a variant that ``run.json`` ``design.order`` plans names a cell the order does
+  not list (variants outside the order, added later by ``trtbench loadtest --out RUN``, are
+  not checked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from trtbench.core.errors import DataFileError
+
+FIX = "re-run `trtbench run` into this run directory, or restore the file"
+
+
+def _extra_cells(rounds: pd.DataFrame, order: Any) -> list[tuple[int, str, str]]:
+    """Rows of ordered variants whose (round, tier, variant) the order lacks."""
+    if not isinstance(order, list) or not order:
+        return []
+    try:
+        planned = {(int(r), str(t), str(v)) for r, t, v in order}
+    except (TypeError, ValueError):
+        return []  # not an order this trtbench wrote: nothing to hold the file to
+    ordered = {v for _, _, v in planned}
+    have = {
+        (int(r), str(t), str(v))
+        for r, t, v in rounds[["round", "tier", "variant"]].itertuples(index=False)
+    }
+    return sorted(c for c in have - planned if c[2] in ordered)
+
+
+def check_rounds(
+    rounds: pd.DataFrame | None,
+    summary: pd.DataFrame,
+    run: Mapping[str, Any],
+    path: Path,
+) -> None:
+    """Refuse a rounds.csv that does not hold the rounds the run measured (module doc).
+
+    Args:
+        rounds: rounds.csv as read (None: absent, nothing to check).
+        summary: summary.csv as read (``variant``, ``tier``, ``repeats_count``).
+        run: run.json as read (``design.order``: ``[[round, tier, variant], …]``).
+        path: rounds.csv, for the message.
+
+    Raises:
+        DataFileError: a (variant, tier) with fewer rows than its measured rounds, or a row
+            of an ordered variant the order does not list; the message names the first,
+            and the fix.
+    """
+    if rounds is None:
+        return
+    design = run.get("design") if isinstance(run, Mapping) else None
+    extra = _extra_cells(
+        rounds, design.get("order") if isinstance(design, Mapping) else None
+    )
+    if extra:
+        r, t, v = extra[0]
+        raise DataFileError(
+            f"{path}: {len(extra)} row(s) name a cell run.json design.order does not "
+            f"list (first: round {r} {t} {v}); {FIX}"
+        )
+    if "repeats_count" not in summary:
+        return
+    rows = rounds.groupby(["variant", "tier"]).size()
+    counts = pd.to_numeric(summary["repeats_count"], errors="coerce")
+    for (variant, tier), n in zip(
+        summary[["variant", "tier"]].astype(str).itertuples(index=False),
+        counts,
+        strict=True,
+    ):
+        k = int(rows.get((variant, tier), 0))
+        if pd.notna(n) and k < n:
+            raise DataFileError(
+                f"{path}: {k} row(s) of {variant} {tier}, but summary.csv counts {n:g} "
+                f"measured rounds of it: the file was cut or edited; {FIX}"
+            )
