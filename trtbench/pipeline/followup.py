@@ -130,6 +130,16 @@ def _recorded_spec(rd: RunDir) -> dict[str, Any]:
             f"run directory {rd.root} does not exist; give the --out of a "
             "`trtbench run`"
         )
+    if not rd.run_json.is_file():
+        raise ConfigError(
+            f"{rd.root} has no run.json: it is not a run directory; give the --out of a "
+            "`trtbench run`"
+        )
+    if not rd.summary_csv.is_file():  # before anything is built or measured
+        raise ConfigError(
+            f"{rd.summary_csv} is missing: the run measured nothing to follow up; run "
+            f"`trtbench run SPEC --out {rd.root}` first"
+        )
     spec = (rd.read_run_json().get("build") or {}).get("spec")
     if not isinstance(spec, dict) or not spec.get("variants"):
         raise ConfigError(

@@ -325,6 +325,11 @@ def read_source(source: Source, tokenizer: TextTokenizer | None = None) -> list[
     """
     path = source.path or humaneval_file()
     label = f"{source.label} ({source.format}): file"
+    if path.is_dir():
+        raise ConfigError(
+            f"{label} {path} is a directory; give the file in it (a relative path is "
+            "read from the spec file's folder)"
+        )
     if not path.is_file():
         raise ConfigError(
             f"{label} {path} does not exist; fix the path (a relative path is read from "

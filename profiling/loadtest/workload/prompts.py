@@ -21,6 +21,7 @@ import gzip
 import json
 import logging
 import sysconfig
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -324,6 +325,8 @@ def read_jsonl(
         ConfigError: a missing or unreadable file (named ``label`` and ``path``), a line
             that is not UTF-8 or not JSON (``path:line``, ``example`` in the fix).
     """
+    if path.is_dir():
+        raise ConfigError(f"{label} {path} is a directory; pass a JSONL file in it")
     if not path.is_file():
         raise ConfigError(f"{label} {path} does not exist; pass a JSONL file")
     opener = gzip.open if path.suffix == ".gz" else Path.open
@@ -335,7 +338,16 @@ def read_jsonl(
                 if raw.strip():
                     where = f"{path}:{lineno}"
                     yield where, parse_json_line(raw, where, example)
-    except (OSError, EOFError) as exc:
+    except (
+        EOFError,
+        gzip.BadGzipFile,
+        zlib.error,
+    ) as exc:  # the gzip stream, not access
+        raise ConfigError(
+            f"{label} {path} is a damaged or cut gzip file ({exc}); download or "
+            "compress it again (`gzip -t` checks one)"
+        ) from None
+    except OSError as exc:
         reason = getattr(exc, "strerror", None) or exc
         raise ConfigError(
             f"cannot read {label} {path} ({reason}); fix its permissions or pass "

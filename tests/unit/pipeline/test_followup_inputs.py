@@ -131,6 +131,15 @@ def test_too_few_rounds_or_no_run_exit_2(run, tmp_path, capsys):
     assert code == 2 and "--rounds" in err
     code, _, err = run_cli(["follow-up", tmp_path / "absent"], capsys)
     assert code == 2 and "does not exist" in err
+    # a folder that is no run, and a run that measured nothing: said before any build
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    code, _, err = run_cli(["follow-up", folder], capsys)
+    assert code == 2 and "has no run.json: it is not a run directory" in err
+    (run / "loadtest" / "summary.csv").unlink()
+    code, _, err = run_cli(["follow-up", run], capsys)
+    assert code == 2 and "summary.csv is missing: the run measured nothing" in err
+    assert not (run / "follow-up").exists()
 
 
 def test_report_shows_the_follow_up_check(run, capsys):

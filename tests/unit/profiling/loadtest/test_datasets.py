@@ -326,6 +326,10 @@ def test_a_source_without_records_is_named_by_its_place(tmp_path):
         f"loadtest.datasets[0] (vllm): file {missing} does not exist; fix the path (a "
         "relative path is read from the spec file's folder)"
     )
+    assert error_of(Source("vllm", tmp_path, label="loadtest.datasets[0]")) == (
+        f"loadtest.datasets[0] (vllm): file {tmp_path} is a directory; give the file in "
+        "it (a relative path is read from the spec file's folder)"
+    )
 
 
 def test_limit_stops_reading_before_a_later_bad_line(tmp_path):

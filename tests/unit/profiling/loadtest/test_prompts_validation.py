@@ -6,6 +6,7 @@ in the bytes) and read with the real tiny target tokenizer where ids matter.
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import numpy as np
@@ -141,7 +142,20 @@ def test_valid_input_ids_become_text(tmp_path, tiny_tok):
 def test_an_unreadable_dataset_is_one_line(tmp_path):
     folder = tmp_path / "d.jsonl"
     folder.mkdir()
-    assert "does not exist" in error_of(folder)
+    assert (
+        error_of(folder) == f"dataset {folder} is a directory; pass a JSONL file in it"
+    )
+    assert "does not exist" in error_of(tmp_path / "nope.jsonl")
+
+
+def test_a_cut_gzip_dataset_is_named_damaged_not_a_permission_problem(tmp_path):
+    line = b'{"task_id": "t", "prompt": "hi", "output_tokens": 3}\n'
+    whole = gzip.compress(line * 500)
+    cut = tmp_path / "data.jsonl.gz"
+    cut.write_bytes(whole[: len(whole) // 2])  # a download that stopped halfway
+    message = error_of(cut)
+    assert message.startswith(f"dataset {cut} is a damaged or cut gzip file (")
+    assert "permissions" not in message and "gzip -t" in message
 
 
 def dataset_prompts(tmp_path, tok, *lines: dict):
