@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,6 +151,11 @@ def check_trace(path: Path, kind: str) -> None:
         conn = connect_export(path)
         try:
             ExportSchema(conn, path)
+        except sqlite3.DatabaseError as exc:  # pages corrupt, size right: as one file
+            raise TraceParseError(
+                f"{path} is truncated or corrupt ({exc}); export the report again with "
+                "`nsys export --type sqlite REPORT.nsys-rep`"
+            ) from None
         finally:
             conn.close()
     elif not path.is_file():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +18,19 @@ from trtbench.profiling.traces.ranks import (
     main_device,
     rank_summary_line,
 )
+
+
+def _regex(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--step-pattern`` compiled once before any trace is read: a bad one is exit 2 with
+    nothing written (not found rank by rank, leaving an empty ``--out``)."""
+    if value is not None:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise click.BadParameter(
+                f"{value!r} is not a regular expression ({exc})"
+            ) from None
+    return value
 
 
 def _options(func: Callable) -> Callable:
@@ -35,6 +49,7 @@ def _options(func: Callable) -> Callable:
     func = click.option(
         "--step-pattern",
         metavar="REGEX",
+        callback=_regex,
         help="Regular expression (searched) naming the ranges that are decode steps. Default: "
         "decode_step#N / ProfilerStep#N ranges if any, else graph-launch boundaries, else the "
         "whole trace as one step.",

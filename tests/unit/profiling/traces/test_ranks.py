@@ -332,3 +332,34 @@ def test_a_table_in_the_other_format_is_not_left_beside_the_new_one(
         "launch_summary.parquet",
         "steps.parquet",
     ]
+
+
+def test_a_rank_with_corrupt_pages_is_one_line_or_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the right size, its pages overwritten: sqlite3 says "malformed", not a traceback
+    folder = write_ranks(tmp_path / "t")
+    bad = folder / "report_rank1.sqlite"
+    data = bytearray(bad.read_bytes())
+    data[100:] = b"\xa5" * (len(data) - 100)
+    bad.write_bytes(bytes(data))
+    out = tmp_path / "o"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["analyze", "nsys", str(folder), "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "\n" not in err
+    assert f"{bad} is truncated or corrupt" in err
+    main(["analyze", "nsys", str(folder), "--out", str(out), "--skip-bad-ranks"])
+    assert f"skipped rank 1: {bad}" in capsys.readouterr().err
+
+
+def test_a_bad_step_pattern_stops_before_any_rank(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = write_ranks(tmp_path / "t")
+    out = tmp_path / "o"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["analyze", "nsys", str(folder), "--out", str(out), "--step-pattern", "("])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "'(' is not a regular expression" in err
+    assert not out.exists()  # nothing written, no rank analysed
