@@ -181,6 +181,17 @@ def launch_from_steps(path: Path, target_layers: int) -> LaunchCost:
             "REPORT.sqlite --out DIR` wrote (or its steps.csv)"
         )
     if file is None:
+        ranks = sorted(
+            f.parent.name
+            for pattern in ("*/steps.csv", "*/steps.parquet")
+            for f in (path.glob(pattern) if path.is_dir() else ())
+        )
+        if ranks:  # the top folder of a multi-rank analysis: one folder per rank
+            raise ConfigError(
+                f"--from-trace {path}: the per-rank analysis of {len(ranks)} trace(s); "
+                f"give one rank's folder, e.g. {path / ranks[0]} (ranks: "
+                f"{', '.join(dict.fromkeys(ranks))})"
+            )
         raise ConfigError(
             f"--from-trace {path}: no steps.csv there; run `trtbench analyze nsys "
             "REPORT.sqlite --out DIR` on a decode-step capture of the target and give DIR"

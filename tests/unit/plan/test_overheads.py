@@ -149,6 +149,17 @@ def test_bad_traces_are_refused(tmp_path):
         launch_from_steps(tmp_path / "nowhere", 32)
     with pytest.raises(ConfigError, match="no steps.csv there"):
         launch_from_steps(tmp_path, 32)
+    # the top folder of `analyze` over several ranks: one folder per rank, named
+    ranks = tmp_path / "ranks"
+    for rank in ("report_rank0", "report_rank1"):
+        (ranks / rank).mkdir(parents=True)
+        write_steps(ranks / rank / "steps.csv", [dict(step=0)])
+    with pytest.raises(
+        ConfigError,
+        match=r"per-rank analysis of 2 trace\(s\); give one rank's folder, e.g. "
+        r".*report_rank0 \(ranks: report_rank0, report_rank1\)",
+    ):
+        launch_from_steps(ranks, 32)
     whole = [dict(step=0, kernels=64, launch_calls=64, launch_overhead_ns=13_198_375)]
     frame = write_steps(tmp_path / "whole.csv", whole)
     text = frame.read_text().replace("decode_step", "whole_trace")
