@@ -119,6 +119,33 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+REHASH_MAX_BYTES = 64 << 20
+"""Model files up to this size are hashed again by :func:`changed_model_files` (configs,
+tokenizers; the weights of a large model are not read again on every check)."""
+
+
+def changed_model_files(
+    manifest: BuildManifest, max_bytes: int = REHASH_MAX_BYTES
+) -> list[str]:
+    """Model files the build hashed that changed since: ``role: path/name (why)``.
+
+    Files still present and at most ``max_bytes`` are hashed again and compared; a larger
+    one counts as changed only when it is gone. A model folder that is not there at all
+    (a run directory moved to another host) is not checked.
+    """
+    changed = []
+    for role, files in manifest.models.items():
+        if files is None or not Path(files.path).is_dir():
+            continue
+        for name, digest in files.sha256.items():
+            path = Path(files.path) / name
+            if not path.is_file():
+                changed.append(f"{role}: {path} (gone)")
+            elif path.stat().st_size <= max_bytes and sha256_file(path) != digest:
+                changed.append(f"{role}: {path} (sha256 differs from build.json)")
+    return changed
+
+
 def describe_model_dir(
     path: Path, suffixes: Iterable[str] = WEIGHT_SUFFIXES
 ) -> ModelFiles:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from trtbench.builders.manifest import read_manifest
+from trtbench.builders.manifest import changed_model_files, read_manifest
 from trtbench.builders.trtllm.llmapi_files import check_llm_api_yaml
 from trtbench.core.errors import ConfigError, DeployError
 from trtbench.core.run_dir import RunDir
@@ -215,12 +215,19 @@ def check_variant(
 
     Raises:
         BuildError: engine dir missing or not built.
-        DeployError: either repository is invalid (the message names the first problem).
+        DeployError: either repository is invalid (the message names the first problem),
+            or a model file the build hashed changed since (``changed_model_files``).
     """
     rd = as_run_dir(run_dir)
     deploy = deploy if deploy is not None else load_deploy_spec(rd)
     repo = rd.model_repo(variant)
     files = render_variant(rd, variant, deploy)
+    if changed := changed_model_files(read_manifest(rd.engine_dir(variant))):
+        raise DeployError(
+            f"variant {variant}: {len(changed)} model file(s) changed since the build "
+            f"(first: {changed[0]}); the engine no longer matches its model: rebuild with "
+            f"`trtbench build SPEC --out {rd.root}`"
+        )
     ensure_valid(validate_files(files), f"{repo} (as rendered)")
     if repo.exists():
         ensure_valid(validate_repository(repo), str(repo))

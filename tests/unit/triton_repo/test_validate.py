@@ -271,3 +271,29 @@ def test_cli_check_and_serve_exclude_each_other(tmp_path, capsys):
     rd = trtllm_run(tmp_path)
     code, _, err = run_cli(["deploy", rd.root, "--check", "--serve"], capsys)
     assert code == 2 and "--check" in err and "--serve" in err
+
+
+def test_cli_check_refuses_a_model_changed_since_the_build(tmp_path, capsys):
+    from trtbench.builders.manifest import describe_model_dir
+
+    model = tmp_path / "target"
+    model.mkdir()
+    (model / "config.json").write_text('{"num_hidden_layers": 2}')
+    rd = RunDir(tmp_path / "run")
+    m = manifest("trtllm", "baseline")
+    m = m.model_copy(
+        update={
+            "variant": {**m.variant, "name": "baseline"},
+            "models": {"target": describe_model_dir(model)},
+        }
+    )
+    rd.engine_dir("baseline").mkdir(parents=True)
+    write_manifest(rd.engine_dir("baseline"), m)
+    code, _, err = run_cli(["deploy", rd.root, "--check"], capsys)
+    assert code == 0, err
+    (model / "config.json").write_text('{"num_hidden_layers": 5}')  # edited after
+    code, _, err = run_cli(["deploy", rd.root, "--check"], capsys)
+    line = one_line_error(code, err)
+    assert "1 model file(s) changed since the build" in line
+    assert f"target: {model / 'config.json'} (sha256 differs from build.json)" in line
+    assert "trtbench build SPEC" in line
