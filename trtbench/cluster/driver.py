@@ -62,7 +62,7 @@ from trtbench.cluster.watch import (
     views_now,
     wait_for_shards,
 )
-from trtbench.core.errors import ConfigError, TrtbenchError
+from trtbench.core.errors import ConfigError, NotAvailableError, TrtbenchError
 from trtbench.core.run_dir import RunDir, write_json_atomic
 from trtbench.core.stop_signals import StopSignal, signal_name
 from trtbench.pipeline.preflight import preflight_run
@@ -387,7 +387,12 @@ def run_on_slurm(
         str(spec_file), sha, str(baseline), shards, options.as_json()
     )
     try:
-        state = submit_missing(rd, state, spec, options, command, say)
+        try:
+            state = submit_missing(rd, state, spec, options, command, say)
+        except NotAvailableError:
+            if old is None:  # nothing was ever submitted: leave no cluster/ behind
+                shutil.rmtree(cluster_dir(rd), ignore_errors=True)
+            raise
         if not wait:
             say(f"collect later with: trtbench collect {rd.root}")
             views = views_now(rd, state, spec)

@@ -290,9 +290,12 @@ def submit(
     ]
     done = _run(argv)
     if done.returncode != 0:
-        raise NotAvailableError(
-            f"sbatch refused the shards: {done.stderr.strip() or done.stdout.strip()}; "
-            "check --slurm-partition, --slurm-account and the other Slurm options"
+        lines = (done.stderr.strip() or done.stdout.strip()).splitlines()
+        why = lines[-1].strip() if lines else f"exit code {done.returncode}"
+        raise NotAvailableError(  # one line: sbatch's last (its most specific)
+            f"sbatch refused the shards: {why}; check that a Slurm controller is "
+            "reachable (`sinfo`), --slurm-partition, --slurm-account and the other "
+            "Slurm options"
         )
     return parse_parsable(done.stdout)
 

@@ -174,3 +174,49 @@ def test_with_an_image_the_shard_runs_under_pyxis():
         "srun --ntasks=1 --container-image='nvcr.io#nvidia/x:1' "
         "--container-mounts=/shared:/shared trtbench run /s/spec.yaml" in text
     )
+
+
+def test_sbatch_without_a_controller_is_one_line_and_leaves_no_cluster_folder(
+    monkeypatch, tmp_path
+):
+    # sbatch installed, no controller: a stand-in for sbatch (no controller can be made
+    # unreachable here on purpose) answering with several error lines on stderr and exit
+    # 1, the shape of sbatch's answer; nothing else of Slurm is asked
+    from trtbench.cluster.driver import run_on_slurm
+    from trtbench.core.run_dir import RunDir
+    from trtbench.spec.bench import parse_spec
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake_commands(monkeypatch, bin_dir)
+    (bin_dir / "sbatch").write_text(
+        "#!/bin/sh\n"
+        "echo 'sbatch: error: resolve_ctls_from_dns_srv: res_nsearch error' >&2\n"
+        "echo 'sbatch: error: fetch_config: DNS SRV lookup failed' >&2\n"
+        "echo 'sbatch: error: _establish_config_source: failed to fetch config' >&2\n"
+        "echo 'sbatch: fatal: Could not establish a configuration source' >&2\n"
+        "exit 1\n"
+    )
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(
+        "models: {target: /m/target}\n"
+        "variants: [{name: base, mode: baseline}, {name: ng, mode: ngram}]\n"
+    )
+    rd = RunDir(tmp_path / "run")
+    options = SlurmOptions(container_image="nvcr.io#nvidia/x:1")  # no local preflight
+    with pytest.raises(NotAvailableError) as err:
+        run_on_slurm(
+            parse_spec(spec_path.read_text()),
+            spec_path,
+            rd,
+            (),
+            options,
+            say=lambda s: None,
+        )
+    text = str(err.value)
+    assert "\n" not in text
+    assert text.startswith(
+        "sbatch refused the shards: sbatch: fatal: Could not establish a configuration "
+        "source; check that a Slurm controller is reachable (`sinfo`)"
+    )
+    assert not (rd.root / "cluster").exists()  # `collect` will not find a half run
