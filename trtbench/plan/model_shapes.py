@@ -28,6 +28,30 @@ from trtbench.core.json_files import read_json_object
 _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
+def moe_key(config: Mapping[str, Any]) -> str | None:
+    """The key that makes ``config`` a mixture-of-experts model, or None: a known expert
+    count (Mixtral's ``num_local_experts``, Qwen's ``num_experts``, DeepSeek's
+    ``n_routed_experts``), else any key naming experts or starting with ``moe`` that holds
+    an integer above 1 (ERNIE-4.5's ``moe_num_experts``), here or one level down (DBRX's
+    ``ffn_config.moe_num_experts``)."""
+    for key in _MOE_KEYS:
+        if config.get(key):
+            return key
+    for key, value in config.items():
+        low = str(key).lower()
+        named = "expert" in low or low.startswith("moe")
+        if (
+            named
+            and isinstance(value, int)
+            and not isinstance(value, bool)
+            and value > 1
+        ):
+            return str(key)
+        if isinstance(value, Mapping) and (inner := moe_key(value)) is not None:
+            return f"{key}.{inner}"
+    return None
+
+
 @dataclass(frozen=True)
 class ModelShape:
     """What the roofline needs to know about one model.
@@ -64,6 +88,13 @@ class ModelShape:
         return self.q_heads * self.head_dim
 
 
+def _value_at(config: Mapping[str, Any], dotted: str) -> Any:
+    value: Any = config
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
 def shape_from_hf_config(config: Mapping[str, Any], name: str = "model") -> ModelShape:
     """Shape of a Llama-style model from its HF config dict (formulas in the module doc).
 
@@ -73,10 +104,11 @@ def shape_from_hf_config(config: Mapping[str, Any], name: str = "model") -> Mode
             verified token can route to other experts; in NVIDIA/TensorRT-LLM issue #1798
             Mixtral + Medusa took fewer steps for no latency gain).
     """
-    if any(config.get(k) for k in _MOE_KEYS):
+    if (key := moe_key(config)) is not None:
         raise ConfigError(
-            f"{name} is a mixture-of-experts model; the planner models dense models only "
-            "(speculative verification reads more experts); give a dense model"
+            f"{name} is a mixture-of-experts model ({key}: {_value_at(config, key)!r}); "
+            "the planner models dense models only (speculative verification reads more "
+            "experts); give a dense model"
         )
 
     def need(key: str, default: Any = None) -> int:

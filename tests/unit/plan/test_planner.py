@@ -140,7 +140,14 @@ def test_llama_shapes_from_hf_config_match_published_sizes(tmp_path):
 
 @pytest.mark.parametrize(
     ("config", "needle"),
-    [({"hidden_size": 8}, "num_hidden_layers"), ({"num_local_experts": 8}, "mixture")],
+    [
+        ({"hidden_size": 8}, "num_hidden_layers"),
+        ({"num_local_experts": 8}, "mixture"),
+        # keys the planner did not know: ERNIE-4.5, DBRX (nested), an experts-per-token
+        ({"moe_num_experts": 64, "hidden_size": 8}, r"mixture.*moe_num_experts: 64"),
+        ({"ffn_config": {"moe_num_experts": 16}}, r"ffn_config\.moe_num_experts: 16"),
+        ({"num_experts_per_tok": 2}, r"mixture.*num_experts_per_tok"),
+    ],
 )
 def test_bad_hf_configs(tmp_path, config, needle):
     (tmp_path / "config.json").write_text(json.dumps(config))
@@ -258,3 +265,11 @@ def test_fewer_heads_than_accuracy_rows_limit_the_greedy_tree():
     assert max(len(p) for p in setup.choices) <= 4
     # Llama-3-8B heads: 4 x (16,777,216 + 4,096 + 525,336,576) = 4 x 542,117,888
     assert medusa_head_params(resolve_model("llama-3-8b"), 4, 1) == 2_168_471_552
+
+
+def test_a_dense_config_with_a_moe_switch_off_stays_dense():
+    from trtbench.plan.model_shapes import moe_key
+
+    # a flag, a one-expert count and a zero are not experts
+    assert moe_key({"use_moe": False, "moe_layer_freq": 0, "num_experts": 0}) is None
+    assert moe_key({"moe_every_k_layers": 1}) is None
