@@ -8,8 +8,9 @@ cell sends at a time, so the servers never compete for the machine while measure
 variants of a tier run back to back, seconds apart.
 
 Each variant is warmed up first (its ``warmup_requests``, not recorded). A server that dies
-stops its own runner (its tier is ``partial``/``failed`` as in a one-server run; its later
-cells are skipped) while the others go on; a stop signal stops every runner (the cell in
+stops its own runner (its tier is ``partial``/``failed`` as in a one-server run; each of its
+later cells is a pass that was not measured, so none of its tiers reads complete) while the
+others go on; a stop signal stops every runner (the cell in
 progress is ``interrupted``) and no later cell runs. The event-loop lag is sampled once for
 the loop and attributed to the cell that was running.
 """

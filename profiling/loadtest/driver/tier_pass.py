@@ -21,7 +21,11 @@ from trtbench.profiling.loadtest.clients.health import HealthCheck, Watcher, thr
 from trtbench.profiling.loadtest.clients.server_counts import pass_delta
 from trtbench.profiling.loadtest.clients.transport import make_transport
 from trtbench.profiling.loadtest.files.responses import RequestSlot
-from trtbench.profiling.loadtest.records.outcome import TierOutcome
+from trtbench.profiling.loadtest.records.outcome import (
+    TIER_COMPLETE,
+    TierOutcome,
+    missed_pass,
+)
 from trtbench.profiling.loadtest.workload.repeats import TierPass
 from trtbench.profiling.loadtest.workload.schedule import Tier
 
@@ -90,10 +94,23 @@ async def run_pass(
     same round.
 
     Returns:
-        The pass's outcome; None (nothing sent) when the runner was already stopped or its
-        client processes could not line up.
+        The pass's outcome (a cell whose server had died: a pass that was not measured,
+        :func:`~trtbench.profiling.loadtest.records.outcome.missed_pass`); None (nothing
+        sent) when a stop signal came or the client processes could not line up.
     """
     tier, runner.repeat = one_pass.tier, one_pass.repeat
+    failure = runner.result.server_failure
+    if runner.stop.is_set() and failure and runner.result.stop_signal is None:
+        # its server died before this cell: the tier says so (never complete from the
+        # rounds that ran while others measured all of theirs)
+        earlier = any(
+            t.tier == tier.label and t.status == TIER_COMPLETE
+            for t in runner.result.tiers
+        )
+        missed = missed_pass(tier.label, one_pass.repeat, failure, earlier)
+        runner.result.tiers.append(missed)
+        log.info("%s %s: %s", variant, tier.label, missed.line())
+        return missed
     if runner.stop.is_set():
         return None
     line_up = runner.before_tier  # several client processes wait for each other

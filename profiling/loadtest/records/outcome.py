@@ -139,13 +139,38 @@ def result_json(result: LoadResult) -> dict[str, object]:
     }
 
 
+NOT_MEASURED = "not measured"
+"""The start of a pass's reason when its cell never ran: its server had died before."""
+
+
+def missed_pass(
+    tier: str, round_index: int, failure: str, earlier: bool
+) -> TierOutcome:
+    """The outcome of a cell that did not run because its server had died (``earlier``: an
+    earlier pass of the tier completed, so the tier is ``partial``, else ``failed``)."""
+    return TierOutcome(
+        tier,
+        TIER_PARTIAL if earlier else TIER_FAILED,
+        reason=f"{NOT_MEASURED} from round {round_index + 1} on: the server had died "
+        f"({failure})",
+    )
+
+
 def failure_lines(results: Mapping[str, LoadResult]) -> list[str]:
-    """One line per variant whose server died: ``variant <v>, tier <t>: <reason>``."""
+    """One line per variant whose server died: ``variant <v>, tier <t>: <reason>`` (the
+    tier that was running), or ``variant <v> (between cells)``, then the tiers it could
+    not measure after: ``; not measured after it: c1, c4``."""
     lines = []
     for variant, result in results.items():
         if result.server_failure is None:
             continue
-        bad = [t for t in result.tiers if t.status in ("partial", "failed")]
-        where = f", tier {bad[-1].tier}" if bad else " (before the first tier)"
-        lines.append(f"variant {variant}{where}: {result.server_failure}")
+        bad = [t for t in result.tiers if t.status in (TIER_PARTIAL, TIER_FAILED)]
+        missed = [t.tier for t in bad if t.reason.startswith(NOT_MEASURED)]
+        ran = [t for t in bad if not t.reason.startswith(NOT_MEASURED)]
+        if ran:
+            where = f", tier {ran[-1].tier}"
+        else:
+            where = " (between cells)" if missed else " (before the first tier)"
+        after = f"; not measured after it: {', '.join(missed)}" if missed else ""
+        lines.append(f"variant {variant}{where}: {result.server_failure}{after}")
     return lines
