@@ -96,6 +96,7 @@ class RacePlan:
     _active: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _round: int = 0
     _started: float | None = None
+    _failed: set[tuple[str, str]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         only = self.tiers_of_variant
@@ -114,6 +115,17 @@ class RacePlan:
         if tokens_per_s is not None and tokens_per_s > 0:
             tier = self._figures.setdefault(cell.tier.label, {})
             tier.setdefault(cell.variant, {})[cell.round] = tokens_per_s
+        else:  # no figure (every request failed, its server died): out of the race there
+            self._failed.add((cell.tier.label, cell.variant))
+
+    def _drop_failed(self) -> None:
+        """A variant whose cell gave no figure is not measured again at that tier (its
+        tier is not complete: it is left out of the answer there), so that the others
+        can still be decided."""
+        for label, active in self._active.items():
+            self._active[label] = tuple(
+                v for v in active if (label, v) not in self._failed
+            )
 
     def _decide(self) -> None:
         if not self.schedule.is_look(self._round):
@@ -140,6 +152,7 @@ class RacePlan:
         if self._started is None:
             self._started = now
         else:
+            self._drop_failed()
             self._decide()
             if not any(self._active.values()):
                 self.stopped_because = SETTLED

@@ -73,12 +73,15 @@ def test_a_close_pair_is_measured_on_alone_until_the_budget():
     assert sorted(rounds[4]) == [("a", "c4"), ("b", "c4")]
 
 
-def test_a_cell_without_a_figure_decides_nothing():
+def test_a_variant_whose_cell_gave_no_figure_leaves_the_race_there():
     plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(4), 0.05)
     rounds = drive(plan, lambda v, t, r: 0.0 if v == "b" else 1.5 if v == "a" else 1.0)
-    # b never has a figure: no tier is raced, every cell runs until the budget
-    assert plan.stopped_because == MAX_ROUNDS
-    assert [len(r) for r in rounds] == [6, 6, 6, 6]
+    # b never has a figure (its server died, every request failed): it is not measured
+    # again at either tier, and a and base are still decided (a: 1.5 x base every round)
+    assert [len(r) for r in rounds] == [6, 4, 4]
+    assert all(v != "b" for r in rounds[1:] for v, _ in r)
+    assert plan.stopped_because == SETTLED
+    assert plan.as_json()["tiers"]["c1"]["decisions"] == {"base": "better"}
 
 
 def test_a_fixed_plan_hands_over_its_cells_once():
