@@ -29,6 +29,7 @@ text / JSON-ready dict out).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -116,7 +117,23 @@ def _tier_list(tiers: list[str]) -> str:
 
 
 def answer(rec: Recommendation, policy: Policy | None) -> str:
-    """The one-sentence answer: which variant, up to which concurrency, how sure."""
+    """The answer: which variant, up to which concurrency, how sure; then what it could
+    not use (:func:`_not_used`): missing evidence makes it say less, never more."""
+    return _answer(rec, policy) + _not_used(rec)
+
+
+def _not_used(rec: Recommendation) -> str:
+    """`` Not used, not complete: `ngram-k4` at c1 (failed), c2 (partial).`` from the
+    recommendation's excluded rows; empty when every row was complete."""
+    by: dict[str, list[str]] = {}
+    for row in rec.excluded:
+        if m := re.match(r"`([^`]+)` (\S+): (\w+)", row):
+            by.setdefault(m[1], []).append(f"{m[2]} ({m[3]})")
+    text = "; ".join(f"`{v}` at {', '.join(tiers)}" for v, tiers in by.items())
+    return f" Not used, not complete: {text}." if text else ""
+
+
+def _answer(rec: Recommendation, policy: Policy | None) -> str:
     if policy is None:
         return f"Serve without speculation: {rec.winner_reason}."
     served = f"`{policy.variant}` ({methods.label(policy.mode)})"

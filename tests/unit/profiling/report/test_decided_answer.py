@@ -83,3 +83,19 @@ def test_an_open_margin_of_a_race_reads_undecided_at_budget():
     ) in text
     # a fixed design's open margin (level 0.95) keeps its wording
     assert "not significant, undecided: a difference between" not in text
+
+
+def test_the_answer_names_what_it_could_not_use():
+    r = dataclasses.replace(
+        rec(),
+        excluded=(
+            "`ngram-k4` c1: failed (not measured from round 1 on: the server had died)",
+            "`ngram-k4` c2: partial (not measured from round 2 on: the server had died)",
+            "`medusa` c8: interrupted (SIGINT)",
+        ),
+    )
+    assert answer(r, POLICY).endswith(
+        " Not used, not complete: `ngram-k4` at c1 (failed), c2 (partial); "
+        "`medusa` at c8 (interrupted)."
+    )
+    assert "Not used" not in answer(rec(), POLICY)  # every row complete: nothing to say
