@@ -9,6 +9,7 @@ import click
 from trtbench.cluster.state import state_path
 from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.options import run_dir_argument
+from trtbench.core.errors import ConfigError
 from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.report import write_report
 from trtbench.spec.report import OBJECTIVES
@@ -46,6 +47,12 @@ def report(run_dir: Path, peers: tuple[str, ...], objective: str | None) -> None
             f"{run_dir} is a cluster run (cluster/state.json): its report, with within-shard "
             f"speedups only, is `trtbench collect {run_dir} --no-wait`; one shard's full "
             f"report: `trtbench report {run_dir}/shards/s<K>`"
+        )
+    if Path(run_dir).is_dir() and not rd.summary_csv.is_file():
+        # nothing to render: said before the lock, so the folder is left as it was
+        raise ConfigError(
+            f"{rd.summary_csv} is missing; run `trtbench run SPEC` or `trtbench loadtest` "
+            "into this run directory first"
         )
     if Path(run_dir).is_dir():  # it writes report.md and plots: one writer at a time
         claim_run_dir(rd)

@@ -16,9 +16,10 @@ import pandas as pd
 
 from trtbench.core import methods
 from trtbench.core.data_files import read_json_document
+from trtbench.core.errors import ConfigError
 from trtbench.core.export import records_to_frame
 from trtbench.core.run_dir import RunDir, write_json_atomic
-from trtbench.pipeline.peers import load_any, load_peer, with_peers
+from trtbench.pipeline.peers import load_any, load_peer, split_label, with_peers
 from trtbench.pipeline.recommend import (
     RECOMMENDATION_JSON,
     read_kv_pressure,
@@ -324,6 +325,12 @@ def compare_runs(
         ConfigError: either run directory or its summary.csv is missing, or an AIPerf
             directory is malformed.
     """
+    for arg in (run_a, run_b):  # both named before either is searched
+        if not (path := Path(split_label(arg)[1])).exists():
+            raise ConfigError(
+                f"{path} does not exist; give a run directory (or an AIPerf artifact "
+                "directory, [NAME=]DIR)"
+            )
     loaded_a, loaded_b = (
         load_any(run_a, RUN_CSV_SCHEMAS),
         load_any(run_b, RUN_CSV_SCHEMAS),
