@@ -18,10 +18,13 @@ from rich.progress import Progress as RichBar
 from rich.table import Table
 
 from trtbench.commands.logs import terminal_shows
-from trtbench.core.errors import ServerDiedError
+from trtbench.core.data_files import read_json_document
+from trtbench.core.errors import ServerDiedError, TrtbenchError
 from trtbench.core.stop_signals import StopSignal
 from trtbench.pipeline.loadtest import LoadtestOutcome
+from trtbench.pipeline.recommend import RECOMMENDATION_JSON
 from trtbench.profiling.loadtest.workload.schedule import Tier
+from trtbench.profiling.report.recommendation_text import SCHEMA_VERSION
 from trtbench.profiling.report.uncertainty import with_speedup_text
 
 
@@ -150,6 +153,21 @@ def unfinished_tiers(summary: pd.DataFrame) -> list[str]:
     ]
 
 
+def _answer(root: Path) -> str | None:
+    """recommendation.json's one-line ``answer`` (None when absent or unreadable: the
+    report said why)."""
+    try:
+        doc = read_json_document(
+            root / RECOMMENDATION_JSON,
+            max_schema_version=SCHEMA_VERSION,
+            fix=f"render it again with `trtbench report {root}`",
+        )
+    except TrtbenchError:
+        return None
+    answer = doc.get("answer")
+    return answer if isinstance(answer, str) and answer else None
+
+
 def print_outcome(outcome: LoadtestOutcome) -> None:
     """Print the comparison table, the warnings, where the CSVs are and other files."""
     console = Console()
@@ -180,6 +198,9 @@ def print_outcome(outcome: LoadtestOutcome) -> None:
     for path in outcome.files:
         if Path(path).is_file():
             click.echo(f"wrote {path}")
+    report = next((Path(p) for p in outcome.files if Path(p).name == "report.md"), None)
+    if report is not None and (answer := _answer(outcome.run_dir.root)):
+        click.echo(f"\nrecommendation: {answer}\nreport: {report}")
     if outcome.stop_signal is not None:
         statuses = outcome.summary.get("tier_status", pd.Series(dtype=str))
         if (statuses == "interrupted").any():

@@ -1,0 +1,38 @@
+"""``trtbench run`` ends with the answer: recommendation.json's sentence and report.md's path
+after the files it wrote (hand-made outcome; the sentence is read from the file)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from trtbench.commands.terminal import print_outcome
+from trtbench.core.run_dir import RunDir
+from trtbench.pipeline.loadtest import LoadtestOutcome
+
+
+def test_the_last_lines_are_the_recommendation_and_the_report(tmp_path, capsys):
+    rd = RunDir(tmp_path / "run")
+    rd.root.mkdir()
+    report = rd.root / "report.md"
+    report.write_text("# report\n")
+    sentence = (
+        "Serve `medusa` (Medusa) at every measured concurrency: best at 4 of 4 tiers."
+    )
+    (rd.root / "recommendation.json").write_text(
+        json.dumps({"schema_version": 1, "answer": sentence})
+    )
+    print_outcome(LoadtestOutcome(pd.DataFrame(), rd, files=[report]))
+    out = capsys.readouterr().out.rstrip().splitlines()
+    assert out[-2:] == [f"recommendation: {sentence}", f"report: {report}"]
+
+
+def test_without_a_readable_recommendation_nothing_is_claimed(tmp_path, capsys):
+    rd = RunDir(tmp_path / "run")
+    rd.root.mkdir()
+    report = rd.root / "report.md"
+    report.write_text("# report\n")
+    (rd.root / "recommendation.json").write_text('{"answer": ')  # cut short
+    print_outcome(LoadtestOutcome(pd.DataFrame(), rd, files=[report]))
+    assert "recommendation:" not in capsys.readouterr().out
