@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 import urllib.request
 
 import pandas as pd
@@ -98,6 +99,18 @@ def test_kv_gauges_fill_server_metrics_and_the_breakdown(tiny_models, tmp_path):
                 t.start()
             for t in threads:
                 t.join(300)
+            # The last streams' blocks are freed one gauge after the other: scrape until
+            # both show them freed, so that a reading torn between the two updates has a
+            # reading after it (on a busy host the gap between the updates is long enough
+            # for the stop's own scrape to fall in it: free 16, used still 7).
+            deadline = time.monotonic() + 60
+            while True:
+                scraper.mark("tier:c6")
+                last = kv_cache_blocks(scraper.frame()).iloc[-1]
+                if last["used_blocks"] == 0 and last["free_blocks"] == 16:
+                    break
+                assert time.monotonic() < deadline, last
+                time.sleep(0.05)
         metrics = scraper.frame()
     assert [counts.get_nowait() for _ in range(STREAMS)] == [MAX_TOKENS] * STREAMS
     kv = kv_cache_blocks(metrics)
