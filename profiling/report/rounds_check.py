@@ -8,6 +8,9 @@ change the answer without a word.
 * No row of a variant that ``run.json`` ``design.order`` plans names a cell the order does
   not list (variants outside the order, added later by ``trtbench loadtest --out RUN``, are
   not checked).
+* No cell (round, tier, variant) has two rows, and every cell where a request succeeded
+  has a finite, positive ``output_tokens_per_s`` (the figure the comparisons pair): a lost
+  or edited figure would silently drop its round and leave fewer pairs.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from trtbench.core.errors import DataFileError
@@ -39,6 +43,33 @@ def _extra_cells(rounds: pd.DataFrame, order: Any) -> list[tuple[int, str, str]]
     return sorted(c for c in have - planned if c[2] in ordered)
 
 
+def _check_cells(rounds: pd.DataFrame, path: Path) -> None:
+    """One row per cell, and a usable figure wherever a request succeeded (module doc);
+    lines are counted as the file's (header = line 1)."""
+    keys = ["round", "tier", "variant"]
+    twice = rounds.duplicated(keys, keep="first")
+    if twice.any():
+        i = int(twice.to_numpy().nonzero()[0][0])
+        r, t, v = rounds.iloc[i][keys]
+        raise DataFileError(
+            f"{path}:{i + 2}: round {r} {t} {v} has a second row: each cell is measured "
+            f"once; {FIX}"
+        )
+    figure = pd.to_numeric(rounds["output_tokens_per_s"], errors="coerce")
+    served = pd.to_numeric(rounds["request_count"], errors="coerce").fillna(0) > (
+        pd.to_numeric(rounds["error_count"], errors="coerce").fillna(0)
+    )
+    bad = (figure < 0) | np.isinf(figure) | (served & ~(figure > 0))
+    if bad.any():
+        i = int(bad.to_numpy().nonzero()[0][0])
+        raise DataFileError(
+            f"{path}:{i + 2}: column output_tokens_per_s holds {rounds.iloc[i]['output_tokens_per_s']!r} "
+            f"for a cell where requests succeeded (round {rounds.iloc[i]['round']} "
+            f"{rounds.iloc[i]['tier']} {rounds.iloc[i]['variant']}); it must be a finite "
+            f"positive number; {FIX}"
+        )
+
+
 def check_rounds(
     rounds: pd.DataFrame | None,
     summary: pd.DataFrame,
@@ -54,12 +85,14 @@ def check_rounds(
         path: rounds.csv, for the message.
 
     Raises:
-        DataFileError: a (variant, tier) with fewer rows than its measured rounds, or a row
-            of an ordered variant the order does not list; the message names the first,
-            and the fix.
+        DataFileError: a (variant, tier) with fewer rows than its measured rounds, a row
+            of an ordered variant the order does not list, a cell with two rows, or a
+            missing or unusable figure where requests succeeded; the message names the
+            first (its line where it has one), and the fix.
     """
     if rounds is None:
         return
+    _check_cells(rounds, path)
     design = run.get("design") if isinstance(run, Mapping) else None
     extra = _extra_cells(
         rounds, design.get("order") if isinstance(design, Mapping) else None

@@ -59,10 +59,11 @@ def _print_check(result: FollowUpResult) -> None:
 @run_dir_argument()
 @click.option(
     "--rounds",
-    type=click.IntRange(min=3),
+    type=click.IntRange(min=3, max=100),
     default=DEFAULT_ROUNDS,
     show_default=True,
-    help="Interleaved rounds of the check (and of its confirmation, if one is needed).",
+    help="Interleaved rounds of the check (and of its confirmation, if one is needed): "
+    "the budget of a race that stops each tier once decided, where one can run.",
 )
 @click.pass_context
 def follow_up(ctx: click.Context, run_dir: Path, rounds: int) -> None:

@@ -177,10 +177,11 @@ def plan_follow_up(root: Path, rounds: int = DEFAULT_ROUNDS) -> FollowUpPlan:
         rounds: rounds of each stage (at least 3: a paired interval needs them).
 
     Raises:
-        ConfigError: RUN is missing or records no spec, recommendation.json is missing or
+        ConfigError: RUN is missing or records no spec, a file of it fails the checks
+            ``trtbench report`` makes (``load_run``), recommendation.json is missing or
             names no complete tier, ``rounds`` < 3, the follow-up spec does not validate or
             cannot be measured in its design, or ``trtbench run``'s preflight fails for it.
-        DataFileError: run.json or recommendation.json is damaged.
+        DataFileError: run.json, recommendation.json or a CSV of RUN is damaged.
         ServerStartError: no tritonserver, a fixed port taken (the preflight).
     """
     if rounds < MIN_ROUNDS:
@@ -190,6 +191,9 @@ def plan_follow_up(root: Path, rounds: int = DEFAULT_ROUNDS) -> FollowUpPlan:
         )
     rd = RunDir(Path(root))
     recorded = _recorded_spec(rd)
+    load_run(
+        rd.root, RUN_CSV_SCHEMAS
+    )  # its files as report reads them: damaged, exit 2
     path, rec = _recommendation(rd)
     basis = _basis((rec.get("objective") or {}).get("name"), path)
     best = {

@@ -155,7 +155,8 @@ def follow_up_spec(
     loadtest = {
         k: v
         for k, v in (data.get("loadtest") or {}).items()
-        if k not in ("repeats", "rounds", "stop_when_decided", "rounds_by_default")
+        if k
+        not in ("repeats", "rounds", "stop_when_decided", "rounds_by_default", "budget")
     }
     if race:  # the follow-up's own budget, whatever the run's was
         loadtest |= {"rounds": "auto", "budget": {"max_rounds": rounds}}

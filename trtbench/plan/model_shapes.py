@@ -25,27 +25,34 @@ from typing import Any
 from trtbench.core.errors import ConfigError
 from trtbench.core.json_files import read_json_object
 
-_MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+
+def _count(value: Any) -> int | None:
+    """An expert count as a config may write it: an integer, its digits as text, or a list
+    (per layer: the largest); None for anything else (a flag, a name, null)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, (list, tuple)):
+        counts = [c for c in map(_count, value) if c is not None]
+        return max(counts) if counts else None
+    return None
 
 
 def moe_key(config: Mapping[str, Any]) -> str | None:
-    """The key that makes ``config`` a mixture-of-experts model, or None: a known expert
-    count (Mixtral's ``num_local_experts``, Qwen's ``num_experts``, DeepSeek's
-    ``n_routed_experts``), else any key naming experts or starting with ``moe`` that holds
-    an integer above 1 (ERNIE-4.5's ``moe_num_experts``), here or one level down (DBRX's
-    ``ffn_config.moe_num_experts``)."""
-    for key in _MOE_KEYS:
-        if config.get(key):
-            return key
+    """The key that makes ``config`` a mixture-of-experts model, or None: a key naming
+    experts or starting with ``moe`` whose count is above 1 (Mixtral's
+    ``num_local_experts``, Qwen's ``num_experts``, DeepSeek's ``n_routed_experts``,
+    ERNIE-4.5's ``moe_num_experts``; an integer, digits or a per-layer list), a ``moe`` flag
+    set true (``use_moe: true``), here or one level down (DBRX's
+    ``ffn_config.moe_num_experts``). One expert, a zero or a false flag is dense."""
     for key, value in config.items():
         low = str(key).lower()
-        named = "expert" in low or low.startswith("moe")
-        if (
-            named
-            and isinstance(value, int)
-            and not isinstance(value, bool)
-            and value > 1
-        ):
+        named = "expert" in low or low.startswith(("moe", "use_moe"))
+        count = _count(value)
+        if named and ((count is not None and count > 1) or value is True):
             return str(key)
         if isinstance(value, Mapping) and (inner := moe_key(value)) is not None:
             return f"{key}.{inner}"

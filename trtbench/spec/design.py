@@ -69,8 +69,20 @@ class DesignFields(BaseModel):
         if not isinstance(data, dict):
             return data
         given = [k for k in ("rounds", "repeats") if k in data]
-        asked = next((k for k in given if data[k] == AUTO_ROUNDS), None)
+        if len(given) > 1:
+            raise ValueError("give rounds or repeats (the same field), not both")
+        asked = next(
+            (k for k in given if str(data[k]).strip().lower() == AUTO_ROUNDS), None
+        )
         if given and asked is None:
+            budget = data.get("budget")
+            if budget not in (None, {}, BudgetSpec(), BudgetSpec().model_dump()) and (
+                not data.get("stop_when_decided")
+            ):
+                raise ValueError(
+                    f"budget applies to rounds: auto, and rounds is {data[given[0]]!r}: "
+                    "remove budget, or set rounds: auto"
+                )
             return data  # a number: a fixed design (or a race written back, run.json)
         data = dict(data)
         budget = data.get("budget") or {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from tests.support.cli import run_cli
@@ -129,6 +130,8 @@ def test_too_few_rounds_or_no_run_exit_2(run, tmp_path, capsys):
     capsys.readouterr()  # the report's own warnings
     code, _, err = run_cli(["follow-up", run, "--rounds", "2"], capsys)
     assert code == 2 and "--rounds" in err
+    code, _, err = run_cli(["follow-up", run, "--rounds", "1000000000"], capsys)
+    assert code == 2 and "--rounds" in err and "100" in err  # the option, not a file
     code, _, err = run_cli(["follow-up", tmp_path / "absent"], capsys)
     assert code == 2 and "does not exist" in err
     # a folder that is no run, and a run that measured nothing: said before any build
@@ -162,3 +165,19 @@ def test_report_shows_the_follow_up_check(run, capsys):
     assert headings[:2] == ["## Recommendation", "## Follow-up check"]
     assert "keeps up with the best fixed variant at every tier" in text
     assert "| c1 | ngram | 1.02x [0.97, 1.07] (8 rounds) | - | yes:" in text
+
+
+def test_a_damaged_run_is_refused_before_anything_is_built(run, capsys):
+    # what `trtbench report` refuses, the follow-up refuses too: a rounds.csv cell twice
+    from trtbench.core.export import write_csv
+    from trtbench.profiling.loadtest.files.rounds_table import ROUNDS_SCHEMA
+
+    row = {c.name: 1.0 for c in ROUNDS_SCHEMA}
+    row.update(
+        variant="ngram", tier="c1", round=0, started_at="x", interference_flag=False
+    )
+    write_csv(pd.DataFrame([row, row]), run / "loadtest" / "rounds.csv", ROUNDS_SCHEMA)
+    capsys.readouterr()
+    code, _, err = run_cli(["follow-up", run], capsys)
+    assert code == 2 and "rounds.csv:3: round 0 c1 ngram has a second row" in err
+    assert not (run / "follow-up").exists()

@@ -147,6 +147,10 @@ def test_llama_shapes_from_hf_config_match_published_sizes(tmp_path):
         ({"moe_num_experts": 64, "hidden_size": 8}, r"mixture.*moe_num_experts: 64"),
         ({"ffn_config": {"moe_num_experts": 16}}, r"ffn_config\.moe_num_experts: 16"),
         ({"num_experts_per_tok": 2}, r"mixture.*num_experts_per_tok"),
+        # counts as text or per layer, a flag without a count
+        ({"moe_num_experts": "64"}, r"moe_num_experts: '64'"),
+        ({"moe_num_experts": [64, 64]}, r"moe_num_experts: \[64, 64\]"),
+        ({"use_moe": True}, r"use_moe: True"),
     ],
 )
 def test_bad_hf_configs(tmp_path, config, needle):
@@ -273,3 +277,4 @@ def test_a_dense_config_with_a_moe_switch_off_stays_dense():
     # a flag, a one-expert count and a zero are not experts
     assert moe_key({"use_moe": False, "moe_layer_freq": 0, "num_experts": 0}) is None
     assert moe_key({"moe_every_k_layers": 1}) is None
+    assert moe_key({"num_local_experts": 1}) is None  # one expert is dense, any key

@@ -101,3 +101,18 @@ def test_a_spec_without_rounds_races_where_it_can_and_measures_one_round_elsewhe
     )
     assert (tpot.rounds, tpot.stop_when_decided) == (1, False)
     assert "objective is tpot_p50" in tpot.no_race
+
+
+def test_rounds_are_given_once_auto_in_any_case_and_a_budget_only_for_auto():
+    with pytest.raises(
+        ValueError, match="give rounds or repeats .the same field., not both"
+    ):
+        LoadtestSpec.model_validate({"rounds": 3, "repeats": 3})
+    assert LoadtestSpec.model_validate({"rounds": "AUTO"}).stop_when_decided
+    with pytest.raises(
+        ValueError, match="budget applies to rounds: auto, and rounds is 3"
+    ):
+        LoadtestSpec.model_validate({"rounds": 3, "budget": {"max_rounds": 6}})
+    # a fixed spec written back (run.json: the default budget beside it) reads the same
+    fixed = LoadtestSpec.model_validate({"repeats": 3})
+    assert LoadtestSpec.model_validate(fixed.model_dump()).repeats == 3

@@ -19,7 +19,14 @@ RUN = {"design": {"order": ORDER}}
 def rounds(cells) -> pd.DataFrame:
     return pd.DataFrame(
         [
-            {"round": r, "tier": t, "variant": v, "output_tokens_per_s": 100.0}
+            {
+                "round": r,
+                "tier": t,
+                "variant": v,
+                "output_tokens_per_s": 100.0,
+                "request_count": 4,
+                "error_count": 0,
+            }
             for r, t, v in cells
         ]
     )
@@ -81,3 +88,29 @@ def test_a_renamed_figure_column_is_refused_not_warned(tmp_path):
     path.write_text(text)
     with pytest.raises(DataFileError, match="output_tokens_per_s"):
         read_csv_checked(path, ROUNDS_SCHEMA, fix="x", keys=("variant", "tier"))
+
+
+def test_a_cell_with_two_rows_is_refused_naming_its_line():
+    frame = pd.concat([rounds(ORDER), rounds([[2, "c1", "ngram"]])], ignore_index=True)
+    # 12 cells on lines 2-13, the second row of round 2 c1 ngram on line 14
+    with pytest.raises(
+        DataFileError, match=r"rounds.csv:14: round 2 c1 ngram has a second row"
+    ):
+        check_rounds(frame, summary(), RUN, PATH)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 0.0, -50.0])
+def test_a_lost_or_edited_figure_is_refused_not_dropped(value):
+    # a figure the pairs need: dropping its round would leave 2 pairs and no interval
+    frame = rounds(ORDER)
+    frame.loc[5, "output_tokens_per_s"] = value
+    with pytest.raises(
+        DataFileError, match=r"rounds.csv:7: column output_tokens_per_s"
+    ):
+        check_rounds(frame, summary(), RUN, PATH)
+
+
+def test_a_cell_where_every_request_failed_may_have_no_figure():
+    frame = rounds(ORDER)
+    frame.loc[5, ["output_tokens_per_s", "error_count"]] = [float("nan"), 4]
+    check_rounds(frame, summary(), RUN, PATH)
