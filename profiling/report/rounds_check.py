@@ -5,8 +5,8 @@ change the answer without a word.
 * Every (variant, tier) has at least as many rows as summary.csv counts measured rounds for
   it (``repeats_count``: passes with a measured request; rounds.csv has a row for each pass,
   measured or not).
-* No row of a variant that ``run.json`` ``design.order`` plans names a cell the order does
-  not list (variants outside the order, added later by ``trtbench loadtest --out RUN``, are
+* No row with a measured request of a variant that ``run.json`` ``design.order`` plans
+  names a cell the order does not list (variants outside the order, added later by ``trtbench loadtest --out RUN``, are
   not checked).
 * No cell (round, tier, variant) has two rows, and every cell where a request succeeded
   has a finite, positive ``output_tokens_per_s`` (the figure the comparisons pair): a lost
@@ -36,9 +36,13 @@ def _extra_cells(rounds: pd.DataFrame, order: Any) -> list[tuple[int, str, str]]
     except (TypeError, ValueError):
         return []  # not an order this trtbench wrote: nothing to hold the file to
     ordered = {v for _, _, v in planned}
+    # a pass without a measured request has a row of its own (request_count 0) whether
+    # or not its cell ran (a race's tier settled before the round): not a claim
+    count = pd.to_numeric(rounds.get("request_count", 1), errors="coerce")
+    measured = rounds[pd.Series(count, index=rounds.index).fillna(0) > 0]
     have = {
         (int(r), str(t), str(v))
-        for r, t, v in rounds[["round", "tier", "variant"]].itertuples(index=False)
+        for r, t, v in measured[["round", "tier", "variant"]].itertuples(index=False)
     }
     return sorted(c for c in have - planned if c[2] in ordered)
 

@@ -114,3 +114,13 @@ def test_a_cell_where_every_request_failed_may_have_no_figure():
     frame = rounds(ORDER)
     frame.loc[5, ["output_tokens_per_s", "error_count"]] = [float("nan"), 4]
     check_rounds(frame, summary(), RUN, PATH)
+
+
+def test_an_unmeasured_pass_of_a_settled_tier_is_not_a_claim():
+    # a race settled c2 before round 3: the pass rows it writes anyway hold no request
+    extra = rounds([*ORDER, [3, "c2", "ngram"]])
+    extra.loc[len(extra) - 1, ["request_count", "output_tokens_per_s"]] = [
+        0,
+        float("nan"),
+    ]
+    check_rounds(extra, summary(), RUN, PATH)
