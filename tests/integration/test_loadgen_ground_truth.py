@@ -277,7 +277,7 @@ def test_non_streaming_endpoint_gives_one_response(server, send_log, tmp_path):
         server.grpc_url,
         "--model",
         "scripted",
-        "--endpoint",
+        "--response-mode",
         "nostream",
         "--concurrency",
         "2",

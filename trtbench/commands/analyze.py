@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from trtbench.commands.options import RESULT_DIR_ALIAS
 from trtbench.profiling.traces.nsys_stream import TABLE_FORMATS, WrittenAnalysis
 from trtbench.profiling.traces.rank_workers import analyze_one
 from trtbench.profiling.traces.ranks import (
@@ -68,6 +69,8 @@ def _options(func: Callable) -> Callable:
     )(func)
     return click.option(
         "--out",
+        RESULT_DIR_ALIAS,
+        "out",
         type=click.Path(path_type=Path, file_okay=False),
         help="Folder for kernel_launches, launch_summary and steps (default: the trace's "
         "folder). With several traces: one subfolder per rank (its file name without suffix) "

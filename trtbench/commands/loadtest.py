@@ -9,7 +9,13 @@ import click
 from pydantic import ValidationError
 
 from trtbench.commands.claim import claim_run_dir
-from trtbench.commands.options import RUNS_ROOT, run_dir_option
+from trtbench.commands.options import (
+    RUNS_ROOT,
+    deprecated_alias,
+    merge_alias,
+    parse_list,
+    run_dir_option,
+)
 from trtbench.commands.terminal import TierProgress, print_outcome
 from trtbench.core.errors import ConfigError
 from trtbench.core.run_dir import RunDir
@@ -26,38 +32,35 @@ from trtbench.profiling.loadtest.stats.metrics import SLO_KEYS
 from trtbench.profiling.loadtest.workload.schedule import ARRIVALS
 from trtbench.spec.bench import LoadtestSpec
 
-
-def parse_list(text: str | None, kind: type, option: str) -> list | None:
-    """``"1,8,16"`` → ``[1, 8, 16]``; raises ConfigError naming ``option``."""
-    if text is None:
-        return None
-    parts = text.split(",")
-    try:
-        if any(not part.strip() for part in parts):
-            raise ValueError
-        return [kind(part) for part in parts]
-    except ValueError:
-        raise ConfigError(
-            f"{option}: {text!r} is not a comma-separated list of numbers (e.g. 1,8,16)"
-        ) from None
+VLLM_GOODPUT_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2e_ms"}
+"""``vllm bench serve --goodput`` keys (values in ms) → trtbench's SLO keys."""
 
 
 def parse_slo(text: str | None) -> dict[str, float]:
-    """``"ttft_ms=200,tpot_ms=20"`` → ``{"slo_ttft_ms": 200.0, ...}`` (spec field names)."""
+    """Goodput SLOs → ``{"slo_ttft_ms": 200.0, ...}`` (spec field names).
+
+    Takes trtbench's ``ttft_ms=200,tpot_ms=20`` and vLLM's ``--goodput`` form ``ttft:200
+    tpot:20`` (keys ttft, tpot, e2el), pairs split by commas or spaces; values in ms.
+
+    Raises:
+        ConfigError: a pair that is neither form, or an unknown key (one line).
+    """
     out: dict[str, float] = {}
-    for part in (text or "").split(","):
-        if not part.strip():
-            continue
-        key, _, value = part.partition("=")
-        key = key.strip()
+    for part in (text or "").replace(",", " ").split():
+        key, sep, value = part.partition("=")
+        if not sep:
+            key, sep, value = part.partition(":")
+            key = VLLM_GOODPUT_KEYS.get(key, "") if sep else ""
         try:
             if key not in SLO_KEYS:
                 raise ValueError
             out[f"slo_{key}"] = float(value)
         except ValueError:
             raise ConfigError(
-                f"--slo: {part!r} is not KEY=MS with KEY one of {', '.join(SLO_KEYS)} "
-                "(e.g. --slo ttft_ms=200,tpot_ms=20)"
+                f"--slo/--goodput: {part!r} is not KEY=MS with KEY one of "
+                f"{', '.join(SLO_KEYS)}, nor vLLM's KEY:MS with KEY one of "
+                f"{', '.join(VLLM_GOODPUT_KEYS)} (e.g. --slo ttft_ms=200,tpot_ms=20 or "
+                "--goodput 'ttft:200 tpot:20')"
             ) from None
     return out
 
@@ -154,6 +157,8 @@ def check_load_options(
 )
 @click.option(
     "--requests-per-tier",
+    "--num-prompts",
+    "requests_per_tier",
     type=int,
     default=None,
     help="Requests per tier.  [default: 32 unless --duration-s]",
@@ -184,6 +189,8 @@ def check_load_options(
 )
 @click.option(
     "--input-len-mean",
+    "--isl",
+    "input_len_mean",
     type=int,
     default=64,
     show_default=True,
@@ -198,6 +205,8 @@ def check_load_options(
 )
 @click.option(
     "--output-len-mean",
+    "--osl",
+    "output_len_mean",
     type=int,
     default=64,
     show_default=True,
@@ -257,12 +266,24 @@ def check_load_options(
     help="Leave completions of each tier pass's first S seconds out of the statistics "
     "(they stay in requests.csv, in_window false).  [default: 0]",
 )
-@click.option("--slo", default=None, help="Goodput SLOs, e.g. ttft_ms=200,tpot_ms=20.")
 @click.option(
-    "--endpoint",
+    "--slo",
+    "--goodput",
+    "slo",
+    default=None,
+    help="Goodput SLOs in ms: ttft_ms=200,tpot_ms=20 (e2e_ms too), or vLLM's "
+    "'ttft:200 tpot:20' (e2el too).",
+)
+@click.option(
+    "--response-mode",
     type=click.Choice(sorted(ENDPOINTS)),
     default=None,
-    help="How to call the model.  [default: from the model config]",
+    help="With --api triton-grpc, how the model answers: stream (token by token over "
+    "ModelStreamInfer), nostream (one response over the stream) or unary (one ModelInfer "
+    "call).  [default: from the model config]",
+)
+@deprecated_alias(
+    "--endpoint", "--response-mode", "endpoint", click.Choice(sorted(ENDPOINTS))
 )
 @click.option(
     "--variant", default=None, help="Label for the rows [default: the model]."
@@ -277,6 +298,7 @@ def loadtest(
     request_rate: str | None,
     slo: str | None,
     tokenizer: Path | None,
+    response_mode: str | None,
     endpoint: str | None,
     variant: str | None,
     baseline: str | None,
@@ -285,9 +307,10 @@ def loadtest(
 ) -> None:
     """Load-test MODEL at URL tier by tier; write OUT/loadtest/*.csv and print the table."""
     check_url(api, url)
-    if endpoint is not None and api != API_GRPC:
+    mode = merge_alias(response_mode, endpoint, "--endpoint", "--response-mode")
+    if mode is not None and api != API_GRPC:
         raise ConfigError(
-            f"--endpoint goes with --api {API_GRPC} only (got --api {api})"
+            f"--response-mode goes with --api {API_GRPC} only (got --api {api})"
         )
     check_load_options(concurrency, request_rate, fields.get("max_concurrency"))
     check_workers_api(api, int(fields.get("workers") or 1))  # type: ignore[call-overload]
@@ -308,7 +331,7 @@ def loadtest(
         out,
         variant=variant,
         tokenizer_dir=tokenizer,
-        endpoint=endpoint,
+        endpoint=mode,
         baseline=baseline,
         progress=TierProgress(),
         prompts=prompts,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from trtbench.commands.options import RESULT_DIR_ALIAS
 from trtbench.pipeline.preflight import check_writable
 from trtbench.profiling.traces.nsys_profile import NsysProfileSpec, run_nsys_profile
 
@@ -18,6 +19,8 @@ def profile() -> None:
 @profile.command("nsys", context_settings={"ignore_unknown_options": True})
 @click.option(
     "--out",
+    RESULT_DIR_ALIAS,
+    "out",
     type=click.Path(path_type=Path, file_okay=False),
     default=Path("traces"),
     show_default=True,
