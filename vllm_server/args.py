@@ -230,13 +230,23 @@ def serve_argv(
 
 
 def check_vllm_variants(
-    python: Path | None, variants: list[VariantSpec], models: ModelsSpec
+    python: Path | None,
+    variants: list[VariantSpec],
+    models: ModelsSpec,
+    find_python: bool = True,
 ) -> Path | None:
     """Every ``server: vllm`` variant of ``variants`` maps onto ``vllm serve``, and the vLLM
     interpreter (``deploy.vllm_python``, else the default beside the venv) is usable.
 
+    Args:
+        python: ``deploy.vllm_python``.
+        variants, models: the variants to check and the spec's model directories.
+        find_python: also check the interpreter (False: the mapping only; the caller
+            checks the interpreter on its own terms, e.g. a dry run that names it missing).
+
     Returns:
-        The interpreter, or None when no variant is served by vLLM (nothing checked).
+        The interpreter, or None when no variant is served by vLLM or ``find_python`` is
+        False.
 
     Raises:
         ConfigError: see :func:`speculative_config` and
@@ -245,4 +255,4 @@ def check_vllm_variants(
     served = [v for v in variants if v.server == "vllm"]
     for v in served:
         speculative_config(v, models)
-    return resolve_vllm_python(python) if served else None
+    return resolve_vllm_python(python) if served and find_python else None

@@ -21,6 +21,7 @@ from trtbench.commands.options import (
     variants_option,
 )
 from trtbench.commands.terminal import TierProgress, print_outcome
+from trtbench.pipeline.dry_run import plan_run, render_run_plan
 from trtbench.pipeline.preflight import preflight_run
 from trtbench.pipeline.run import run_bench
 from trtbench.spec.bench import load_spec
@@ -30,11 +31,32 @@ from trtbench.spec.bench import load_spec
 @spec_argument
 @variants_option("run", "every variant in the spec")
 @run_dir_option()
+@click.option(
+    "--concurrency",
+    default=None,
+    help="Closed-loop tiers, comma-separated (1,2,4): replaces loadtest.concurrency.",
+)
+@click.option(
+    "--rounds",
+    default=None,
+    metavar="N|auto",
+    help="Rounds, or auto (rounds by need): replaces loadtest.rounds.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Check everything a run checks before its first build and print the plan "
+    "(variants, tiers, design, cells, requests, what this machine lacks); build, start "
+    "and write nothing.",
+)
 @slurm_options
 def run(
     spec: Path,
     variants: tuple[str, ...],
     out: Path | None,
+    concurrency: str | None,
+    rounds: str | None,
+    dry_run: bool,
     executor: str | None,
     **slurm: Any,
 ) -> None:
@@ -50,21 +72,53 @@ def run(
     With `--executor slurm` (or the spec's `cluster: {executor: slurm}`) the variants run
     as shards of a Slurm job array, each beside the baseline, and are gathered into RUN_DIR
     (README: Running on a Slurm cluster).
+
+    `--concurrency` and `--rounds` replace the spec's `loadtest.concurrency` and
+    `loadtest.rounds` (validated as the spec's fields are). `--dry-run` checks what a run
+    checks before its first build and prints the plan; a GPU, tensorrt_llm or a server
+    executable this machine lacks is named, not an error.
     """
-    bench = load_spec(spec)
+    bench = load_spec(spec, *spec_overrides(concurrency, rounds))
     run_dir = spec_run_dir(out, bench.name)
-    if (executor or bench.cluster.executor) == "slurm":
+    on_slurm = (executor or bench.cluster.executor) == "slurm"
+    if on_slurm and (concurrency is not None or rounds is not None):
+        raise click.UsageError(
+            "--concurrency and --rounds do not reach the Slurm shards (each runs the "
+            "spec file); set loadtest.concurrency / loadtest.rounds in the spec"
+        )
+    if not on_slurm and given_slurm_options(slurm):
+        raise click.UsageError(
+            f"{', '.join(given_slurm_options(slurm))} need --executor slurm"
+        )
+    if dry_run:
+        click.echo(render_run_plan(plan_run(bench, run_dir, variants, str(spec))))
+        if on_slurm:
+            click.echo("executor slurm: this is the plan of one local run (no shards)")
+        return
+    if on_slurm:
         # checked first; then the lock (the shards lock RUN_DIR/shards/s<K>, each its own)
         options = with_spec_cluster(bench.cluster, slurm)
         run_slurm(
             bench, spec, run_dir, variants, options, lambda: claim_run_dir(run_dir)
         )
         return
-    if given_slurm_options(slurm):
-        raise click.UsageError(
-            f"{', '.join(given_slurm_options(slurm))} need --executor slurm"
-        )
     prompts = preflight_run(bench, run_dir, variants, str(spec))  # before any build
     claim_run_dir(run_dir)
     outcome = run_bench(bench, run_dir, variants, TierProgress(), prompts, checked=True)
     print_outcome(outcome)
+
+
+def spec_overrides(
+    concurrency: str | None, rounds: str | None
+) -> tuple[dict[str, object], str]:
+    """``loadtest`` fields from ``--concurrency`` / ``--rounds`` (as the spec would write
+    them, validated with it) and the options, for messages."""
+    fields: dict[str, object] = {}
+    given = []
+    if concurrency is not None:
+        fields["concurrency"] = [part.strip() for part in concurrency.split(",")]
+        given.append(f"--concurrency {concurrency}")
+    if rounds is not None:
+        fields["rounds"] = rounds.strip()
+        given.append(f"--rounds {rounds}")
+    return fields, " ".join(given)

@@ -15,7 +15,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from trtbench.builders.build import (
@@ -23,7 +23,7 @@ from trtbench.builders.build import (
     check_variants,
     variant_backend,
 )
-from trtbench.core.errors import ConfigError, ServerStartError
+from trtbench.core.errors import ConfigError, NotAvailableError, ServerStartError
 from trtbench.core.json_files import read_json_object
 from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.loadtest import make_prompts, open_tokenizer, tiers_of
@@ -35,13 +35,40 @@ from trtbench.profiling.loadtest.workload.prompts import (
 )
 from trtbench.spec.bench import BenchSpec, DeploySpec, LoadtestSpec, VariantSpec
 from trtbench.spec.llmapi import LLMAPI_BACKEND, runtime_problem
-from trtbench.spec.serving import TRTLLM_SERVE, resolve_trtllm_serve
+from trtbench.spec.serving import (
+    TRTLLM_SERVE,
+    resolve_trtllm_serve,
+    resolve_vllm_python,
+)
 from trtbench.triton_repo.binary import find_tritonserver
 from trtbench.triton_repo.interface import RepoMetadata
 from trtbench.triton_repo.ports import choose_ports
 from trtbench.vllm_server.args import check_vllm_variants
 
 PROBE_PREFIX = ".trtbench-write-check-"
+RUNTIME_ERRORS = (ConfigError, ServerStartError, NotAvailableError)
+"""What a check of a runtime piece raises when the piece is missing."""
+
+
+def check_runtime(
+    needs: list[str] | None,
+    check: Callable[[], object],
+    errors: tuple[type[Exception], ...] = RUNTIME_ERRORS,
+) -> None:
+    """Run ``check`` of a piece a real run starts (an executable, an interpreter): it raises
+    as usual, or, with ``needs`` (a dry run, on a machine that need not have it), its
+    message is added to ``needs`` instead.
+
+    Raises:
+        ``errors`` from ``check`` when ``needs`` is None; anything else it raises always.
+    """
+    if needs is None:
+        check()
+        return
+    try:
+        check()
+    except errors as exc:
+        needs.append(str(exc))
 
 
 def check_writable(directory: Path, option: str = "--out") -> None:
@@ -328,6 +355,7 @@ def preflight_run(
     run_dir: RunDir,
     variants: Sequence[str] = (),
     source: str | None = None,
+    needs: list[str] | None = None,
 ) -> list[Prompt]:
     """Everything ``trtbench run`` needs, checked before the first build (every variant's
     build checks too: :func:`~trtbench.builders.build.check_variants`).
@@ -337,6 +365,9 @@ def preflight_run(
         run_dir: where the run writes (``--out``).
         variants: the variants to run (default: all).
         source: the spec file, named in front of a build check's message.
+        needs: a dry run's list of what this machine lacks: a missing executable or
+            interpreter (tritonserver, trtllm-serve, mpirun, nsys, vLLM's) is added to it
+            instead of raising (:func:`check_runtime`); None: it raises.
 
     Returns:
         The prompts the load test will send (checked against every selected variant).
@@ -356,18 +387,23 @@ def preflight_run(
     tiers_of(spec.loadtest)
     check_window(spec.loadtest, "loadtest.warmup_s")
     check_workers(spec.loadtest, "loadtest.workers")
-    check_nsys(spec)
+    check_runtime(needs, lambda: check_nsys(spec), (NotAvailableError,))
     check_run_dir(run_dir)
     if any(
         v.server == "triton" for v in selected
     ):  # vLLM- and trtllm-serve-only runs need no tritonserver
-        check_tritonserver(spec.deploy.tritonserver, "deploy.tritonserver")
+        tritonserver = spec.deploy.tritonserver
+        check_runtime(
+            needs, lambda: check_tritonserver(tritonserver, "deploy.tritonserver")
+        )
     served = [v.name for v in selected if v.server == TRTLLM_SERVE]
-    check_trtllm_serve(spec.deploy.trtllm_serve, served)
-    check_mpirun(spec, selected)
+    check_runtime(needs, lambda: check_trtllm_serve(spec.deploy.trtllm_serve, served))
+    check_runtime(needs, lambda: check_mpirun(spec, selected))
     check_llmapi_variants(spec, selected)
     check_variants(spec, [v.name for v in selected], None, run_dir, source)
-    check_vllm_variants(spec.deploy.vllm_python, selected, spec.models)
+    check_vllm_variants(spec.deploy.vllm_python, selected, spec.models, False)
+    if any(v.server == "vllm" for v in selected):
+        check_runtime(needs, lambda: resolve_vllm_python(spec.deploy.vllm_python))
     check_ports(spec.deploy)
     return check_spec_prompts(spec, selected, target_tokenizer(spec))
 

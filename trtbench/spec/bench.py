@@ -21,6 +21,7 @@ Errors raise :class:`trtbench.core.errors.ConfigError` naming the field (``varia
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -41,7 +42,7 @@ from trtbench.core.paths import expand_vars
 from trtbench.core.validation_errors import format_validation_error
 from trtbench.spec.cluster import ClusterSpec
 from trtbench.spec.datasets import DATASET_PATH_KEYS, DatasetsField
-from trtbench.spec.design import CoResidentField, DesignFields
+from trtbench.spec.design import AUTO_ROUNDS, CoResidentField, DesignFields
 from trtbench.spec.kv import KvCacheVariantFields
 from trtbench.spec.llmapi import (
     LLMAPI_PATH_KEYS,
@@ -393,10 +394,35 @@ def resolve_paths(
     return data
 
 
+def override_loadtest(data: dict, fields: Mapping[str, object]) -> dict:
+    """``data`` (a parsed spec) with ``fields`` set in its ``loadtest`` section, as if the
+    file had said so (validated afterwards like any spec).
+
+    ``rounds`` replaces either spelling of the file's rounds (``rounds`` / ``repeats``), and
+    a fixed number of rounds drops the file's ``budget`` (it bounds ``rounds: auto`` only).
+    """
+    loadtest = dict(data.get("loadtest") or {})
+    if "rounds" in fields:
+        loadtest.pop("repeats", None)
+        if str(fields["rounds"]).strip().lower() != AUTO_ROUNDS:
+            loadtest.pop("budget", None)
+    return {**data, "loadtest": {**loadtest, **fields}}
+
+
 def parse_spec(
-    text: str, source: str = "<spec>", base_dir: Path | None = None
+    text: str,
+    source: str = "<spec>",
+    base_dir: Path | None = None,
+    loadtest: Mapping[str, object] | None = None,
 ) -> BenchSpec:
     """Parse and validate spec YAML text.
+
+    Args:
+        text: the YAML.
+        source: names the spec in messages (its path).
+        base_dir: relative paths resolve against it (default: the working directory).
+        loadtest: ``loadtest`` fields that replace the file's (the CLI's ``--concurrency`` /
+            ``--rounds``; :func:`override_loadtest`), validated with the rest.
 
     Raises:
         ConfigError: YAML syntax error (with its line) or an invalid field (named).
@@ -413,14 +439,24 @@ def parse_spec(
             f"{source}: a bench spec is a YAML mapping with models and variants"
         )
     data = resolve_paths(data, base_dir or Path.cwd(), PATH_KEYS)
+    if loadtest:
+        data = override_loadtest(data, loadtest)
     try:
         return BenchSpec.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, source, BenchSpec)) from None
 
 
-def load_spec(path: Path) -> BenchSpec:
+def load_spec(
+    path: Path, loadtest: Mapping[str, object] | None = None, given: str = ""
+) -> BenchSpec:
     """Read and validate the spec at ``path``; relative paths inside resolve against its folder.
+
+    Args:
+        path: the spec file.
+        loadtest: ``loadtest`` fields that replace the file's (see :func:`parse_spec`).
+        given: the options they came from, named in messages after the file
+            (``spec.yaml with --rounds x: loadtest.rounds: …``).
 
     Raises:
         ConfigError: missing file, YAML syntax error or an invalid field.
@@ -430,5 +466,8 @@ def load_spec(path: Path) -> BenchSpec:
             f"spec file {path} does not exist; pass the path to a bench spec YAML"
         )
     return parse_spec(
-        path.read_text(), source=str(path), base_dir=path.parent.resolve()
+        path.read_text(),
+        source=f"{path} with {given}" if given else str(path),
+        base_dir=path.parent.resolve(),
+        loadtest=loadtest,
     )
