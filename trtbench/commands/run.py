@@ -49,7 +49,7 @@ def run(
 
     With `--executor slurm` (or the spec's `cluster: {executor: slurm}`) the variants run
     as shards of a Slurm job array, each beside the baseline, and are gathered into RUN_DIR
-    (README: Running on a Slurm cluster).
+    (docs/slurm.md).
     """
     bench = load_spec(spec)
     run_dir = spec_run_dir(out, bench.name)

@@ -214,3 +214,16 @@ def test_the_model_help_names_every_preset_a_plan_accepts():
         )
         assert result.exit_code == 0, (name, result.output)
 
+
+def test_the_planner_doc_lists_the_presets_the_planner_has():
+    """docs/planner.md names the same presets as the registries ``--help`` and the errors
+    read (the README used to list four GPUs and no model presets)."""
+    from tests.support.data import REPO_ROOT
+    from trtbench.plan.gpus import GPUS
+    from trtbench.plan.model_shapes import PRESET_CONFIGS
+    from trtbench.plan.settings import MEDUSA_ACCURACY_PRESETS
+
+    doc = (REPO_ROOT / "docs" / "planner.md").read_text()
+    assert _listed(doc, "is a model preset (", ")") == list(PRESET_CONFIGS)
+    assert _listed(doc, "`--gpu` a GPU preset (", ")") == sorted(GPUS)
+    assert _listed(doc, "a table or a preset (", ")") == list(MEDUSA_ACCURACY_PRESETS)
