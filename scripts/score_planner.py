@@ -51,7 +51,7 @@ def _figure(row: pd.Series) -> str:
 
 
 def _crossover(alpha: float) -> int | None:
-    """The README example's draft-target crossover at ``alpha``."""
+    """The draft-target crossover of docs/planner.md's opening example at ``alpha``."""
     settings = PlanSettings(
         model="llama-3.1-70b",
         gpu="h100-sxm",
@@ -86,7 +86,7 @@ def markdown(scored: pd.DataFrame) -> str:
             )
     lines += [
         "",
-        f"Crossover of the README example (Llama-3.1-70B, 8 x H100, tp 8, Llama-3.2-1B "
+        f"Crossover of the opening example (Llama-3.1-70B, 8 x H100, tp 8, Llama-3.2-1B "
         f"draft, γ 4): B = {_crossover(0.8)} at α 0.8, B = {_crossover(0.7)} at α 0.7.",
         "",
         "| id | role | method | B | published | planner | error | roofline | error |",

@@ -44,7 +44,7 @@ SERVE_PORT = 8000  # trtllm-serve's --port default (tensorrt_llm/commands/serve.
 # counters (per position; iteration totals) arrived after 1.2 (TensorRT-LLM PRs 12545, 12636),
 # and its background collector drains the same iteration-stats queue, so GET /metrics then
 # answers [] (aibrix issue 2004; TensorRT-LLM main buffers it since). On 1.3+ a user adds
-# it with llm_api_options for the per-position counters (README).
+# it with llm_api_options for the per-position counters (docs/servers.md).
 COUNTER_OPTIONS: dict[str, bool] = {"enable_iter_perf_stats": True}
 
 

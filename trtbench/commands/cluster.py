@@ -34,7 +34,7 @@ def slurm_options(f: F) -> F:
             default=None,
             help="local: every variant on this machine; slurm: shards of the matrix as "
             "a Slurm job array, each with the baseline beside its variants, gathered "
-            "into RUN_DIR (README: Running on a Slurm cluster). Default: the spec's "
+            "into RUN_DIR (docs/slurm.md). Default: the spec's "
             "cluster.executor (local). Every option below may also be given in the "
             "spec's cluster: section; the command line wins.",
         ),

@@ -233,9 +233,10 @@ def check_load_options(
 )
 @click.option(
     "--tokenizer",
-    type=click.Path(path_type=Path),
+    metavar="DIR|HUB_ID",
     default=None,
-    help="Model dir with tokenizer.json: exact ISL; needed for text-only models.",
+    help="A model dir with tokenizer.json, or a Hugging Face hub id (the local HF cache "
+    "first, then the hub): exact ISL; needed for text-only models.",
 )
 @click.option(
     "--seed",
@@ -297,7 +298,7 @@ def loadtest(
     concurrency: str,
     request_rate: str | None,
     slo: str | None,
-    tokenizer: Path | None,
+    tokenizer: str | None,
     response_mode: str | None,
     endpoint: str | None,
     variant: str | None,

@@ -9,8 +9,15 @@ import click
 from click_option_group import optgroup
 from pydantic import ValidationError
 
+from trtbench.plan.gpus import gpu_preset_names
+from trtbench.plan.model_shapes import model_preset_names
 from trtbench.plan.plan_run import run_plan
-from trtbench.plan.settings import DType, KvDType, PlanSettings
+from trtbench.plan.settings import (
+    MEDUSA_ACCURACY_PRESETS,
+    DType,
+    KvDType,
+    PlanSettings,
+)
 from trtbench.plan.text import render_plan
 
 
@@ -54,9 +61,9 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
 @optgroup.group("Model and hardware")
 @optgroup.option(
     "--model",
-    help="Target: a preset (llama-3-8b, llama-3.1-70b, llama-3.2-1b, llama-3.2-3b, vicuna-7b), a HF config.json / model dir, or sizes as key=value pairs (params, layers, hidden, kv_heads, head_dim, vocab), e.g. params=8e9,layers=32,….",
+    help=f"Target: a preset ({model_preset_names()}), a HF config.json / model dir, or sizes as key=value pairs (params, layers, hidden, kv_heads, head_dim, vocab), e.g. params=8e9,layers=32,….",
 )
-@_defaulted("--gpu", "GPU preset: h100-sxm, h200, a100-sxm-80gb or l40s (per GPU).")
+@_defaulted("--gpu", f"GPU preset (per GPU): {gpu_preset_names()}.")
 @optgroup.option(
     "--tp",
     type=int,
@@ -102,7 +109,8 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
 @optgroup.group("Medusa")
 @optgroup.option(
     "--medusa-accuracies",
-    help="Per-head per-rank accuracies 'a1,a2;b1,b2' (heads split by ';') or a preset: vicuna-7b, vicuna-13b, vicuna-33b (omit: no Medusa).",
+    help="Per-head per-rank accuracies 'a1,a2;b1,b2' (heads split by ';') or a preset: "
+    f"{', '.join(MEDUSA_ACCURACY_PRESETS)} (omit: no Medusa).",
 )
 @optgroup.option(
     "--medusa-cumulative",

@@ -71,7 +71,7 @@ def run(
 
     With `--executor slurm` (or the spec's `cluster: {executor: slurm}`) the variants run
     as shards of a Slurm job array, each beside the baseline, and are gathered into RUN_DIR
-    (README: Running on a Slurm cluster).
+    (docs/slurm.md).
 
     `--concurrency` and `--rounds` replace the spec's `loadtest.concurrency` and
     `loadtest.rounds` (validated as the spec's fields are). `--dry-run` checks what a run

@@ -87,7 +87,7 @@ def write_tables(
 
 
 def schema_markdown(schema: Schema) -> str:
-    """Render a schema as a Markdown table (for README / docs)."""
+    """Render a schema as a Markdown table (for the docs)."""
     lines = ["| column | meaning |", "|---|---|"]
     escaped = ((c.name, c.description.replace("|", r"\|")) for c in schema)
     lines += [f"| `{name}` | {text} |" for name, text in escaped]

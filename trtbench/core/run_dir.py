@@ -1,4 +1,4 @@
-"""The run directory: every stage reads and writes files here (layout: README.md).
+"""The run directory: every stage reads and writes files here (layout: docs/outputs.md).
 
 ``RunDir`` only computes paths and merges ``run.json``; it never decides what goes in them.
 """

@@ -50,6 +50,7 @@ from trtbench.profiling.loadtest.workload.prompts import (
 )
 from trtbench.profiling.loadtest.workload.repeats import TierPass
 from trtbench.profiling.loadtest.workload.schedule import Tier, plan_tiers
+from trtbench.profiling.loadtest.workload.tokenizer_source import load_tokenizer
 from trtbench.spec.bench import LoadtestSpec
 
 log = logging.getLogger(__name__)
@@ -81,9 +82,14 @@ class LoadtestOutcome:
     failures: list[str] = field(default_factory=list)
 
 
-def open_tokenizer(path: Path | None) -> TextTokenizer | None:
-    """Load the tokenizer at ``path`` (None → None). Raises ConfigError if absent."""
-    return None if path is None else TextTokenizer.load(Path(path))
+def open_tokenizer(ref: str | Path | None) -> TextTokenizer | None:
+    """The tokenizer ``ref`` names: a model directory or a Hugging Face hub id (None → None;
+    :func:`~trtbench.profiling.loadtest.workload.tokenizer_source.load_tokenizer`).
+
+    Raises:
+        ConfigError: neither a directory with tokenizer.json nor a loadable hub id.
+    """
+    return None if ref is None else load_tokenizer(ref)
 
 
 def dataset_sources(spec: LoadtestSpec) -> list[Source]:
@@ -243,7 +249,7 @@ def run_loadtest(
     out: Path,
     *,
     variant: str | None = None,
-    tokenizer_dir: Path | None = None,
+    tokenizer_dir: str | Path | None = None,
     endpoint: str | None = None,
     baseline: str | None = None,
     progress: Progress | None = None,

@@ -454,7 +454,7 @@ def preflight_deploy(
 
 
 def preflight_loadtest(
-    spec: LoadtestSpec, out: Path, tokenizer_dir: Path | None = None
+    spec: LoadtestSpec, out: Path, tokenizer_dir: str | Path | None = None
 ) -> list[Prompt]:
     """``trtbench loadtest``: ``--out`` writable, tiers distinct, tokenizer and prompts valid,
     all before the first request.

@@ -137,6 +137,12 @@ _ALIASES = {
 }
 
 
+def gpu_preset_names() -> str:
+    """The GPU presets (:data:`GPUS`) as ``a, b, c``, sorted: what ``--gpu``'s help and the
+    error of :func:`get_gpu` list."""
+    return ", ".join(sorted(GPUS))
+
+
 def get_gpu(name: str) -> GpuSpec:
     """Look a GPU up by key or alias (case-insensitive: ``H100``, ``h100-sxm``, ``a100``…).
 
@@ -147,7 +153,7 @@ def get_gpu(name: str) -> GpuSpec:
     key = _ALIASES.get(key, key)
     if key not in GPUS:
         raise ConfigError(
-            f"unknown GPU preset {name!r}; use one of {', '.join(sorted(GPUS))}"
+            f"unknown GPU preset {name!r}; use one of {gpu_preset_names()}"
         )
     return GPUS[key]
 

@@ -311,6 +311,12 @@ PRESET_CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
+def model_preset_names() -> str:
+    """The model presets (:data:`PRESET_CONFIGS`) as ``a, b, c``: what ``--model``'s help
+    and the error of :func:`resolve_model` list."""
+    return ", ".join(PRESET_CONFIGS)
+
+
 def resolve_model(spec: str | Path) -> ModelShape:
     """A model from a preset name, a config.json / model dir, or ``key=value`` sizes.
 
@@ -326,7 +332,7 @@ def resolve_model(spec: str | Path) -> ModelShape:
     if path.exists():
         return shape_from_config_file(path)
     raise ConfigError(
-        f"model {text!r} is neither a preset ({', '.join(PRESET_CONFIGS)}), an existing "
+        f"model {text!r} is neither a preset ({model_preset_names()}), an existing "
         "config.json / model dir, nor sizes like params=8e9,layers=32,hidden=4096,"
         "kv_heads=8,head_dim=128,vocab=128256"
     )

@@ -1,7 +1,7 @@
 """Bench-spec section ``cluster:``: run the matrix on this machine or as Slurm shards.
 
 Every field has a ``trtbench run`` option of the same meaning (``--executor``,
-``--slurm-partition``, …, README: Running on a Slurm cluster); an option given on the
+``--slurm-partition``, …, docs/slurm.md); an option given on the
 command line wins over the spec. ``executor: slurm`` makes ``trtbench run SPEC`` submit the
 shards without ``--executor slurm``; each shard itself runs with ``--executor local``.
 """

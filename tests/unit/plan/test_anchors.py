@@ -73,8 +73,8 @@ def test_coverage_is_within_a_factor_two_of_a_published_row():
 
 def test_the_planner_meets_its_targets_on_the_held_out_rows():
     """Issue targets, over published figures the planner was not fitted to: median
-    |error| of speedups ≤ 25 %; the README example's 1B-draft crossover within a factor 2
-    of the field's ~32 (vllm-project/vllm issue 17984)."""
+    |error| of speedups ≤ 25 %; the 1B-draft crossover of docs/planner.md's opening example
+    within a factor 2 of the field's ~32 (vllm-project/vllm issue 17984)."""
     scored = score(read_anchors())
     assert median_abs_error(scored, SPEEDUP) <= 0.25
     settings = PlanSettings(

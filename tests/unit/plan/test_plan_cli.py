@@ -149,3 +149,81 @@ def test_plan_from_run_prints_fit_and_roofline(tmp_path):
     assert both.exit_code == 0, both.output
     assert "roofline" in both.output
     assert "α=0.800" in both.output  # the fitted α replaces --alpha
+
+
+def _listed(text: str, before: str, after: str) -> list[str]:
+    """The comma-separated names between ``before`` and ``after`` in ``text``, whitespace
+    runs folded first (help text is wrapped)."""
+    flat = " ".join(text.split()) + " END"
+    inner = flat.split(before, 1)[1].split(after, 1)[0]
+    return [n.strip() for n in inner.split(",") if n.strip()]
+
+
+@pytest.mark.parametrize(
+    "args, option, help_span, error_span",
+    [
+        # the help listed 5 model presets while the error listed all 10 (issue 51)
+        (["--model", "no-such"], "--model", ("a preset (", ")"), ("a preset (", ")")),
+        (
+            ["--model", "llama-3-8b", "--gpu", "b200"],
+            "--gpu",
+            ("GPU preset (per GPU): ", ". "),
+            ("use one of ", " END"),
+        ),
+        (
+            ["--model", "llama-3-8b", "--medusa-accuracies", "0.5,x"],
+            "--medusa-accuracies",
+            ("or a preset: ", " (omit"),
+            ("neither a preset (", ")"),
+        ),
+    ],
+)
+def test_the_help_lists_the_presets_the_error_accepts(
+    args, option, help_span, error_span, capsys
+):
+    """The presets ``plan --help`` names for an option are the ones its error names."""
+    help_text = CliRunner().invoke(cli, ["plan", "--help"], terminal_width=400).output
+    with pytest.raises(SystemExit):
+        main(["plan", *args])
+    in_error = _listed(capsys.readouterr().err, *error_span)
+    in_help = _listed(help_text.split(f"{option} ", 1)[1], *help_span)
+    assert in_help == in_error
+    assert len(in_help) >= 3
+
+
+def test_the_model_help_names_every_preset_a_plan_accepts():
+    """Hand-listed: the ten model presets of the planner's table (``--help`` used to name
+    five), each of which plans."""
+    help_text = CliRunner().invoke(cli, ["plan", "--help"], terminal_width=400).output
+    listed = _listed(help_text, "a preset (", ")")
+    assert set(listed) == {
+        "llama-3-8b",
+        "llama-3.1-70b",
+        "llama-3.2-1b",
+        "llama-3.2-3b",
+        "vicuna-7b",
+        "vicuna-13b",
+        "codellama-34b",
+        "llama-3.1-405b",
+        "tinyllama-1.1b",
+        "qwama-0.5b",
+    }
+    for name in listed:
+        result = CliRunner().invoke(
+            cli, ["plan", "--model", name, "--concurrency", "1"]
+        )
+        assert result.exit_code == 0, (name, result.output)
+
+
+def test_the_planner_doc_lists_the_presets_the_planner_has():
+    """docs/planner.md names the same presets as the registries ``--help`` and the errors
+    read (the README used to list four GPUs and no model presets)."""
+    from tests.support.data import REPO_ROOT
+    from trtbench.plan.gpus import GPUS
+    from trtbench.plan.model_shapes import PRESET_CONFIGS
+    from trtbench.plan.settings import MEDUSA_ACCURACY_PRESETS
+
+    doc = (REPO_ROOT / "docs" / "planner.md").read_text()
+    assert _listed(doc, "is a model preset (", ")") == list(PRESET_CONFIGS)
+    assert _listed(doc, "`--gpu` a GPU preset (", ")") == sorted(GPUS)
+    assert _listed(doc, "a table or a preset (", ")") == list(MEDUSA_ACCURACY_PRESETS)
