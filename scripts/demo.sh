@@ -4,7 +4,7 @@
 # interleaved rounds, then check the recommendation (trtbench follow-up): the recommended
 # config served beside the run's best fixed variant of each tier, side by side in time.
 #   scripts/demo.sh [RUN_DIR [SPEC]]     (defaults runs/tiny-cpu, examples/tiny-cpu.yaml)
-# Exit status: 0 when both steps ran to a verdict, pass or fail (printed, and recorded in
+# Exit status: 0 when both steps ran to a verdict, pass, fail or skipped (printed, and recorded in
 # RUN_DIR/follow-up/check.json); else the failing step's (2: bad input, 1: a server died or a
 # tier could not be checked, 128+N: stopped by signal N).
 set -euo pipefail
@@ -20,7 +20,9 @@ status=0
 "$VENV/bin/trtbench" follow-up "$OUT" || status=$?
 check="$OUT/follow-up/check.json"
 verdict=$([ -f "$check" ] && "$VENV/bin/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["verdict"])' "$check" || echo none)
-if [ "$status" = 0 ]; then
+if [ "$status" = 0 ] && [ "$verdict" = skipped ]; then
+    printf '[demo] follow-up: skipped. The recommended config is a variant the run measured as is; the run compared it side by side already (%s, Follow-up check).\n' "$OUT/report.md"
+elif [ "$status" = 0 ]; then
     printf '[demo] follow-up: pass. Served side by side with the best fixed variant of each tier, the recommended config is not worse at any tier.\n'
 elif [ "$status" = 1 ] && [ "$verdict" = fail ]; then
     printf '[demo] follow-up: fail. At the tiers named above the recommended config was measured worse than the best fixed variant, side by side and again in fresh rounds: the recommendation does not hold there (the demo itself worked; see the Follow-up check in %s).\n' "$OUT/report.md"

@@ -54,8 +54,10 @@ CONFIRM_DIR = "confirm"
 """The confirmation's run directory inside :data:`FOLLOW_UP_DIR`."""
 CHECK_JSON = "check.json"
 """The check's document inside :data:`FOLLOW_UP_DIR`."""
-CHECK_SCHEMA_VERSION = 2
+CHECK_SCHEMA_VERSION = 3
+"""3: the verdict ``skipped`` (with ``reason``) when nothing was measured."""
 PASS, FAIL, UNCHECKED, SUSPECT = "pass", "fail", "unchecked", "suspect"
+SKIPPED = "skipped"
 CRITERION = (
     "at each tier the recommended config and the run's best fixed variant are measured side "
     "by side in interleaved rounds; the tier fails when the paired ratio recommended / best "
@@ -278,6 +280,40 @@ def check_document(
     }
 
 
+def skipped_document(
+    recommended: Mapping[str, Any],
+    basis: CheckBasis,
+    tiers: Sequence[str],
+    paths: Mapping[str, str],
+) -> dict[str, Any]:
+    """``check.json`` of a follow-up that measured nothing because the recommended config
+    is the run's variant ``recommended["from"]`` as measured: verdict ``skipped``,
+    ``passed`` None, ``reason``, ``tiers`` [] (``unchecked``: the run's tiers)."""
+    source = recommended.get("from")
+    return {
+        "schema_version": CHECK_SCHEMA_VERSION,
+        "verdict": SKIPPED,
+        "passed": None,
+        "reason": (
+            f"the recommended config is the run's variant `{source}` as it was measured "
+            "(no speculation: policy): the run's own interleaved rounds compared it with "
+            "the best fixed variant of every tier, side by side (report: Recommendation); "
+            "measuring it again would compare it with itself where it was best "
+            "(`trtbench follow-up --force` does)"
+        ),
+        "failed": [],
+        "unchecked": list(tiers),
+        "confirmed": [],
+        "objective": asdict(basis),
+        "criterion": CRITERION,
+        "false_failure": FALSE_FAILURE,
+        "rounds": 0,
+        "recommended": dict(recommended),
+        "paths": dict(paths),
+        "tiers": [],
+    }
+
+
 CHECK_HEADER = (
     "tier",
     "best fixed variant",
@@ -322,6 +358,8 @@ def verdict_line(doc: Mapping[str, Any]) -> str:
             f"`{name}` keeps up with the best fixed variant at every tier, measured "
             "side by side: pass."
         )
+    if doc.get("verdict") == SKIPPED:
+        return f"`{name}` was not measured again: {doc.get('reason')}."
     if doc.get("verdict") == FAIL:
         return (
             f"`{name}` is significantly worse than the best fixed variant at "
@@ -347,6 +385,8 @@ def check_lines(doc: Mapping[str, Any]) -> list[str]:
     spec = rec.get("speculation")
     how = f"`speculation: {_flow(spec)}`" if spec else "no `speculation:` (fixed)"
     better = "higher" if obj.get("higher_is_better") else "lower"
+    if doc.get("verdict") == SKIPPED:
+        return ["## Follow-up check", "", f"**{verdict_line(doc)}**"]
     lines = [
         "## Follow-up check",
         "",

@@ -6,8 +6,9 @@ parsed and checked in ``tests/unit/core/test_examples.py``).
 
 The demo runs as a user runs it (``bash scripts/demo.sh RUN``, its own session, so a
 timeout stops the whole group: trtbench stops its servers on SIGTERM). The tests assert what
-holds on any host: the demo exits 0 with a verdict (pass or fail: which one is a measurement,
-left to the benchmark ``scripts/aa_check.py``); the run recorded its design and every cell;
+holds on any host: the demo exits 0 with a verdict (pass or fail, which one is a measurement
+left to the benchmark ``scripts/aa_check.py``; or skipped, when the recommended config is a
+variant the run measured as is); the run recorded its design and every cell;
 the follow-up served the snippet's config and each tier's best fixed variant, and its
 verdict follows from the numbers in check.json by the stated criterion.
 """
@@ -102,6 +103,18 @@ def test_follow_up_verdict_follows_from_its_numbers(demo):
     assert code == 0, output[-4000:]
     check = json.loads((out / "follow-up" / "check.json").read_text())
     rec = json.loads((out / "recommendation.json").read_text())
+    if (
+        check["verdict"] == "skipped"
+    ):  # the config is a variant as measured: nothing to add
+        _assert_measured_as_is(out, rec, check)
+        assert (
+            check["unchecked"] == TIERS
+            and check["tiers"] == []
+            and check["rounds"] == 0
+        )
+        assert "[demo] follow-up: skipped." in output
+        assert not (out / "follow-up" / "run.json").exists()  # no server was started
+        return
     assert [t["tier"] for t in check["tiers"]] == [t["tier"] for t in rec["tiers"]]
     assert [t["tier"] for t in check["tiers"]] == TIERS
     assert [t["best"] for t in check["tiers"]] == [t["best"] for t in rec["tiers"]]
@@ -121,10 +134,36 @@ def test_follow_up_verdict_follows_from_its_numbers(demo):
     assert f"[demo] recommendation: {rec['answer']}\n[demo] results: {out} " in output
 
 
+def _assert_measured_as_is(out, rec, check):
+    """A skipped follow-up: the recommended config is its source variant as the run
+    recorded it, but for its name (the snippet adds no speculation: policy and changes no
+    field)."""
+    source = check["recommended"]["from"]
+    assert source == (rec["winner"] or rec["baseline"])
+    assert check["recommended"]["speculation"] is None
+    if rec["winner"] is not None:
+        snippet = next(s for s in rec["snippets"] if s["target"] == "trtbench variant")
+        wanted = snippet["config"]["variants"][0]
+        assert not wanted.get("speculation")
+        recorded = {
+            v["name"]: v
+            for v in json.loads((out / "run.json").read_text())["build"]["spec"][
+                "variants"
+            ]
+        }[source]
+        for key, value in wanted.items():
+            if key != "name":
+                assert recorded[key] == value, key
+
+
 def test_follow_up_served_the_recommended_config(demo):
     out, code, _, _ = demo
     assert code == 0
     rec = json.loads((out / "recommendation.json").read_text())
+    check = json.loads((out / "follow-up" / "check.json").read_text())
+    if check["verdict"] == "skipped":
+        _assert_measured_as_is(out, rec, check)
+        return
     winner = rec["winner"]
     run = json.loads((out / "follow-up" / "run.json").read_text())
     variant, *fixed = run["build"]["spec"]["variants"]
@@ -174,6 +213,7 @@ def test_report_has_the_follow_up_section(demo):
     said = {
         "pass": "keeps up with the best fixed variant at every tier",
         "fail": "confirmed in fresh rounds: fail",
+        "skipped": "was not measured again: the recommended config is the run's variant",
     }[check["verdict"]]
     assert said in text
     design = (

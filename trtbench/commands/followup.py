@@ -21,6 +21,7 @@ from trtbench.pipeline.followup import (
     FollowUpResult,
     plan_follow_up,
     run_follow_up,
+    skip_follow_up,
 )
 from trtbench.profiling.report.followup_check import (
     CHECK_HEADER,
@@ -46,7 +47,8 @@ def _print_check(result: FollowUpResult) -> None:
     console = Console()
     if not console.is_terminal:  # piped or captured: do not squeeze into 80 columns
         console = Console(width=160)
-    console.print(check_table(result.document))
+    if result.document.get("tiers"):
+        console.print(check_table(result.document))
     click.echo(verdict_line(result.document))
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -65,8 +67,14 @@ def _print_check(result: FollowUpResult) -> None:
     help="Interleaved rounds of the check (and of its confirmation, if one is needed): "
     "the budget of a race that stops each tier once decided, where one can run.",
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Measure even when the recommended config is a variant the run measured as is "
+    "(by default that is skipped: the run's own rounds compared it side by side).",
+)
 @click.pass_context
-def follow_up(ctx: click.Context, run_dir: Path, rounds: int) -> None:
+def follow_up(ctx: click.Context, run_dir: Path, rounds: int, force: bool) -> None:
     """Check RUN_DIR's recommendation by measuring it again, side by side.
 
     Serves the recommended config (RUN_DIR/recommendation.json: the winning variant with the
@@ -78,15 +86,23 @@ def follow_up(ctx: click.Context, run_dir: Path, rounds: int) -> None:
     and fails only if that confirms it. Writes RUN_DIR/follow-up/check.json and renders
     RUN_DIR/report.md again with a "Follow-up check" section.
 
-    Exit status: 0 when every tier passes, 1 when a tier fails or could not be checked, 2
+    When the recommended config is a variant the run measured, as it ran (no `speculation:`
+    policy), the run's interleaved rounds already compared it with the best fixed variant of
+    every tier: nothing is measured, check.json says `skipped` and why (`--force` measures).
+
+    Exit status: 0 when every tier passes or the check is skipped, 1 when a tier fails or could not be checked, 2
     for bad input (no recommendation.json, no recorded spec, --rounds below 3).
     """
     plan = plan_follow_up(run_dir, rounds)  # every input checked before the first build
     claim_run_dir(plan.run)
     ctx.with_resource(run_dir_lock(plan.out.root, ctx.command_path))
+    if plan.measured and not force:
+        _print_check(skip_follow_up(plan))
+        return
     result = run_follow_up(plan, TierProgress())
     try:
-        print_outcome(result.outcome)  # raises on a stop signal or a dead server
+        if result.outcome is not None:
+            print_outcome(result.outcome)  # raises on a stop signal or a dead server
     finally:
         _print_check(result)
     doc = result.document

@@ -33,7 +33,11 @@ import pandas as pd
 from trtbench.core.data_files import check_json_fields, read_json_document
 from trtbench.core.errors import ConfigError
 from trtbench.core.run_dir import RunDir, write_json_atomic
-from trtbench.pipeline.followup_spec import follow_up_spec, recommended_variant
+from trtbench.pipeline.followup_spec import (
+    follow_up_spec,
+    is_measured_config,
+    recommended_variant,
+)
 from trtbench.pipeline.loadtest import LoadtestOutcome
 from trtbench.pipeline.preflight import preflight_run
 from trtbench.pipeline.recommend import RECOMMENDATION_JSON
@@ -50,6 +54,7 @@ from trtbench.profiling.report.followup_check import (
     check_document,
     concurrency_of,
     settle,
+    skipped_document,
     stage_result,
     suspects,
 )
@@ -87,6 +92,10 @@ class FollowUpPlan:
         source: the variant of the run the config came from.
         basis: the compared figure; best: tier label → best fixed variant there.
         prompts: the follow-up's prompts (the confirmation sends the same).
+        measured: the recommended config is ``source`` as the run measured it (no
+            ``speculation:`` policy): the run's rounds already compared it with the best
+            fixed variant of every tier, side by side (``trtbench follow-up`` skips it
+            unless forced).
     """
 
     run: RunDir
@@ -96,6 +105,7 @@ class FollowUpPlan:
     basis: CheckBasis
     best: dict[str, str]
     prompts: list[Prompt]
+    measured: bool = False
 
     @property
     def variant(self) -> str:
@@ -114,10 +124,11 @@ class FollowUpPlan:
 
 @dataclass(frozen=True)
 class FollowUpResult:
-    """The follow-up run's outcome, the check document and what was written (report:
-    None when RUN's report.md could not be rendered again; ``warnings`` says why)."""
+    """The follow-up run's outcome (None: skipped, nothing measured), the check document
+    and what was written (report: None when RUN's report.md could not be rendered again;
+    ``warnings`` says why)."""
 
-    outcome: LoadtestOutcome
+    outcome: LoadtestOutcome | None
     document: dict[str, Any]
     check_path: Path
     report_path: Path | None
@@ -216,7 +227,8 @@ def plan_follow_up(root: Path, rounds: int = DEFAULT_ROUNDS) -> FollowUpPlan:
         )
     out = RunDir(rd.root / FOLLOW_UP_DIR)
     prompts = preflight_run(spec, out)
-    return FollowUpPlan(rd, out, spec, source, basis, best, prompts)
+    measured = is_measured_config(recorded, variant, source)
+    return FollowUpPlan(rd, out, spec, source, basis, best, prompts, measured)
 
 
 def _stage(
@@ -259,6 +271,49 @@ def _confirm(
         spec, out, (), progress, plan.prompts, plan.tiers_of(tiers), checked=True
     )
     return outcome, _stage(plan, out, outcome, tiers)
+
+
+def skip_follow_up(plan: FollowUpPlan) -> FollowUpResult:
+    """Record that the follow-up measured nothing because the recommended config is a
+    variant the run measured as it ran (``plan.measured``): check.json with the verdict
+    ``skipped`` and the reason, and RUN's report.md rendered again with it."""
+    check_path = plan.out.root / CHECK_JSON
+    plan.out.root.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(plan.out.root / CONFIRM_DIR, ignore_errors=True)
+    document = skipped_document(
+        _recommended(plan), plan.basis, list(plan.best), _paths(plan)
+    )
+    write_json_atomic(check_path, document)
+    report, warnings = _render_again(plan)
+    return FollowUpResult(None, document, check_path, report, warnings)
+
+
+def _recommended(plan: FollowUpPlan) -> dict[str, Any]:
+    v = plan.spec.variants[0]
+    speculation = v.speculation.model_dump(exclude_none=True) if v.speculation else None
+    return {
+        "variant": v.name,
+        "from": plan.source,
+        "mode": v.mode,
+        "max_draft_len": v.max_draft_len,
+        "speculation": speculation,
+    }
+
+
+def _paths(plan: FollowUpPlan) -> dict[str, str]:
+    return {"run": str(plan.run.root), "follow_up": str(plan.out.root)}
+
+
+def _render_again(plan: FollowUpPlan) -> tuple[Path | None, list[str]]:
+    """RUN's report.md rendered again (None and a warning when it cannot be)."""
+    try:
+        return write_report(plan.run.root, (), plan.basis.objective).report_path, []
+    except Exception as exc:  # noqa: BLE001 - check.json is kept; the user reruns report
+        log.debug("report failed", exc_info=True)
+        return None, [
+            f"{plan.run.report_md} was not rendered again ({type(exc).__name__}: {exc}); "
+            f"check.json is kept, render it with `trtbench report {plan.run.root}`"
+        ]
 
 
 def run_follow_up(
@@ -305,28 +360,9 @@ def run_follow_up(
         )
         for t, f in zip(tiers, first, strict=True)
     ]
-    v = plan.spec.variants[0]
-    speculation = v.speculation.model_dump(exclude_none=True) if v.speculation else None
-    recommended = {
-        "variant": v.name,
-        "from": plan.source,
-        "mode": v.mode,
-        "max_draft_len": v.max_draft_len,
-        "speculation": speculation,
-    }
-    paths = {"run": str(plan.run.root), "follow_up": str(plan.out.root)}
     document = check_document(
-        checks, plan.basis, recommended, paths, plan.spec.loadtest.repeats
+        checks, plan.basis, _recommended(plan), _paths(plan), plan.spec.loadtest.repeats
     )
     write_json_atomic(check_path, document)
-    warnings: list[str] = []
-    report: Path | None = None
-    try:
-        report = write_report(plan.run.root, (), plan.basis.objective).report_path
-    except Exception as exc:  # noqa: BLE001 - check.json is kept; the user reruns report
-        log.debug("report failed", exc_info=True)
-        warnings.append(
-            f"{plan.run.report_md} was not rendered again ({type(exc).__name__}: {exc}); "
-            f"check.json is kept, render it with `trtbench report {plan.run.root}`"
-        )
+    report, warnings = _render_again(plan)
     return FollowUpResult(outcome, document, check_path, report, warnings)

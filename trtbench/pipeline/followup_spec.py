@@ -12,6 +12,10 @@ I/O here).
   ``<winner>-recommended``, ``max_draft_len``) and its ``speculation:`` (none when the snippet
   has none: a fixed K at every batch); without one, the baseline variant, renamed
   ``<baseline>-recommended``.
+* :func:`is_measured_config`: whether that variant is, but for its name, a variant the run
+  measured as it ran (no ``speculation:`` policy, the same fields): then the run's own rounds
+  already compared it side by side with the best fixed variant of every tier, and the
+  follow-up has nothing to add.
 """
 
 from __future__ import annotations
@@ -121,6 +125,31 @@ def recommended_variant(
     fields.update(snippet)
     fields.setdefault("name", f"{source}{RECOMMENDED_SUFFIX}")
     return fields, source
+
+
+def is_measured_config(
+    recorded: Mapping[str, Any], variant: Mapping[str, Any], source: str
+) -> bool:
+    """Whether ``variant`` (from :func:`recommended_variant`) has the fields, but for its
+    name, of the recorded variant ``source``: the config the run measured (both compared
+    without their defaults, so a default written out on one side does not count)."""
+    recorded_variant = next(
+        (
+            v
+            for v in recorded.get("variants") or []
+            if isinstance(v, Mapping) and v.get("name") == source
+        ),
+        None,
+    )
+    if recorded_variant is None:
+        return False
+
+    def fields(v: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            k: x for k, x in without_defaults(VariantSpec, v).items() if k != "name"
+        }
+
+    return fields(variant) == fields(recorded_variant)
 
 
 def follow_up_spec(

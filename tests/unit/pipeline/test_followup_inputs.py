@@ -15,6 +15,7 @@ from tests.support.cli import run_cli
 from tests.support.followup_runs import make_run, spec_text
 from trtbench.pipeline.followup import plan_follow_up
 from trtbench.pipeline.followup_spec import (
+    is_measured_config,
     recommended_variant,
     without_defaults,
 )
@@ -181,3 +182,51 @@ def test_a_damaged_run_is_refused_before_anything_is_built(run, capsys):
     code, _, err = run_cli(["follow-up", run], capsys)
     assert code == 2 and "rounds.csv:3: round 0 c1 ngram has a second row" in err
     assert not (run / "follow-up").exists()
+
+
+def _without_policy(run):
+    """The run's recommendation with the snippet's speculation: policy removed: serve
+    ``ngram`` as it was measured (K=4 at every batch)."""
+    path = run / "recommendation.json"
+    doc = json.loads(path.read_text())
+    snippet = next(s for s in doc["snippets"] if s["target"] == "trtbench variant")
+    del snippet["config"]["variants"][0]["speculation"]
+    path.write_text(json.dumps(doc))
+
+
+def test_a_policy_or_a_changed_field_is_a_new_config(run):
+    # the module docstring's recommendation: ngram with max_concurrency 1 and a schedule
+    assert plan_follow_up(run).measured is False
+    _without_policy(run)
+    assert plan_follow_up(run).measured is True  # ngram exactly as the run measured it
+    path = run / "recommendation.json"
+    doc = json.loads(path.read_text())
+    snippet = next(s for s in doc["snippets"] if s["target"] == "trtbench variant")
+    snippet["config"]["variants"][0]["max_draft_len"] = 2  # the run measured K=4
+    path.write_text(json.dumps(doc))
+    assert plan_follow_up(run).measured is False
+
+
+def test_the_baseline_recommended_is_the_baseline_measured(tiny_models):
+    recorded = parse_spec(spec_text(tiny_models)).model_dump(mode="json")
+    rec = {"winner": None, "baseline": "baseline", "snippets": []}
+    fields, source = recommended_variant(recorded, rec, "rec.json")
+    assert is_measured_config(recorded, fields, source)
+
+
+def test_a_config_measured_as_is_is_not_measured_again(run, capsys):
+    _without_policy(run)
+    code, out, _ = run_cli(["follow-up", run], capsys)
+    assert code == 0, out
+    check = json.loads((run / "follow-up" / "check.json").read_text())
+    assert check["verdict"] == "skipped" and check["passed"] is None
+    assert check["recommended"]["from"] == "ngram"
+    assert check["unchecked"] == ["c1", "c2"] and check["tiers"] == []
+    assert not (run / "follow-up" / "run.json").exists()  # nothing built or served
+    text = (run / "report.md").read_text()
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings[:2] == ["## Recommendation", "## Follow-up check"]
+    assert (
+        "`ngram-recommended` was not measured again: the recommended config is " in text
+    )
+    assert "was not measured again" in out
