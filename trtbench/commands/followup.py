@@ -13,7 +13,8 @@ from rich.table import Table
 
 from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.options import run_dir_argument
-from trtbench.commands.terminal import TierProgress, print_outcome
+from trtbench.commands.stage_lines import StageLines
+from trtbench.commands.terminal import print_outcome
 from trtbench.core.errors import CheckFailedError
 from trtbench.core.run_lock import run_dir_lock
 from trtbench.pipeline.followup import (
@@ -84,7 +85,8 @@ def follow_up(ctx: click.Context, run_dir: Path, rounds: int) -> None:
     plan = plan_follow_up(run_dir, rounds)  # every input checked before the first build
     claim_run_dir(plan.run)
     ctx.with_resource(run_dir_lock(plan.out.root, ctx.command_path))
-    result = run_follow_up(plan, TierProgress())
+    with StageLines() as progress:
+        result = run_follow_up(plan, progress)
     try:
         print_outcome(result.outcome)  # raises on a stop signal or a dead server
     finally:

@@ -1,4 +1,5 @@
-"""What the terminal shows while commands run: a bar per tier, a line per stage, the results.
+"""What the terminal shows when a command has run: the results. (While it runs: one line per
+stage, ``stage_lines``.)
 
 Shared by ``trtbench loadtest`` and ``trtbench run``. The results table keeps every column
 when the terminal is wide enough and falls back to the key columns when it is not (a table
@@ -7,67 +8,20 @@ squeezed into 80 columns would cut every cell); the CSVs always hold all of them
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import click
 import pandas as pd
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-from rich.progress import Progress as RichBar
 from rich.table import Table
 
-from trtbench.commands.logs import terminal_shows
 from trtbench.core.data_files import read_json_document
 from trtbench.core.errors import ServerDiedError, TrtbenchError
 from trtbench.core.stop_signals import StopSignal
 from trtbench.pipeline.loadtest import LoadtestOutcome
 from trtbench.pipeline.recommend import RECOMMENDATION_JSON
-from trtbench.profiling.loadtest.workload.schedule import Tier
 from trtbench.profiling.report.recommendation_text import SCHEMA_VERSION
 from trtbench.profiling.report.uncertainty import with_speedup_text
-
-
-class TierProgress:
-    """A rich progress bar per tier and a line per stage, on stderr (implements
-    ``trtbench.pipeline.run.RunProgress``)."""
-
-    def __init__(self) -> None:
-        self._bar: RichBar | None = None
-        self._task: int | None = None
-        self._failed = 0
-
-    def tier_started(self, variant: str, tier: Tier, total: int | None) -> None:
-        self._bar = RichBar(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[failed]} failed"),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=False,
-        )
-        self._bar.start()
-        self._failed = 0
-        self._task = self._bar.add_task(
-            f"{variant} {tier.label}", total=total, failed=0
-        )
-
-    def request_done(self, ok: bool) -> None:
-        if self._bar is not None and self._task is not None:
-            self._failed += 0 if ok else 1
-            self._bar.update(self._task, advance=1, failed=self._failed)
-
-    def tier_ended(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-        self._bar = None
-
-    def stage(self, message: str) -> None:
-        """One line per finished stage, unless ``-v`` already shows its INFO log record."""
-        if not terminal_shows(logging.INFO):
-            click.echo(message, err=True)
-
 
 # (summary column, header, format); COMPACT_COLUMNS: the ones kept in a narrow terminal,
 # with shorter headers.
