@@ -108,6 +108,7 @@ def build_variants(
     out: RunDir | None = None,
     dry_run: bool = False,
     checked: bool = False,
+    on_built: Callable[[BuildManifest], None] | None = None,
 ) -> list[BuildManifest]:
     """Build the variants named (all when empty) and record the build in ``run.json``;
     :func:`check_variants` runs first (unless ``checked``), so bad input of any variant
@@ -121,6 +122,7 @@ def build_variants(
         out: the run directory (default ``runs/<spec name>`` under the current directory).
         dry_run: validate and return the manifests without writing anything.
         checked: the caller ran :func:`check_variants` on the same arguments already.
+        on_built: called with each variant's manifest as soon as it is built (progress).
 
     Returns:
         One manifest per variant, in spec order.
@@ -141,12 +143,12 @@ def build_variants(
         check_variants(spec, names, backend, out)
     started = utc_now()
     describe = ModelDescriber()
-    manifests = [
-        backend_builder(backends[v.name])(
-            spec, v, out, dry_run=dry_run, describe=describe
-        )
-        for v in variants
-    ]
+    manifests = []
+    for v in variants:
+        build = backend_builder(backends[v.name])
+        manifests.append(build(spec, v, out, dry_run=dry_run, describe=describe))
+        if on_built is not None:
+            on_built(manifests[-1])
     if not dry_run:
         _record(spec, backend or spec.backend, out, manifests, started)
         for manifest in manifests:

@@ -3,7 +3,7 @@
 
 ``trtbench loadtest --api openai-completions`` runs one tier of 4 requests (fixed lengths,
 ``ignore_eos``). The test scrapes ``/metrics`` itself when the tier starts and ends (from the
-progress bar's ``tier_started`` / ``tier_ended``, which run right after trtbench's own scrape
+progress's ``tier_started`` / ``tier_ended``, which run right after trtbench's own scrape
 before the tier and right after its scrape after the tier, with no request in between),
 parses the text with its own regular expression and computes vLLM's figures by hand; the
 summary and acceptance rows must equal them."""
@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from tests.support.vllm_serve import openai_loadtest
+from trtbench.commands.stage_lines import StageLines
 
 pytestmark = pytest.mark.integration
 
@@ -55,17 +56,16 @@ def test_tier_acceptance_from_prometheus(
     metrics = spec_url.removesuffix("/v1") + "/metrics"
     scrapes: list[dict[str, float]] = []
 
-    class ScrapingProgress:  # the CLI's progress bar, replaced
+    class ScrapingProgress(StageLines):  # the CLI's progress, scraping around tiers
         def tier_started(self, variant, tier, total):
             scrapes.append(scrape(metrics))
-
-        def request_done(self, ok):
-            pass
+            super().tier_started(variant, tier, total)
 
         def tier_ended(self):
             scrapes.append(scrape(metrics))
+            super().tier_ended()
 
-    monkeypatch.setattr("trtbench.commands.loadtest.TierProgress", ScrapingProgress)
+    monkeypatch.setattr("trtbench.commands.loadtest.StageLines", ScrapingProgress)
     out = tmp_path / "run"
     openai_loadtest(
         capsys,

@@ -96,15 +96,30 @@ def test_terminal_shows_stages_and_results_while_info_goes_to_the_run_log(finish
     out, code, _, err = finished_run
     assert code == 0
     assert "INFO" not in err  # no log records below WARNING on the terminal
-    for name, mode in (("base", "baseline"), ("dt", "draft_target"), ("med", "medusa")):
-        assert f"built {name}: reference {mode}" in err
-        assert re.search(
-            rf"^{name}: serving ensemble at \S+:\d+ \(ready after", err, re.M
-        )
+    # Off a terminal each stage ends with one line; 3 variants × 2 tiers × 1 round = 6 cells.
+    for line in (
+        "build: 3 of 3 variants in ",
+        "deploy: 3 of 3 servers in ",
+        "load test: 6 of 6 cells in ",
+    ):
+        assert re.search(rf"^{re.escape(line)}\d+:\d\d$", err, re.M), err
     log = (out / "trtbench.log").read_text()
     assert log.startswith("=== ") and "trtbench run" in log.splitlines()[0]
-    assert "INFO trtbench.builders.build: built med: reference medusa" in log
-    assert f"base c2: {REQUESTS} requests, 0 failed" in log
+    for name, mode in (("base", "baseline"), ("dt", "draft_target"), ("med", "medusa")):
+        assert f"built {name}: reference {mode}" in log
+        assert re.search(
+            rf"INFO \S+: {name}: serving ensemble at \S+:\d+ \(ready after", log
+        )
+    # one line per cell with what it measured
+    cells = re.findall(
+        rf"tier_pass: (\w+) (c[12]): {REQUESTS} requests, 0 failed, complete; "
+        r"[\d.]+ out tok/s, [\d.]+ s wall$",
+        log,
+        re.M,
+    )
+    assert sorted(cells) == [
+        (v, t) for v in ("base", "dt", "med") for t in ("c1", "c2")
+    ]
     assert (
         "INFO trtbench.core.managed_process: starting" in log
     )  # the tritonserver launch
@@ -154,11 +169,10 @@ def test_run_ends_with_the_report(finished_run):
         "memory.png",
     }
     assert all((out / "plots" / name).stat().st_size > 1000 for name in plots)
-    # The run prints where the report and every plot went.
+    # The run prints where the report and the plots went, in one line.
     _, _, stdout, _ = finished_run
-    printed = {line.removeprefix("wrote ") for line in stdout.splitlines()}
-    assert str(out / "report.md") in printed
-    assert {str(out / "plots" / name) for name in plots} <= printed
+    (wrote,) = [line for line in stdout.splitlines() if line.startswith("wrote ")]
+    assert f", {out / 'report.md'}, {len(plots)} plots in {out / 'plots'}/" in wrote
 
 
 def test_every_server_was_stopped(finished_run):

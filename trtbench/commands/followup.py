@@ -13,7 +13,8 @@ from rich.table import Table
 
 from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.options import run_dir_argument
-from trtbench.commands.terminal import TierProgress, print_outcome
+from trtbench.commands.stage_lines import StageLines
+from trtbench.commands.terminal import print_outcome, results_table
 from trtbench.core.errors import CheckFailedError
 from trtbench.core.run_lock import run_dir_lock
 from trtbench.pipeline.followup import (
@@ -24,23 +25,43 @@ from trtbench.pipeline.followup import (
     skip_follow_up,
 )
 from trtbench.profiling.report.followup_check import (
-    CHECK_HEADER,
     check_rows,
     verdict_line,
 )
+
+RATIO = "ratio\ngeo mean [≥ 95 % CI]"
+"""Under a stage's name: the objective's per-round ratio recommended / best, paired by round,
+its geometric mean over the rounds with an interval of at least 95 % (``followup_check``)."""
+CHECK_COLUMNS = (
+    "tier",
+    "best fixed\nvariant",
+    f"rec/best {RATIO}",
+    f"confirm {RATIO}",
+    "pass",
+)
+"""The terminal's headers of :data:`CHECK_HEADER`'s columns; the pass column holds the mark
+alone, the reasons follow the table (:func:`check_reasons`), so a row fits 80 columns."""
 
 
 def check_table(doc: Mapping[str, Any]) -> Table:
     """The check of ``check.json`` as a terminal table (one row per tier)."""
     obj = doc.get("objective") or {}
-    table = Table(title=f"follow-up check: {obj.get('label')} ({obj.get('unit')})")
-    for header in CHECK_HEADER:
-        table.add_column(
-            header, justify="left" if header in CHECK_HEADER[:2] else "right"
-        )
+    table = results_table(
+        f"follow-up check: {obj.get('label')} ({obj.get('unit')}), paired by round"
+    )
+    for i, header in enumerate(CHECK_COLUMNS):
+        table.add_column(header, justify="left" if i < 2 else "right")
     for row in check_rows(doc):
-        table.add_row(*row)
+        table.add_row(*row[:-1], row[-1].split(":", 1)[0])
     return table
+
+
+def check_reasons(doc: Mapping[str, Any]) -> list[str]:
+    """The tiers' reasons, one line per reason: ``c1, c4: not significantly worse (…)``."""
+    tiers: dict[str, list[str]] = {}
+    for t in doc.get("tiers") or []:
+        tiers.setdefault(str(t.get("reason")), []).append(str(t.get("tier")))
+    return [f"{', '.join(labels)}: {reason}" for reason, labels in tiers.items()]
 
 
 def _print_check(result: FollowUpResult) -> None:
@@ -49,12 +70,14 @@ def _print_check(result: FollowUpResult) -> None:
         console = Console(width=160)
     if result.document.get("tiers"):
         console.print(check_table(result.document))
+        for line in check_reasons(result.document):
+            click.echo(line)
     click.echo(verdict_line(result.document))
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
-    click.echo(f"wrote {result.check_path}")
-    if result.report_path is not None:
-        click.echo(f"wrote {result.report_path} (section: Follow-up check)")
+    report = result.report_path
+    section = "" if report is None else f", {report} (section: Follow-up check)"
+    click.echo(f"wrote {result.check_path}{section}")
 
 
 @click.command("follow-up")
@@ -99,10 +122,11 @@ def follow_up(ctx: click.Context, run_dir: Path, rounds: int, force: bool) -> No
     if plan.measured and not force:
         _print_check(skip_follow_up(plan))
         return
-    result = run_follow_up(plan, TierProgress())
-    try:
+    with StageLines() as progress:
+        result = run_follow_up(plan, progress)
+    try:  # the check table below is the answer: the stage's own table is in its report
         if result.outcome is not None:
-            print_outcome(result.outcome)  # raises on a stop signal or a dead server
+            print_outcome(result.outcome, results=False)  # raises: a stop, a dead server
     finally:
         _print_check(result)
     doc = result.document

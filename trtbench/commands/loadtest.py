@@ -16,11 +16,13 @@ from trtbench.commands.options import (
     parse_list,
     run_dir_option,
 )
-from trtbench.commands.terminal import TierProgress, print_outcome
+from trtbench.commands.stage_lines import StageLines
+from trtbench.commands.terminal import print_outcome
 from trtbench.core.errors import ConfigError
 from trtbench.core.run_dir import RunDir
-from trtbench.pipeline.loadtest import run_loadtest
+from trtbench.pipeline.loadtest import run_loadtest, tiers_of
 from trtbench.pipeline.preflight import preflight_loadtest
+from trtbench.pipeline.stages import LOAD_TEST
 from trtbench.profiling.loadtest.clients.grpc_client import ENDPOINTS
 from trtbench.profiling.loadtest.clients.target import (
     API_GRPC,
@@ -325,17 +327,19 @@ def loadtest(
     )
     prompts = preflight_loadtest(spec, out, tokenizer)  # before the first tier
     claim_run_dir(RunDir(out))
-    outcome = run_loadtest(
-        url,
-        model,
-        spec,
-        out,
-        variant=variant,
-        tokenizer_dir=tokenizer,
-        endpoint=mode,
-        baseline=baseline,
-        progress=TierProgress(),
-        prompts=prompts,
-        api=api,
-    )
+    with StageLines() as progress:
+        progress.start(LOAD_TEST, len(tiers_of(spec)) * spec.repeats, "cell")
+        outcome = run_loadtest(
+            url,
+            model,
+            spec,
+            out,
+            variant=variant,
+            tokenizer_dir=tokenizer,
+            endpoint=mode,
+            baseline=baseline,
+            progress=progress,
+            prompts=prompts,
+            api=api,
+        )
     print_outcome(outcome)

@@ -1,6 +1,6 @@
 """Where log records go: warnings on the terminal, everything from INFO into the run's log.
 
-The terminal shows progress bars and results; log records at WARNING and above go to stderr
+The terminal shows one progress line per stage and the results; log records at WARNING and above go to stderr
 (``-v``: INFO and above, ``--debug``: DEBUG, ``--log-level``: as given). A command that has a
 run directory also appends every record from INFO up (DEBUG under ``--debug``) to
 ``RUN_DIR/trtbench.log``, so what the terminal leaves out is still on disk.
@@ -34,6 +34,23 @@ class PlainFormatter(logging.Formatter):
         return f"{record.levelname.lower()}: {record.getMessage()}" + (
             "\n" + self.formatException(record.exc_info) if record.exc_info else ""
         )
+
+
+class StderrHandler(logging.StreamHandler):
+    """A stream handler on ``sys.stderr`` as it is when each record comes: a live progress
+    line (``trtbench.commands.stage_lines``) redirects stderr so that records print above
+    it instead of through it."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> TextIO:  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        pass  # always the current sys.stderr
 
 
 def _replace_handler(handler: logging.Handler) -> None:
@@ -70,7 +87,7 @@ def configure_logging(level: int, debug: bool) -> None:
         level: the terminal level (:func:`terminal_level`).
         debug: ``--debug`` (the root logger passes DEBUG records on).
     """
-    handler = logging.StreamHandler(sys.stderr)
+    handler = StderrHandler()
     handler.set_name(TERMINAL_HANDLER)
     handler.setLevel(level)
     plain = level >= logging.WARNING

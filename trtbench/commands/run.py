@@ -20,7 +20,8 @@ from trtbench.commands.options import (
     spec_run_dir,
     variants_option,
 )
-from trtbench.commands.terminal import TierProgress, print_outcome
+from trtbench.commands.stage_lines import StageLines
+from trtbench.commands.terminal import print_outcome
 from trtbench.pipeline.dry_run import plan_run, render_run_plan
 from trtbench.pipeline.preflight import preflight_run
 from trtbench.pipeline.run import run_bench
@@ -104,7 +105,8 @@ def run(
         return
     prompts = preflight_run(bench, run_dir, variants, str(spec))  # before any build
     claim_run_dir(run_dir)
-    outcome = run_bench(bench, run_dir, variants, TierProgress(), prompts, checked=True)
+    with StageLines() as progress:
+        outcome = run_bench(bench, run_dir, variants, progress, prompts, checked=True)
     print_outcome(outcome)
 
 

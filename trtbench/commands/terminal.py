@@ -1,111 +1,89 @@
-"""What the terminal shows while commands run: a bar per tier, a line per stage, the results.
+"""What the terminal shows when a command has run: the results table, the warnings, what was
+written and the answer. (While it runs: one line per stage, ``stage_lines``.)
 
-Shared by ``trtbench loadtest`` and ``trtbench run``. The results table keeps every column
-when the terminal is wide enough and falls back to the key columns when it is not (a table
-squeezed into 80 columns would cut every cell); the CSVs always hold all of them.
+Shared by ``trtbench loadtest``, ``trtbench run`` and ``trtbench follow-up``. Every header
+names its statistic and unit (``TTFT p50 ms``: the median of the per-request TTFTs,
+``TPOT mean ms``: the mean of the per-request TPOTs; summary.csv's columns, defined in
+docs/metrics.md). The table keeps every column when the terminal is wide enough and falls
+back to the key columns when it is not (a table squeezed into 80 columns would cut every
+cell); the CSVs always hold all of them.
 """
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import click
 import pandas as pd
+from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-from rich.progress import Progress as RichBar
 from rich.table import Table
 
-from trtbench.commands.logs import terminal_shows
 from trtbench.core.data_files import read_json_document
 from trtbench.core.errors import ServerDiedError, TrtbenchError
 from trtbench.core.stop_signals import StopSignal
 from trtbench.pipeline.loadtest import LoadtestOutcome
 from trtbench.pipeline.recommend import RECOMMENDATION_JSON
-from trtbench.profiling.loadtest.workload.schedule import Tier
 from trtbench.profiling.report.recommendation_text import SCHEMA_VERSION
 from trtbench.profiling.report.uncertainty import with_speedup_text
 
-
-class TierProgress:
-    """A rich progress bar per tier and a line per stage, on stderr (implements
-    ``trtbench.pipeline.run.RunProgress``)."""
-
-    def __init__(self) -> None:
-        self._bar: RichBar | None = None
-        self._task: int | None = None
-        self._failed = 0
-
-    def tier_started(self, variant: str, tier: Tier, total: int | None) -> None:
-        self._bar = RichBar(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[failed]} failed"),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=False,
-        )
-        self._bar.start()
-        self._failed = 0
-        self._task = self._bar.add_task(
-            f"{variant} {tier.label}", total=total, failed=0
-        )
-
-    def request_done(self, ok: bool) -> None:
-        if self._bar is not None and self._task is not None:
-            self._failed += 0 if ok else 1
-            self._bar.update(self._task, advance=1, failed=self._failed)
-
-    def tier_ended(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-        self._bar = None
-
-    def stage(self, message: str) -> None:
-        """One line per finished stage, unless ``-v`` already shows its INFO log record."""
-        if not terminal_shows(logging.INFO):
-            click.echo(message, err=True)
-
-
-# (summary column, header, format); COMPACT_COLUMNS: the ones kept in a narrow terminal,
-# with shorter headers.
+SPEEDUP_CI = "speedup [95 % CI]"
+"""Under a speedup's name: the speedup of that figure against the baseline at the tier, the
+geometric mean over rounds with its 95 % interval (one round: the pooled ratio, no
+interval)."""
+# (summary column, header, format): headers are "<figure>\n<statistic> <unit>";
+# COMPACT_COLUMNS: the ones kept in a narrow terminal.
 TABLE_COLUMNS = (
     ("variant", "variant", "{}"),
     ("tier", "tier", "{}"),
     ("tier_status", "status", "{}"),
     ("request_count", "requests", "{:.0f}"),
     ("error_count", "errors", "{:.0f}"),
-    ("time_to_first_token_p50_ms", "TTFT p50 ms", "{:.1f}"),
-    ("time_per_output_token_mean_ms", "TPOT ms", "{:.2f}"),
-    ("inter_token_latency_p50_ms", "ITL p50 ms", "{:.2f}"),
-    ("tokens_per_response_mean_tokens", "tok/resp", "{:.2f}"),
-    ("output_token_throughput_tokens_per_s", "out tok/s", "{:.1f}"),
+    ("time_to_first_token_p50_ms", "TTFT\np50 ms", "{:.1f}"),
+    ("time_per_output_token_mean_ms", "TPOT\nmean ms", "{:.2f}"),
+    ("inter_token_latency_p50_ms", "ITL\np50 ms", "{:.2f}"),
+    ("tokens_per_response_mean_tokens", "tok/resp\nmean", "{:.2f}"),
+    ("output_token_throughput_tokens_per_s", "out\ntok/s", "{:.1f}"),
     ("request_throughput_per_s", "req/s", "{:.2f}"),
-    ("acceptance_length_tokens", "accept len", "{:.2f}"),
-    ("tpot_speedup_text", "TPOT speedup", "{}"),  # 1.21x [1.10, 1.32] with repeats
-    ("output_token_throughput_speedup_text", "tok/s speedup", "{}"),
+    ("acceptance_length_tokens", "accept len\npooled tok", "{:.2f}"),
+    ("tpot_speedup_text", f"TPOT mean\n{SPEEDUP_CI}", "{}"),  # 1.21x [1.10, 1.32]
+    ("output_token_throughput_speedup_text", f"out tok/s\n{SPEEDUP_CI}", "{}"),
 )
 
 
-COMPACT_COLUMNS = (
-    ("variant", "variant", "{}"),
-    ("tier", "tier", "{}"),
-    ("error_count", "err", "{:.0f}"),
-    ("time_to_first_token_p50_ms", "TTFT ms", "{:.1f}"),
-    ("time_per_output_token_mean_ms", "TPOT ms", "{:.2f}"),
-    ("output_token_throughput_tokens_per_s", "tok/s", "{:.1f}"),
-    ("acceptance_length_tokens", "acc len", "{:.2f}"),
-    ("tpot_speedup_text", "speedup", "{}"),
+COMPACT_COLUMNS = tuple(
+    c
+    for c in TABLE_COLUMNS
+    if c[0]
+    in (
+        "variant",
+        "tier",
+        "error_count",
+        "time_to_first_token_p50_ms",
+        "time_per_output_token_mean_ms",
+        "output_token_throughput_tokens_per_s",
+        "acceptance_length_tokens",
+        "tpot_speedup_text",
+    )
 )
+
+
+def results_table(title: str) -> Table:
+    """An empty table in the terminal's style: a rule under the header, no frame."""
+    return Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
 
 
 def comparison_table(
     summary: pd.DataFrame, columns: tuple[tuple[str, str, str], ...] = TABLE_COLUMNS
 ) -> Table:
     """The summary as a terminal table (one row per variant × tier)."""
-    table = Table(title="load test: variants side by side")
+    table = results_table("load test: variants side by side")
     summary = with_speedup_text(summary)  # speedups with their 95 % interval
     for _, header, _ in columns:
         table.add_column(
@@ -168,22 +146,11 @@ def _answer(root: Path) -> str | None:
     return answer if isinstance(answer, str) and answer else None
 
 
-def print_outcome(outcome: LoadtestOutcome) -> None:
-    """Print the comparison table, the warnings, where the CSVs are and other files."""
-    console = Console()
-    if not console.is_terminal:  # piped or captured: do not squeeze into 80 columns
-        console = Console(width=160)
-    table, compact = fitting_table(outcome.summary, console)
-    console.print(table)
-    if compact:
-        report = any(p.name == "report.md" for p in outcome.files)
-        click.echo(
-            f"(key columns for a {console.width}-column terminal; every column is in "
-            f"{outcome.run_dir.summary_csv}{' and report.md' if report else ''})"
-        )
-    for warning in outcome.warnings + unfinished_tiers(outcome.summary):
-        click.echo(f"warning: {warning}", err=True)
-    written = [
+def written_line(outcome: LoadtestOutcome) -> str | None:
+    """One line for every file the outcome wrote: ``wrote RUN/loadtest/{requests.csv,…},
+    RUN/report.md, 6 plots in RUN/plots/`` (a folder's one file by name, several by count;
+    None when nothing was written)."""
+    csvs = [
         p.name
         for p in (
             outcome.run_dir.requests_csv,
@@ -192,14 +159,50 @@ def print_outcome(outcome: LoadtestOutcome) -> None:
         )
         if not outcome.summary.empty and p.is_file()
     ]
-    if written:
-        names = written[0] if len(written) == 1 else "{" + ",".join(written) + "}"
-        click.echo(f"wrote {outcome.run_dir.loadtest_dir}/{names}")
-    for path in outcome.files:
-        if Path(path).is_file():
-            click.echo(f"wrote {path}")
+    parts = []
+    if csvs:
+        names = csvs[0] if len(csvs) == 1 else "{" + ",".join(csvs) + "}"
+        parts.append(f"{outcome.run_dir.loadtest_dir}/{names}")
+    by_folder: dict[Path, list[Path]] = {}
+    for path in map(Path, outcome.files):
+        if path.is_file():
+            by_folder.setdefault(path.parent, []).append(path)
+    for folder, paths in by_folder.items():
+        if len(paths) == 1:
+            parts.append(str(paths[0]))
+            continue
+        kind = "plots" if all(p.suffix == ".png" for p in paths) else "files"
+        parts.append(f"{len(paths)} {kind} in {folder}/")
+    return "wrote " + ", ".join(parts) if parts else None
+
+
+def print_outcome(outcome: LoadtestOutcome, results: bool = True) -> None:
+    """Print the comparison table, the warnings, what was written and the answer
+    (``results`` False: the warnings and what was written only, for a command whose own
+    table is the answer: ``trtbench follow-up``).
+
+    Raises:
+        StopSignal: the run was stopped by a signal (after printing).
+        ServerDiedError: a server died (after printing).
+    """
+    if results:
+        console = Console()
+        if not console.is_terminal:  # piped or captured: do not squeeze into 80 columns
+            console = Console(width=160)
+        table, compact = fitting_table(outcome.summary, console)
+        console.print(table)
+        if compact:
+            report = any(p.name == "report.md" for p in outcome.files)
+            click.echo(
+                f"(key columns for a {console.width}-column terminal; every column is "
+                f"in {outcome.run_dir.summary_csv}{' and report.md' if report else ''})"
+            )
+    for warning in outcome.warnings + unfinished_tiers(outcome.summary):
+        click.echo(f"warning: {warning}", err=True)
+    if line := written_line(outcome):
+        click.echo(line)
     report = next((Path(p) for p in outcome.files if Path(p).name == "report.md"), None)
-    if report is not None and (answer := _answer(outcome.run_dir.root)):
+    if results and report is not None and (answer := _answer(outcome.run_dir.root)):
         click.echo(f"\nrecommendation: {answer}\nreport: {report}")
     if outcome.stop_signal is not None:
         statuses = outcome.summary.get("tier_status", pd.Series(dtype=str))

@@ -42,7 +42,8 @@ from trtbench.pipeline.loadtest import LoadtestOutcome
 from trtbench.pipeline.preflight import preflight_run
 from trtbench.pipeline.recommend import RECOMMENDATION_JSON
 from trtbench.pipeline.report import write_report
-from trtbench.pipeline.run import RunProgress, run_bench
+from trtbench.pipeline.run import run_bench
+from trtbench.pipeline.stages import RunProgress, prefixed
 from trtbench.profiling.loadtest.workload.prompts import Prompt
 from trtbench.profiling.report.followup_check import (
     CHECK_JSON,
@@ -261,14 +262,14 @@ def _confirm(
     )
     variants = list(reversed(plan.spec.variants))
     spec = plan.spec.model_copy(update={"loadtest": loadtest, "variants": variants})
-    log.info("confirming %s in fresh rounds", ", ".join(tiers))
-    if progress is not None:
-        progress.stage(
-            f"confirming {', '.join(tiers)} in {loadtest.repeats} fresh rounds "
-            "(stage 1 read them significantly worse)"
-        )
+    log.info(
+        "confirming %s in %d fresh rounds (stage 1 read them significantly worse)",
+        ", ".join(tiers),
+        loadtest.repeats,
+    )
+    stages = prefixed(progress, f"confirming {', '.join(tiers)}")
     outcome = run_bench(  # the same variants stage 1's preflight checked
-        spec, out, (), progress, plan.prompts, plan.tiers_of(tiers), checked=True
+        spec, out, (), stages, plan.prompts, plan.tiers_of(tiers), checked=True
     )
     return outcome, _stage(plan, out, outcome, tiers)
 
@@ -324,7 +325,8 @@ def run_follow_up(
 
     Args:
         plan: from :func:`plan_follow_up`.
-        progress: per-tier progress (the CLI's bar).
+        progress: where the stages are reported (named ``follow-up · build`` …,
+            ``confirming c4 · load test`` …; :mod:`trtbench.pipeline.stages`).
 
     Returns:
         The outcome (the last stage's, as ``trtbench run``'s, for its table and warnings;
@@ -338,8 +340,9 @@ def run_follow_up(
     check_path = plan.out.root / CHECK_JSON
     check_path.unlink(missing_ok=True)  # never leave an earlier follow-up's verdict
     shutil.rmtree(plan.out.root / CONFIRM_DIR, ignore_errors=True)
+    stages = prefixed(progress, "follow-up")
     outcome = run_bench(  # checked by preflight_run in the plan
-        plan.spec, plan.out, (), progress, plan.prompts, plan.tiers_of(), checked=True
+        plan.spec, plan.out, (), stages, plan.prompts, plan.tiers_of(), checked=True
     )
     tiers = list(plan.best)
     first = _stage(plan, plan.out, outcome, tiers)

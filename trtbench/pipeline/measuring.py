@@ -24,7 +24,8 @@ from typing import Any
 
 from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.loadtest import record_files, settings_of, tiers_of
-from trtbench.pipeline.serving import Collected, RunProgress, measure_variant, served
+from trtbench.pipeline.serving import Collected, measure_variant, served
+from trtbench.pipeline.stages import DEPLOY, RunProgress, load_test_stage
 from trtbench.profiling.loadtest.driver.interleave import Lane, run_interleaved
 from trtbench.profiling.loadtest.driver.round_plans import RacePlan
 from trtbench.profiling.loadtest.records.record_sink import CsvRecordSink
@@ -119,10 +120,9 @@ def race_plan(
         log.info("race: %s", round_line(plan))
         if plan.resolution and not told:
             told.append(True)
-            line = resolution_line(plan)
-            log.info("race: %s", line)
-            if progress is not None:
-                progress.stage(line)
+            log.info("race: %s", resolution_line(plan))
+        if progress is not None and (bound := race_bound(plan)) is not None:
+            progress.retotal(*bound)
 
     return RacePlan(
         [v.name for v in variants],
@@ -134,6 +134,19 @@ def race_plan(
         written,
         tiers_of_variant(cells) if cells else None,
     )
+
+
+def race_bound(plan: RacePlan) -> tuple[int, bool] | None:
+    """(cells, whether an upper bound) a race measures: once it is over, the cells it
+    handed out; before, those plus the last round's for every round its budget has left (a
+    variant that stops at a tier never comes back there). None: no round budget."""
+    if plan.stopped_because is not None:
+        return len(plan.cells), False
+    most = plan.schedule.max_rounds
+    if not most:
+        return None
+    last = sum(c.round == plan.rounds_run - 1 for c in plan.cells)
+    return len(plan.cells) + max(0, most - plan.rounds_run) * last, True
 
 
 def tiers_of_variant(cells: Sequence[Cell]) -> dict[str, list[str]]:
@@ -183,11 +196,16 @@ def _interleaved(
     progress: RunProgress | None,
     got: Collected,
     nsys: Any,
+    stage: tuple[str, int, str, bool],
 ) -> None:
     with contextlib.ExitStack() as stack:
         lanes, stops = [], []
+        if progress is not None:
+            progress.start(DEPLOY, len(variants), "server")
         for v in variants:
             s = stack.enter_context(served(rd, spec, v, prompts, progress, got, nsys))
+            if progress is not None:
+                progress.advance(v.name)
             stops.append(s.stop_soon)
             prompts = s.prompts
             files = record_files(rd, v.name)
@@ -199,6 +217,8 @@ def _interleaved(
         # waits, so they shut down side by side.
         for stop in stops:
             stack.callback(stop)
+        if progress is not None:
+            progress.start(*stage)
         got.results.update(
             run_interleaved(
                 lanes,
@@ -249,18 +269,23 @@ def measure_variants(
         "order": order_json(cells),
     }
     rd.update_run_json("design", record)
-    line = design_line(design, len(variants))
-    log.info("%s", line)
-    if progress is not None:
-        progress.stage(line)
+    log.info("%s", design_line(design, len(variants)))
+    stage = (
+        load_test_stage(design.rounds, design.stop_when_decided),
+        len(cells),
+        "cell",
+        design.stop_when_decided,
+    )
     if design.name == INTERLEAVED:
         if design.stop_when_decided:
             record["order"] = []
             plan = race_plan(rd, spec, variants, record, progress, cells)
-            _interleaved(rd, spec, variants, plan, prompts, progress, got, nsys)
+            _interleaved(rd, spec, variants, plan, prompts, progress, got, nsys, stage)
             return record
-        _interleaved(rd, spec, variants, cells, prompts, progress, got, nsys)
+        _interleaved(rd, spec, variants, cells, prompts, progress, got, nsys, stage)
         return record
+    if progress is not None:  # its servers start inside the load test
+        progress.start(*stage)
     by_name = {v.name: v for v in variants}
     if design.name == ROUNDS:
         for r in range(design.rounds):

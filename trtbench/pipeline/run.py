@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from trtbench.builders.build import build_variants, describe_build
+from trtbench.builders.build import build_variants
 from trtbench.core import methods
 from trtbench.core.errors import TrtbenchError
 from trtbench.core.run_dir import RunDir
@@ -38,7 +38,8 @@ from trtbench.pipeline.loadtest import (
 )
 from trtbench.pipeline.measuring import measure_variants, plan_design
 from trtbench.pipeline.report import write_report
-from trtbench.pipeline.serving import Collected, RunProgress, own_tree
+from trtbench.pipeline.serving import Collected, own_tree
+from trtbench.pipeline.stages import BUILD, RunProgress
 from trtbench.pipeline.tier_capture import check_nsys
 from trtbench.profiling.loadtest.records.host_load import HostLoadMeter
 from trtbench.profiling.loadtest.workload.prompts import Prompt
@@ -106,7 +107,8 @@ def run_bench(
         spec: the validated bench spec.
         out: the run directory.
         variants: variant names (default: all, in spec order).
-        progress: per-tier progress and stage lines (the CLI's rich bar).
+        progress: where the stages are reported (:mod:`trtbench.pipeline.stages`: the
+            builds, the server starts, the cells; the CLI's one line per stage).
         prompts: the prompts :func:`~trtbench.pipeline.preflight.preflight_run` made
             (default: made from the spec with the first variant's tokenizer).
         tiers_of_variant: variant → the tier labels it measures (default: every tier;
@@ -129,9 +131,10 @@ def run_bench(
     nsys = check_nsys(spec)
     plan = plan_design(spec, selected, tiers_of_variant)
     names = [v.name for v in selected]
-    for manifest in build_variants(spec, names, None, out, checked=checked):
-        if progress is not None:  # build_variants logged it already
-            progress.stage(describe_build(manifest, dry_run=False))
+    built = None if progress is None else (lambda m: progress.advance(m.name))
+    if progress is not None:
+        progress.start(BUILD, len(names), "variant")
+    build_variants(spec, names, None, out, checked=checked, on_built=built)
     got = Collected(meter=HostLoadMeter(own_tree, try_open_nvml()[0]))
     failure: TrtbenchError | None = None
     stopped: int | None = None
@@ -144,6 +147,8 @@ def run_bench(
     ) as exc:  # outside a tier (deploy, server start): keep what finished
         stopped = exc.signum
     finally:
+        if progress is not None:
+            progress.stop()  # the last stage's line, before the files are written
         outcome = _finish(out, spec, got, stopped, failure)
     if failure is not None:
         raise failure

@@ -29,15 +29,12 @@ from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.deploy import deploy_variant, server_config
 from trtbench.pipeline.loadtest import connect, make_prompts, measure, open_tokenizer
 from trtbench.pipeline.preflight import check_served_prompts
+from trtbench.pipeline.stages import RunProgress, cell_label
 from trtbench.pipeline.tier_capture import TierCapture, analyze_capture, capture_for
 from trtbench.pipeline.trtllm_deploy import trtllm_server_for, trtllm_tokenizer_dir
 from trtbench.pipeline.vllm_deploy import vllm_server_for, vllm_tokenizer_dir
 from trtbench.profiling.loadtest.clients.health import Health, HealthCheck
-from trtbench.profiling.loadtest.clients.target import (
-    API_COMPLETIONS,
-    LoadTarget,
-    Progress,
-)
+from trtbench.profiling.loadtest.clients.target import API_COMPLETIONS, LoadTarget
 from trtbench.profiling.loadtest.files.rounds_table import CellTiming
 from trtbench.profiling.loadtest.records.host_load import HostLoadMeter, HostSnapshot
 from trtbench.profiling.loadtest.records.outcome import LoadResult
@@ -56,12 +53,6 @@ from trtbench.vllm_server.server import VllmServer
 OpenAIServer = VllmServer | TrtllmServer  # the servers driven over OpenAI completions
 
 log = logging.getLogger(__name__)
-
-
-class RunProgress(Progress, Protocol):
-    """Tier progress plus one line per finished stage (a build, a server ready)."""
-
-    def stage(self, message: str) -> None: ...
 
 
 class ManagedServer(Protocol):
@@ -108,14 +99,15 @@ class Collected:
 
 
 class TierMarking:
-    """Progress that also labels the samplers' phases with the tier (``tier:c8``), opens and
-    closes the nsys collection around the profiled tier, and records each pass's
+    """The driver's tier progress: labels the samplers' phases with the tier (``tier:c8``),
+    opens and closes the nsys collection around the profiled tier, records each pass's
     :class:`CellTiming` (its round: the passes of that variant and tier before it) with the
-    host's load meanwhile into ``cells``."""
+    host's load meanwhile into ``cells``, and advances the run's progress by one cell as
+    each pass ends (:func:`~trtbench.pipeline.stages.cell_label`)."""
 
     def __init__(
         self,
-        inner: Progress | None,
+        inner: RunProgress | None,
         samplers: list,
         capture: TierCapture | None = None,
         got: Collected | None = None,
@@ -142,12 +134,9 @@ class TierMarking:
                 time.time(),
                 snapshot,
             )
-        if self.inner is not None:
-            self.inner.tier_started(variant, tier, total)
 
     def request_done(self, ok: bool) -> None:
-        if self.inner is not None:
-            self.inner.request_done(ok)
+        pass  # the run's progress counts cells, not requests
 
     def tier_ended(self) -> None:
         if self.capture is not None:
@@ -170,8 +159,8 @@ class TierMarking:
                 )
             )
             self._open = None
-        if self.inner is not None:
-            self.inner.tier_ended()
+            if self.inner is not None:
+                self.inner.advance(cell_label(variant, label, rounds))
 
 
 def endpoint_of(meta: RepoMetadata) -> str:
@@ -300,10 +289,11 @@ def served(
     try:
         with sampled(server, variant.name, spec, warn) as samplers:
             target, how = _connect(server, spec, tokenizer, meta)
-            _stage(
-                progress,
-                f"{variant.name}: serving {how} "
-                f"(ready after {time.monotonic() - start:.1f} s)",
+            log.info(
+                "%s: serving %s (ready after %.1f s)",
+                variant.name,
+                how,
+                time.monotonic() - start,
             )
             marking = TierMarking(progress, samplers, capture, got)
 
@@ -401,10 +391,3 @@ def _connect(
         extra_inputs=meta.extra_inputs,
     )
     return target, f"{meta.model_name} at {server.grpc_url}"
-
-
-def _stage(progress: RunProgress | None, message: str) -> None:
-    """A finished stage: an INFO record (for RUN_DIR/trtbench.log) and a progress line."""
-    log.info("%s", message)
-    if progress is not None:
-        progress.stage(message)

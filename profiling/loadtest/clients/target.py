@@ -95,7 +95,7 @@ class LoadSettings:
 
 
 class Progress(Protocol):
-    """Receives tier progress (a rich progress bar in the CLI)."""
+    """Receives tier progress (the CLI: one line, each tier pass a cell)."""
 
     def tier_started(self, variant: str, tier: Tier, total: int | None) -> None: ...
     def request_done(self, ok: bool) -> None: ...

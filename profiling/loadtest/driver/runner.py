@@ -44,6 +44,7 @@ from trtbench.profiling.loadtest.files.responses import (
     RequestSlot,
     exchange_to_all_records,
 )
+from trtbench.profiling.loadtest.records.cell_tally import CellTally
 from trtbench.profiling.loadtest.records.client_timing import wall_minus_perf_ns
 from trtbench.profiling.loadtest.records.loop_lag import LagHistogram, sample_loop_lag
 from trtbench.profiling.loadtest.records.outcome import (
@@ -82,7 +83,9 @@ class TierRunner:
         sink: RecordSink,
     ):
         self.target, self.prompts, self.settings = target, prompts, settings
-        self.tokenizer, self.progress, self.sink = tokenizer, progress, sink
+        self.tokenizer, self.progress = tokenizer, progress
+        # every pass's output tok/s for its closing log line (tier_pass.run_pass)
+        self.sink = sink if isinstance(sink, CellTally) else CellTally(sink)
         self.transport: Transport | None = None  # opened by _run (transport.py)
         self.stop = asyncio.Event()
         self.result = LoadResult()

@@ -116,6 +116,7 @@ async def run_pass(
     line_up = runner.before_tier  # several client processes wait for each other
     if line_up is not None and not await asyncio.to_thread(line_up, tier):
         return None
+    started = time.perf_counter()
     transport = runner.transport
     assert transport is not None  # opened() first
     before = await transport.spec_counters()
@@ -138,5 +139,18 @@ async def run_pass(
         if runner.progress is not None:
             runner.progress.tier_ended()
     done = f" (round {runner.repeat + 1})" if runner.settings.repeats > 1 else ""
-    log.info("%s %s%s: %s", variant, tier.label, done, outcome.line())
+    rate = runner.sink.tokens_per_s(tier.label, runner.repeat)
+    figures = cell_figures(rate, time.perf_counter() - started)
+    log.info("%s %s%s: %s; %s", variant, tier.label, done, outcome.line(), figures)
     return outcome
+
+
+def cell_figures(tokens_per_s: float | None, wall_s: float) -> str:
+    """The figures of a pass's closing log line: ``812.3 out tok/s, 4.10 s wall``.
+
+    ``tokens_per_s``: the pass's output tokens/s (successful requests' output tokens over
+    first send → last end, as rounds.csv; None: no figure, ``-``); ``wall_s``: the pass
+    from the read of the server's counters before it to its settling, seconds.
+    """
+    rate = "-" if tokens_per_s is None else f"{tokens_per_s:.1f}"
+    return f"{rate} out tok/s, {wall_s:.2f} s wall"

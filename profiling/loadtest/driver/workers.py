@@ -26,7 +26,7 @@ Coordination:
   a death to the workers through a shared event; without one each worker checks gRPC
   ``ServerReady`` itself. Either way a worker death is relayed the same way.
 - Progress: each worker counts finished requests in shared memory; the parent polls the
-  counts every 0.1 s and feeds the progress bar.
+  counts every 0.1 s and marks each tier pass on the progress (the CLI counts cells).
 """
 
 from __future__ import annotations

@@ -36,3 +36,23 @@ def test_without_a_readable_recommendation_nothing_is_claimed(tmp_path, capsys):
     (rd.root / "recommendation.json").write_text('{"answer": ')  # cut short
     print_outcome(LoadtestOutcome(pd.DataFrame(), rd, files=[report]))
     assert "recommendation:" not in capsys.readouterr().out
+
+
+def test_what_was_written_is_one_line_and_the_follow_up_prints_no_answer(
+    tmp_path, capsys
+):
+    rd = RunDir(tmp_path / "run")
+    (rd.root / "plots").mkdir(parents=True)
+    report = rd.root / "report.md"
+    report.write_text("# report\n")
+    plots = [rd.root / "plots" / f"{name}.png" for name in ("ttft", "tpot", "memory")]
+    for plot in plots:
+        plot.write_bytes(b"png")
+    (rd.root / "recommendation.json").write_text(
+        json.dumps({"schema_version": 1, "answer": "Serve `medusa`."})
+    )
+    outcome = LoadtestOutcome(pd.DataFrame(), rd, files=[report, *plots])
+    # the follow-up's own stage: its table and answer are not the check's
+    print_outcome(outcome, results=False)
+    out = capsys.readouterr().out
+    assert out == f"wrote {report}, 3 plots in {rd.root / 'plots'}/\n"
