@@ -1,6 +1,7 @@
 """The bundled example specs parse and say what the README says of them: the demo's example
 (``examples/tiny-cpu.yaml``) has five variants — baseline, draft-target K=4, Medusa, n-gram
-K=4, EAGLE-3 K=4 — at concurrency 1, 2, 4 and 8 in 3 interleaved rounds of 16 requests, and
+K=4, EAGLE-3 K=4 — at concurrency 1, 2, 4 and 8 in interleaved rounds of 8 requests, by need within a budget of
+12 rounds or 1.5 minutes, and
 the suite's cut of it (``tests/data/demo_quick.yaml``) keeps three of them with the same
 models and settings."""
 
@@ -30,11 +31,11 @@ def test_the_demo_example_races_five_methods_in_interleaved_rounds():
     ]
     assert [v.max_draft_len for v in spec.variants if v.mode != "medusa"][1:] == [4] * 3
     assert spec.loadtest.concurrency == [1, 2, 4, 8]
-    assert spec.loadtest.requests_per_tier == 16
+    assert spec.loadtest.requests_per_tier == 8
     design = resolve_design(spec, spec.variants)
     # rounds by need, within a budget that keeps the demo short
     assert (design.name, design.stop_when_decided) == ("interleaved", True)
-    assert (design.rounds, design.max_minutes) == (8, 1.5)
+    assert (design.rounds, design.max_minutes) == (12, 1.5)
 
 
 def test_the_suite_demo_is_a_cut_of_the_example():
