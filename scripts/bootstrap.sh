@@ -59,7 +59,7 @@ fi
 case ",$EXTRAS," in
     *,reference,*)
         say "small real models (made once, cached under ${TRTBENCH_CACHE:-$HOME/.cache/trtbench}/tiny-models)"
-        "$VENV/bin/python" scripts/make_tiny_models.py
+        "$VENV/bin/python" scripts/make_tiny_models.py --brief
         ;;
 esac
 case ",$EXTRAS," in

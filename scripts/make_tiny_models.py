@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Make (once per machine) the small real models the reference backend serves, and show them.
 
-    scripts/make_tiny_models.py [--root DIR] [--force]
+    scripts/make_tiny_models.py [--root DIR] [--force] [--brief]
 
 Default root: ``$TRTBENCH_CACHE/tiny-models`` (``~/.cache/trtbench/tiny-models``). Returns in
 well under a second when the cache is complete; a build from scratch takes 1.5â€“3 minutes on
@@ -9,7 +9,9 @@ well under a second when the cache is complete; a build from scratch takes 1.5â€
 
 While building, stderr shows one bar per model built (training steps done/total, elapsed time)
 under the ``[tiny-models]`` log lines; when stderr is not a terminal (CI logs) the log lines
-come as plain lines and the bars once, in their final state. The summary goes to stdout.
+come as plain lines and the bars once, in their final state. The summary goes to stdout;
+with ``--brief`` (``scripts/bootstrap.sh``) a complete cache is one line, the models' quality
+only after a build.
 """
 
 from __future__ import annotations
@@ -124,7 +126,12 @@ def _describe(paths: dict[str, Path], quality: dict, built_now: bool) -> list[st
     help="Cache directory [default: $TRTBENCH_CACHE/tiny-models].",
 )
 @click.option("--force", is_flag=True, help="Rebuild every model even if cached.")
-def main(root: Path | None, force: bool) -> None:
+@click.option(
+    "--brief",
+    is_flag=True,
+    help="A complete cache in one line (the full summary only after a build).",
+)
+def main(root: Path | None, force: bool, brief: bool) -> None:
     # transformers' own tqdm bar per save ("Writing model shards") would break ours
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     console = Console(stderr=True)
@@ -141,6 +148,12 @@ def main(root: Path | None, force: bool) -> None:
     except TrtbenchError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    if brief and not bars.tasks:
+        click.echo(
+            f"cached: {', '.join(paths)} under {root} (their quality: "
+            "scripts/make_tiny_models.py)"
+        )
+        return
     for line in _describe(paths, quality, built_now=bool(bars.tasks)):
         click.echo(line)
 

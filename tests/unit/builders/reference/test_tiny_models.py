@@ -231,6 +231,17 @@ def test_script_prints_paths_and_quality(tiny_models):
     assert f"medusa  {root / 'medusa'}" in out.stdout
     assert "draft greedy agreement with target: 0.8" in out.stdout
     assert out.stderr == ""  # a complete cache: no bars, no log lines
+    brief = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "make_tiny_models.py")]
+        + ["--root", str(root), "--brief"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )  # bootstrap's form: a complete cache is one line naming the four models
+    assert brief.stdout == (
+        f"cached: target, draft, medusa, eagle3 under {root} (their quality: "
+        "scripts/make_tiny_models.py)\n"
+    )
 
 
 def test_script_exits_2_naming_the_fix_when_root_is_unwritable(tmp_path):
