@@ -15,7 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trtbench.builders.trtllm.llmapi_build import installed_trtllm
+from trtbench.builders.trtllm.llmapi_build import (
+    installed_trtllm,
+    resolve_trtllm_version,
+)
 from trtbench.builders.trtllm.run import gpu_capabilities
 from trtbench.core import methods
 from trtbench.core.run_dir import RunDir
@@ -43,6 +46,8 @@ class RunPlan:
             budget's most).
         prompts: the prompts a tier sends, checked against every variant's limits.
         needs: what a real run needs and this machine lacks, one sentence each.
+        contract: for LLM-API variants, the TensorRT-LLM version their options were checked
+            against and where that came from (None: no LLM-API variant).
     """
 
     spec: BenchSpec
@@ -52,6 +57,7 @@ class RunPlan:
     cells: list[Cell]
     prompts: list[Prompt]
     needs: list[str]
+    contract: str | None = None
 
 
 def plan_run(
@@ -86,7 +92,28 @@ def plan_run(
         cells,
         prompts,
         missing_here(spec, selected) + needs,
+        contract_line(spec, selected),
     )
+
+
+def contract_line(spec: BenchSpec, variants: Sequence[VariantSpec]) -> str | None:
+    """Which TensorRT-LLM version the LLM-API variants' options were checked against, and
+    where it came from (``trtllm_version``, the installed tensorrt_llm, or the newest
+    contract trtbench has — then the image's own version may differ); None without one."""
+    if not any(spec.backend_of(v) == LLMAPI_BACKEND for v in variants):
+        return None
+    chosen, _ = resolve_trtllm_version(spec)
+    why = {
+        "spec": "trtllm_version",
+        "installed": "the tensorrt_llm installed here",
+    }.get(chosen.source)
+    if why is None:
+        return (
+            f"LLM-API options checked against TensorRT-LLM {chosen.version}, the newest "
+            "contract (no tensorrt_llm here, no trtllm_version): set trtllm_version to "
+            "the version in your image to check against that one"
+        )
+    return f"LLM-API options checked against TensorRT-LLM {chosen.version} ({why})"
 
 
 def missing_here(spec: BenchSpec, variants: Sequence[VariantSpec]) -> list[str]:
@@ -177,6 +204,8 @@ def render_run_plan(plan: RunPlan) -> str:
         f"prompts: {len(plan.prompts)} checked against every variant's limits (input "
         f"{_span(inputs)} tokens, output {_span(outputs)} tokens)",
     ]
+    if plan.contract:
+        lines.append(plan.contract)
     if plan.needs:
         lines.append("a real run needs what this machine lacks:")
         lines += [f"  - {need}" for need in plan.needs]

@@ -177,11 +177,12 @@ def check_trtllm_serve(command: str, served: Sequence[str]) -> None:
         served: the names of the ``server: trtllm-serve`` variants.
 
     Raises:
-        ConfigError: not found; one line naming it, the first variant that needs it and
+        ConfigError: not found; one line naming it, the variants that need it and
             the fix (:func:`~trtbench.spec.serving.resolve_trtllm_serve`).
     """
     if served:
-        resolve_trtllm_serve(command, f"variant {served[0]}")
+        names = f"variant {served[0]}" if len(served) == 1 else "variants " + ", ".join(served)
+        resolve_trtllm_serve(command, names)
 
 
 def check_mpirun(spec: BenchSpec, variants: Sequence[VariantSpec]) -> None:

@@ -108,7 +108,8 @@ def resolve_trtllm_serve(command: str, needed_by: str | None = None) -> Path:
 
     Args:
         command: ``deploy.trtllm_serve`` (``trtllm-serve`` by default).
-        needed_by: the variant that needs it, named in the message (``variant tiny``).
+        needed_by: the variants that need it, named in the message (``variant tiny``,
+            ``variants a, b``).
 
     Raises:
         ConfigError: not found or not executable; one line naming the command, who needs
@@ -119,7 +120,8 @@ def resolve_trtllm_serve(command: str, needed_by: str | None = None) -> Path:
     if found is not None:
         return Path(found)
     where = "is not an executable file" if "/" in command else "was not found on $PATH"
-    who = f" and {needed_by} (server: trtllm-serve) needs it" if needed_by else ""
+    verb = "need" if (needed_by or "").startswith("variants ") else "needs"
+    who = f" and {needed_by} (server: trtllm-serve) {verb} it" if needed_by else ""
     raise ConfigError(
         f"deploy.trtllm_serve {command!r} {where}{who}; {GET_TRTLLM_SERVE} (TensorRT-LLM "
         "ships trtllm-serve), or point deploy.trtllm_serve at the executable"

@@ -119,6 +119,29 @@ def test_a_missing_server_executable_is_named_not_fatal(capsys, tmp_path, tiny_m
     assert any(
         f"deploy.trtllm_serve '{missing}' is not an executable file" in x for x in needs
     )
+    # the contract the options were checked against, and why that one
+    assert "LLM-API options checked against TensorRT-LLM 1.2.1 (trtllm_version)" in lines
+
+
+def test_every_variant_that_needs_trtllm_serve_is_named(capsys, tmp_path, tiny_models):
+    spec = tmp_path / "serve.yaml"
+    spec.write_text(
+        "name: serve\nbackend: trtllm-pytorch\n"
+        f"models: {{target: {tiny_models['target']}}}\n"
+        "variants: [{name: a, mode: baseline, server: trtllm-serve, max_input_len: 64, "
+        "max_seq_len: 128}, {name: b, mode: ngram, max_draft_len: 2, server: trtllm-serve, "
+        "max_input_len: 64, max_seq_len: 128}]\n"
+        f"deploy: {{trtllm_serve: {tmp_path / 'none'}}}\n"
+        "loadtest: {concurrency: [1], requests_per_tier: 2, rounds: 1, input_len_mean: 16}\n"
+    )
+    lines = dry_run(capsys, spec, "--out", tmp_path / "run")
+    assert any("and variants a, b (server: trtllm-serve) need it" in x for x in lines)
+    # no trtllm_version and no tensorrt_llm here: the newest contract, and the advice
+    newest = [x for x in lines if x.startswith("LLM-API options checked against")]
+    assert len(newest) == 1 and newest[0].endswith(
+        ", the newest contract (no tensorrt_llm here, no trtllm_version): set "
+        "trtllm_version to the version in your image to check against that one"
+    )
 
 
 def test_concurrency_and_rounds_override_the_spec(capsys, tmp_path, tiny_models):
