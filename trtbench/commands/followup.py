@@ -126,7 +126,9 @@ def follow_up(ctx: click.Context, run_dir: Path, rounds: int, force: bool) -> No
         result = run_follow_up(plan, progress)
     try:  # the check table below is the answer: the stage's own table is in its report
         if result.outcome is not None:
-            print_outcome(result.outcome, results=False)  # raises: a stop, a dead server
+            print_outcome(
+                result.outcome, results=False
+            )  # raises: a stop, a dead server
     finally:
         _print_check(result)
     doc = result.document

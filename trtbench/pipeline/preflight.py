@@ -181,7 +181,11 @@ def check_trtllm_serve(command: str, served: Sequence[str]) -> None:
             the fix (:func:`~trtbench.spec.serving.resolve_trtllm_serve`).
     """
     if served:
-        names = f"variant {served[0]}" if len(served) == 1 else "variants " + ", ".join(served)
+        names = (
+            f"variant {served[0]}"
+            if len(served) == 1
+            else "variants " + ", ".join(served)
+        )
         resolve_trtllm_serve(command, names)
 
 

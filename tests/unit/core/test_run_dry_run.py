@@ -120,7 +120,9 @@ def test_a_missing_server_executable_is_named_not_fatal(capsys, tmp_path, tiny_m
         f"deploy.trtllm_serve '{missing}' is not an executable file" in x for x in needs
     )
     # the contract the options were checked against, and why that one
-    assert "LLM-API options checked against TensorRT-LLM 1.2.1 (trtllm_version)" in lines
+    assert (
+        "LLM-API options checked against TensorRT-LLM 1.2.1 (trtllm_version)" in lines
+    )
 
 
 def test_every_variant_that_needs_trtllm_serve_is_named(capsys, tmp_path, tiny_models):
