@@ -274,7 +274,8 @@ def category_advice(
             for t, w in differs.items()
         )
         lines.append(
-            f"The best method differs by category, by point value ({each}): traffic that can be routed by "
+            f"The best method differs by category, by the TPOT speedup's point value ({each}): "
+            "traffic that can be routed by "
             "category is better served by each category's choice (section \"By prompt "
             'category").'
         )

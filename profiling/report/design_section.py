@@ -6,6 +6,8 @@
   that recorded no design measured each variant's passes in a row (sequential).
 * Interference (rounds.csv ``host_other_cpu_share``, ``interference_flag``): how many cells
   were measured while other processes took more than their share of the host, and where.
+  Where every (variant, tier) has such a cell, naming them says nothing: the report says so
+  once (:func:`whole_run_interference`, in the Recommendation) and names none.
 """
 
 from __future__ import annotations
@@ -36,11 +38,22 @@ def design_lines(run: Mapping[str, Any], rounds: pd.DataFrame | None) -> list[st
             else "one server at a time"
         )
         lines = [
-            f"Measurement design: **{name}**, {design.get('rounds')} round(s), "
+            f"Measurement design: **{name}**, {_rounds(design)}, "
             f"{design.get('server_starts', '?')} server start(s), {co}: {text}. "
             "Every interval in this report is over these rounds."
         ]
     return lines + output_length_lines(design) + interference_lines(rounds)
+
+
+def _rounds(design: Mapping[str, Any]) -> str:
+    """``5 round(s)`` (``design.rounds``); for a race (``rounds: auto``) the rounds it ran,
+    its budget and why it stopped (``design.stopping``)."""
+    stop = design.get("stopping")
+    if not isinstance(stop, Mapping) or stop.get("rounds_run") is None:
+        return f"{design.get('rounds')} round(s)"
+    why = f", stopped: {stop['stopped_because']}" if stop.get("stopped_because") else ""
+    budget = f"rounds: auto, up to {stop.get('max_rounds')}{why}"
+    return f"{stop['rounds_run']} round(s) ({budget})"
 
 
 OUTPUT_LENGTH_TEXT = {
@@ -62,19 +75,56 @@ def output_length_lines(design: Mapping[str, Any] | None) -> list[str]:
     return [OUTPUT_LENGTH_TEXT[kind]] if kind in OUTPUT_LENGTH_TEXT else []
 
 
-def interference_lines(rounds: pd.DataFrame | None) -> list[str]:
-    """One sentence: the cells measured under interference, or the most others took."""
+def _flagged(rounds: pd.DataFrame) -> pd.DataFrame:
+    flag = rounds.get("interference_flag")
+    if flag is None:
+        return rounds.iloc[0:0]
+    return rounds[flag.map(lambda v: str(v).lower() == "true")]
+
+
+def _measured(rounds: pd.DataFrame | None) -> pd.Series | None:
+    """The host's other-process share per cell; None: not recorded (no column, no rows)."""
     if rounds is None or rounds.empty or "host_other_cpu_share" not in rounds:
+        return None
+    return pd.to_numeric(rounds["host_other_cpu_share"], errors="coerce")
+
+
+def whole_run_interference(rounds: pd.DataFrame | None) -> str | None:
+    """The one sentence for a run where every (variant, tier) has a cell measured under
+    interference; None otherwise (then :func:`interference_lines` names the cells)."""
+    share = _measured(rounds)
+    if share is None or rounds is None or share.isna().all():
+        return None
+    flagged = _flagged(rounds)
+    keys = ["variant", "tier"]
+    everywhere = len(flagged.groupby(keys)) == len(rounds.groupby(keys))
+    if flagged.empty or not everywhere:
+        return None
+    who = (
+        f"Every cell of this run ({len(rounds)} of {len(rounds)}: variant × tier × round)"
+        if len(flagged) == len(rounds)
+        else f"Every (variant, tier) of this run ({len(flagged)} of {len(rounds)} cells)"
+    )
+    return (
+        f"**{who} ran while other processes took more than {OTHER_SHARE_LIMIT:.0%} of the "
+        f"host's CPU (up to {share.max():.0%}) or held a GPU**: absolute figures may read "
+        "slow; each ratio pairs cells measured in the same round and its interval includes "
+        "the disturbance. Re-run on a quiet machine before relying on a close margin "
+        "(rounds.csv has each cell)."
+    )
+
+
+def interference_lines(rounds: pd.DataFrame | None) -> list[str]:
+    """One sentence: the cells measured under interference, or the most others took; none
+    where every (variant, tier) has such a cell (:func:`whole_run_interference` says it)."""
+    share = _measured(rounds)
+    if share is None or rounds is None:
         return []
-    share = pd.to_numeric(rounds["host_other_cpu_share"], errors="coerce")
     if share.isna().all():
         return ["Interference: not measured (no /proc on the host)."]
-    flag = rounds.get("interference_flag")
-    flagged = (
-        rounds[flag.map(lambda v: str(v).lower() == "true")]
-        if flag is not None
-        else rounds.iloc[0:0]
-    )
+    if whole_run_interference(rounds) is not None:
+        return []
+    flagged = _flagged(rounds)
     if flagged.empty:
         return [
             f"Interference: none seen; other processes took at most {share.max():.0%} of "

@@ -15,11 +15,7 @@ import pandas as pd
 from trtbench.core import methods
 from trtbench.core.units import format_bytes
 from trtbench.profiling.report.comparison import COMPARED_METRICS
-from trtbench.profiling.report.uncertainty import (
-    INTERVAL_LEGEND,
-    overlap_notes,
-    thin_notes,
-)
+from trtbench.profiling.report.uncertainty import INTERVAL_LEGEND, thin_notes
 
 Format = Callable[[object], str]
 
@@ -72,9 +68,9 @@ MATRIX_TABLE = (
     ("mode", "mode", fmt_text),
     ("extra_memory_bytes", "extra memory vs baseline", _signed_bytes),
     ("low_concurrency", "low C", fmt_num("g")),
-    ("speedup_low_text", "speedup @ low C", fmt_text),
+    ("speedup_low_text", "{ratio} @ low C", fmt_text),
     ("high_concurrency", "high C", fmt_num("g")),
-    ("speedup_high_text", "speedup @ high C", fmt_text),
+    ("speedup_high_text", "{ratio} @ high C", fmt_text),
     ("crossover_concurrency", "slower from C", fmt_num("g")),
     ("crossover_interpolated", "crossover ≈ C", fmt_num(".1f")),
     ("tokens_per_step", "tokens/step", _x),
@@ -97,8 +93,8 @@ TIER_TABLE = (
     ("e2e_p50_ms", "E2E p50 ms", fmt_num(".1f")),
     ("output_tokens_per_s", "output tok/s", fmt_num(".1f")),
     ("tokens_per_step", "tokens/step", _x),
-    ("speedup_text", "speedup [95 % CI]", fmt_text),
-    ("speedup_basis", "basis", fmt_text),
+    ("speedup_text", "{ratio}", fmt_text),
+    ("tpot_speedup_text", "TPOT speedup (mean) [95 % CI]", fmt_text),
     ("error_count", "errors", fmt_num("g")),
 )
 MEMORY_TABLE = (
@@ -120,6 +116,38 @@ LAUNCH_TABLE = (
     ("kernels_per_step", "kernels/step", fmt_num(".1f")),
     ("gpu_idle_per_step_ms", "GPU idle/step ms", fmt_num(".3f")),
 )
+
+
+def named_columns(
+    columns: Sequence[tuple[str, str, Format]], ratio: str
+) -> list[tuple[str, str, Format]]:
+    """``columns`` (:data:`MATRIX_TABLE`, :data:`TIER_TABLE`) with ``{ratio}`` in their
+    headers replaced by the speedup's name, e.g. ``output tok/s vs baseline``."""
+    return [(c, h.replace("{ratio}", ratio), f) for c, h, f in columns]
+
+
+def matrix_markdown(matrix: pd.DataFrame, ratio: str, legend: str) -> str:
+    """The comparison matrix (:data:`MATRIX_TABLE`, its speedup named ``ratio``) and its
+    legend: ``legend`` (what the speedup is), then what its columns mean."""
+    return "\n".join(
+        [
+            markdown_table(matrix, named_columns(MATRIX_TABLE, ratio)),
+            "",
+            f"{legend} 'slower from C': the first measured concurrency where the speedup "
+            "is below 1; 'crossover ≈ C': where it crosses 1, interpolated in log2(C) (both "
+            "by point value, as the Recommendation's crossover lines). TTFT and TPOT at the "
+            "lowest concurrency, output tok/s at the highest.",
+        ]
+    )
+
+
+def tiers_markdown(tiers: pd.DataFrame, ratio: str) -> str:
+    """The per-tier table (:data:`TIER_TABLE`, the speedup named ``ratio`` as in the
+    matrix, the TPOT speedup by its own name) and its legend."""
+    table = markdown_table(tiers, named_columns(TIER_TABLE, ratio))
+    return "\n".join(
+        [table, "", f"'{ratio}': as in the comparison matrix. {INTERVAL_LEGEND}"]
+    )
 
 
 def _is_false(v: object) -> bool:
@@ -148,7 +176,7 @@ def run_notes(
             notes.append(
                 f"`{name}` does not stream (e.g. draft-target through the BLS model, a "
                 "documented TensorRT-LLM limit): one response per request, so TTFT = E2E and "
-                "TPOT cannot be measured; its speedup is the output tok/s ratio."
+                "TPOT cannot be measured (no TPOT speedup)."
             )
         if v.get("cuda_graphs") == "unavailable":
             reason = v.get("cuda_graphs_reason") or "not supported here"
@@ -202,7 +230,7 @@ def run_notes(
         where = ", ".join(f"`{r['variant']}` {r['tier']}" for _, r in noisy.iterrows())
         notes.append(
             f"TPOT mean is more than twice its median in {where}: a few slow requests (a "
-            "busy host?) dominate the mean that the speedup uses; compare the p50 column."
+            "busy host?) dominate the mean and the TPOT speedup; compare the p50 column."
         )
     unfinished = tiers[tiers["tier_status"] != "complete"]
     notes += [
@@ -230,14 +258,25 @@ def run_notes(
         notes.append(
             "No traces/**/steps.csv: launch overhead per step was not measured."
         )
-    notes += overlap_notes(tiers) + thin_notes(tiers)  # uncertainty.py
+    notes += thin_notes(tiers)  # uncertainty.py
     return list(dict.fromkeys(notes))
+
+
+def demoted(lines: Sequence[str]) -> list[str]:
+    """``lines`` with every Markdown heading one level down (``## X`` → ``### X``), code
+    blocks left alone: a section rendered under the appendix's heading."""
+    out, code = [], False
+    for line in lines:
+        if line.startswith("```"):
+            code = not code
+        out.append("#" + line if not code and line.startswith("#") else line)
+    return out
 
 
 def render_report(
     title: str,
-    matrix: pd.DataFrame,
-    tiers: pd.DataFrame,
+    matrix: str,
+    tiers: str,
     memory: pd.DataFrame | None,
     launches: pd.DataFrame | None,
     notes: Sequence[str],
@@ -246,46 +285,32 @@ def render_report(
     sections: Sequence[str] = (),
     lead: Sequence[str] = (),
 ) -> str:
-    """``report.md`` text. ``plots`` are (caption, path relative to the report);
-    ``sections``: more Markdown lines (each with its heading) before the notes; ``lead``:
-    the first section, right under the title (the Recommendation)."""
-    parts = [
-        f"# {title}",
-        "",
-        *([*lead, ""] if lead else []),
-        *header,
-        "",
-        "## Comparison matrix",
-        "",
-        markdown_table(matrix, MATRIX_TABLE),
-        "",
-        "Speedup = baseline mean TPOT / variant mean TPOT at the same tier. "
-        "'slower from C': first measured concurrency where the speedup is below 1; "
-        "'crossover ≈ C': where it crosses 1, interpolated in log2(C).",
-        "",
-        "## Per tier",
-        "",
-        markdown_table(tiers, TIER_TABLE),
-        "",
-        INTERVAL_LEGEND,
-    ]
+    """``report.md`` text: the answer first (``lead``: the Recommendation and the follow-up
+    check), the comparison ``matrix`` (Markdown, its legend included), the plots, what
+    limited the run; then ``## Appendix: the measurements in detail``: ``header`` (how the
+    run was measured), the per-tier ``tiers`` (Markdown, with the tables that go with it),
+    memory, launches and ``sections`` (more Markdown, each with its heading, rendered one
+    level down). ``plots`` are (caption, path relative to the report)."""
+    parts = [f"# {title}", "", *([*lead, ""] if lead else [])]
+    parts += ["## Comparison matrix", "", matrix, "", "## Plots", ""]
+    parts += [f"![{caption}]({rel})" for caption, rel in plots] or ["(no plot)"]
+    parts += ["", "## What limited this run", ""]
+    parts += [f"- {n}" for n in notes] or ["- nothing noted"]
+    parts += ["", "## Appendix: the measurements in detail", "", *header]
+    parts += ["", "### Per tier", "", tiers]
     if memory is not None and len(memory):
-        parts += ["", "## Memory", "", markdown_table(memory, MEMORY_TABLE)]
+        parts += ["", "### Memory", "", markdown_table(memory, MEMORY_TABLE)]
     if launches is not None and len(launches):
         parts += [
             "",
-            "## Launch overhead per decode step",
+            "### Launch overhead per decode step",
             "",
             "Launch overhead per step = host time of the kernel- and graph-launch API "
             "calls that start inside the step (steps.csv `launch_overhead_ns`).",
             "",
             markdown_table(launches, LAUNCH_TABLE),
         ]
-    parts += ["", *sections] if sections else []
-    parts += ["", "## What limited this run", ""]
-    parts += [f"- {n}" for n in notes] or ["- nothing noted"]
-    parts += ["", "## Plots", ""]
-    parts += [f"![{caption}]({rel})" for caption, rel in plots]
+    parts += ["", *demoted(sections)] if sections else []
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -296,7 +321,7 @@ _LABEL = {
     "e2e_p50_ms": "E2E p50 ms",
     "output_tokens_per_s": "tok/s",
     "tokens_per_step": "tokens/step",
-    "speedup_ratio": "speedup",
+    "speedup_ratio": "TPOT speedup",
     "weights_gib": "weights GiB",
     "peak_gib": "peak GiB",
     "launch_overhead_mean_ms": "launch overhead/step ms",

@@ -73,16 +73,22 @@ def _save(fig: plt.Figure, path: Path) -> Path:
 
 
 def _interval_bars(
-    ax: plt.Axes, g: pd.DataFrame, xcol: str, col: str, color: str
+    ax: plt.Axes,
+    g: pd.DataFrame,
+    xcol: str,
+    col: str,
+    color: str,
+    shift: float = 1.0,
 ) -> None:
     """Vertical bars over the 95 % interval of ``col`` where the frame has one
     (``<col>_ci95_low`` / ``_high``, :func:`uncertainty.interval_of`), with an ``x`` at the
     mean over passes the interval is built around (``<col>_repeat_mean``; the line's point
-    is the pooled figure, which can sit elsewhere in the bar)."""
+    is the pooled figure, which can sit elsewhere in the bar); ``shift`` multiplies x, to
+    set one variant's bars beside another's on a log x axis."""
     found = interval_of(g, col)
     if found is not None:
         rows, low, high = found
-        x = g[xcol].to_numpy(dtype=float)[rows]
+        x = g[xcol].to_numpy(dtype=float)[rows] * shift  # shift: apart from the others'
         ax.vlines(x, low, high, color=color, lw=1.5, alpha=0.7)
         ax.plot(np.r_[x, x], np.r_[low, high], "_", color=color, ms=8, alpha=0.7)
         if f"{col}_repeat_mean" in g:
@@ -132,15 +138,25 @@ def plot_vs_load(
     return _save(fig, path)
 
 
-def plot_speedup(tiers: pd.DataFrame, crossover: pd.DataFrame, path: Path) -> Path:
-    """Speedup vs baseline against concurrency; y = 1 line; crossover marked per variant."""
+def plot_speedup(
+    tiers: pd.DataFrame,
+    crossover: pd.DataFrame,
+    path: Path,
+    ratio: str = "TPOT speedup",
+) -> Path:
+    """Speedup vs baseline against concurrency on a log2 y axis, with a bar over each
+    point's interval; y = 1 line; crossover marked per variant. ``ratio`` names the speedup the frame's
+    ``speedup_ratio`` holds (``ratios.ratio_name``: the report's objective; the default:
+    the load test's TPOT speedup, throughput where a variant does not stream)."""
     xcol, xlabel = _x_axis(tiers)
     spec = tiers[(tiers["mode"] != methods.BASELINE) & tiers[xcol].notna()]
     colors = variant_colors(tiers["variant"].unique())
     fig, ax = plt.subplots(figsize=FIGSIZE)
     ax.axhline(1.0, color="0.3", lw=1, label="baseline (1x)")
-    for variant, g in spec.sort_values(xcol).groupby("variant"):
-        basis = "" if (g["speedup_basis"] == "tpot").all() else " (tok/s ratio)"
+    groups = list(spec.sort_values(xcol).groupby("variant"))
+    for i, (variant, g) in enumerate(groups):
+        tpot = ratio == "TPOT speedup"
+        basis = "" if not tpot or (g["speedup_basis"] == "tpot").all() else " (tok/s)"
         ax.plot(
             g[xcol],
             g["speedup_ratio"],
@@ -149,8 +165,9 @@ def plot_speedup(tiers: pd.DataFrame, crossover: pd.DataFrame, path: Path) -> Pa
             color=colors[variant],
             label=f"{variant}{basis}",
         )
-        _interval_bars(ax, g, xcol, "speedup_ratio", colors[variant])
-    for _, row in crossover.iterrows():
+        shift = 2 ** (0.04 * (i - (len(groups) - 1) / 2))  # bars side by side
+        _interval_bars(ax, g, xcol, "speedup_ratio", colors[variant], shift)
+    for i, (_, row) in enumerate(crossover.iterrows()):
         x = row["crossover_interpolated"]
         if pd.notna(x) and row["variant"] in colors:
             c = colors[row["variant"]]
@@ -158,15 +175,17 @@ def plot_speedup(tiers: pd.DataFrame, crossover: pd.DataFrame, path: Path) -> Pa
             ax.annotate(
                 f"crossover ≈ {x:.1f}",
                 (x, 1.0),
-                xytext=(4, 8),
+                xytext=(4, 8 + 12 * i),  # one label above another
                 textcoords="offset points",
                 color=c,
                 fontsize=8,
             )
     _setup_x(ax, tiers[xcol].to_numpy(dtype=float), xlabel)
-    ax.set_ylabel("speedup vs baseline (baseline TPOT / TPOT)")
-    ax.set_title("Speedup vs baseline (below 1: speculation does not pay off)")
-    ax.set_ylim(bottom=0)
+    name = "baseline TPOT / TPOT" if ratio == "TPOT speedup" else f"{ratio} (ratio)"
+    ax.set_ylabel(f"{name}, log scale")
+    ax.set_title(f"Speedup: {ratio} (below 1: speculation does not pay off)")
+    ax.set_yscale("log", base=2)  # a ratio's interval is symmetric in log
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.legend(fontsize=8, loc="best")
     return _save(fig, path)
 

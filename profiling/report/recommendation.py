@@ -18,7 +18,8 @@ Definitions:
   little either way, while capping speculation at the last *significant* tier would turn it
   off wherever a noisy tier's interval happens to reach 1. ``significant_up_to``: the
   largest concurrency of the leading run where it is significantly better (None: not at the
-  lowest tier, or no interval). ``estimate``: where the margin crosses 1, linear in
+  lowest tier, or no interval); ``significant_at``: every tier where it is (the labels).
+  ``estimate``: where the margin crosses 1, linear in
   log2(concurrency) between the last tier with margin ≥ 1 and the next (as
   ``comparison.crossovers``); interval ``[low, high]`` = [last tier significantly better,
   first tier significantly worse] (None: not bounded by a measured tier).
@@ -28,7 +29,6 @@ Definitions:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -48,8 +48,12 @@ from trtbench.profiling.report.margins import (
     as_float,
     margin_of,
 )
-
-MarginOf = Callable[[pd.Series, pd.Series, ObjectiveInfo, bool], Margin]
+from trtbench.profiling.report.ratios import (
+    MarginOf,
+    TierRatio,
+    pair_ratios,
+    ratios_over,
+)
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,7 @@ class Crossover:
     high: float | None
     basis: str
     significant_up_to: float | None = None
+    significant_at: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,9 @@ class MemoryCost:
 @dataclass(frozen=True)
 class Recommendation:
     """Everything the Recommendation section says (``winner``: the speculative variant the
-    config snippet is for; None when no speculative variant wins a tier)."""
+    config snippet is for; None when no speculative variant wins a tier); ``ratios``: every
+    variant over the baseline at every tier, ``pairs``: each pair of speculative variants
+    (``ratios.py``), the margins the rest of the report shows."""
 
     objective: ObjectiveInfo
     baseline: str | None
@@ -114,6 +121,8 @@ class Recommendation:
     excluded: tuple[str, ...]
     winner: str | None
     winner_reason: str
+    ratios: tuple[TierRatio, ...] = ()
+    pairs: tuple[TierRatio, ...] = ()
 
 
 def objective_frame(
@@ -233,10 +242,11 @@ def crossover_of(
     mine, base = rows(variant), rows(baseline)
     common = mine.index.intersection(base.index)
     mine = mine.loc[common].sort_values("concurrency")
-    points = []
+    points, labels = [], []
     for tier, r in mine.iterrows():
         m = margin(r, base.loc[tier], info, True)
         points.append((float(r["concurrency"]), m))
+        labels.append(str(tier))
     has_interval = bool(points) and all(m.significant is not None for _, m in points)
     missing = [m.basis for _, m in points if m.significant is None]
     basis = (
@@ -266,7 +276,8 @@ def crossover_of(
             if (surely is None or c > surely) and m.high is not None and m.high < 1.0
         ]
         high = after[0] if after else None
-    return Crossover(variant, pays, stops, estimate, low, high, basis, surely)
+    sure = tuple(t for t, (_, m) in zip(labels, points, strict=True) if m.significant)
+    return Crossover(variant, pays, stops, estimate, low, high, basis, surely, sure)
 
 
 QUEUE_NOTE = (
@@ -393,4 +404,6 @@ def recommend(
         tuple(excluded_rows(frame)),
         winner,
         reason,
+        tuple(ratios_over(frame, info, baseline, margin) if baseline else ()),
+        tuple(pair_ratios(frame, info, spec, margin)),
     )

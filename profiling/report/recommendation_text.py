@@ -14,7 +14,7 @@ text / JSON-ready dict out).
   or above for a look of ``rounds: auto``), equivalence_margin, resolution (an open one:
   the difference its interval could not tell apart; null when decided)}.
 * ``crossovers``: per speculative variant {variant, pays_up_to, stops_at, estimate, low,
-  high, basis, significant_up_to} (concurrencies).
+  high, basis, significant_up_to} (concurrencies) and significant_at (tier labels).
 * ``memory``: per variant {extra_weights_bytes, extra_peak_bytes, peak_source,
   kv_blocks_speculation, kv_pool_speculation_bytes, max_concurrency_unqueued, queue_note}.
 * ``excluded``: tiers not used (partial, failed, interrupted), with their reason.
@@ -87,7 +87,7 @@ def _margin(m: Margin | None, name: bool = False) -> str:
     return f"{_pct(m)}{over}, {_verdict(m)}"
 
 
-def _evidence(t: TierChoice) -> str:
+def _evidence(t: TierChoice, named: bool = True) -> str:
     rounds = max(
         (m.rounds for m in (t.over_baseline, t.runner_up) if m is not None), default=0
     )
@@ -96,7 +96,7 @@ def _evidence(t: TierChoice) -> str:
         (d for d in ("interleaved", "rounds", "sequential") if d in basis), ""
     )
     text = f"{rounds} {design} rounds" if rounds else (basis or "-")
-    if t.interference:
+    if t.interference and named:
         text += "; interference: " + ", ".join(f"`{v}`" for v in t.interference)
     return text
 
@@ -147,7 +147,7 @@ def _answer(rec: Recommendation, policy: Policy | None) -> str:
         return (
             f"Serve {served} where the per-tier table of the report names it best, by point "
             f"value only: {rec.winner_reason}; at none of those tiers is its margin "
-            "over the baseline significant (95 % intervals over rounds): measure "
+            "over the baseline significant (its intervals over rounds): measure "
             "more rounds before acting on it."
         )
     where = "at every measured concurrency"
@@ -199,10 +199,10 @@ def _crossover_line(c: Crossover) -> str:
             run += " (every measured tier: measure higher concurrencies to find where it stops)"
     if c.basis.startswith("no interval"):
         sure = f"no interval ({c.basis.removeprefix('no interval: ')})"
-    elif c.significant_up_to is None:
-        sure = "significantly better at none of the leading tiers"
+    elif c.significant_at:
+        sure = f"significantly better at {_tier_list(list(c.significant_at))}"
     else:
-        sure = f"significantly better up to {_c(c.significant_up_to)}"
+        sure = "significantly better at no tier"
     cross = ""
     if c.estimate is not None:
         cross = f"; its point margin crosses 1 at ≈ {c.estimate:.1f}"
@@ -249,11 +249,17 @@ def _mem(rec: Recommendation) -> list[str]:
 
 
 def recommendation_lines(
-    rec: Recommendation, policy: Policy | None, snippets: Sequence[Snippet]
+    rec: Recommendation,
+    policy: Policy | None,
+    snippets: Sequence[Snippet],
+    everywhere: str | None = None,
 ) -> list[str]:
     """Markdown lines of the Recommendation section (heading included): the answer in one
     sentence, then per tier the winner, its margins over the baseline and the runner-up with
-    their intervals and the rounds behind them; crossovers, memory, the config."""
+    their intervals and the rounds behind them; crossovers, memory, the config (the first
+    snippet; the others: :func:`other_snippet_lines`, in the appendix). ``everywhere``:
+    the sentence saying every (variant, tier) was measured under interference
+    (``design_section.whole_run_interference``), said once instead of per tier."""
     o = rec.objective
     lines = [
         "## Recommendation",
@@ -268,7 +274,7 @@ def recommendation_lines(
         lines.append(
             f"| {t.tier} | `{t.best}` | {t.value:.4g} | "
             f"{_margin(t.over_baseline)} | {_margin(t.runner_up, name=True)} | "
-            f"{_evidence(t)} |"
+            f"{_evidence(t, named=everywhere is None)} |"
         )
     lines += [
         "",
@@ -281,7 +287,9 @@ def recommendation_lines(
         "not be told apart.",
         *_unjudged(rec),
     ]
-    if any(t.interference for t in rec.tiers):
+    if everywhere is not None:
+        lines += ["", everywhere]
+    elif any(t.interference for t in rec.tiers):
         lines += [
             "",
             "Some of this evidence was measured while other processes used the "
@@ -297,10 +305,36 @@ def recommendation_lines(
     if policy is not None:
         lines += ["", "### The config that implements it", ""]
         lines += [f"- {n}" for n in policy.notes]
-        for s in snippets:
-            lines += ["", f"{s.target}:", "", f"```{s.language}", s.text, "```"]
-            lines += [f"- {n}" for n in s.notes]
+        lines += _snippet_lines(snippets[:1])
+        if len(snippets) > 1:
+            targets = ", ".join(s.target for s in snippets[1:])
+            lines += [
+                "",
+                f'The same config for {targets}: the appendix, "{OTHER_SERVERS}".',
+            ]
     return lines
+
+
+OTHER_SERVERS = "The config for each server"
+"""The appendix section that holds every snippet after the first."""
+
+
+def _snippet_lines(snippets: Sequence[Snippet]) -> list[str]:
+    out = []
+    for s in snippets:
+        out += ["", f"{s.target}:", "", f"```{s.language}", s.text, "```"]
+        out += [f"- {n}" for n in s.notes]
+    return out
+
+
+def other_snippet_lines(
+    policy: Policy | None, snippets: Sequence[Snippet]
+) -> list[str]:
+    """The appendix section with every snippet after the first (the Recommendation shows
+    that one and points here); [] when there is none."""
+    if policy is None or len(snippets) < 2:
+        return []
+    return [f"## {OTHER_SERVERS}", *_snippet_lines(snippets[1:])]
 
 
 def _clean(v: Any) -> Any:
@@ -320,6 +354,7 @@ def recommendation_json(
     """``recommendation.json`` (module docstring for the fields)."""
     data = dataclasses.asdict(rec)
     obj = data.pop("objective")
+    data.pop("ratios"), data.pop("pairs")  # the report's tables, not the answer
     data["tiers"] = [
         {
             **t,

@@ -229,7 +229,7 @@ def test_a_corrupted_output_is_reported_as_a_mismatch_at_its_index(
     code = main_exit_code(["report", str(copy)])
     assert code == 0
     report = (copy / "report.md").read_text()
-    section = report[report.index("## Lossless gate") : report.index("## What limited")]
+    section = report.split("### Lossless gate", 1)[1].split("\n### ", 1)[0]
     assert (
         f"| dt | c2 | {REQUESTS} | {REQUESTS - 1} | 75.0 | 5 / 5 | **BELOW 100 %** |"
         in section

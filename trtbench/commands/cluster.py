@@ -13,6 +13,7 @@ from click_option_group import optgroup
 from trtbench.cluster.driver import ClusterOutcome, ShardsFailedError, run_on_slurm
 from trtbench.cluster.report import comparison_lines
 from trtbench.cluster.slurm import SlurmOptions
+from trtbench.commands.terminal import say_answer
 from trtbench.core.run_dir import RunDir
 from trtbench.spec.bench import BenchSpec
 from trtbench.spec.cluster import OPTION_OF_FIELD, ClusterSpec
@@ -142,7 +143,8 @@ def say(line: str) -> None:
 
 
 def print_cluster_outcome(outcome: ClusterOutcome) -> None:
-    """The merged table, the answer and the files; a partial run raises after printing.
+    """The merged table, the files, then the answer: the recommendation sentence and the
+    path of report.md, last (as ``trtbench run`` ends); a partial run raises after printing.
 
     Raises:
         ShardsFailedError: a shard did not finish (exit 1).
@@ -163,9 +165,10 @@ def print_cluster_outcome(outcome: ClusterOutcome) -> None:
                     )
                 )
             )
-        click.echo(outcome.answer)
         for path in outcome.files:
             click.echo(f"wrote {path}")
+        report = next((p for p in outcome.files if p.name == "report.md"), None)
+        say_answer(outcome.answer, report)  # last, as `trtbench run` ends
     if outcome.gathered and not outcome.complete:
         raise ShardsFailedError(outcome.failure_message())
 

@@ -9,8 +9,10 @@ import click
 from trtbench.cluster.state import state_path
 from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.options import run_dir_argument
+from trtbench.commands.terminal import say_answer
 from trtbench.core.errors import ConfigError
 from trtbench.core.run_dir import RunDir
+from trtbench.pipeline.recommend import RECOMMENDATION_JSON
 from trtbench.pipeline.report import write_report
 from trtbench.spec.report import OBJECTIVES
 
@@ -36,8 +38,10 @@ def report(run_dir: Path, peers: tuple[str, ...], objective: str | None) -> None
     """Render RUN_DIR/report.md, recommendation.json and plots/*.png from the CSVs alone.
 
     report.md opens with the Recommendation (best variant per tier, crossover, memory,
-    the config that implements it). The comparison matrix (extra memory, speedup at low and high concurrency, tokens per
-    step, TTFT, TPOT, output tok/s, CUDA graphs) is also printed.
+    the config that implements it). The comparison matrix (extra memory, the objective's
+    ratio over the baseline at low and high concurrency, tokens per step, TTFT, TPOT,
+    output tok/s, CUDA graphs) is also printed; the last lines are the recommendation
+    sentence and the path of report.md.
     """
     rd = RunDir(Path(run_dir))
     if state_path(rd).is_file():
@@ -58,6 +62,8 @@ def report(run_dir: Path, peers: tuple[str, ...], objective: str | None) -> None
         claim_run_dir(rd)
     result = write_report(run_dir, peers, objective)
     click.echo(result.matrix_markdown)
-    click.echo(f"\nwrote {result.report_path}")
-    for path in result.plot_paths:
-        click.echo(f"wrote {path}")
+    folders = {p.parent for p in result.plot_paths}
+    plots = f", {len(result.plot_paths)} plots in {folders.pop()}/" if folders else ""
+    json_path = result.report_path.parent / RECOMMENDATION_JSON
+    click.echo(f"\nwrote {result.report_path}, {json_path}{plots}")
+    say_answer(result.answer, result.report_path)  # last, as `trtbench run` ends

@@ -146,6 +146,14 @@ def _answer(root: Path) -> str | None:
     return answer if isinstance(answer, str) and answer else None
 
 
+def say_answer(answer: str | None, report: Path | None) -> None:
+    """The lines every command that renders a report ends with (``trtbench run``,
+    ``report``, ``collect``): ``recommendation: <sentence>`` and ``report: <report.md>``;
+    nothing without a sentence or a report."""
+    if answer and report is not None:
+        click.echo(f"\nrecommendation: {answer}\nreport: {report}")
+
+
 def written_line(outcome: LoadtestOutcome) -> str | None:
     """One line for every file the outcome wrote: ``wrote RUN/loadtest/{requests.csv,…},
     RUN/report.md, 6 plots in RUN/plots/`` (a folder's one file by name, several by count;
@@ -202,8 +210,8 @@ def print_outcome(outcome: LoadtestOutcome, results: bool = True) -> None:
     if line := written_line(outcome):
         click.echo(line)
     report = next((Path(p) for p in outcome.files if Path(p).name == "report.md"), None)
-    if results and report is not None and (answer := _answer(outcome.run_dir.root)):
-        click.echo(f"\nrecommendation: {answer}\nreport: {report}")
+    if results and report is not None:
+        say_answer(_answer(outcome.run_dir.root), report)
     if outcome.stop_signal is not None:
         statuses = outcome.summary.get("tier_status", pd.Series(dtype=str))
         if (statuses == "interrupted").any():

@@ -26,7 +26,8 @@ from trtbench.profiling.memory.kv_pressure import (
 )
 from trtbench.profiling.memory.server_metrics import read_server_metrics_csv
 from trtbench.profiling.report.category_section import category_advice
-from trtbench.profiling.report.recommendation import recommend
+from trtbench.profiling.report.design_section import whole_run_interference
+from trtbench.profiling.report.recommendation import Recommendation, recommend
 from trtbench.profiling.report.recommendation_config import (
     TRTLLM_DECODING,
     ContractView,
@@ -39,6 +40,7 @@ from trtbench.profiling.report.recommendation_config import (
     vllm_snippet,
 )
 from trtbench.profiling.report.recommendation_text import (
+    other_snippet_lines,
     recommendation_json,
     recommendation_lines,
 )
@@ -55,10 +57,14 @@ RECOMMENDATION_JSON = "recommendation.json"
 
 @dataclass(frozen=True)
 class RunRecommendation:
-    """The section's Markdown lines and the JSON document."""
+    """The section's Markdown lines, the JSON document, the recommendation they say (its
+    ``ratios`` and ``pairs``: the margins the rest of the report shows) and the appendix's
+    section of every other server's config."""
 
     lines: list[str]
     document: dict[str, Any]
+    recommendation: Recommendation
+    appendix: list[str]
 
 
 def contract_view(version: str, mode: str) -> ContractView:
@@ -160,11 +166,12 @@ def recommend_run(
     policy = make_policy(rec, variants, tiers, run.acceptance)
     snippets = _snippets(run, rec, policy)
     lines, document = (
-        recommendation_lines(rec, policy, snippets),
+        recommendation_lines(rec, policy, snippets, whole_run_interference(run.rounds)),
         recommendation_json(rec, policy, snippets),
     )
     mix_lines, mix = category_advice(run.categories, run.baseline)
     if mix is not None:
         lines = [*lines, "", *mix_lines]
         document = {**document, "categories": mix}
-    return RunRecommendation(lines, document)
+    appendix = other_snippet_lines(policy, snippets)
+    return RunRecommendation(lines, document, rec, appendix)

@@ -49,7 +49,21 @@ from trtbench.profiling.report.followup_check import (
 from trtbench.profiling.report.inputs import RUN_CSV_SCHEMAS
 from trtbench.profiling.report.kv_section import kv_lines
 from trtbench.profiling.report.lossless_section import lossless_lines
-from trtbench.profiling.report.markdown import render_compare, render_report, run_notes
+from trtbench.profiling.report.markdown import (
+    matrix_markdown,
+    render_compare,
+    render_report,
+    run_notes,
+    tiers_markdown,
+)
+from trtbench.profiling.report.ratios import (
+    objective_tiers,
+    open_note,
+    pair_lines,
+    ratio_legend,
+    ratio_name,
+)
+from trtbench.profiling.report.recommendation import Recommendation
 from trtbench.profiling.report.run_data import RunData, load_run
 
 log = logging.getLogger(__name__)
@@ -75,15 +89,26 @@ def variants_frame(run: RunData) -> pd.DataFrame:
     return frame.rename(columns={"name": "variant"})
 
 
-def analyze_run(run: RunData) -> RunAnalysis:
-    """Tier table, crossovers, memory, launches, matrix and notes of one run (no I/O)."""
+def analyze_run(run: RunData, rec: Recommendation | None = None) -> RunAnalysis:
+    """Tier table, crossovers, memory, launches, matrix and notes of one run (no I/O).
+
+    Args:
+        run: the loaded run.
+        rec: its recommendation: the speedups, crossovers and notes are then the
+            objective's ratios (``ratios.py``), the TPOT ratio kept by name; None: the
+            load test's TPOT speedups (``trtbench compare``, and the recommendation's input).
+    """
     variants = variants_frame(run)
     tiers = tier_table(run.summary, variants, run.baseline)
+    if rec is not None:
+        tiers = objective_tiers(tiers, rec.ratios, run.baseline)
     memory = None
     if run.memory_breakdown is not None and len(run.memory_breakdown):
         memory = memory_extra(run.memory_breakdown, run.baseline)
     launches = launch_per_step(run.steps) if run.steps is not None else None
-    notes = run_notes(variants, tiers, memory, launches)
+    notes = _stopped(run.run, set(tiers["variant"]))
+    notes += run_notes(variants, tiers, memory, launches)
+    notes += open_note(rec.ratios) if rec is not None else []
     if run.baseline is None:
         notes.insert(0, "No baseline variant in this run: speedups are not available.")
     measured = complete_tiers(tiers)
@@ -105,8 +130,11 @@ def complete_tiers(tiers: pd.DataFrame) -> pd.DataFrame:
     return tiers[tiers["tier_status"] == "complete"].reset_index(drop=True)
 
 
-def draw_plots(a: RunAnalysis, plots_dir: Path) -> list[tuple[str, Path]]:
-    """Every plot the data allows, as (caption, path); complete tiers only."""
+def draw_plots(
+    a: RunAnalysis, plots_dir: Path, ratio: str = "TPOT speedup"
+) -> list[tuple[str, Path]]:
+    """Every plot the data allows, as (caption, path), the speedup first; complete tiers
+    only. ``ratio``: the name of the speedup the tier table holds (``ratios.ratio_name``)."""
     t = complete_tiers(a.tiers)
     out = [
         (
@@ -140,12 +168,13 @@ def draw_plots(a: RunAnalysis, plots_dir: Path) -> list[tuple[str, Path]]:
             ),
         ),
     ]
-    if a.run.baseline is not None:
-        out.append(
+    if a.run.baseline is not None:  # first: the answer's own figure
+        out.insert(
+            0,
             (
-                "Speedup vs baseline, crossover marked",
-                plots.plot_speedup(t, a.crossover, plots_dir / "speedup.png"),
-            )
+                f"Speedup ({ratio}) with its intervals, crossover marked",
+                plots.plot_speedup(t, a.crossover, plots_dir / "speedup.png", ratio),
+            ),
         )
     if (t["mode"] != methods.BASELINE).any():
         out.append(
@@ -193,7 +222,6 @@ def _header(a: RunAnalysis) -> list[str]:
     if host:
         gpus = host.get("gpus") or "none"
         lines.append(f"Host: {host.get('hostname', '?')}, GPUs: {gpus}.")
-    lines += _stopped(run, set(a.tiers["variant"]))
     lines += design_lines(run, a.run.rounds)
     fits, _ = fit_run(a.run.summary, a.run.variants, a.run.baseline)
     for f in fits:
@@ -216,12 +244,14 @@ def _header(a: RunAnalysis) -> list[str]:
 
 @dataclass(frozen=True)
 class ReportResult:
-    """What ``trtbench report`` wrote, and the matrix it printed."""
+    """What ``trtbench report`` wrote, the matrix it prints and the answer it ends with
+    (recommendation.json's sentence)."""
 
     report_path: Path
     plot_paths: list[Path]
     matrix_markdown: str
     notes: list[str]
+    answer: str | None = None
 
 
 def write_report(
@@ -242,12 +272,17 @@ def write_report(
     """
     loaded = [load_peer(p) for p in peers]
     run = with_peers(load_run(root, RUN_CSV_SCHEMAS), loaded)
-    a = analyze_run(run)
+    first = analyze_run(run)
     kv = read_kv_pressure(run.root)
-    advice = recommend_run(run, a.tiers, a.variants, a.memory, objective, kv)
+    advice = recommend_run(
+        run, first.tiers, first.variants, first.memory, objective, kv
+    )
+    rec = advice.recommendation
+    a = analyze_run(run, rec)  # every speedup on the objective's ratio
     a.notes.extend(note for peer in loaded for note in peer.notes)
     rd = RunDir(run.root)
-    drawn = draw_plots(a, rd.plots_dir)
+    name = ratio_name(rec.objective)
+    drawn = draw_plots(a, rd.plots_dir, name)
     rel = [(caption, str(path.relative_to(run.root))) for caption, path in drawn]
     outputs = rd.loadtest_dir / OUTPUTS_CSV
     lossless = lossless_lines(
@@ -255,16 +290,22 @@ def write_report(
         read_outputs_csv(outputs) if outputs.is_file() else None,
         run.baseline,
     )
+    legend = ratio_legend(rec.objective, rec.ratios)
+    matrix_md = matrix_markdown(a.matrix, name, legend)
+    tiers_md = tiers_markdown(a.tiers, name)
+    if rec.pairs:
+        tiers_md += "\n\n" + "\n".join(pair_lines(rec.pairs, rec.objective))
     text = render_report(
         f"trtbench report: {run.name}",
-        a.matrix,
-        a.tiers,
+        matrix_md,
+        tiers_md,
         a.memory,
         a.launches,
         a.notes,
         rel,
         _header(a),
         [
+            *([*advice.appendix, ""] if advice.appendix else []),
             *lossless,
             "",
             *acceptance_lines(run.acceptance, run.summary),
@@ -276,9 +317,14 @@ def write_report(
     write_json_atomic(run.root / RECOMMENDATION_JSON, advice.document)
     path = rd.report_md
     path.write_text(text)
-    start = text.index("## Comparison matrix")
-    matrix_md = text[start : text.index("## Per tier")].strip()
-    return ReportResult(path, [p for _, p in drawn], matrix_md, a.notes)
+    answer = advice.document.get("answer")
+    return ReportResult(
+        path,
+        [p for _, p in drawn],
+        "## Comparison matrix\n\n" + matrix_md,
+        a.notes,
+        answer,
+    )
 
 
 def follow_up_lines(root: Path) -> list[str]:

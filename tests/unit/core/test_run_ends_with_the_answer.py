@@ -1,5 +1,6 @@
-"""``trtbench run`` ends with the answer: recommendation.json's sentence and report.md's path
-after the files it wrote (hand-made outcome; the sentence is read from the file)."""
+"""``trtbench run``, ``report`` and ``collect`` end with the answer: recommendation.json's
+sentence and report.md's path after the files they wrote (hand-made outcomes and runs; the
+sentence is read from the file)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ import json
 
 import pandas as pd
 
+from tests.support.cli import run_cli
+from tests.support.report_runs import make_split_run
+from trtbench.cluster.driver import ClusterOutcome
+from trtbench.commands.cluster import print_cluster_outcome
 from trtbench.commands.terminal import print_outcome
 from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.loadtest import LoadtestOutcome
@@ -56,3 +61,33 @@ def test_what_was_written_is_one_line_and_the_follow_up_prints_no_answer(
     print_outcome(outcome, results=False)
     out = capsys.readouterr().out
     assert out == f"wrote {report}, 3 plots in {rd.root / 'plots'}/\n"
+
+
+def test_report_ends_with_the_recommendation_and_the_report(tmp_path, capsys):
+    """``trtbench report`` on a hand-made run: the sentence it prints last is the one it
+    wrote to recommendation.json, then report.md's path (as ``trtbench run`` ends)."""
+    root = make_split_run(tmp_path / "run")
+    code, out, err = run_cli(["report", root], capsys)
+    assert code == 0, err
+    sentence = json.loads((root / "recommendation.json").read_text())["answer"]
+    assert sentence.startswith("Serve `ngram`")  # tests/support/report_runs.py
+    lines = out.rstrip().splitlines()
+    assert lines[-2:] == [
+        f"recommendation: {sentence}",
+        f"report: {root / 'report.md'}",
+    ]
+    assert f"wrote {root / 'report.md'}, {root / 'recommendation.json'}, " in out
+
+
+def test_collect_ends_with_the_recommendation_and_the_report(tmp_path, capsys):
+    """A gathered cluster run (``trtbench collect``): the files, then the answer last."""
+    rd = RunDir(tmp_path / "run")
+    report = rd.root / "report.md"
+    files = (report, rd.root / "recommendation.json")
+    sentence = (
+        "Best per tier by output tok/s over each shard's own baseline: c1 `ngram`."
+    )
+    print_cluster_outcome(ClusterOutcome(rd, (), True, pd.DataFrame(), sentence, files))
+    out = capsys.readouterr().out.rstrip().splitlines()
+    assert out[-2:] == [f"recommendation: {sentence}", f"report: {report}"]
+    assert f"wrote {files[1]}" in out

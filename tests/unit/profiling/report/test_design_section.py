@@ -9,7 +9,11 @@ import pandas as pd
 import pytest
 
 from trtbench.profiling.loadtest.workload.design import DESIGN_TEXT
-from trtbench.profiling.report.design_section import design_lines, interference_lines
+from trtbench.profiling.report.design_section import (
+    design_lines,
+    interference_lines,
+    whole_run_interference,
+)
 
 
 def after_colon(design: str) -> str:
@@ -175,3 +179,49 @@ def test_the_output_length_choice_is_said(kind, says):
 def test_a_run_that_did_not_record_it_says_nothing_about_output_lengths():
     run = {"design": {"name": "interleaved", "rounds": 1}}
     assert not any("Output lengths" in line for line in design_lines(run, None))
+
+
+def test_a_race_states_the_rounds_it_ran_not_its_budget():
+    """rounds: auto with a budget of 8 that stopped after 3 (design.stopping): the report's
+    intervals are over 3 rounds, and the design line says 3."""
+    run = {
+        "design": {
+            "name": "interleaved",
+            "rounds": 8,
+            "server_starts": 5,
+            "stopping": {
+                "max_rounds": 8,
+                "rounds_run": 3,
+                "stopped_because": "max_minutes",
+            },
+        }
+    }
+    (line,) = design_lines(run, None)
+    assert line.startswith(
+        "Measurement design: **interleaved**, 3 round(s) (rounds: auto, up to 8, "
+        "stopped: max_minutes), 5 server start(s)"
+    )
+
+
+def test_interference_on_every_variant_and_tier_is_one_sentence():
+    """Every (variant, tier) flagged in some round: no list of cells; the one sentence says
+    how many cells and the largest share (3 of 4 cells, up to 30 %)."""
+    rows = rounds_rows(
+        [
+            ("base", "c1", 0, 0.20, True),
+            ("base", "c1", 1, 0.05, False),
+            ("draft", "c1", 0, 0.30, True),
+            ("draft", "c1", 1, 0.25, True),
+        ]
+    )
+    assert interference_lines(rows) == []
+    said = whole_run_interference(rows)
+    assert said.startswith(
+        "**Every (variant, tier) of this run (3 of 4 cells) ran while"
+    )
+    assert "(up to 30%)" in said
+    rows["interference_flag"] = True
+    assert whole_run_interference(rows).startswith(
+        "**Every cell of this run (4 of 4: variant × tier × round)"
+    )
+    assert whole_run_interference(rounds_rows(FLAGGED)) is None  # base c1 never flagged

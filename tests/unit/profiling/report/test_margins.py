@@ -226,6 +226,8 @@ def test_crossover_caps_on_the_point_margin_reports_significance_beside():
     assert cross.pays_up_to == 4.0
     assert cross.stops_at == 8.0
     assert cross.significant_up_to == 1.0
+    # c4's rounds 1.30, 1.35, 1.40: ln sd 0.037, t(2) 4.303 -> [1.23, 1.48], above 1
+    assert cross.significant_at == ("c1", "c4")
     assert (cross.low, cross.high) == (1.0, 8.0)
     m4, m8 = geo(RATIOS[4]), geo(RATIOS[8])
     assert cross.estimate == pytest.approx(2 ** (2 + (m4 - 1) / (m4 - m8)))
@@ -243,6 +245,7 @@ def test_crossover_significant_nowhere_still_pays():
     assert cross.pays_up_to == 2.0
     assert cross.stops_at is None and cross.estimate is None
     assert cross.significant_up_to is None
+    assert cross.significant_at == ("c2",)  # what the crossover line names (issue 51)
     assert cross.low is None and cross.high is None
 
 
@@ -253,7 +256,7 @@ def test_crossover_without_intervals_uses_the_point_margin_only():
     margin = partial(margin_of, rounds=rounds_frame(ratios), design="interleaved")
     cross = crossover_of(objective_rows(ratios), "spec", TOK, "base", margin)
     assert (cross.pays_up_to, cross.stops_at) == (4.0, 8.0)
-    assert cross.significant_up_to is None
+    assert cross.significant_up_to is None and cross.significant_at == ()
     assert cross.low is None and cross.high is None
     assert cross.basis.startswith("no interval")
     assert cross.estimate == pytest.approx(2 ** (2 + 0.325 / (1.325 - 0.71)))

@@ -13,7 +13,6 @@ from trtbench.profiling.report.markdown import TIER_TABLE, markdown_table
 from trtbench.profiling.report.uncertainty import (
     interval_of,
     interval_text,
-    overlap_notes,
     thin_notes,
     thin_text,
     with_speedup_text,
@@ -94,25 +93,13 @@ def test_per_tier_table_prints_the_interval_or_the_pooled_ratio():
 
 def test_thin_notes_name_p95_and_p99_tiers():
     notes = thin_notes(tier_table(summary_rows(), VARIANTS, "base"))
-    # p95 (20): only the c2 rows (n = 12); p99 (100): every row
+    # p95 (20): only the c2 rows (n = 12); p99 (100): every row, said as such (a list of
+    # all five would say nothing)
     assert len(notes) == 2
     assert notes[0].startswith("TTFT p95") and "`med` c2" in notes[0]
     assert "`med` c1" not in notes[0]
-    assert notes[1].startswith("TTFT p99") and "`med` c1" in notes[1]
-    assert "`base` c2" in notes[1] and "`*_p99_n_ok`" in notes[1]
-
-
-def test_overlapping_intervals_are_called_not_distinguishable():
-    tiers = tier_table(summary_rows(), VARIANTS, "base")
-    notes = overlap_notes(tiers)
-    # med [0.94, 2.66] holds 1; med and draft [1.30, 1.60] overlap; c2 has no interval
-    assert len(notes) == 2
-    assert "`med` c1" in notes[0] and "holds 1" in notes[0]
-    assert "[0.94, 2.66] and [1.30, 1.60] overlap" in notes[1] or (
-        "[1.30, 1.60] and [0.94, 2.66] overlap" in notes[1]
-    )
-    assert all("not distinguishable" in n for n in notes)
-    assert not any("c2" in n for n in notes)
+    assert notes[1].startswith("TTFT p99") and "every (variant, tier) (5)" in notes[1]
+    assert "`base` c2" not in notes[1] and "`*_p99_n_ok`" in notes[1]
 
 
 def test_interval_rows_for_error_bars():
