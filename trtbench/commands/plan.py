@@ -83,9 +83,8 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
 @_defaulted("--gpu", f"GPU preset (per GPU): {gpu_preset_names()}.")
 @_defaulted(
     "--engine",
-    "Serving stack whose launch mode and fitted terms the plan uses (docs/planner.md): "
-    + ", ".join(ENGINES)
-    + ".",
+    "Serving stack whose launch mode and fitted terms the plan uses (docs/planner.md; "
+    "default: every stack's rows together).",
     type=click.Choice(list(ENGINES)),
 )
 @optgroup.option(

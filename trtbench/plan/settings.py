@@ -240,9 +240,16 @@ def chain_setups(settings: PlanSettings, target: ModelShape) -> tuple[ChainSetup
     """EAGLE-3, MTP and n-gram setups for the modes given (``chain_modes``).
 
     Raises:
-        ConfigError: rates that do not parse, prefixed with the option.
+        ConfigError: rates that do not parse, prefixed with the option, or a tree shape
+            without ``--eagle3``.
     """
     out = []
+    tree = settings.eagle3_topk > 1 or settings.eagle3_tokens > 0
+    if tree and settings.eagle3 is None:
+        raise ConfigError(
+            "--eagle3-topk / --eagle3-tokens shape an EAGLE-3 tree; give --eagle3 RATES "
+            "as well (the number of rates is the tree's depth)"
+        )
     if settings.eagle3 is not None:
         text = settings.eagle3
         rates = resolve_option("--eagle3", lambda: parse_rates(text, EAGLE3))

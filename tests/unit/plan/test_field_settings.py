@@ -185,3 +185,11 @@ def test_plan_a_moe_target_with_mtp_and_an_eagle3_tree_on_b200():
     assert "At a request rate (Little's law" in out
     modes = {line.split()[1] for line in out.splitlines() if line[:3] in ("1  ", "32 ")}
     assert {"baseline", "mtp", "eagle3"} <= modes
+
+
+def test_a_tree_shape_without_eagle3_exits_2_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plan", "--model", "llama-3-8b", "--eagle3-topk", "4"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "--eagle3-topk" in err and "give --eagle3 RATES" in err and "\n" not in err
