@@ -9,6 +9,7 @@ import click
 from click_option_group import optgroup
 from pydantic import ValidationError
 
+from trtbench.plan.engines import ENGINES
 from trtbench.plan.gpus import gpu_preset_names
 from trtbench.plan.model_shapes import model_preset_names
 from trtbench.plan.plan_run import run_plan
@@ -21,19 +22,35 @@ from trtbench.plan.settings import (
 from trtbench.plan.text import render_plan
 
 
+def _positive_numbers(text: str, kind: type, plural: str, one: str) -> tuple:
+    """``"1,8,16"`` → ``(1, 8, 16)`` of ``kind``; each value must be > 0.
+
+    Raises:
+        click.BadParameter: not numbers, or one of them not > 0.
+    """
+    try:
+        values = tuple(kind(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is not a comma-separated list of {plural}"
+        ) from None
+    if not values or min(values) <= 0:
+        raise click.BadParameter(f"{text!r}: every value must be {one} > 0")
+    return values
+
+
 def parse_int_list(
     ctx: click.Context, param: click.Parameter, value: str
 ) -> tuple[int, ...]:
     """``"1,8,16"`` → ``(1, 8, 16)``; each value must be an integer >= 1."""
-    try:
-        values = tuple(int(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r} is not a comma-separated list of integers"
-        ) from None
-    if not values or min(values) < 1:
-        raise click.BadParameter(f"{value!r}: every value must be an integer >= 1")
-    return values
+    return _positive_numbers(value, int, "integers", "an integer")
+
+
+def parse_float_list(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[float, ...]:
+    """``"0.5,2"`` → ``(0.5, 2.0)``; each value must be a number > 0 (None: empty)."""
+    return _positive_numbers(value, float, "numbers", "a number") if value else ()
 
 
 def _default(name: str) -> Any:
@@ -64,6 +81,12 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
     help=f"Target: a preset ({model_preset_names()}), a HF config.json / model dir, or sizes as key=value pairs (params, layers, hidden, kv_heads, head_dim, vocab), e.g. params=8e9,layers=32,….",
 )
 @_defaulted("--gpu", f"GPU preset (per GPU): {gpu_preset_names()}.")
+@_defaulted(
+    "--engine",
+    "Serving stack whose launch mode and fitted terms the plan uses (docs/planner.md; "
+    "default: every stack's rows together).",
+    type=click.Choice(list(ENGINES)),
+)
 @optgroup.option(
     "--tp",
     type=int,
@@ -92,7 +115,8 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
 )
 @_defaulted(
     "--dtype",
-    "Weights and math (fp8: FP8 weights on FP8 tensor cores).",
+    "Weights and math (fp8: FP8 weights on FP8 tensor cores; fp4: NVFP4 on Blackwell; "
+    "int4: AWQ/GPTQ 4-bit weights, 16-bit math).",
     type=click.Choice(get_args(DType)),
 )
 @_defaulted(
@@ -131,13 +155,25 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
 )
 @optgroup.option(
     "--eagle3",
-    help="Plan EAGLE-3 with these rates ('default': 0.8,0.7,0.6, assumed); K = number of rates.",
+    help="Plan EAGLE-3 with these rates ('default': 0.8,0.7,0.6, assumed; 'E@K': a published "
+    "acceptance length E with K drafts); K = number of rates.",
 )
 @_defaulted("--eagle3-layers", "Decoder layers of the EAGLE-3 head.", type=int)
 @optgroup.option(
     "--eagle3-vocab",
     type=int,
     help="Draft vocabulary of the EAGLE-3 LM head (default: the target's).",
+)
+@_defaulted(
+    "--eagle3-topk",
+    "EAGLE tree: candidates each node expands (SGLang speculative_eagle_topk; 1: a chain).",
+    type=int,
+)
+@_defaulted(
+    "--eagle3-tokens",
+    "EAGLE tree: drafted tokens verified per step (speculative_num_draft_tokens - 1; "
+    "0: the chain's K). Depth = the number of rates.",
+    type=int,
 )
 @optgroup.option(
     "--mtp",
@@ -163,6 +199,11 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
 )
 @_defaulted("--input-len", "Prompt tokens.", type=int)
 @_defaulted("--output-len", "Generated tokens.", type=int)
+@optgroup.option(
+    "--qps",
+    callback=parse_float_list,
+    help="Request rates (requests/s) to plan for: each mode's concurrency by Little's law.",
+)
 @_defaulted(
     "--memory-fraction", "Share of GPU memory weights + KV may use.", type=float
 )
@@ -174,14 +215,15 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
 @optgroup.group("Overheads beyond the roofline (docs/planner.md)")
 @optgroup.option(
     "--cuda-graphs/--eager",
-    default=True,
-    show_default=True,
-    help="Decode passes as CUDA graphs (graph launch + per-node cost) or eager launches.",
+    default=None,
+    help="Decode passes as CUDA graphs (graph launch + per-node cost) or eager launches "
+    "(default: the --engine's).",
 )
-@_defaulted(
+@optgroup.option(
     "--kernels-per-layer",
-    "Kernels one decoder layer runs (8 more per pass).",
     type=float,
+    help="Kernels one decoder layer runs, 8 more per pass (default: the --engine's, 14; "
+    "hf-eager 40).",
 )
 @_defaulted(
     "--bandwidth-efficiency",
@@ -195,15 +237,31 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
     "GPU-side cost of one graph node beyond its kernel (µs).",
     type=float,
 )
-@_defaulted(
-    "--machinery-step-us",
-    "Speculation machinery per speculative step (µs; fitted, docs/planner.md).",
+@optgroup.option(
+    "--machinery-pass-us",
     type=float,
+    help="Speculation machinery per forward pass of a speculative step (µs; default: the "
+    "--engine's fitted value).",
 )
-@_defaulted(
-    "--machinery-sequence-us",
-    "Speculation machinery per sequence in the batch per step (µs; fitted).",
+@optgroup.option(
+    "--machinery-token-us",
     type=float,
+    help="Speculation machinery per verified token per sequence (µs; default: fitted).",
+)
+@optgroup.option(
+    "--sequence-us",
+    type=float,
+    help="Cost per sequence per step, any mode (µs; default: fitted).",
+)
+@optgroup.option(
+    "--compute-efficiency",
+    type=float,
+    help="Share of the dense peak a compute-bound pass achieves (default: fitted).",
+)
+@optgroup.option(
+    "--kernel-us",
+    type=float,
+    help="Shortest GPU time of one kernel (µs; default: fitted).",
 )
 @optgroup.option(
     "--draft-tp",
@@ -249,6 +307,11 @@ def plan(**params: object) -> None:
     A 70B target on 8 H100s:
       trtbench plan --model llama-3.1-70b --gpu h100-sxm --tp 8 \\
           --draft llama-3.2-1b --medusa-accuracies vicuna-33b --eagle3 default
+
+    \b
+    DeepSeek-R1 (MoE) on 8 B200s, MTP and an EAGLE-3 tree, on SGLang:
+      trtbench plan --model deepseek-r1 --gpu b200 --tp 8 --dtype fp4 \\
+          --engine sglang --mtp 2.82@3 --eagle3 0.8x5 --eagle3-topk 4 --eagle3-tokens 16
     """
     try:
         settings = PlanSettings(**params)

@@ -18,6 +18,23 @@ Draft cost per drafted token (a roofline pass over a "head" shape, ``planner.for
 * ``ngram``: no model; a CPU prompt lookup of ``lookup_s`` per sequence per step (default
   10 µs, an assumption).
 
+On a mixture-of-experts target an MTP module is a MoE layer (DeepSeek-V3's is): its pass
+reads the experts its tokens touch (``moe_shapes``); an EAGLE-3 head is a dense layer the
+size of the target's active layer.
+
+**EAGLE trees** (EAGLE-2 / EAGLE-3 dynamic trees, SGLang's ``speculative_eagle_topk`` and
+``speculative_num_draft_tokens``): ``depth`` drafting passes, the first over one token per
+sequence, each later one over the ``topk`` candidates it expands; the verify carries the
+``tokens`` best drafted tokens + 1. Tokens per step come from a tree-acceptance model: at
+depth j the draft's rank-r candidate is the target's token with probability ``a_j (1 -
+a_j)^r`` (each further candidate catches the same share of what the better ones missed: an
+assumption; top-1 gives the chain's ``a_j``), the tree keeps the ``tokens`` nodes of highest
+path probability — the greedy construction of the Medusa paper (Cai et al. 2024, arXiv
+2401.10774, App. C), which EAGLE-2 (Li et al. 2024, arXiv 2406.16858, §4) applies to the
+draft's own confidence — and ``E = 1 + Σ_nodes Π a(rank)`` (``medusa_tree``). A published
+acceptance length replaces the model: rates given as ``E@K`` (``2.82@3``: E = 2.82 with K =
+3 drafts or tree depth 3) set tokens per step to E (a chain's α solved from E).
+
 Default rates (override with ``--eagle3``, ``--mtp``, ``--ngram`` followed by rates): EAGLE-3
 ``0.8,0.7,0.6`` (K = 3 as TensorRT-LLM's EAGLE-3 examples, E = 2.70: an assumption of the
 order of published chain acceptance); MTP ``0.85`` (DeepSeek-V3 §5.4.3: the second token is
@@ -27,11 +44,13 @@ depends on how much of the output copies the prompt).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from trtbench.builders.medusa_tree import expected_acceptance_length
 from trtbench.core.errors import ConfigError
 from trtbench.core.methods import CHAIN_METHODS, EAGLE3, MTP, NGRAM
 from trtbench.plan.model_shapes import ModelShape
+from trtbench.plan.speculation import fit_alpha, greedy_medusa_tree
 
 CHAIN_MODES = CHAIN_METHODS  # (eagle3, mtp, ngram)
 DEFAULT_RATES: dict[str, tuple[float, ...]] = {
@@ -57,8 +76,32 @@ def chain_tokens_per_step(rates: tuple[float, ...]) -> float:
     return total
 
 
+def published_length(text: str) -> tuple[float, int] | None:
+    """``"E@K"`` → (E, K): a published acceptance length E with K drafts (None: not that
+    form).
+
+    Raises:
+        ConfigError: E or K not numbers, or E outside [1, K + 1].
+    """
+    if "@" not in text:
+        return None
+    e_text, _, k_text = text.strip().partition("@")
+    try:
+        e, k = float(e_text), int(k_text)
+    except ValueError:
+        raise ConfigError(
+            f"{text!r} is not an acceptance length 'E@K' like '2.82@3'"
+        ) from None
+    if k < 1 or not 1.0 <= e <= k + 1:
+        raise ConfigError(
+            f"{text!r}: an acceptance length E with K = {k} drafts lies in [1, {k + 1}]"
+        )
+    return e, k
+
+
 def parse_rates(text: str, mode: str) -> tuple[float, ...]:
-    """``"0.8,0.7,0.6"``, ``"0.8x4"`` (α repeated K times) or ``"default"``.
+    """``"0.8,0.7,0.6"``, ``"0.8x4"`` (α repeated K times), ``"E@K"`` (the α whose chain
+    of K gives E) or ``"default"``.
 
     Raises:
         ConfigError: not numbers, a rate outside [0, 1], or an empty chain.
@@ -66,6 +109,9 @@ def parse_rates(text: str, mode: str) -> tuple[float, ...]:
     key = text.strip().lower()
     if key == "default":
         return DEFAULT_RATES[mode]
+    if (length := published_length(key)) is not None:
+        e, k = length
+        return (fit_alpha(e, k),) * k
     try:
         if "x" in key:
             alpha, _, count = key.partition("x")
@@ -94,6 +140,10 @@ class ChainSetup:
         extra_params: weights the mode adds to memory.
         kv_layers: layers of KV cache the mode adds (the target's KV width per layer).
         lookup_s: CPU time per sequence per step (n-gram).
+        tree_topk: candidates each tree node expands (1: a chain).
+        tree_tokens: drafted tokens the tree verifies (0: a chain of K).
+        measured_tokens_per_step: a published acceptance length (``E@K``) in place of the
+            model's.
     """
 
     mode: str
@@ -102,20 +152,88 @@ class ChainSetup:
     extra_params: float
     kv_layers: int
     lookup_s: float = 0.0
+    tree_topk: int = 1
+    tree_tokens: int = 0
+    measured_tokens_per_step: float | None = None
 
     @property
     def draft_len(self) -> int:
-        """K, the drafted tokens per step."""
+        """K, the drafting depth (drafted tokens per step of a chain)."""
         return len(self.rates)
 
     @property
+    def is_tree(self) -> bool:
+        """A tree (top-k > 1 or more drafted tokens than its depth), not a chain."""
+        return self.tree_topk > 1 or self.tree_tokens > self.draft_len
+
+    @property
+    def verify_tokens(self) -> int:
+        """Tokens per sequence the verify pass carries: drafted tokens + 1."""
+        return (self.tree_tokens if self.is_tree else self.draft_len) + 1
+
+    @property
     def tokens_per_step(self) -> float:
-        """Expected tokens per step (:func:`chain_tokens_per_step`)."""
+        """Expected tokens per step: the published length when given, else the tree's or
+        the chain's expectation (module doc)."""
+        if self.measured_tokens_per_step is not None:
+            return self.measured_tokens_per_step
+        if self.is_tree:
+            return tree_tokens_per_step(self.rates, self.tree_topk, self.tree_tokens)
         return chain_tokens_per_step(self.rates)
 
 
+def rank_accuracies(
+    rates: tuple[float, ...], topk: int
+) -> tuple[tuple[float, ...], ...]:
+    """Per depth j, the chance the rank-r candidate is the target's token: ``a_j (1-a_j)^r``
+    for r < ``topk`` (module doc)."""
+    return tuple(tuple(a * (1.0 - a) ** r for r in range(topk)) for a in rates)
+
+
+def tree_tokens_per_step(rates: tuple[float, ...], topk: int, tokens: int) -> float:
+    """Expected tokens per step of the greedy tree of ``tokens`` nodes, depth ≤ len(rates),
+    ``topk`` candidates per node (module doc).
+
+    Raises:
+        ConfigError: a rate outside [0, 1], or fewer than one rate or token.
+    """
+    chain_tokens_per_step(rates)
+    if not rates or tokens < 1 or topk < 1:
+        raise ConfigError("an EAGLE tree needs >= 1 rate, >= 1 token and top-k >= 1")
+    accuracies = rank_accuracies(rates, topk)
+    return expected_acceptance_length(
+        greedy_medusa_tree(accuracies, tokens), accuracies
+    )
+
+
+def with_tree(chain: ChainSetup, topk: int, tokens: int) -> ChainSetup:
+    """``chain`` as an EAGLE tree of ``topk`` candidates per node and ``tokens`` drafted
+    tokens (``tokens`` 0: K, a chain).
+
+    Raises:
+        ConfigError: top-k or tokens below 1 / 0, or a tree on n-gram.
+    """
+    if topk < 1 or tokens < 0:
+        raise ConfigError("--eagle3-topk must be >= 1 and --eagle3-tokens >= 0")
+    if chain.head is None and (topk > 1 or tokens > chain.draft_len):
+        raise ConfigError("an n-gram proposer drafts a chain; trees need a draft head")
+    return replace(chain, tree_topk=topk, tree_tokens=tokens)
+
+
+def with_published_length(chain: ChainSetup, text: str) -> ChainSetup:
+    """``chain`` with the acceptance length of ``E@K`` rates as its tokens per step (a
+    chain's α already matches E; a tree takes E as measured)."""
+    length = published_length(text.strip().lower())
+    if length is None:
+        return chain
+    return replace(chain, measured_tokens_per_step=length[0])
+
+
 def layer_params(target: ModelShape) -> float:
-    """Matmul parameters of one target decoder layer: ``(matmul_params - V*H) / layers``."""
+    """Matmul parameters of one target decoder layer: ``(matmul_params - V*H) / layers``
+    (of a MoE target: one MoE layer as a token uses it)."""
+    if target.moe is not None:
+        return target.moe.layer_active_params
     return (target.matmul_params - target.vocab * target.hidden) / target.layers
 
 
@@ -151,10 +269,16 @@ def eagle3_setup(
 def mtp_setup(
     target: ModelShape, rates: tuple[float, ...], modules: int = 1
 ) -> ChainSetup:
-    """MTP: per drafted token one module (layer + 2H x H projection) and the shared LM head."""
-    h = target.hidden
+    """MTP: per drafted token one module (layer + 2H x H projection) and the shared LM head;
+    on a MoE target the module's layer is a MoE layer (every expert in memory, the experts
+    its tokens touch read per pass)."""
+    h, v = target.hidden, target.vocab
     module = layer_params(target) + 2 * h * h
-    head = _head(target, "mtp-module", module + h * target.vocab, 1, target.vocab)
+    head = _head(target, "mtp-module", module + h * v, 1, v)
+    if target.moe is not None:
+        moe = replace(target.moe, layers=1)
+        module = moe.layer_params + 2 * h * h
+        head = replace(head, params=module + h * v, moe=moe)
     return ChainSetup(MTP, rates, head, modules * module, modules)
 
 

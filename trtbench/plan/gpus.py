@@ -10,12 +10,26 @@ Sources:
         HBM2e, 2,039 GB/s, BF16 tensor 312 TFLOP/s dense; no FP8 tensor cores (Ampere).
     L40S: NVIDIA L40S datasheet: 48 GB GDDR6, 864 GB/s, BF16 tensor 362.05 TFLOP/s dense
         (733 sparse), FP8 733 TFLOP/s dense (1,466 sparse).
+    B200 (HGX, 1,000 W): NVIDIA HGX B200 spec page, per GPU (the 8-GPU totals / 8): 180 GB
+        HBM3e (1.44 TB), 8 TB/s (64 TB/s), dense BF16 2.25 / FP8 4.5 / FP4 9 PFLOP/s (the page
+        lists sparse figures, twice these); NVLink 5, 1.8 TB/s total per GPU.
+    GB200 (NVL72): NVIDIA GB200 NVL72 spec page, per GPU (the rack's totals / 72): 186 GB
+        HBM3e (13.4 TB), 8 TB/s (576 TB/s), dense BF16 2.5 / FP8 5 / FP4 10 PFLOP/s; NVLink 5,
+        1.8 TB/s total per GPU.
+    H20: NVIDIA H20 product brief: 96 GB HBM3, 4.0 TB/s, FP16/BF16 148 TFLOP/s and FP8
+        296 TFLOP/s dense; NVLink 4, 900 GB/s total.
+    MI300X: AMD Instinct MI300X data sheet: 192 GB HBM3, 5.3 TB/s, dense FP16/BF16 1,307.4
+        and FP8 2,614.9 TFLOP/s (the sheet's sparse figures are twice these); AMD Infinity
+        Fabric, 7 links x 64 GB/s per direction = 448 GB/s per direction (896 GB/s total).
+    RTX 3090: NVIDIA Ampere GA102 whitepaper: 24 GB GDDR6X, 936 GB/s, FP16 tensor with FP32
+        accumulate 71 TFLOP/s dense; no FP8; PCIe Gen4 x16 (no NVLink bridge assumed).
 
 GPU-to-GPU links (per direction; spec sheets quote the bidirectional total, twice as large):
     H100 SXM5 and H200 SXM: NVLink 4, 900 GB/s total (the same spec pages) =
         450 GB/s each way (18 links x 25 GB/s).
     A100 SXM4: NVLink 3, 600 GB/s total (A100 datasheet) = 300 GB/s each way.
     L40S: no NVLink; PCIe Gen4 x16, 64 GB/s total (L40S datasheet) = 32 GB/s each way.
+    B200, GB200: NVLink 5, 1.8 TB/s total = 900 GB/s each way; H20: NVLink 4, 450 GB/s.
 """
 
 from __future__ import annotations
@@ -39,6 +53,8 @@ class GpuSpec:
         source: where the numbers come from.
         link_bytes_per_s: GPU-to-GPU bandwidth in one direction (NVLink, or PCIe).
         link_label: the link's name, e.g. ``NVLink 4``.
+        fp4_dense_flops_per_s: dense FP4 tensor peak; None where the GPU has none (all but
+            Blackwell).
     """
 
     name: str
@@ -50,6 +66,7 @@ class GpuSpec:
     source: str
     link_bytes_per_s: float
     link_label: str
+    fp4_dense_flops_per_s: float | None = None
 
     def ridge_flops_per_byte(self, fp8: bool = False) -> float:
         """Roofline ridge point: dense peak / bandwidth (FLOP per byte).
@@ -59,18 +76,26 @@ class GpuSpec:
         """
         return self.peak_flops_per_s(fp8) / self.hbm_bandwidth_bytes_per_s
 
-    def peak_flops_per_s(self, fp8: bool = False) -> float:
-        """Dense tensor peak for BF16/FP16 math, or FP8 math when ``fp8``.
+    def peak_flops_per_s(self, fp8: bool = False, fp4: bool = False) -> float:
+        """Dense tensor peak for BF16/FP16 math, FP8 math when ``fp8``, FP4 math when ``fp4``.
 
         Raises:
-            ConfigError: ``fp8`` on a GPU without FP8 tensor cores (A100).
+            ConfigError: ``fp8`` on a GPU without FP8 tensor cores (A100), ``fp4`` on one
+                without FP4 tensor cores (all but Blackwell).
         """
+        if fp4:
+            if self.fp4_dense_flops_per_s is None:
+                raise ConfigError(
+                    f"{self.label} has no FP4 tensor cores; plan FP4 weights on b200 or "
+                    "gb200, or give --dtype int4 (4-bit weights, 16-bit math)"
+                )
+            return self.fp4_dense_flops_per_s
         if not fp8:
             return self.bf16_dense_flops_per_s
         if self.fp8_dense_flops_per_s is None:
             raise ConfigError(
                 f"{self.label} has no FP8 tensor cores; plan with --dtype bfloat16 or "
-                "float16, or pick an FP8-capable GPU (h100-sxm, h200, l40s)"
+                "float16, or pick an FP8-capable GPU (h100-sxm, h200, b200, l40s, mi300x)"
             )
         return self.fp8_dense_flops_per_s
 
@@ -125,6 +150,63 @@ GPUS: dict[str, GpuSpec] = {
             32 * _GB,
             "PCIe Gen4 x16",
         ),
+        GpuSpec(
+            "b200",
+            "B200 (HGX) 180GB",
+            180 * _GB,
+            8.0 * _TB,
+            2250 * _TB,
+            4500 * _TB,
+            "https://www.nvidia.com/en-us/data-center/hgx/ (NVIDIA HGX B200 spec, per GPU)",
+            900 * _GB,
+            "NVLink 5",
+            9000 * _TB,
+        ),
+        GpuSpec(
+            "gb200",
+            "GB200 (NVL72) 186GB",
+            186 * _GB,
+            8.0 * _TB,
+            2500 * _TB,
+            5000 * _TB,
+            "https://www.nvidia.com/en-us/data-center/gb200-nvl72/ (per GPU)",
+            900 * _GB,
+            "NVLink 5",
+            10000 * _TB,
+        ),
+        GpuSpec(
+            "h20",
+            "H20 96GB",
+            96 * _GB,
+            4.0 * _TB,
+            148 * _TB,
+            296 * _TB,
+            "NVIDIA H20 product brief (96 GB HBM3, 4.0 TB/s, BF16 148 / FP8 296 TFLOP/s)",
+            450 * _GB,
+            "NVLink 4",
+        ),
+        GpuSpec(
+            "mi300x",
+            "Instinct MI300X 192GB",
+            192 * _GB,
+            5.3 * _TB,
+            1307.4 * _TB,
+            2614.9 * _TB,
+            "AMD Instinct MI300X data sheet (5.3 TB/s; BF16 1,307.4 / FP8 2,614.9 dense)",
+            448 * _GB,
+            "Infinity Fabric",
+        ),
+        GpuSpec(
+            "rtx-3090",
+            "GeForce RTX 3090 24GB",
+            24 * _GB,
+            0.936 * _TB,
+            71 * _TB,
+            None,
+            "NVIDIA Ampere GA102 whitepaper (936 GB/s; FP16 tensor, FP32 acc. 71 TFLOP/s)",
+            32 * _GB,
+            "PCIe Gen4 x16",
+        ),
     )
 }
 
@@ -134,6 +216,9 @@ _ALIASES = {
     "h200-sxm": "h200",
     "a100": "a100-sxm-80gb",
     "a100-80gb": "a100-sxm-80gb",
+    "hgx-b200": "b200",
+    "gb200-nvl72": "gb200",
+    "3090": "rtx-3090",
 }
 
 
@@ -164,6 +249,13 @@ def match_gpu_name(device_name: str) -> GpuSpec | None:
     Returns None when no entry matches (PCIe variants of H100/A100 are not in the table).
     """
     text = device_name.upper()
+    for key, needle in (("gb200", "GB200"), ("b200", "B200"), ("h20", "H20 ")):
+        if needle in text + " ":
+            return GPUS[key]
+    if "MI300X" in text:
+        return GPUS["mi300x"]
+    if "3090" in text:
+        return GPUS["rtx-3090"]
     if "H200" in text:
         return GPUS["h200"]
     if "L40S" in text:

@@ -30,7 +30,17 @@ from trtbench.plan.overheads import (
 from trtbench.plan.parallel import Parallelism, check_parallelism, check_tp
 from trtbench.plan.speculation import expected_tokens_per_step
 
-DTYPE_BYTES = {"float16": 2.0, "bfloat16": 2.0, "fp8": 1.0}
+DTYPE_BYTES = {
+    "float16": 2.0,
+    "bfloat16": 2.0,
+    "fp8": 1.0,
+    "fp4": 0.5625,  # NVFP4: 4 bits + one FP8 scale per 16 weights (4.5 bits)
+    "int4": 0.515625,  # AWQ / GPTQ: 4 bits + one 16-bit scale per group of 128 (4.125 bits)
+}
+"""Bytes per weight (and per KV element) of each ``--dtype``."""
+FOUR_BIT = ("fp4", "int4")
+"""Weight types whose KV cache stays BF16 under ``--kv-dtype auto`` (4-bit weights, 16-bit
+activations and cache, as AWQ deployments and NVFP4 checkpoints run)."""
 
 
 def medusa_head_params(target: ModelShape, num_heads: int, num_layers: int) -> float:
@@ -71,6 +81,9 @@ class MedusaSetup:
 class PlanInputs:
     """Everything the planner needs (lengths in tokens; overhead in ms per forward pass).
 
+    ``engine``: the serving stack whose terms (``machinery``, ``compute_efficiency``,
+    launch mode) were chosen (``engines``; empty: given directly).
+
     ``chains``: EAGLE-3 / MTP / n-gram setups, one per mode. ``parallel``: the GPU group
     (default one GPU). ``overhead_bytes``: per-GPU memory held back for the runtime (CUDA
     context, NCCL buffers), on top of the modelled weights, KV and logits.
@@ -95,6 +108,9 @@ class PlanInputs:
     machinery: Machinery = field(default_factory=Machinery)
     draft_tp: int | None = None
     bandwidth_efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY
+    compute_efficiency: float = 1.0
+    serial_share: float = 0.0
+    engine: str = ""
 
     @property
     def pure_roofline(self) -> bool:
@@ -103,6 +119,8 @@ class PlanInputs:
             self.launch == NO_LAUNCH
             and self.machinery == NO_MACHINERY
             and self.bandwidth_efficiency == 1.0
+            and self.compute_efficiency == 1.0
+            and self.serial_share == 0.0
         )
 
     @property
@@ -123,11 +141,22 @@ class PlanInputs:
 
     @property
     def kv_bytes_per_element(self) -> float:
-        return DTYPE_BYTES[self.dtype if self.kv_dtype == "auto" else self.kv_dtype]
+        if self.kv_dtype == "auto":
+            return 2.0 if self.dtype in FOUR_BIT else DTYPE_BYTES[self.dtype]
+        return DTYPE_BYTES[self.kv_dtype]
 
     @property
     def peak_flops_per_s(self) -> float:
-        return self.gpu.peak_flops_per_s(fp8=self.dtype == "fp8")
+        """Dense tensor peak of the weights' math: FP8 for fp8, FP4 for fp4, else BF16
+        (int4 weights are dequantised to 16-bit math, W4A16)."""
+        return self.gpu.peak_flops_per_s(
+            fp8=self.dtype == "fp8", fp4=self.dtype == "fp4"
+        )
+
+    @property
+    def achieved_flops_per_s(self) -> float:
+        """The dense peak x the achieved share (``compute_efficiency``)."""
+        return self.peak_flops_per_s * self.compute_efficiency
 
     @property
     def decode_context_len(self) -> float:
@@ -151,7 +180,7 @@ class PlanInputs:
         if mode == MEDUSA and self.medusa:
             return len(self.medusa.choices)
         chain = self.chain(mode)
-        return chain.draft_len if chain else 0
+        return chain.verify_tokens - 1 if chain else 0
 
 
 def check_inputs(inputs: PlanInputs) -> None:
@@ -165,7 +194,7 @@ def check_inputs(inputs: PlanInputs) -> None:
             raise ConfigError(
                 f"{name} {value!r} is not one of {', '.join(DTYPE_BYTES)}"
             )
-    inputs.gpu.peak_flops_per_s(fp8=inputs.dtype == "fp8")
+    _ = inputs.peak_flops_per_s  # raises for FP8 / FP4 on a GPU without them
     if inputs.input_len < 1 or inputs.output_len < 1:
         raise ConfigError("input_len and output_len must be >= 1 token")
     if not inputs.concurrencies or min(inputs.concurrencies) < 1:
@@ -175,7 +204,7 @@ def check_inputs(inputs: PlanInputs) -> None:
     par = inputs.parallel
     check_parallelism(par)
     check_tp(inputs.target, par.tp)
-    check_overheads(inputs.launch, inputs.machinery)
+    check_overheads(inputs.launch, inputs.machinery, inputs.compute_efficiency)
     if not 0.0 < inputs.bandwidth_efficiency <= 1.0:
         raise ConfigError(
             f"--bandwidth-efficiency must lie in (0, 1], got {inputs.bandwidth_efficiency}"

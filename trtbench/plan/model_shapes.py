@@ -13,6 +13,10 @@ Hugging Face ``config.json`` (keys ``hidden_size``, ``num_hidden_layers``,
     KV bytes per token = 2 * L * n_kv * d * bytes_per_element        (keys and values)
 
 Llama-3-8B gives 8,030,261,248 parameters, the published size.
+
+Mixture-of-experts configs (and DeepSeek's multi-head latent attention) are read by
+``moe_shapes``: memory holds every expert, matmul params count the experts a token uses, and
+a pass reads the experts its tokens touch (:meth:`ModelShape.read_params`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,13 @@ from typing import Any
 
 from trtbench.core.errors import ConfigError
 from trtbench.core.json_files import read_json_object
+from trtbench.plan.moe_shapes import (
+    MOE_ALIASES,
+    MOE_PRESETS,
+    MoeLayout,
+    mla_attention,
+    moe_layout,
+)
 
 
 def _count(value: Any) -> int | None:
@@ -73,6 +84,7 @@ class ModelShape:
         kv_heads: key/value heads (GQA).
         head_dim: per-head width d.
         vocab: vocabulary size V.
+        moe: the routed experts of a mixture-of-experts model (None: dense).
     """
 
     name: str
@@ -84,6 +96,14 @@ class ModelShape:
     kv_heads: int
     head_dim: int
     vocab: int
+    moe: MoeLayout | None = None
+
+    def read_params(self, tokens: float) -> float:
+        """Parameters a pass over ``tokens`` tokens reads: all of a dense model's; a MoE
+        model's shared part and the experts those tokens touch (``moe_shapes``)."""
+        if self.moe is None:
+            return self.params
+        return self.moe.read_params(self.params, tokens)
 
     def kv_bytes_per_token(self, bytes_per_element: float) -> float:
         """Bytes of K and V cached per token: ``2 * layers * kv_heads * head_dim * b``."""
@@ -105,18 +125,37 @@ def _value_at(config: Mapping[str, Any], dotted: str) -> Any:
 def shape_from_hf_config(config: Mapping[str, Any], name: str = "model") -> ModelShape:
     """Shape of a Llama-style model from its HF config dict (formulas in the module doc).
 
+    A mixture-of-experts config (:func:`moe_key`) is read with ``moe_shapes.moe_layout``
+    (verification is not free there: each verified token can route to other experts).
+
     Raises:
-        ConfigError: a required key is missing or not a positive integer, or the config
-            describes a mixture-of-experts model (verification is not free there: each
-            verified token can route to other experts; in NVIDIA/TensorRT-LLM issue #1798
-            Mixtral + Medusa took fewer steps for no latency gain).
+        ConfigError: a required key is missing or not a positive integer, or a MoE config
+            whose layout (expert count, top-k, expert width) the planner cannot read.
     """
-    if (key := moe_key(config)) is not None:
+    key = moe_key(config)
+    if key is not None and _value_at(config, key) is True:
         raise ConfigError(
-            f"{name} is a mixture-of-experts model ({key}: {_value_at(config, key)!r}); "
-            "the planner models dense models only (speculative verification reads more "
-            "experts); give a dense model"
+            f"{name} is a mixture-of-experts model ({key}: True) whose layout the "
+            "planner cannot read (no expert count); give its HF config.json with "
+            "num_local_experts / num_experts / n_routed_experts, or a preset"
         )
+    if key is not None and "." in key:
+        raise ConfigError(
+            f"{name} is a mixture-of-experts model ({key}: {_value_at(config, key)!r}) "
+            "with a nested layout the planner cannot read; give a preset or sizes"
+        )
+    if key is not None and not isinstance(_value_at(config, key), int):
+        raise ConfigError(
+            f"{name} is a mixture-of-experts model ({key}: {_value_at(config, key)!r}): "
+            "the expert count must be one integer; give the model's own config.json"
+        )
+    if key is not None:
+        try:
+            moe_layout(
+                config, key, 0.0, 1, 1
+            )  # the layout first: its keys, its message
+        except ConfigError as exc:
+            raise ConfigError(f"{name}: {exc}") from None
 
     def need(key: str, default: Any = None) -> int:
         value = config.get(key, default)
@@ -134,21 +173,33 @@ def shape_from_hf_config(config: Mapping[str, Any], name: str = "model") -> Mode
     inter, vocab = need("intermediate_size"), need("vocab_size")
     tied = bool(config.get("tie_word_embeddings", False))
     q_dim, kv_dim = q_heads * head_dim, kv_heads * head_dim
-    per_layer = (
-        hidden * q_dim + 2 * hidden * kv_dim + q_dim * hidden + 3 * hidden * inter
-    )
+    attention = float(hidden * q_dim + 2 * hidden * kv_dim + q_dim * hidden)
+    if (mla := mla_attention(config, hidden)) is not None:
+        attention, kv_heads, head_dim = mla
     embed = vocab * hidden
-    params = embed * (1 if tied else 2) + layers * (per_layer + 2 * hidden) + hidden
+    norms = layers * 2 * hidden + hidden
+    layout = None
+    if key is not None:
+        layout, ffn = moe_layout(config, key, attention, hidden, layers)
+        params = embed * (1 if tied else 2) + layers * attention + ffn + norms
+        params += layout.routed_params
+        matmul = layers * attention + ffn + embed
+        matmul += layout.layers * layout.top_k * layout.expert_params
+    else:
+        per_layer = attention + 3 * hidden * inter
+        params = embed * (1 if tied else 2) + layers * per_layer + norms
+        matmul = layers * per_layer + embed
     return ModelShape(
         name,
         float(params),
-        float(layers * per_layer + embed),
+        float(matmul),
         layers,
         hidden,
         q_heads,
         kv_heads,
         head_dim,
         vocab,
+        layout,
     )
 
 
@@ -311,6 +362,31 @@ PRESET_CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
+PRESET_CONFIGS |= MOE_PRESETS
+PRESET_CONFIGS["qwen3-8b"] = dict(  # Qwen/Qwen3-8B
+    hidden_size=4096,
+    num_hidden_layers=36,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    head_dim=128,
+    intermediate_size=12288,
+    vocab_size=151936,
+)
+PRESET_CONFIGS["vicuna-68m"] = dict(  # double7/vicuna-68m (the EAGLE papers' SpS draft)
+    hidden_size=768,
+    num_hidden_layers=2,
+    num_attention_heads=12,
+    num_key_value_heads=12,
+    intermediate_size=3072,
+    vocab_size=32000,
+)
+PRESET_ALIASES = {
+    **MOE_ALIASES,
+    "llama-3.1-8b": "llama-3-8b",
+    "llama-3.3-70b": "llama-3.1-70b",
+}
+
+
 def model_preset_names() -> str:
     """The model presets (:data:`PRESET_CONFIGS`) as ``a, b, c``: what ``--model``'s help
     and the error of :func:`resolve_model` list."""
@@ -324,8 +400,9 @@ def resolve_model(spec: str | Path) -> ModelShape:
         ConfigError: none of the three forms fits (the message lists the presets).
     """
     text = str(spec).strip()
-    if text.lower() in PRESET_CONFIGS:
-        return shape_from_hf_config(PRESET_CONFIGS[text.lower()], name=text.lower())
+    key = PRESET_ALIASES.get(text.lower(), text.lower())
+    if key in PRESET_CONFIGS:
+        return shape_from_hf_config(PRESET_CONFIGS[key], name=text.lower())
     if "=" in text:
         return shape_from_sizes(text)
     path = Path(text).expanduser()

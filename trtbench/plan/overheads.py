@@ -29,14 +29,23 @@ do the FLOPs. Two costs come on top, and they decide where speculation stops pay
   an A100 (pytorch.org blog "GPT, Fast"); the planner divides memory time by 0.72
   (``--bandwidth-efficiency``).
 
-* **Speculation machinery per step** (:class:`Machinery`): what a speculative step does besides
-  the draft and verify forwards — rejection sampling / token matching, KV-cache bookkeeping for
-  drafted and rolled-back tokens, tree masks, draft-input preparation, more host work per
-  step. vLLM measured it with K = 0 (no drafts at all): +6.6 % TPOT at concurrency 2 and
-  +21.6 % at 189 (vllm-project/vllm issue 49548): a fixed part and a part that grows with the
-  sequences in the batch, whatever their drafts. Modelled as ``step + sequence x B``; its two
-  coefficients are the only figures fitted to the table of published results
-  (``trtbench/plan/anchors.py``, docs/planner.md).
+* **Compute efficiency** (``--compute-efficiency``): the share of the dense tensor peak a
+  decode GEMM achieves once a pass is compute-bound (a verify of B x (K+1) tokens at large
+  B); FLOP time is divided by it. It is one of the terms fitted per serving stack
+  (``engines``), as is:
+
+* **Speculation machinery** (:class:`Machinery`): what a step does besides the forwards —
+  scheduling, sampling, KV bookkeeping of drafted and rolled-back tokens, tree masks,
+  draft-input preparation. Every step pays ``sequence x B`` (per sequence: scheduling and
+  sampling, the baseline's too); a speculative step adds ``pass x passes + token x B x q``:
+  a fixed cost for each forward pass it launches (a draft model or EAGLE / MTP chain: K + 1
+  passes; an EAGLE tree: depth + 1; Medusa and n-gram: 1) and a cost per verified token of
+  each sequence (q = K + 1, tree nodes + 1). vLLM measured the machinery alone with K = 0
+  (no drafts): +6.6 % TPOT at concurrency 2 and +21.6 % at 189 (vllm-project/vllm issue
+  49548): a part per step and a part that grows with the sequences. The three coefficients
+  differ from stack to stack (a draft loop captured in one CUDA graph, or a scheduler that
+  expands every sequence into K + 1 rows); ``engines`` holds each stack's values, fitted on
+  its own published rows.
 
 * **Draft placement**: a draft model runs with its own tensor-parallel degree (``--draft-tp``;
   default the target's, as vLLM's ``draft_tensor_parallel_size`` and TensorRT-LLM's two-model
@@ -65,11 +74,6 @@ DEFAULT_NODE_US = 0.5
 DEFAULT_BANDWIDTH_EFFICIENCY = 0.72  # gpt-fast's MBU with CUDA graphs (module doc)
 DEFAULT_HEAD_KERNELS = 3.0  # a Medusa head: its ResBlock GEMM, activation, LM-head GEMM
 
-# Fitted to the fit rows of trtbench/plan/anchors.csv by scripts/score_planner.py --fit
-# (docs/planner.md, "The scored table"); everything else in the planner is a public figure.
-FITTED_MACHINERY_STEP_US = 0.0
-FITTED_MACHINERY_SEQUENCE_US = 109.03
-
 
 @dataclass(frozen=True)
 class LaunchCost:
@@ -83,6 +87,9 @@ class LaunchCost:
         graph_launch_us: time of one graph launch (µs).
         node_us: GPU-side cost of one graph node beyond its kernel (µs).
         source: where the figures come from (``defaults`` or the trace's path).
+        kernel_us: the shortest GPU time of one kernel (µs): a pass takes at least
+            ``kernels x kernel_us`` however few bytes each kernel moves (a stack's fitted
+            term, ``engines``; 0: no floor).
     """
 
     cuda_graphs: bool = True
@@ -92,6 +99,7 @@ class LaunchCost:
     graph_launch_us: float = DEFAULT_GRAPH_LAUNCH_US
     node_us: float = DEFAULT_NODE_US
     source: str = "defaults"
+    kernel_us: float = 0.0
 
     def kernels(self, layers: int) -> float:
         """Kernels of one pass of a model with ``layers`` decoder layers."""
@@ -100,6 +108,7 @@ class LaunchCost:
     def pass_s(self, layers: int, gpu_s: float) -> float:
         """Time of one pass (s) whose GPU work takes ``gpu_s`` (roofline + communication)."""
         kernels = self.kernels(layers)
+        gpu_s = max(gpu_s, kernels * self.kernel_us * 1e-6)
         if self.cuda_graphs:
             return gpu_s + (self.graph_launch_us + kernels * self.node_us) * 1e-6
         return max(gpu_s, kernels * self.launch_us * 1e-6)
@@ -125,20 +134,27 @@ class LaunchCost:
 
 @dataclass(frozen=True)
 class Machinery:
-    """Speculation machinery per speculative step: ``step_us + sequence_us x B x passes``
-    (µs; passes: the step's forward passes, K+1 for a draft model or an EAGLE-3 / MTP chain,
-    1 for Medusa and n-gram)."""
+    """Speculation machinery and per-sequence step cost (µs; module doc): every step pays
+    ``sequence_us x B``; a speculative step adds ``pass_us x passes + token_us x B x q``."""
 
-    step_us: float = FITTED_MACHINERY_STEP_US
-    sequence_us: float = FITTED_MACHINERY_SEQUENCE_US
+    pass_us: float = 0.0
+    token_us: float = 0.0
+    sequence_us: float = 0.0
 
-    def step_s(self, batch: int, passes: int = 1) -> float:
-        """Seconds per speculative step at concurrency ``batch`` with ``passes`` passes."""
-        return (self.step_us + self.sequence_us * batch * passes) * 1e-6
+    def every_step_s(self, batch: int) -> float:
+        """Seconds every step (any mode) pays at concurrency ``batch``."""
+        return self.sequence_us * batch * 1e-6
+
+    def speculative_s(self, batch: int, passes: int, verify_tokens: int) -> float:
+        """Seconds a speculative step adds: ``passes`` forward passes, ``verify_tokens``
+        verified per sequence."""
+        return (self.pass_us * passes + self.token_us * batch * verify_tokens) * 1e-6
 
 
-def check_overheads(launch: LaunchCost, machinery: Machinery) -> None:
-    """Every figure ≥ 0 and some kernels per pass.
+def check_overheads(
+    launch: LaunchCost, machinery: Machinery, compute_efficiency: float = 1.0
+) -> None:
+    """Every figure ≥ 0, a compute efficiency in (0, 1].
 
     Raises:
         ConfigError: naming the option.
@@ -148,11 +164,17 @@ def check_overheads(launch: LaunchCost, machinery: Machinery) -> None:
         ("--launch-us", launch.launch_us),
         ("--graph-launch-us", launch.graph_launch_us),
         ("--graph-node-us", launch.node_us),
-        ("--machinery-step-us", machinery.step_us),
-        ("--machinery-sequence-us", machinery.sequence_us),
+        ("--kernel-us", launch.kernel_us),
+        ("--machinery-pass-us", machinery.pass_us),
+        ("--machinery-token-us", machinery.token_us),
+        ("--sequence-us", machinery.sequence_us),
     ):
         if not np.isfinite(value) or value < 0:
             raise ConfigError(f"{flag} must be a number >= 0, got {value}")
+    if not 0.0 < compute_efficiency <= 1.0:
+        raise ConfigError(
+            f"--compute-efficiency must lie in (0, 1], got {compute_efficiency}"
+        )
 
 
 def launch_from_steps(path: Path, target_layers: int) -> LaunchCost:
@@ -235,11 +257,13 @@ NO_LAUNCH = LaunchCost(
     source="none: pure roofline",
 )
 """No launch cost: the pure roofline (``--no-overheads``; the planner before these terms)."""
-NO_MACHINERY = Machinery(step_us=0.0, sequence_us=0.0)
+NO_MACHINERY = Machinery()
 """No speculation machinery (``--no-overheads``)."""
 PURE_ROOFLINE: dict[str, object] = {
     "launch": NO_LAUNCH,
     "machinery": NO_MACHINERY,
     "bandwidth_efficiency": 1.0,
+    "compute_efficiency": 1.0,
+    "serial_share": 0.0,
 }
 """``PlanInputs`` keywords of the pure roofline (``--no-overheads``)."""

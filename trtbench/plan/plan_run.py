@@ -20,6 +20,7 @@ from trtbench.plan.planner import (
     make_plan,
     speedup_at,
 )
+from trtbench.plan.qps import QpsPoint, qps_points
 from trtbench.plan.settings import PlanSettings, plan_inputs, resolve_option
 from trtbench.plan.tier_batch import read_effective_batch
 from trtbench.plan.tier_fit import TierFitResult, fit_tiers, write_fit_tiers
@@ -39,6 +40,7 @@ class PlanResult:
     csv_path: Path | None = None
     tier_fit: TierFitResult | None = None
     tier_fit_path: Path | None = None
+    qps: tuple[QpsPoint, ...] = ()
 
 
 PLAN_SCHEMA: tuple[Column, ...] = (
@@ -146,11 +148,19 @@ def run_plan(settings: PlanSettings) -> PlanResult:
             )
     inputs = plan_inputs(settings)
     plan = make_plan(inputs)
+    rates = tuple(resolve_option("--qps", lambda: qps_points(inputs, settings.qps)))
     if run is not None and fit_rows is not None and len(fit_rows):
         fit_rows = _roofline_for_run(inputs, fits, fit_rows, run)
     csv_path = None
     if settings.out is not None:
         csv_path = write_csv(records_to_frame(plan.rows), settings.out, PLAN_SCHEMA)
     return PlanResult(
-        plan, fits, fit_rows, run.root if run else None, csv_path, tiers, tiers_path
+        plan,
+        fits,
+        fit_rows,
+        run.root if run else None,
+        csv_path,
+        tiers,
+        tiers_path,
+        rates,
     )

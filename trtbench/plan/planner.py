@@ -11,9 +11,12 @@ Formulas:
 * Roofline of one forward pass over B sequences, each with T new tokens and context L,
   per GPU of a ``tp x pp`` group (``parallel`` module doc; tp = pp = 1: one GPU)::
 
-      bytes = weight_bytes / tp + B * L * kv_bytes_per_token * ceil(kv_heads/tp) / kv_heads
+      bytes = weights read(B*T) / tp + B * L * kv_bytes_per_token * ceil(kv_heads/tp) / kv_heads
       flops = (2 * matmul_params * B * T + 4 * layers * q_dim * B * T * L) / tp
-      gpu   = max(bytes / (HBM bandwidth x MBU), flops / dense peak) + communication
+      gpu   = max(bytes / (HBM bandwidth x MBU), flops / (dense peak x MFU)) + communication
+
+  (weights read: all of a dense model; of a MoE model the shared part and the experts its
+  B*T tokens touch, ``moe_shapes``; MFU: the stack's compute efficiency, ``overheads``.)
       time  = launch(gpu) + step overhead
 
       communication = 2 * layers * (latency + 2 (tp-1)/tp * B*T*hidden*2 B / link bandwidth)
@@ -28,10 +31,11 @@ Formulas:
 * Steps: baseline = target(B, 1); draft-target = γ draft(B, 1) + target(B, γ+1), the draft
   on its own ``--draft-tp`` group; Medusa = target(B, 1 + nodes) + heads (their weights read
   once, 2 FLOP per head parameter per sequence, 3 kernels per head); EAGLE-3 / MTP = K
-  head(B, 1) + target(B, K+1); n-gram = B x lookup + target(B, K+1) (``chain_modes``); every
-  speculative step adds the speculation machinery ``step + sequence x B``
-  (``overheads.Machinery``). Time per output token = step / tokens per
-  step; speedup = baseline TPOT / TPOT.
+  head(B, 1) + target(B, K+1); an EAGLE tree = head(B, 1) + (depth-1) head(B, top-k) +
+  target(B, tokens+1); n-gram = B x lookup + target(B, K+1) (``chain_modes``). Every step
+  adds ``sequence x B``, a speculative step the machinery ``pass x passes + token x B x q``
+  (``overheads.Machinery``). Time per output token = step / tokens per step; speedup =
+  baseline TPOT / TPOT.
 * Memory per GPU: ``memory`` module doc.
 """
 
@@ -113,16 +117,17 @@ def forward_pass_cost(
     ctx, par = inputs.decode_context_len, par or inputs.parallel
     kv = model.kv_bytes_per_token(inputs.kv_bytes_per_element)
     kv_gpu = kv * kv_share(model, par.tp)  # one GPU's KV heads
-    moved = model.params * inputs.weight_bytes_per_param / par.tp + batch * ctx * kv_gpu
     tokens = batch * new_tokens
+    weights = model.read_params(tokens) * inputs.weight_bytes_per_param / par.tp
+    moved = weights + batch * ctx * kv_gpu
     flops = (
         2 * model.matmul_params * tokens + 4 * model.layers * model.q_dim * tokens * ctx
     ) / par.tp
     t_mem = moved / inputs.achieved_bandwidth_bytes_per_s
-    t_cmp = flops / inputs.peak_flops_per_s
+    t_cmp = flops / inputs.achieved_flops_per_s
     bound = "memory" if t_mem >= t_cmp else "compute"
     comm = communication_s(par, model, batch, new_tokens)
-    gpu = max(t_mem, t_cmp) + comm
+    gpu = max(t_mem, t_cmp) + inputs.serial_share * min(t_mem, t_cmp) + comm
     with_launch = inputs.launch.pass_s(model.layers, gpu)
     time = with_launch + inputs.step_overhead_ms / 1e3
     return PassCost(moved, flops, time, bound, comm, with_launch - gpu)
@@ -146,7 +151,7 @@ def _medusa_heads_s(inputs: PlanInputs, batch: int) -> float:
     kernels = DEFAULT_HEAD_KERNELS * m.num_heads * m.num_layers
     return max(
         heads * inputs.weight_bytes_per_param / inputs.achieved_bandwidth_bytes_per_s,
-        2 * heads * batch / inputs.peak_flops_per_s,
+        2 * heads * batch / inputs.achieved_flops_per_s,
     ) + inputs.launch.extra_kernels_s(kernels)
 
 
@@ -156,38 +161,45 @@ def estimate_step(inputs: PlanInputs, mode: str, batch: int) -> StepEstimate:
     Raises:
         ConfigError: ``mode`` is not among ``inputs.modes``.
     """
-    target = inputs.target
+    target, machinery = inputs.target, inputs.machinery
+    every = machinery.every_step_s(batch)
     if mode == BASELINE:
         cost = forward_pass_cost(inputs, target, batch, 1)
-        return StepEstimate(cost.time_s, 1.0, cost.bound, cost.communication_s)
+        return StepEstimate(cost.time_s + every, 1.0, cost.bound, cost.communication_s)
     if mode == DRAFT_TARGET and inputs.draft:
         d = inputs.draft
         draft = forward_pass_cost(inputs, d.model, batch, 1, inputs.draft_parallel)
         verify = forward_pass_cost(inputs, target, batch, d.draft_len + 1)
-        step = d.draft_len * draft.time_s + verify.time_s
-        step += inputs.machinery.step_s(batch, d.draft_len + 1)
+        step = d.draft_len * draft.time_s + verify.time_s + every
+        step += machinery.speculative_s(batch, d.draft_len + 1, d.draft_len + 1)
         comm = d.draft_len * draft.communication_s + verify.communication_s
         e = expected_tokens_per_step(d.alpha, d.draft_len)
         return StepEstimate(step, e, verify.bound, comm)
     if mode == MEDUSA and inputs.medusa:
         m = inputs.medusa
-        verify = forward_pass_cost(inputs, target, batch, 1 + len(m.choices))
-        step = verify.time_s + _medusa_heads_s(inputs, batch)
-        step += inputs.machinery.step_s(batch)
+        q = 1 + len(m.choices)
+        verify = forward_pass_cost(inputs, target, batch, q)
+        step = verify.time_s + _medusa_heads_s(inputs, batch) + every
+        step += machinery.speculative_s(batch, 1, q)
         return StepEstimate(
             step, m.tokens_per_step, verify.bound, verify.communication_s
         )
     chain = inputs.chain(mode)
     if chain is not None:
-        verify = forward_pass_cost(inputs, target, batch, chain.draft_len + 1)
+        q = chain.verify_tokens
+        verify = forward_pass_cost(inputs, target, batch, q)
         drafting, comm = batch * chain.lookup_s, verify.communication_s
+        passes = 1
         if chain.head is not None:
-            head = forward_pass_cost(inputs, chain.head, batch, 1)
-            drafting = chain.draft_len * head.time_s
-            comm += chain.draft_len * head.communication_s
-        passes = 1 + (chain.draft_len if chain.head is not None else 0)
-        step = drafting + verify.time_s
-        step += inputs.machinery.step_s(batch, passes)
+            first = forward_pass_cost(inputs, chain.head, batch, 1)
+            later = forward_pass_cost(inputs, chain.head, batch, chain.tree_topk)
+            drafting = first.time_s + (chain.draft_len - 1) * later.time_s
+            comm += (
+                first.communication_s + (chain.draft_len - 1) * later.communication_s
+            )
+            passes += chain.draft_len
+        step = drafting + verify.time_s + every
+        step += machinery.speculative_s(batch, passes, q)
         return StepEstimate(step, chain.tokens_per_step, verify.bound, comm)
     raise ConfigError(f"mode {mode!r} is not set up in this plan; give its options")
 

@@ -8,6 +8,7 @@ beyond the roofline (``overheads``). ``plan_run.run_plan`` predicts and fits to 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -24,17 +25,22 @@ from trtbench.plan.chain_modes import (
     mtp_setup,
     ngram_setup,
     parse_rates,
+    with_published_length,
+    with_tree,
+)
+from trtbench.plan.engines import (
+    DEFAULT_ENGINE,
+    EngineTerms,
+    engine_terms,
+    get_engine,
 )
 from trtbench.plan.gpus import GpuSpec, get_gpu
 from trtbench.plan.model_shapes import ModelShape, resolve_model
 from trtbench.plan.overheads import (
     DEFAULT_BANDWIDTH_EFFICIENCY,
     DEFAULT_GRAPH_LAUNCH_US,
-    DEFAULT_KERNELS_PER_LAYER,
     DEFAULT_LAUNCH_US,
     DEFAULT_NODE_US,
-    FITTED_MACHINERY_SEQUENCE_US,
-    FITTED_MACHINERY_STEP_US,
     PURE_ROOFLINE,
     LaunchCost,
     Machinery,
@@ -78,7 +84,7 @@ MEDUSA_ACCURACY_PRESETS: dict[str, tuple[tuple[float, ...], ...]] = {
     ),
 }
 
-DType = Literal["float16", "bfloat16", "fp8"]
+DType = Literal["float16", "bfloat16", "fp8", "fp4", "int4"]
 KvDType = Literal["auto", "float16", "bfloat16", "fp8"]
 
 
@@ -114,20 +120,27 @@ class PlanSettings(BaseModel):
     eagle3: str | None = None
     eagle3_layers: int = Field(default=1, ge=1)
     eagle3_vocab: int | None = Field(default=None, ge=1)
+    eagle3_topk: int = Field(default=1, ge=1, le=64)
+    eagle3_tokens: int = Field(default=0, ge=0, le=1024)
     mtp: str | None = None
     mtp_layers: int = Field(default=1, ge=1)
     ngram: str | None = None
     ngram_lookup_us: float = Field(default=10.0, ge=0.0)
-    cuda_graphs: bool = True
-    kernels_per_layer: float = Field(default=DEFAULT_KERNELS_PER_LAYER, ge=0.0)
+    engine: str = DEFAULT_ENGINE
+    cuda_graphs: bool | None = None
+    kernels_per_layer: float | None = Field(default=None, ge=0.0)
     launch_us: float = Field(default=DEFAULT_LAUNCH_US, ge=0.0)
     graph_launch_us: float = Field(default=DEFAULT_GRAPH_LAUNCH_US, ge=0.0)
     graph_node_us: float = Field(default=DEFAULT_NODE_US, ge=0.0)
-    machinery_step_us: float = Field(default=FITTED_MACHINERY_STEP_US, ge=0.0)
-    machinery_sequence_us: float = Field(default=FITTED_MACHINERY_SEQUENCE_US, ge=0.0)
+    machinery_pass_us: float | None = Field(default=None, ge=0.0)
+    machinery_token_us: float | None = Field(default=None, ge=0.0)
+    sequence_us: float | None = Field(default=None, ge=0.0)
+    compute_efficiency: float | None = Field(default=None, gt=0.0, le=1.0)
+    kernel_us: float | None = Field(default=None, ge=0.0)
     bandwidth_efficiency: float = Field(
         default=DEFAULT_BANDWIDTH_EFFICIENCY, gt=0.0, le=1.0
     )
+    qps: tuple[float, ...] = ()
     no_overheads: bool = False
     draft_tp: int | None = Field(default=None, ge=1)
     from_trace: Path | None = None
@@ -227,52 +240,97 @@ def chain_setups(settings: PlanSettings, target: ModelShape) -> tuple[ChainSetup
     """EAGLE-3, MTP and n-gram setups for the modes given (``chain_modes``).
 
     Raises:
-        ConfigError: rates that do not parse, prefixed with the option.
+        ConfigError: rates that do not parse, prefixed with the option, or a tree shape
+            without ``--eagle3``.
     """
     out = []
+    tree = settings.eagle3_topk > 1 or settings.eagle3_tokens > 0
+    if tree and settings.eagle3 is None:
+        raise ConfigError(
+            "--eagle3-topk / --eagle3-tokens shape an EAGLE-3 tree; give --eagle3 RATES "
+            "as well (the number of rates is the tree's depth)"
+        )
     if settings.eagle3 is not None:
-        rates = resolve_option(
-            "--eagle3", lambda: parse_rates(settings.eagle3 or "", EAGLE3)
+        text = settings.eagle3
+        rates = resolve_option("--eagle3", lambda: parse_rates(text, EAGLE3))
+        chain = eagle3_setup(
+            target, rates, settings.eagle3_layers, settings.eagle3_vocab
         )
-        out.append(
-            eagle3_setup(target, rates, settings.eagle3_layers, settings.eagle3_vocab)
+        chain = resolve_option(
+            "--eagle3-topk",
+            lambda: with_tree(chain, settings.eagle3_topk, settings.eagle3_tokens),
         )
+        out.append(with_published_length(chain, text))
     if settings.mtp is not None:
-        rates = resolve_option("--mtp", lambda: parse_rates(settings.mtp or "", MTP))
-        out.append(mtp_setup(target, rates, settings.mtp_layers))
+        text = settings.mtp
+        rates = resolve_option("--mtp", lambda: parse_rates(text, MTP))
+        chain = mtp_setup(target, rates, settings.mtp_layers)
+        out.append(with_published_length(chain, text))
     if settings.ngram is not None:
-        rates = resolve_option(
-            "--ngram", lambda: parse_rates(settings.ngram or "", NGRAM)
-        )
-        out.append(ngram_setup(rates, settings.ngram_lookup_us * 1e-6))
+        text = settings.ngram
+        rates = resolve_option("--ngram", lambda: parse_rates(text, NGRAM))
+        chain = ngram_setup(rates, settings.ngram_lookup_us * 1e-6)
+        out.append(with_published_length(chain, text))
     return tuple(out)
 
 
-def overheads(settings: PlanSettings, target: ModelShape) -> dict[str, object]:
-    """``launch``, ``machinery`` and ``bandwidth_efficiency`` of :class:`PlanInputs` from the
-    options: none (and full bandwidth) with
-    ``--no-overheads``; the launch cost measured by ``--from-trace``, else the options'."""
+def overheads(
+    settings: PlanSettings,
+    target: ModelShape,
+    table: dict[str, EngineTerms] | None = None,
+) -> dict[str, object]:
+    """``launch``, ``machinery``, ``bandwidth_efficiency``, ``compute_efficiency`` and
+    ``engine`` of :class:`PlanInputs`: none (full bandwidth and peak) with
+    ``--no-overheads``; else the stack's (``--engine``: its launch mode and fitted terms,
+    ``engines``; ``table``: the stacks' terms in place of ``engines.csv``), each overridden
+    by its option when given, the launch cost by ``--from-trace``.
+
+    Raises:
+        ConfigError: an unknown ``--engine``.
+    """
+    engine = resolve_option("--engine", lambda: get_engine(settings.engine))
     if settings.no_overheads:
-        return dict(PURE_ROOFLINE)
+        return dict(PURE_ROOFLINE) | {"engine": engine.name}
+    terms, _ = engine_terms(engine.name, table)
+    graphs = (
+        engine.cuda_graphs if settings.cuda_graphs is None else settings.cuda_graphs
+    )
+    per_layer = settings.kernels_per_layer
     launch = LaunchCost(
-        cuda_graphs=settings.cuda_graphs,
-        kernels_per_layer=settings.kernels_per_layer,
+        cuda_graphs=graphs,
+        kernels_per_layer=engine.kernels_per_layer if per_layer is None else per_layer,
         launch_us=settings.launch_us,
         graph_launch_us=settings.graph_launch_us,
         node_us=settings.graph_node_us,
     )
     if settings.from_trace is not None:
         launch = launch_from_steps(settings.from_trace, target.layers)
-    machinery = Machinery(settings.machinery_step_us, settings.machinery_sequence_us)
+    floor = terms.kernel_us if settings.kernel_us is None else settings.kernel_us
+    launch = replace(launch, kernel_us=floor)
+    m = terms.machinery
+    machinery = Machinery(
+        m.pass_us if settings.machinery_pass_us is None else settings.machinery_pass_us,
+        m.token_us
+        if settings.machinery_token_us is None
+        else settings.machinery_token_us,
+        m.sequence_us if settings.sequence_us is None else settings.sequence_us,
+    )
+    mfu = settings.compute_efficiency
     return {
         "launch": launch,
         "machinery": machinery,
         "bandwidth_efficiency": settings.bandwidth_efficiency,
+        "compute_efficiency": terms.compute_efficiency if mfu is None else mfu,
+        "serial_share": terms.serial_share,
+        "engine": engine.name,
     }
 
 
-def plan_inputs(settings: PlanSettings) -> PlanInputs:
-    """Resolve model, GPU, draft and Medusa options into :class:`PlanInputs`.
+def plan_inputs(
+    settings: PlanSettings, table: dict[str, EngineTerms] | None = None
+) -> PlanInputs:
+    """Resolve model, GPU, draft and Medusa options into :class:`PlanInputs` (``table``:
+    the stacks' fitted terms, read from ``engines.csv`` when None).
 
     Raises:
         ConfigError: no ``--model``, or an option the resolvers reject (named in the
@@ -305,7 +363,7 @@ def plan_inputs(settings: PlanSettings) -> PlanInputs:
         parallel=parallelism(settings, gpu),
         overhead_bytes=settings.overhead_gib * 2**30,
         draft_tp=settings.draft_tp,
-        **overheads(settings, target),
+        **overheads(settings, target, table),
     )
     resolve_option("--dtype", lambda: inputs.peak_flops_per_s)
     return inputs

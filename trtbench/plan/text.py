@@ -4,8 +4,10 @@ the fit to a run is rendered by :mod:`trtbench.plan.fit_text`."""
 from __future__ import annotations
 
 from trtbench.core.units import format_bytes
-from trtbench.plan.anchors import plan_uncertainty
+from trtbench.plan.bands import Band, plan_uncertainty
+from trtbench.plan.engines import engine_terms
 from trtbench.plan.fit_text import render_fit, render_tier_fit, table
+from trtbench.plan.inputs import FOUR_BIT
 from trtbench.plan.parallel import allreduce_s
 from trtbench.plan.plan_run import PlanResult
 from trtbench.plan.planner import Plan, estimate_memory, medusa_head_params
@@ -18,17 +20,22 @@ FORMULA = (
     "(1+nodes)-token verify + heads. E[N] = (1-α^(γ+1))/(1-α) (Leviathan et al. 2023); "
     "Medusa E = 1 + Σ Π a_i(k_i) over tree nodes (Cai et al. 2024); EAGLE-3 / MTP / n-gram "
     "E = 1 + Σ_j Π_{i<=j} a_i, step = K head passes (n-gram: B x CPU lookup) + a (K+1)-token "
-    "verify. With tp > 1: 2 all-reduces per layer, each latency + 2(tp-1)/tp x B x T x "
+    "verify (an EAGLE tree: depth head passes over top-k candidates, a (tokens+1)-token "
+    "verify). With tp > 1: 2 all-reduces per layer, each latency + 2(tp-1)/tp x B x T x "
     "hidden x 2 B / link bandwidth (ring); memory and times are per GPU. Every pass adds "
-    "its kernel-launch cost, memory time is at the achieved bandwidth, and every "
-    "speculative step adds the speculation machinery (docs/planner.md)."
+    "its kernel-launch cost, memory time is at the achieved bandwidth, FLOP time at the "
+    "stack's compute efficiency, every step its per-sequence cost and every speculative "
+    "step the speculation machinery (--engine; docs/planner.md). A MoE pass reads the "
+    "experts its B x T tokens touch: E (1 - (1 - k/E)^(B T)) per layer."
 )
 
 
 def _header(plan: Plan) -> list[str]:
     i = plan.inputs
     g, t = i.gpu, i.target
-    kv = i.dtype if i.kv_dtype == "auto" else i.kv_dtype
+    kv = i.kv_dtype
+    if kv == "auto":
+        kv = "bfloat16" if i.dtype in FOUR_BIT else i.dtype
     lines = [
         f"Plan: {t.name} ({t.params / 1e9:.2f} B params, {i.dtype}, KV {kv}) on "
         f"{g.label} ({g.hbm_bandwidth_bytes_per_s / 1e12:.3g} TB/s, "
@@ -53,12 +60,23 @@ def _header(plan: Plan) -> list[str]:
                 f"({sopt:.2f}x)"
             )
         lines.append(line)
+    if t.moe is not None:
+        m = t.moe
+        lines.append(
+            f"  mixture of experts: {m.layers} MoE layers x {m.experts} experts, top-{m.top_k}"
+            f"; {t.read_params(1) / 1e9:.1f} B params read at 1 token per pass, "
+            f"{t.read_params(64) / 1e9:.1f} B at 64"
+        )
     for c in i.chains:
-        rates = ",".join(f"{a:g}" for a in c.rates)
-        line = f"  {c.mode}: K={c.draft_len}, rates {rates} → E={c.tokens_per_step:.2f}"
+        rates = ",".join(f"{a:.3g}" for a in c.rates)
+        shape = f"K={c.draft_len}"
+        if c.is_tree:
+            shape = f"tree depth {c.draft_len}, top-{c.tree_topk}, {c.verify_tokens - 1} tokens"
+        given = " (published length)" if c.measured_tokens_per_step else ""
+        line = f"  {c.mode}: {shape}, rates {rates} → E={c.tokens_per_step:.2f}{given}"
         if c.head is not None:
             line += (
-                f"; head {c.head.params / 1e9:.2f} B params read per drafted token, "
+                f"; head {c.head.read_params(1) / 1e9:.2f} B params read per drafted token, "
                 f"{c.extra_params / 1e9:.2f} B in memory"
             )
         else:
@@ -98,18 +116,20 @@ def _overhead_lines(plan: Plan) -> list[str]:
             "  pure roofline (--no-overheads): full bandwidth, no launch cost, no "
             "speculation machinery"
         ]
+    _, where = engine_terms(i.engine or "default")
     lines = [
-        f"  {i.launch.describe()}",
-        f"  achieved bandwidth {i.bandwidth_efficiency:.0%} of peak; speculation "
-        f"machinery {m.step_us:g} µs + {m.sequence_us:g} µs x B x passes per step "
-        "(fitted to published results, docs/planner.md)",
+        f"  {where}",
+        f"  {i.launch.describe()}; kernels of at least {i.launch.kernel_us:g} µs",
+        f"  achieved bandwidth {i.bandwidth_efficiency:.0%} of peak, compute "
+        f"{i.compute_efficiency:.0%}; per step {m.sequence_us:g} µs x B, per speculative "
+        f"step {m.pass_us:g} µs x passes + {m.token_us:g} µs x B x verified tokens",
     ]
     if i.draft and i.draft_tp is not None:
         lines.append(f"  draft model on tp {i.draft_parallel.tp}")
     return lines
 
 
-def _rows(plan: Plan, bands: dict[str, float]) -> str:
+def _rows(plan: Plan, bands: dict[tuple[str, int], Band]) -> str:
     header = (
         "B",
         "mode",
@@ -133,7 +153,11 @@ def _rows(plan: Plan, bands: dict[str, float]) -> str:
             f"{r.tpot_ms:.4g}",
             f"{r.output_tokens_per_s:.0f}",
             f"{r.speedup_ratio:.2f}x"
-            + (f" ±{bands[r.mode]:.0%}" if r.mode in bands else ""),
+            + (
+                f" ±{bands[r.mode, r.concurrency].width:.0%}"
+                if (r.mode, r.concurrency) in bands
+                else ""
+            ),
             r.bound,
             format_bytes(r.total_memory_bytes),
             "yes" if r.fits else "NO",
@@ -180,6 +204,35 @@ def _verdicts(plan: Plan) -> list[str]:
     return lines
 
 
+def _band_kinds(bands: dict[tuple[str, int], Band]) -> str:
+    """Each distinct band's kind and row count, once."""
+    seen = dict.fromkeys(f"{b.kind} ({b.rows} rows)" for b in bands.values())
+    return "; ".join(seen) or "no speculative mode"
+
+
+def _qps_lines(result: PlanResult) -> list[str]:
+    """The ``--qps`` section: each mode's concurrency, TPOT and latency at each rate."""
+    if not result.qps:
+        return []
+    rows = [
+        (
+            f"{p.qps:g}",
+            p.mode,
+            f"{p.concurrency}" + (" (saturated)" if p.saturated else ""),
+            f"{p.tpot_s * 1e3:.4g}",
+            f"{p.latency_s:.3g}",
+            "-" if p.speedup_ratio != p.speedup_ratio else f"{p.speedup_ratio:.2f}x",
+        )
+        for p in result.qps
+    ]
+    header = ("QPS", "mode", "B = QPS x W", "TPOT ms", "W s", "speedup")
+    return [
+        "",
+        "At a request rate (Little's law, B = QPS x W, W = prefill + output x TPOT(B)):",
+        table(header, rows),
+    ]
+
+
 def render_plan(result: PlanResult) -> str:
     """Everything ``trtbench plan`` prints, as one string."""
     parts = []
@@ -188,12 +241,15 @@ def render_plan(result: PlanResult) -> str:
         bands, notes = plan_uncertainty(plan)
         parts += [*_header(plan), "", _rows(plan, bands), "", *_memory(plan)]
         parts += [*_verdicts(plan), *(f"Note: {n}" for n in notes)]
+        parts += [*_qps_lines(result)]
         parts += [
             "",
-            "± = the median |error| of the "
+            "± = the 80th percentile of |error| of the "
             + ("pure roofline's" if plan.inputs.pure_roofline else "planner's")
-            + " speedups on published results it was not fitted to (docs/planner.md, "
-            "the scored table).",
+            + " speedups on held-out published rows of the same kind (stack, method, "
+            "batch range; widened when it has fewer than 3 rows): "
+            + _band_kinds(bands)
+            + " (docs/planner.md, the scored table).",
             "",
             FORMULA,
         ]

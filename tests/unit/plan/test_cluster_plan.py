@@ -144,8 +144,8 @@ def test_tp_that_does_not_divide_heads_is_a_config_error():
             ("--tp 3", "64 attention heads", "llama-3.1-70b", "use --tp 1, 2, 4, 8"),
         ),
         (
-            ["--model", "llama-3-8b", "--gpu", "b200"],
-            ("b200", "a100-sxm-80gb, h100-sxm, h200, l40s"),
+            ["--model", "llama-3-8b", "--gpu", "tpu-v5"],
+            ("tpu-v5", "a100-sxm-80gb, b200, gb200, h100-sxm, h20, h200, l40s, mi300x"),
         ),
         (["--model", "llama-3.1-70b", "--gpus", "8", "--tp", "2"], ("--gpus 8",)),
         (["--model", "llama-3.1-70b", "--tp", "0"], ("--tp",)),

@@ -59,7 +59,7 @@ def test_plan_prints_and_writes_csv(tmp_path):
     [
         (["--model", "llama-3-8b", "--concurrency", "0,4"], "--concurrency"),
         (["--model", "llama-3-8b", "--alpha", "1.5"], "--alpha"),
-        (["--model", "llama-3-8b", "--gpu", "b200"], "--gpu"),
+        (["--model", "llama-3-8b", "--gpu", "tpu-v5"], "--gpu"),
         (["--model", "llama-3-8b", "--gpu", "a100", "--dtype", "fp8"], "--dtype"),
         (["--model", "no-such-model"], "--model"),
         (["--draft", "llama-3.2-1b"], "--model"),
@@ -165,7 +165,7 @@ def _listed(text: str, before: str, after: str) -> list[str]:
         # the help listed 5 model presets while the error listed all 10 (issue 51)
         (["--model", "no-such"], "--model", ("a preset (", ")"), ("a preset (", ")")),
         (
-            ["--model", "llama-3-8b", "--gpu", "b200"],
+            ["--model", "llama-3-8b", "--gpu", "tpu-v5"],
             "--gpu",
             ("GPU preset (per GPU): ", ". "),
             ("use one of ", " END"),
@@ -192,8 +192,9 @@ def test_the_help_lists_the_presets_the_error_accepts(
 
 
 def test_the_model_help_names_every_preset_a_plan_accepts():
-    """Hand-listed: the ten model presets of the planner's table (``--help`` used to name
-    five), each of which plans."""
+    """Hand-listed: the model presets of the planner's table (``--help`` used to name
+    five; issue 45 added the mixture-of-experts checkpoints, Qwen3-8B and the EAGLE papers'
+    68M draft), each of which plans."""
     help_text = CliRunner().invoke(cli, ["plan", "--help"], terminal_width=400).output
     listed = _listed(help_text, "a preset (", ")")
     assert set(listed) == {
@@ -207,6 +208,15 @@ def test_the_model_help_names_every_preset_a_plan_accepts():
         "llama-3.1-405b",
         "tinyllama-1.1b",
         "qwama-0.5b",
+        "deepseek-v3",
+        "llama-4-scout",
+        "llama-4-maverick",
+        "qwen3-30b-a3b",
+        "qwen3-235b-a22b",
+        "gpt-oss-120b",
+        "mixtral-8x7b",
+        "qwen3-8b",
+        "vicuna-68m",
     }
     for name in listed:
         result = CliRunner().invoke(

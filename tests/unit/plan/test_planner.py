@@ -251,8 +251,13 @@ def test_gpu_table_and_errors():
     assert round(get_gpu("h200").ridge_flops_per_byte()) == 206
     with pytest.raises(ConfigError, match="FP8"):
         get_gpu("a100").peak_flops_per_s(fp8=True)
-    with pytest.raises(ConfigError, match="b200"):
-        get_gpu("b200")
+    with pytest.raises(ConfigError, match="tpu-v5"):
+        get_gpu("tpu-v5")
+    # B200 (HGX): 2.25 PFLOP/s dense BF16 over 8 TB/s = 281 FLOP/B; FP4 only on Blackwell
+    assert round(get_gpu("b200").ridge_flops_per_byte()) == 281
+    assert get_gpu("gb200").peak_flops_per_s(fp4=True) == 10e15
+    with pytest.raises(ConfigError, match="no FP4"):
+        get_gpu("h200").peak_flops_per_s(fp4=True)
 
 
 def test_fewer_heads_than_accuracy_rows_limit_the_greedy_tree():
