@@ -21,6 +21,15 @@ It serves what trtbench reads, in SGLang's formats (sgl-project/sglang):
 Every request decodes with ``speculative_num_draft_tokens`` = 4 (K = 3 drafts per verify
 step), the steps accepting the trtllm-serve stand-in's pattern (2, 0, 3, 1, …; the last step
 cut by ``max_tokens``, its accepted drafts still counted).
+
+Variants (constructor arguments): ``details`` off (an SGLang that sends no ``sglext`` chunk:
+before 0.5.19, or at a version that has the field, ``version`` says which); ``adaptive``
+(``speculative_adaptive``: the steps propose :data:`ADAPTIVE_PROPOSALS` drafts in turn, but
+the details count ``spec_verify_ct × (speculative_num_draft_tokens − 1)``, as 0.5.19–0.5.23's
+``_calculate_spec_decoding_metrics`` does); ``by_position`` (the steps propose
+:data:`ADAPTIVE_PROPOSALS` and the details count them: ``spec_num_proposed_drafts`` the actual
+proposals and the ``*_by_position`` fields and ``spec_proposed_drafts_histogram`` that SGLang's
+main branch after 0.5.23 computes in ``_calculate_spec_decoding_metrics``).
 """
 
 from __future__ import annotations
@@ -37,11 +46,24 @@ from tests.support.sse_server import serving_app
 from tests.support.trtllm_serve_standin import K, request_steps, serving_in_thread
 
 NUM_DRAFT_TOKENS = K + 1
+ADAPTIVE_PROPOSALS = (3, 1, 3, 1, 2)
+"""Drafts the adaptive variants' steps propose, in turn (each ≥ the pattern's accepted)."""
 
 
-def spec_tokens_details(max_tokens: int) -> dict:
+def counts_by(values: list[int], size: int) -> list[int]:
+    """index j = how many of ``values`` equal j (grown to ``size``)."""
+    hist = [0] * size
+    for v in values:
+        hist[v] += 1
+    return hist
+
+
+def spec_tokens_details(
+    max_tokens: int, adaptive: bool = False, by_position: bool = False
+) -> dict:
     """``spec_tokens_details`` of one request of ``max_tokens`` tokens, computed as SGLang's
-    ``_calculate_spec_decoding_metrics`` does from the scheduler's per-request counters."""
+    ``_calculate_spec_decoding_metrics`` does from the scheduler's per-request counters
+    (module doc for ``adaptive`` and ``by_position``)."""
     steps = request_steps(max_tokens)
     verify = len(steps)
     correct = sum(a for _, a in steps)
@@ -50,7 +72,27 @@ def spec_tokens_details(max_tokens: int) -> dict:
     for _, a in steps:  # Req.update_spec_correct_drafts_histogram: grown on demand
         hist.extend([0] * (a + 1 - len(hist)))
         hist[a] += 1
-    return {
+    extra: dict = {}
+    if adaptive or by_position:
+        drafts = [
+            ADAPTIVE_PROPOSALS[i % len(ADAPTIVE_PROPOSALS)] for i in range(verify)
+        ]
+        assert all(a <= d for (_, a), d in zip(steps, drafts, strict=True))
+    if by_position:
+        proposed = sum(drafts)
+        by_pos = [sum(d > j for d in drafts) for j in range(K)]
+        right = [sum(a > j for _, a in steps) for j in range(K)]
+        extra = {
+            "spec_num_proposed_drafts_by_position": by_pos,
+            "spec_num_correct_drafts_by_position": right,
+            "spec_accept_rate_by_position": [
+                r / p if p else None for r, p in zip(right, by_pos, strict=True)
+            ],
+            "spec_proposed_drafts_histogram": counts_by(drafts, K + 1),
+            "spec_draft_occupancy_rate": proposed / (verify * K),
+            "spec_proposed_draft_length": proposed / verify,
+        }
+    return extra | {
         "spec_accept_rate": correct / proposed if proposed else 0.0,
         "spec_accept_length": max_tokens / verify if verify else 0.0,
         "spec_cap_length": 0.0,
@@ -65,12 +107,15 @@ def spec_tokens_details(max_tokens: int) -> dict:
 
 @dataclass
 class SGLangStandIn:
-    """What the stand-in exposes (``details``: sglang ≥ 0.5.19, which answers
-    ``return_spec_tokens_details``; ``model``: the one name ``/v1/models`` lists)."""
+    """What the stand-in exposes (``details``: an SGLang that answers
+    ``return_spec_tokens_details``; ``model``: the one name ``/v1/models`` lists;
+    ``version``, ``adaptive``, ``by_position``: the release played, module doc)."""
 
     details: bool = True
     model: str = "tiny"
     version: str = "0.5.23"
+    adaptive: bool = False
+    by_position: bool = False
 
     def server_info(self) -> dict:
         return {
@@ -79,6 +124,7 @@ class SGLangStandIn:
             "speculative_num_steps": K,
             "speculative_eagle_topk": 1,
             "speculative_num_draft_tokens": NUM_DRAFT_TOKENS,
+            "speculative_adaptive": self.adaptive,
             "decode_log_interval": 40,
             "internal_states": [
                 {"avg_spec_accept_length": 2.4, "last_gen_throughput": 1.0}
@@ -113,7 +159,11 @@ class SGLangStandIn:
         for i, (tokens, _) in enumerate(steps):
             await chunk(tokens, "length" if i == len(steps) - 1 else None)
         if self.details and body.get("return_spec_tokens_details"):
-            ext = {"spec_tokens_details": spec_tokens_details(max_tokens)}
+            ext = {
+                "spec_tokens_details": spec_tokens_details(
+                    max_tokens, self.adaptive, self.by_position
+                )
+            }
             await send(
                 {"model": self.model, "choices": [], "usage": None, "sglext": ext}
             )

@@ -12,12 +12,30 @@ It serves what trtbench reads, in trtllm-serve's exact formats (NVIDIA/TensorRT-
   per request at its end, ``request_success_total`` (label ``finished_reason``) and
   ``spec_decode_drafted_tokens_total`` / ``spec_decode_accepted_tokens_total`` per position
   (``log_request_metrics_dict``; with ``late_s`` > 0 only that long after the request's
-  ``data: [DONE]``, as a server that logs a request's metrics after its stream ends), and per
+  ``data: [DONE]``, as a server that logs a request's metrics after its stream ends; with
+  ``prefill_drafts`` the drafted counts also hold the prefill step's K dummy drafts, one at
+  each position, none accepted: the per-request accumulator before TensorRT-LLM PR #17082),
+  and per
   iteration ``spec_decode_num_draft_tokens_total`` / ``..._num_accepted_tokens_total``
   (``log_iteration_stats``).
 * ``GET /metrics``: the queued iteration stats as a JSON list, emptied by the read
   (``openai_server.py``'s ``get_iteration_stats``), ``[]`` when they are off; the queue keeps
-  at most ``queue`` entries and drops the oldest, as a bounded queue does.
+  at most ``queue`` entries and drops the oldest, as a bounded queue does. With
+  ``stats_sequence`` (the default: the newest revision, ``tensorrt_llm/executor/
+  iteration_stats.py`` ``_materialize_frame``) each row carries ``statsSequence`` (the frame's
+  1-based number, advancing on every frame, lost or not) and ``statsDroppedFrames`` (frames the
+  queue evicted so far, ``PyExecutor._append_stats_frame``); ``stalled`` lists frame numbers
+  whose ``iter`` repeats the previous frame's (an iteration counter that did not advance).
+* The server's own Prometheus collector (``collector``; ``_iteration_stats_collector_loop``,
+  woken when a request finishes): ``""`` none (the iteration counters count every step as it
+  ends, as the buffered revision's loop ends up doing, and ``GET /metrics`` keeps every
+  iteration: TensorRT-LLM PR #13405's read buffer); ``"drains"``: it takes every stat before
+  ``GET /metrics`` can (``[]``); ``"racing"``: it drains the queue when a request finishes,
+  so ``GET /metrics`` gets only what was queued since (revisions with the loop but without
+  the read buffer). ``latest_only``: the loop passes only the latest stat of each drain to
+  ``log_iteration_stats`` (revisions the issue reports; the counters hold one iteration per
+  drain).
+* ``GET /version``: ``{"version": ...}`` (``OpenAIServer.version``).
 * ``GET /perf_metrics`` (TensorRT-LLM PR #6985; ``openai_server.py``'s ``get_perf_metrics``
   and ``_extract_metrics``): one entry per finished request, queued in a
   ``deque(maxlen=perf_max)`` that the read hands over and replaces (each entry read once, the
@@ -68,9 +86,9 @@ class StandIn:
     """What the stand-in exposes (``per_position``: the per-request counters; ``iteration``:
     the iteration stats and their Prometheus counters; ``json_endpoint``: ``GET /metrics``;
     ``model``: the one name ``/v1/models`` lists; ``late_s``: the per-request counters are
-    updated that long after the request's ``[DONE]``, 0: before it; ``collector``: the
-    server's own Prometheus collector takes every iteration stat first, so ``GET /metrics``
-    answers ``[]``, as with ``return_perf_metrics`` on before TensorRT-LLM buffered them)."""
+    updated that long after the request's ``[DONE]``, 0: before it; ``collector``,
+    ``latest_only``, ``prefill_drafts``, ``stats_sequence``, ``stalled``, ``version``: the
+    revision played, module doc). The defaults play the newest revision read."""
 
     per_position: bool = True
     iteration: bool = True
@@ -80,12 +98,19 @@ class StandIn:
     perf_max: int = 0
     perf_spec: bool = True
     late_s: float = 0.0
-    collector: bool = False
+    collector: str = ""
+    latest_only: bool = False
+    prefill_drafts: bool = False
+    stats_sequence: bool = True
+    stalled: tuple[int, ...] = ()
+    version: str = "1.4.0rc4"
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     stats: deque = field(default_factory=deque)
     perf: deque = field(default_factory=deque)
     iteration_number: int = 0
     request_number: int = 0
+    frames: int = 0
+    dropped_frames: int = 0
 
     def __post_init__(self) -> None:
         self.stats = deque(maxlen=self.queue)
@@ -124,37 +149,63 @@ class StandIn:
 
     def step_done(self, accepted: int) -> None:
         """One iteration of one request's verify step."""
-        self.iteration_number += 1
+        self.frames += 1
+        if self.frames not in self.stalled:
+            self.iteration_number += 1
         if not self.iteration:
             return
-        self.stats.append(
-            {
-                "iter": self.iteration_number,
-                "timestamp": "12-04-2026 12:00:00",
-                "iterLatencyMS": 1.0,
-                "numActiveRequests": 1,
-                "specDecodingStats": {
-                    "numDraftTokens": K,
-                    "numAcceptedTokens": accepted,
-                    "numRequestsWithDraftTokens": 1,
-                    "acceptanceLength": 1.0 + accepted,
-                    "iterLatencyMS": 0.2,
-                    "draftOverhead": 0.2,
-                },
+        row: dict = {
+            "iter": self.iteration_number,
+            "timestamp": "12-04-2026 12:00:00",
+            "iterLatencyMS": 1.0,
+            "numActiveRequests": 1,
+            "specDecodingStats": {
+                "numDraftTokens": K,
+                "numAcceptedTokens": accepted,
+                "numRequestsWithDraftTokens": 1,
+                "acceptanceLength": 1.0 + accepted,
+                "iterLatencyMS": 0.2,
+                "draftOverhead": 0.2,
+            },
+        }
+        if len(self.stats) == self.stats.maxlen:
+            self.dropped_frames += 1  # the deque evicts the oldest frame
+        if self.stats_sequence:
+            row |= {
+                "statsSequence": self.frames,
+                "statsDroppedFrames": self.dropped_frames,
             }
-        )
-        if accepted:
-            self.iter_accepted.labels(**LABELS).inc(accepted)
-        self.iter_draft.labels(**LABELS).inc(K)
+        self.stats.append(row)
+        if not self.collector:
+            self.log_iteration_stats(row)
+
+    def log_iteration_stats(self, row: dict) -> None:
+        """``MetricsCollector.log_iteration_stats`` of one iteration's row."""
+        spec = row["specDecodingStats"]
+        if spec["numAcceptedTokens"]:
+            self.iter_accepted.labels(**LABELS).inc(spec["numAcceptedTokens"])
+        self.iter_draft.labels(**LABELS).inc(spec["numDraftTokens"])
+
+    def collector_wakes(self) -> None:
+        """The server's own collector, woken by a finished request, drains the queue and
+        logs every stat, or only the latest (``latest_only``)."""
+        if self.collector != "racing":
+            return
+        drained = list(self.stats)
+        self.stats.clear()
+        for row in drained[-1:] if self.latest_only else drained:
+            self.log_iteration_stats(row)
 
     def request_done(self, steps: list[tuple[int, int]]) -> None:
-        """The per-request, per-position counters, at the request's end."""
+        """The per-request, per-position counters, at the request's end (and the server's
+        own collector, woken by it)."""
+        self.collector_wakes()
         self.success.labels(**LABELS, finished_reason="length").inc()
         if not self.per_position or not steps:
             return
         for pos in range(K):
             labels = {**LABELS, "token_position": pos}
-            self.drafted.labels(**labels).inc(len(steps))
+            self.drafted.labels(**labels).inc(len(steps) + self.prefill_drafts)
             hits = sum(1 for _, a in steps if a > pos)
             if hits:
                 self.accepted.labels(**labels).inc(hits)
@@ -233,9 +284,12 @@ class StandIn:
         return resp
 
     async def iteration_stats(self, _: web.Request) -> web.Response:
-        drained = [] if self.collector else list(self.stats)
+        drained = list(self.stats)
         self.stats.clear()
         return web.json_response(drained)
+
+    async def version_info(self, _: web.Request) -> web.Response:
+        return web.json_response({"version": self.version})
 
     async def perf_metrics(self, _: web.Request) -> web.Response:
         if self.perf_max <= 0:
@@ -258,6 +312,7 @@ async def standing_in(standin: StandIn) -> AsyncIterator[str]:
         app.router.add_get("/metrics", standin.iteration_stats)
     app.router.add_get("/prometheus/metrics", standin.prometheus)
     app.router.add_get("/perf_metrics", standin.perf_metrics)
+    app.router.add_get("/version", standin.version_info)
 
     async def health(_: web.Request) -> web.Response:
         return web.Response(text="ok")

@@ -70,8 +70,13 @@ class RequestRecord:
             separated, index j = steps that accepted exactly j drafts (SGLang's
             ``spec_correct_drafts_histogram``); empty when not reported.
         spec_counts_source: the name of the server's own per-request counts
-            (``sglang_spec_tokens_details``); empty where the source is inferred from the
+            (``sglang_spec_tokens_details``, or ``sglang_spec_tokens_details_nominal`` where
+            its proposals are nominal); empty where the source is inferred from the
             responses (``server_per_step`` / ``server_request_totals``).
+        proposed_drafts_histogram: the request's verify steps by proposed drafts, space
+            separated, index j = steps that proposed exactly j drafts, where the server
+            counts the proposals themselves (SGLang's ``spec_proposed_drafts_histogram`` /
+            ``spec_num_proposed_drafts_by_position``); empty otherwise.
     """
 
     variant: str
@@ -108,6 +113,7 @@ class RequestRecord:
     verify_steps: int | None = None
     accepted_drafts_histogram: str = ""
     spec_counts_source: str = ""
+    proposed_drafts_histogram: str = ""
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,18 @@ must be read, depends on the server (chosen once, by probing, :meth:`CounterRead
    all the same (a baseline's, or a server about to draft); ``[]`` (off, or emptied by the
    server's own Prometheus collector) is logged as a warning with the options to set.
 
+**Which revision wrote them.** A counter's name outlives its meaning: the reader asks the
+server its version (``GET /version``: trtllm-serve's and vLLM's ``{"version": ...}``) and
+looks at what the server's output shows (rows with ``statsSequence``; iteration counters that
+count, i.e. the server's own collector runs), and takes each source's meaning from the table
+``records/counter_versions.py`` (docs/metrics.md): trtllm-serve's per-position counters are
+read only where a later revision than TensorRT-LLM PR #17082 shows (before it they counted
+the prefill step's dummy drafts), its iteration counters only where a revision whose
+collector logs every stat shows (some log only the latest one); otherwise the reader logs
+the reason and falls back. Iteration rows found missing (gaps in ``statsSequence``, else in
+``iter``; before PR #13405 the server's own collector took rows ``GET /metrics`` never saw)
+leave the passes that span them without figures.
+
 The per-position Prometheus counters are preferred over everything else from trtllm-serve
 because they are cumulative (nothing is lost between reads, and another reader cannot take
 them away) and count verify steps (the acceptance length and per-position rates); the
@@ -57,6 +69,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from trtbench.profiling.loadtest.records import counter_versions as versions
 from trtbench.profiling.loadtest.records.spec_counters import (
     SpecCounters,
     parse_spec_counters,
@@ -117,6 +130,8 @@ class CounterReader:
         self.client = client
         self.root = server_root(base_url)
         self.kind: str | None = None
+        self.version: str | None = None  # GET /version, where the server answers it
+        self.markers: set[str] = set()  # what the probe saw (counter_versions markers)
         self.totals = IterationTotals()
         self.perf = PerfMetricsTotals()
         self._finished = finished or (lambda: 0)
@@ -135,12 +150,38 @@ class CounterReader:
             return None
         return reply if reply.status_code == 200 else None
 
+    async def _server_version(self) -> str | None:
+        """``GET /version``'s ``version`` (trtllm-serve's ``OpenAIServer.version``, vLLM's
+        ``show_version``); None where it does not answer one."""
+        reply = await self._get("/version")
+        with contextlib.suppress(ValueError, AttributeError):
+            version = reply.json().get("version") if reply is not None else None
+            return str(version) if version else None
+        return None
+
+    def _refused(self, row: versions.Semantics) -> bool:
+        """Whether a source's meaning at this server's revision keeps trtbench from reading
+        it; logs the reason when it does."""
+        if row.read != versions.REFUSED:
+            return False
+        log.warning("%s: %s", self.root, versions.reason(row, self.version))
+        return True
+
     async def _probe(self) -> str:
+        self.version = await self._server_version()
         metrics = await self._get("/metrics")
         is_json = metrics is not None and metrics.text.lstrip().startswith("[")
         if metrics is not None and not is_json:
             with contextlib.suppress(ValueError):
-                if parse_spec_counters(metrics.text) is not None:
+                vllm = parse_spec_counters(metrics.text)
+                if vllm is not None:
+                    if vllm.draft_tokens > 0 and not vllm.drafts > 0:
+                        self.markers.add(versions.NO_NUM_DRAFTS)
+                    self._refused(
+                        versions.semantics_for(
+                            versions.VLLM_PROMETHEUS, self.version, self.markers
+                        )
+                    )
                     return VLLM
             if SGLANG_GAUGE in metrics.text:
                 log.info(
@@ -151,39 +192,51 @@ class CounterReader:
                     SGLANG_GAUGE,
                 )
                 return SGLANG
-        text = await self._counted_prometheus() or ""
-        with contextlib.suppress(ValueError):
-            found = parse_prometheus(text) if text else None
-            if found is not None and found.drafts > 0:  # per-position samples
-                return TRTLLM_PROMETHEUS
         drafted, iterations = False, 0
         if is_json:
-            # what queued before the first tier (this read took it) is not a tier's; its
-            # last iteration number is kept to see a gap at the next read
+            # what queued before the first tier (this read took it) is not a tier's; where
+            # its rows ended is kept to see a gap at the next read
             with contextlib.suppress(ValueError):
                 entries = iteration_entries(metrics.text)
                 self.totals.add(entries)
                 drafted = any(_drafted(e) for e in entries)
                 iterations = len(entries)
-            self.totals = IterationTotals(last_iter=self.totals.last_iter)
+            if self.totals.sequenced:
+                self.markers.add(versions.STATS_SEQUENCE)
+            self.totals = self.totals.fresh()
+        text = await self._counted_prometheus() or ""
+        counters = None
+        with contextlib.suppress(ValueError):
+            counters = parse_prometheus(text, per_position=False) if text else None
+        if counters is not None and counters.draft_tokens > 0:
+            self.markers.add(versions.COLLECTOR)
+        with contextlib.suppress(ValueError):
+            found = parse_prometheus(text) if text else None
+            if found is not None and found.drafts > 0:  # per-position samples
+                row = versions.semantics_for(
+                    versions.PER_POSITION, self.version, self.markers
+                )
+                if not self._refused(row):
+                    return TRTLLM_PROMETHEUS
         if drafted:
             return TRTLLM_ITERATIONS
         if await self._probe_perf():
             return TRTLLM_PERF
-        counters = None
-        with contextlib.suppress(ValueError):
-            counters = parse_prometheus(text, per_position=False) if text else None
         if counters is not None and (counters.draft_tokens > 0 or not is_json):
-            return TRTLLM_ITERATION_COUNTERS
+            row = versions.semantics_for(
+                versions.ITERATION_COUNTERS, self.version, self.markers
+            )
+            if not self._refused(row):
+                return TRTLLM_ITERATION_COUNTERS
         if is_json:
             if iterations == 0:
                 log.warning(
                     "%s/metrics answered [] after the probe and warm-up requests: "
                     "trtllm-serve keeps no iteration stats (enable_iter_perf_stats off) or "
                     "its own Prometheus collector drains them (return_perf_metrics on, "
-                    "aibrix issue 2004); the tiers may get no acceptance figures. Set "
-                    "llm_api_options: {enable_iter_perf_stats: true, return_perf_metrics: "
-                    "false} (docs/metrics.md)",
+                    "before TensorRT-LLM PR #13405; aibrix issue 2004); the tiers may get "
+                    "no acceptance figures. Set llm_api_options: {enable_iter_perf_stats: "
+                    "true, return_perf_metrics: false} (docs/metrics.md)",
                     self.root,
                 )
             return TRTLLM_ITERATIONS
@@ -225,17 +278,18 @@ class CounterReader:
             if reply is None:
                 return False
             try:
-                copies = self.totals.dp_copies
+                copies, evicted = self.totals.dp_copies, self.totals.evicted
                 lost = self.totals.add(iteration_entries(reply.text))
             except ValueError as exc:
                 log.warning("%s/metrics: not iteration stats (%s)", self.root, exc)
                 return False
             if lost:
                 log.warning(
-                    "trtllm-serve dropped %d iteration stats between two reads of "
-                    "%s/metrics (its queue overflowed): the tier's counts miss them",
+                    "trtllm-serve lost %d iteration stats between two reads of "
+                    "%s/metrics (%s): the tiers that span them get no acceptance figures",
                     lost,
                     self.root,
+                    self.totals.loss_cause(lost, self.totals.evicted - evicted),
                 )
             if copies == 0 and self.totals.dp_copies:
                 log.info(
@@ -329,7 +383,12 @@ class CounterReader:
         """The counters now (cumulative); None when the server keeps none or a read failed."""
         if self.kind is None:
             self.kind = await self._probe()
-            log.info("speculative counters of %s: %s", self.root, self.kind)
+            log.info(
+                "speculative counters of %s: %s (server version %s)",
+                self.root,
+                self.kind,
+                self.version or "not reported",
+            )
             if self.kind in (TRTLLM_ITERATIONS, TRTLLM_PERF):
                 self._poller = asyncio.create_task(self._poll())
         if self.kind == VLLM:

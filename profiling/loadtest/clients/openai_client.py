@@ -68,7 +68,6 @@ from trtbench.profiling.loadtest.clients.target import (
     LoadTarget,
 )
 from trtbench.profiling.loadtest.records.spec_counters import SpecCounters
-from trtbench.profiling.loadtest.stats.acceptance import SGLANG_DETAILS
 from trtbench.profiling.loadtest.workload.prompts import Prompt
 
 COMPLETIONS = "completions"
@@ -155,7 +154,7 @@ def chunk_to_parsed(chunk: dict[str, Any], endpoint: str) -> ParsedResponse:
 
 
 def sse_to_parsed(
-    stamped_lines: Iterable[tuple[int, str]], endpoint: str
+    stamped_lines: Iterable[tuple[int, str]], endpoint: str, adaptive: bool = False
 ) -> tuple[list[tuple[int, ParsedResponse]], int | None, str | None]:
     """Stamped SSE lines → (stamped responses, the ``[DONE]`` stamp, error) (pure).
 
@@ -164,8 +163,9 @@ def sse_to_parsed(
     Per-request speculative counts the server sent (vLLM's ``metrics.speculative_decoding``,
     :func:`~trtbench.profiling.loadtest.clients.openai_spec.attach_step_counts`; SGLang's
     ``sglext.spec_tokens_details``,
-    :func:`~trtbench.profiling.loadtest.clients.sglang_spec.attach_details`) are attached to
-    the responses.
+    :func:`~trtbench.profiling.loadtest.clients.sglang_spec.attach_details`; ``adaptive``:
+    the server drafts adaptively, so SGLang's proposals may be nominal) are attached to the
+    responses.
     """
     out: list[tuple[int, ParsedResponse]] = []
     stats: dict[str, Any] | None = None
@@ -179,7 +179,7 @@ def sse_to_parsed(
             continue
         if event == DONE:
             out = attach_step_counts(out, stats)
-            out = sglang_spec.attach_details(out, details)
+            out = sglang_spec.attach_details(out, details, adaptive)
             if out:
                 out[-1] = (out[-1][0], replace(out[-1][1], final=True))
             return out, t, None
@@ -267,7 +267,7 @@ class OpenAITransport:
         except asyncio.TimeoutError:
             error = f"timed out after {timeout_s:g} s"
         end = time.perf_counter_ns()
-        responses, done, bad = sse_to_parsed(lines, t.endpoint)
+        responses, done, bad = sse_to_parsed(lines, t.endpoint, t.adaptive_drafting)
         if done is not None and bad is None:
             error = None
             self.finished += 1
@@ -316,13 +316,14 @@ class OpenAITransport:
 class OpenAIProbe:
     """What one short probe request found: token ids returned, usage streamed, the
     readiness URL (``/health`` where it answers, else ``/v1/models``); for SGLang its
-    ``/server_info`` and whether the reply carried ``sglext.spec_tokens_details``."""
+    ``/server_info`` and the source the reply's ``sglext.spec_tokens_details`` were named
+    (None: the reply carried none)."""
 
     token_ids: bool
     usage: bool
     health_url: str
     sglang: Mapping[str, Any] | None = None
-    spec_details: bool = False
+    spec_details: str | None = None
 
 
 def _unreachable(url: str, exc: Exception) -> LoadTestError:
@@ -403,7 +404,7 @@ def probe_openai(
         usage=any(p.usage_tokens is not None for _, p in parsed),
         health_url=health if ok else f"{url}/models",
         sglang=sglang,
-        spec_details=any(p.counts_source == SGLANG_DETAILS for _, p in parsed),
+        spec_details=sglang_spec.details_source(parsed, sglang),
     )
 
 
@@ -435,10 +436,15 @@ def connect_openai(
         )
     outputs = (IDS_OUTPUT,) if probe.token_ids else (TEXT_OUTPUT,)
     interface = ModelInterface(model, {}, outputs, True)
-    fields = sglang_spec.request_fields(probe.sglang, extra, url, probe.spec_details)
+    fields = sglang_spec.request_fields(
+        probe.sglang, extra, url, probe.spec_details, endpoint
+    )
     options = RequestOptions(
         stream=True, fixed_output_len=fixed_output_len, extra=fields
     )
+    adaptive = sglang_spec.is_adaptive(
+        probe.sglang
+    )  # SGLang's proposals may be nominal
     return LoadTarget(
-        url.rstrip("/"), interface, endpoint, options, api, probe.health_url
+        url.rstrip("/"), interface, endpoint, options, api, probe.health_url, adaptive
     )

@@ -61,10 +61,12 @@ class ParsedResponse:
     usage_tokens: int | None = None
     # request totals a server reports with their own name (SGLang's spec_tokens_details,
     # clients/sglang_spec.py), on the final response: its verify steps, the steps by
-    # accepted drafts (index j = steps that accepted j), the source's name
+    # accepted drafts (index j = steps that accepted j), the steps by proposed drafts where
+    # the server counts the proposals (index j = steps that proposed j), the source's name
     verify_steps: int | None = None
     accepted_histogram: tuple[int, ...] | None = None
     counts_source: str | None = None
+    proposed_histogram: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -67,13 +67,16 @@ def pass_delta(
 
 def tier_counts(results: Mapping[str, LoadResult]) -> dict[TierKey, SpecCounters]:
     """(variant, tier) → its counts summed over its passes; tiers without counts, or with a
-    pass whose scrape failed or whose per-request entries do not match its requests (a
-    partial count, even where another pass's surplus would even it out), are left out."""
+    pass whose scrape failed, whose per-request entries do not match its requests or that
+    lost iteration rows (a partial count, even where another pass's surplus would even it
+    out), are left out."""
     out: dict[TierKey, SpecCounters] = {}
     for variant, result in results.items():
         for t in result.tiers:
             passes = t.spec_counts
-            if not passes or any(p is None or p.unmatched_requests for p in passes):
+            if not passes or any(
+                p is None or p.unmatched_requests or p.lost for p in passes
+            ):
                 continue
             total = passes[0]
             for p in passes[1:]:

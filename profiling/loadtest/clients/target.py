@@ -58,7 +58,10 @@ class LoadTarget:
     ``http://HOST:PORT/v1``), the probed model, the endpoint kind (gRPC: an ``ENDPOINTS``
     key; OpenAI: the path, ``completions`` or ``chat/completions``), the ``api``
     (:data:`APIS`). An OpenAI model's interface has no inputs; its outputs say whether the
-    server returns token ids (``output_ids``) or text only (``text_output``)."""
+    server returns token ids (``output_ids``) or text only (``text_output``).
+    ``adaptive_drafting``: the server varies its draft length at run time (SGLang's
+    ``speculative_adaptive``), so per-request proposals it reports at the configured length
+    are nominal (``clients/sglang_spec.py``)."""
 
     url: str
     interface: ModelInterface
@@ -66,6 +69,7 @@ class LoadTarget:
     options: RequestOptions = field(default_factory=RequestOptions)
     api: str = API_GRPC
     health_url: str | None = None  # OpenAI: GET → 200 while the server is up
+    adaptive_drafting: bool = False
 
     @property
     def echo_possible(self) -> bool:

@@ -273,5 +273,8 @@ def exchange_to_all_records(
             map(str, (named and named.accepted_histogram) or ())
         ),
         spec_counts_source="" if named is None else named.counts_source or "",
+        proposed_drafts_histogram=" ".join(
+            map(str, (named and named.proposed_histogram) or ())
+        ),
     )
     return record, responses, output_record(parsed, prompt, record, echo_possible)

@@ -134,7 +134,13 @@ REQUESTS_SCHEMA: tuple[Column, ...] = (
     ),
     Column(
         "spec_counts_source",
-        "name of the server's own per-request counts (sglang_spec_tokens_details); empty: inferred from the responses",
+        "name of the server's own per-request counts (sglang_spec_tokens_details; sglang_spec_tokens_details_nominal: its proposals are the configured draft length, not the drafts proposed); empty: inferred from the responses",
+        False,
+        "str",
+    ),
+    Column(
+        "proposed_drafts_histogram",
+        "the request's verify steps by proposed drafts, space separated: the j-th count = steps that proposed exactly j (SGLang spec_proposed_drafts_histogram / spec_num_proposed_drafts_by_position); empty where the server does not count the proposals",
         False,
         "str",
     ),

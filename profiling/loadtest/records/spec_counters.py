@@ -22,7 +22,9 @@ Counts a server keeps per finished request in a queue the reader drains (trtllm-
 carry ``requests`` (requests the client finished) and ``reported`` (the server's entries read
 for them): a pass whose entries do not match its requests one for one (entries lost to the
 server's bounded queue, or another client's counted) is a partial count, and
-:meth:`SpecCounters.figures` refuses it rather than print it as the tier's.
+:meth:`SpecCounters.figures` refuses it rather than print it as the tier's. Counts a reader
+drains row by row (trtllm-serve's iteration stats) carry ``lost``, the rows the reader found
+missing (gaps in ``statsSequence`` or ``iter``): a pass that lost any is refused the same way.
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ class SpecCounters:
     where the server does not count them), draft tokens, accepted tokens, accepted tokens per
     0-based draft position, and where they come from (``spec_decode_counts_source``).
     ``requests`` / ``reported``: for per-request sources, the requests the client finished
-    and the server's entries read for them (None elsewhere; module doc)."""
+    and the server's entries read for them; ``lost``: for drained per-iteration sources,
+    the iterations found missing (None elsewhere; module doc)."""
 
     drafts: float
     draft_tokens: float
@@ -64,6 +67,7 @@ class SpecCounters:
     source: str = SERVER_PROMETHEUS
     requests: int | None = None
     reported: int | None = None
+    lost: int | None = None
 
     @property
     def unmatched_requests(self) -> int:
@@ -91,6 +95,7 @@ class SpecCounters:
             self.source,
             _combine(self.requests, before.requests, -1),
             _combine(self.reported, before.reported, -1),
+            _combine(self.lost, before.lost, -1),
         )
 
     def plus(self, other: SpecCounters) -> SpecCounters:
@@ -111,6 +116,7 @@ class SpecCounters:
             self.source,
             _combine(self.requests, other.requests, 1),
             _combine(self.reported, other.reported, 1),
+            _combine(self.lost, other.lost, 1),
         )
 
     def as_json(self) -> dict[str, object]:
@@ -124,13 +130,16 @@ class SpecCounters:
         }
         if self.requests is not None:
             out |= {"requests": self.requests, "reported": self.reported}
+        if self.lost is not None:
+            out["lost"] = self.lost
         return out
 
     def figures(self) -> dict[str, float]:
         """acceptance_length_tokens, draft_acceptance_rate_ratio, accepted_drafts_per_step_tokens
         and acceptance_rate_pos<j> (j = 1..K); empty when no draft was proposed, and when
-        the per-request entries do not match the requests (a partial count)."""
-        if self.unmatched_requests:
+        the per-request entries do not match the requests or rows were lost (a partial
+        count)."""
+        if self.unmatched_requests or self.lost:
             return {}
         steps_unknown = math.isnan(self.drafts)
         if not (self.drafts > 0 or (steps_unknown and self.draft_tokens > 0)):

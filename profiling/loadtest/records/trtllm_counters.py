@@ -22,8 +22,15 @@ openai_server.py`` and ``tensorrt_llm/metrics/collector.py``):
   requests with draft tokens (one verify step each), draft tokens, accepted tokens — the
   acceptance length TensorRT-LLM's own tests compute, (accepted + requests) / requests. No
   per-position counts. Because every read empties the queue, the reader polls it through the
-  tier and keeps running totals; a gap in ``iter`` between reads counts iterations lost (the
-  server's bounded queue dropped them), reported rather than hidden.
+  tier and keeps running totals; rows found missing between reads are counted as lost and
+  the pass's counts carry them (``SpecCounters.lost``: such a pass gives no figures). Newer
+  rows (``tensorrt_llm/executor/iteration_stats.py`` ``_materialize_frame``) carry
+  ``statsSequence``, the frame's number, which advances on every frame lost or not, and
+  ``statsDroppedFrames``, the frames the executor's buffer evicted so far
+  (``PyExecutor._append_stats_frame``): a gap in the sequence is the exact loss, and the
+  dropped-frames count says how much of it the executor's buffer evicted. Older rows have
+  only ``iter``, whose gaps are the estimate (an iteration number that repeats hides a loss).
+  Which revision writes which: ``records/counter_versions.py``.
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ ITER_ACCEPTED = "trtllm_spec_decode_num_accepted_tokens"
 REQUEST_SUCCESS = "trtllm_request_success"
 SPEC_STATS = "specDecodingStats"
 DP_RANK = "attentionDpRank"
+SEQUENCE = "statsSequence"
+DROPPED = "statsDroppedFrames"
 
 
 def parse_prometheus(
@@ -158,9 +167,17 @@ def _count(stats: dict[str, Any], key: str) -> int:
     return int(value)
 
 
+def _number(entry: dict[str, Any], key: str) -> int | None:
+    value = entry.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 @dataclass
 class IterationTotals:
-    """Running totals of drained iteration stats (module doc)."""
+    """Running totals of drained iteration stats (module doc). ``lost``: rows found
+    missing; ``evicted``: of those with ``statsSequence``, frames the executor's buffer
+    says it evicted (``statsDroppedFrames``); ``sequenced``: whether rows carried the
+    sequence."""
 
     drafts: int = 0
     draft_tokens: int = 0
@@ -169,10 +186,45 @@ class IterationTotals:
     lost: int = 0
     last_iter: int | None = field(default=None)
     dp_copies: int = 0
+    last_sequence: int | None = None
+    last_dropped: int | None = None
+    evicted: int = 0
+    sequenced: bool = False
+
+    def fresh(self) -> IterationTotals:
+        """Zero totals that still know where the rows read so far ended (for a gap at the
+        next read)."""
+        return IterationTotals(
+            last_iter=self.last_iter,
+            last_sequence=self.last_sequence,
+            last_dropped=self.last_dropped,
+            sequenced=self.sequenced,
+        )
+
+    def _missing(self, entry: dict[str, Any]) -> int:
+        """Rows missing before ``entry``: a gap in ``statsSequence`` where it has one, else
+        in ``iter``; moves the marks on."""
+        number, sequence = _number(entry, "iter"), _number(entry, SEQUENCE)
+        gap = 0
+        if sequence is not None:
+            self.sequenced = True
+            if self.last_sequence is not None and sequence > self.last_sequence + 1:
+                gap = sequence - self.last_sequence - 1
+            self.last_sequence = max(sequence, self.last_sequence or 0)
+            dropped = _number(entry, DROPPED)
+            if dropped is not None:
+                if self.last_dropped is not None and dropped > self.last_dropped:
+                    self.evicted += dropped - self.last_dropped
+                self.last_dropped = max(dropped, self.last_dropped or 0)
+        elif number is not None and self.last_iter is not None:
+            gap = max(0, number - self.last_iter - 1)
+        if number is not None:
+            self.last_iter = number
+        return gap
 
     def add(self, entries: Sequence[dict[str, Any]]) -> int:
-        """Add one read's iterations; returns the iterations found missing before them (a
-        gap in ``iter`` since the last one seen).
+        """Add one read's iterations; returns the rows found missing before them (a gap in
+        ``statsSequence`` since the last one seen, or in ``iter`` for rows without it).
 
         With attention data parallelism trtllm-serve writes one row per rank and iteration,
         each with ``attentionDpRank``, and copies rank 0's ``specDecodingStats`` into the
@@ -189,11 +241,7 @@ class IterationTotals:
             if isinstance(rank, int) and not isinstance(rank, bool) and rank != 0:
                 self.dp_copies += 1
                 continue
-            number = entry.get("iter")
-            if isinstance(number, int) and not isinstance(number, bool):
-                if self.last_iter is not None and number > self.last_iter + 1:
-                    lost += number - self.last_iter - 1
-                self.last_iter = number
+            lost += self._missing(entry)
             self.iterations += 1
             spec = entry.get(SPEC_STATS)
             if not isinstance(spec, dict):
@@ -204,6 +252,25 @@ class IterationTotals:
         self.lost += lost
         return lost
 
+    def loss_cause(self, lost: int, evicted: int) -> str:
+        """Where ``lost`` rows of one read went, for the log: exact where the rows carry
+        ``statsSequence`` (``evicted`` of them by the executor's buffer), else the causes
+        a gap in ``iter`` leaves open."""
+        if self.sequenced:
+            rest = lost - evicted
+            out = f"counted by statsSequence: the executor's buffer evicted {evicted}"
+            if rest > 0:
+                out += (
+                    f", and {rest} were read by another client of /metrics or overflowed "
+                    "the server's read buffer"
+                )
+            return out + "; raise iter_stats_max_iterations, or read more often"
+        return (
+            "gaps in iter: the executor's queue overflowed, or the server's own "
+            "collector took them (a revision with the collector loop but without the read "
+            "buffer, before TensorRT-LLM PR #13405), or another client read them"
+        )
+
     def counters(self) -> SpecCounters:
         """The totals so far as counters (the tier's counts are a difference of two)."""
         return SpecCounters(
@@ -212,4 +279,5 @@ class IterationTotals:
             float(self.accepted),
             (),
             TRTLLM_ITERATION_STATS,
+            lost=self.lost,
         )

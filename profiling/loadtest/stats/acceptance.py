@@ -39,8 +39,12 @@ or nothing was proposed (a baseline). A request whose server named its totals ke
 (``spec_counts_source`` in requests.csv: ``sglang_spec_tokens_details``, SGLang's
 ``sglext.spec_tokens_details``) and its server-counted verify steps (``verify_steps``); where
 every counted request of a tier also has its steps by accepted drafts
-(``accepted_drafts_histogram``, index j = steps that accepted j drafts) and proposes the same K
-drafts per step, the tier gets position and histogram rows from them, with that source. Over an
+(``accepted_drafts_histogram``, index j = steps that accepted j drafts) and either its steps
+by proposed drafts (``proposed_drafts_histogram``, where the server counts its proposals) or
+the same K drafts proposed per step, the tier gets position and histogram rows from them,
+with that source. Counts whose proposals are nominal (:data:`SGLANG_NOMINAL`: an adaptive
+draft length reported as the configured one) give no draft acceptance rate, no proposed
+count and no position rows; their verify steps, accepted drafts and histogram stand. Over an
 OpenAI API, where responses carry no counts, the server's Prometheus counters over the tier fill
 the pooled figures and the position rows instead (``server_prometheus``;
 :mod:`~trtbench.profiling.loadtest.clients.server_counts`).
@@ -57,6 +61,12 @@ PER_STEP = "server_per_step"
 TOTALS = "server_request_totals"
 SGLANG_DETAILS = "sglang_spec_tokens_details"
 """SGLang's per-request ``sglext.spec_tokens_details`` (clients/sglang_spec.py)."""
+SGLANG_NOMINAL = "sglang_spec_tokens_details_nominal"
+"""The same where the proposals are nominal: ``speculative_adaptive`` drafting counted as the
+configured draft length (clients/sglang_spec.py, records/counter_versions.py)."""
+NOMINAL_PROPOSALS = frozenset({SGLANG_NOMINAL})
+"""Sources whose proposed counts are not the drafts proposed."""
+HISTOGRAM_SOURCES = (SGLANG_DETAILS, SGLANG_NOMINAL)
 POSITION = "position"
 HISTOGRAM = "histogram"
 KEYS = ["variant", "tier"]
@@ -94,7 +104,7 @@ ACCEPTANCE_SUMMARY_COLUMNS: tuple[Column, ...] = (
     ),
     Column(
         "spec_decode_counts_source",
-        "server_per_step (per-response counts) | server_request_totals (request totals only: no per-position rates) | sglang_spec_tokens_details (SGLang's per-request totals, verify steps and histogram) | server_prometheus (vLLM's Prometheus counters over the tier, OpenAI APIs: no histogram) | trtllm_prometheus (trtllm-serve's /prometheus/metrics over the tier) | trtllm_iteration_stats (trtllm-serve's /metrics iteration stats over the tier: no per-position rates) | trtllm_perf_metrics (trtllm-serve's /perf_metrics request entries over the tier: draft acceptance rate only) | empty (no draft counts, or a baseline)",
+        "server_per_step (per-response counts) | server_request_totals (request totals only: no per-position rates) | sglang_spec_tokens_details (SGLang's per-request totals, verify steps and histogram) | sglang_spec_tokens_details_nominal (the same with adaptive drafting counted as the configured draft length: no draft acceptance rate, no proposed count, no position rows) | server_prometheus (vLLM's Prometheus counters over the tier, OpenAI APIs: no histogram) | trtllm_prometheus (trtllm-serve's /prometheus/metrics over the tier) | trtllm_iteration_stats (trtllm-serve's /metrics iteration stats over the tier: no per-position rates) | trtllm_perf_metrics (trtllm-serve's /perf_metrics request entries over the tier: draft acceptance rate only) | empty (no draft counts, or a baseline)",
         False,
     ),
 )
@@ -127,7 +137,7 @@ ACCEPTANCE_SCHEMA: tuple[Column, ...] = (
     ),
     Column(
         "source",
-        "where the counts come from: server_per_step, sglang_spec_tokens_details (the requests' histograms of accepted drafts per step), or a server's counters over the tier, server_prometheus or trtllm_prometheus (position rows only; steps = the tier's drafts, vLLM's denominator)",
+        "where the counts come from: server_per_step, sglang_spec_tokens_details (the requests' histograms of accepted drafts per step; position rows over the steps that proposed each position where the server counts proposals), sglang_spec_tokens_details_nominal (histogram rows only), or a server's counters over the tier, server_prometheus or trtllm_prometheus (position rows only; steps = the tier's drafts, vLLM's denominator)",
     ),
 )
 
@@ -273,12 +283,13 @@ def acceptance_summary(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.Da
         row["spec_decode_counts_source"] = source
         if source:
             per_step = accepted / steps if steps > 0 else np.nan
+            nominal = source in NOMINAL_PROPOSALS
             row.update(
                 acceptance_length_tokens=1.0 + per_step,
-                draft_acceptance_rate_ratio=accepted / proposed,
+                draft_acceptance_rate_ratio=np.nan if nominal else accepted / proposed,
                 accepted_drafts_per_step_tokens=per_step,
                 verify_steps_count=steps,
-                proposed_draft_tokens_count=proposed,
+                proposed_draft_tokens_count=np.nan if nominal else proposed,
                 accepted_draft_tokens_count=accepted,
             )
         rows.append(row)
@@ -286,26 +297,31 @@ def acceptance_summary(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.Da
 
 
 def histogram_steps(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
-    """The verify steps of the tiers whose counts are all :data:`SGLANG_DETAILS`, from the
-    requests' histograms of accepted drafts (one row per step; their order within a request
-    is unknown and does not enter any figure).
+    """The verify steps of the tiers whose counts are all :data:`SGLANG_DETAILS` (or all
+    :data:`SGLANG_NOMINAL`), from the requests' histograms of accepted drafts (one row per
+    step; the pairing of a step's proposed and accepted drafts within a request is unknown
+    and enters no figure: position rows count each marginal on its own).
 
     A tier is left out unless every counted request has a histogram that agrees with its
-    totals (Σ steps = ``verify_steps``, Σ j · steps_j = accepted) and proposes a whole number
-    K = proposed / verify_steps per step: a tier with some requests' steps missing would be
-    a partial count.
+    totals (Σ steps = ``verify_steps``, Σ j · steps_j = accepted) and either a histogram of
+    proposed drafts that agrees with its proposals or a whole number K = proposed /
+    verify_steps per step: a tier with some requests' steps missing would be a partial
+    count.
 
     Returns:
-        Columns variant, tier, proposed (K), accepted (ints).
+        Columns variant, tier, proposed (drafts the step proposed), accepted (ints), source.
     """
     counts = request_counts(requests, responses)
-    text = _text(requests, "accepted_drafts_histogram").set_axis(requests["request_id"])
+    ids = requests["request_id"]
+    text = _text(requests, "accepted_drafts_histogram").set_axis(ids)
+    drafts = _text(requests, "proposed_drafts_histogram").set_axis(ids)
     frames = []
     for (variant, tier), c in counts[counts["source"] != ""].groupby(KEYS, sort=False):
-        if not (c["source"] == SGLANG_DETAILS).all():
+        source = c["source"].iloc[0]
+        if source not in HISTOGRAM_SOURCES or not (c["source"] == source).all():
             continue
         steps = [
-            _request_steps(text.get(rid, ""), n, p, a)
+            _request_steps(text.get(rid, ""), n, p, a, drafts.get(rid, ""))
             for rid, n, p, a in zip(
                 c["request_id"],
                 c["verify_steps"],
@@ -320,10 +336,16 @@ def histogram_steps(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataF
         accepted = np.concatenate([s[1] for s in steps])  # type: ignore[index]
         frames.append(
             pd.DataFrame(
-                {"variant": variant, "tier": tier, "proposed": k, "accepted": accepted}
+                {
+                    "variant": variant,
+                    "tier": tier,
+                    "proposed": k,
+                    "accepted": accepted,
+                    "source": source,
+                }
             )
         )
-    columns = ["variant", "tier", "proposed", "accepted"]
+    columns = ["variant", "tier", "proposed", "accepted", "source"]
     return (
         pd.concat(frames, ignore_index=True)
         if frames
@@ -331,27 +353,46 @@ def histogram_steps(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.DataF
     )
 
 
-def _request_steps(
-    text: str, steps: float, proposed: float, accepted: float
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """One request's steps from its histogram, (K per step, accepted per step); None where
-    the histogram is missing or disagrees with the totals."""
+def _counts_by_j(text: str, steps: float, total: float) -> np.ndarray | None:
+    """A histogram written as text (index j = steps with j) that counts every step and
+    ``total`` (Σ h = steps, Σ j · h_j = total); None otherwise."""
     try:
         hist = np.array([int(v) for v in text.split()], dtype=np.int64)
     except ValueError:
         return None
-    if not hist.size or hist.min() < 0 or not steps > 0 or proposed % steps:
+    if not hist.size or hist.min() < 0 or not steps > 0:
         return None
-    if hist.sum() != steps or (np.arange(hist.size) * hist).sum() != accepted:
+    if hist.sum() != steps or (np.arange(hist.size) * hist).sum() != total:
+        return None
+    return hist
+
+
+def _request_steps(
+    text: str, steps: float, proposed: float, accepted: float, drafts: str = ""
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """One request's steps, (drafts proposed per step, accepted per step), from its
+    histograms: the proposed one (``drafts``) where given, else K = proposed / steps each;
+    None where a histogram is missing or disagrees with the totals."""
+    hist = _counts_by_j(text, steps, accepted)
+    if hist is None:
         return None
     n = int(hist.sum())
-    return np.full(n, int(proposed // steps)), np.repeat(np.arange(hist.size), hist)
+    accepted_steps = np.repeat(np.arange(hist.size), hist)
+    if drafts:
+        by_drafts = _counts_by_j(drafts, steps, proposed)
+        if by_drafts is None:
+            return None
+        return np.repeat(np.arange(by_drafts.size), by_drafts), accepted_steps
+    if proposed % steps:
+        return None
+    return np.full(n, int(proposed // steps)), accepted_steps
 
 
 def _tier_rows(
     variant: str, tier: str, steps: pd.DataFrame, source: str = PER_STEP
 ) -> list[dict]:
-    """Position and histogram rows of one tier's verify steps."""
+    """Position and histogram rows of one tier's verify steps (histogram rows only where
+    the proposals are nominal, :data:`NOMINAL_PROPOSALS`)."""
     k = int(steps["proposed"].max())
     accepted = steps["accepted"].clip(upper=k).to_numpy()
     exact = np.bincount(accepted, minlength=k + 1)
@@ -362,6 +403,7 @@ def _tier_rows(
     rows = [
         (POSITION, j, int(at_least_prop[j]), int(at_least_acc[j]))
         for j in range(1, k + 1)
+        if source not in NOMINAL_PROPOSALS
     ]
     rows += [(HISTOGRAM, j, n, int(exact[j])) for j in range(k + 1)]
     return [
@@ -395,10 +437,11 @@ def acceptance_table(requests: pd.DataFrame, responses: pd.DataFrame) -> pd.Data
     if requests.empty or responses.empty:
         return pd.DataFrame(columns=columns)
     rows = []
-    for steps, source in (
-        (verify_steps(requests, responses), PER_STEP),
-        (histogram_steps(requests, responses), SGLANG_DETAILS),
+    for (variant, tier), s in verify_steps(requests, responses).groupby(
+        KEYS, sort=False
     ):
-        for (variant, tier), s in steps.groupby(KEYS, sort=False):
-            rows += _tier_rows(variant, tier, s, source)
+        rows += _tier_rows(variant, tier, s, PER_STEP)
+    named = histogram_steps(requests, responses)
+    for (variant, tier), s in named.groupby(KEYS, sort=False):
+        rows += _tier_rows(variant, tier, s, s["source"].iloc[0])
     return pd.DataFrame(rows, columns=columns)

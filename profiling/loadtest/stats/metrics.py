@@ -37,6 +37,7 @@ import pandas as pd
 
 from trtbench.profiling.loadtest.records.client_timing import timing_columns
 from trtbench.profiling.loadtest.stats.acceptance import (
+    NOMINAL_PROPOSALS,
     acceptance_summary,
     request_counts,
     request_verify_steps,
@@ -116,6 +117,11 @@ def request_metrics(
     accepted = f("accepted_draft_tokens")
     drafted = f("draft_tokens")
     steps = request_verify_steps(r)  # token responses − 1 (acceptance.py)
+    nominal = (
+        r["spec_counts_source"].isin(NOMINAL_PROPOSALS)
+        if "spec_counts_source" in r
+        else pd.Series(False, index=r.index)
+    )
     if responses is not None:
         counted = request_counts(requests, responses).set_index("request_id")
         steps = r["request_id"].map(counted["verify_steps"]).astype(float)
@@ -137,8 +143,9 @@ def request_metrics(
             "acceptance_length_per_request_tokens": (1 + accepted / steps).where(
                 (steps > 0) & (drafted > 0)
             ),
+            # not where the proposals are nominal (acceptance.NOMINAL_PROPOSALS)
             "draft_acceptance_rate_per_request_ratio": accepted
-            / drafted.where(drafted > 0),
+            / drafted.where((drafted > 0) & ~nominal),
         }
     ).reset_index(drop=True)
 

@@ -34,6 +34,8 @@ LONGER_BY_CONCEPT = {
     "loader of an Nsight Systems SQLite export and its call-to-GPU-work join",
     "profiling/loadtest/stats/metrics.py": "the definitions of summary.csv's latency "
     "figures, kept together so each reads beside the others (docs/metrics.md)",
+    "profiling/loadtest/records/counter_versions.py": "one table (data: a row per server, "
+    "counter source and meaning) that the readers, docs/metrics.md and their tests share",
 }
 """Modules above :data:`SOFT_CODE_LINES`, each with the concept that holds it together."""
 NOT_CODE = {

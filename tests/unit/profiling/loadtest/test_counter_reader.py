@@ -15,7 +15,6 @@ from tests.support.trtllm_serve_standin import StandIn, standing_in
 from trtbench.profiling.loadtest.clients import counter_reader
 from trtbench.profiling.loadtest.clients.counter_reader import (
     NONE,
-    TRTLLM_ITERATION_COUNTERS,
     TRTLLM_ITERATIONS,
     TRTLLM_PROMETHEUS,
     VLLM,
@@ -89,7 +88,8 @@ def test_iteration_stats_are_drained_into_running_totals(monkeypatch):
 
 def test_a_queue_that_overflowed_between_reads_is_counted_as_lost(monkeypatch, caplog):
     """Iteration 1 read at the probe; then 5 iterations (2-6) into a queue of 2 before the
-    next read: it finds 5 and 6, so 2-4 (3) are lost and the tier counts 2."""
+    next read: it finds 5 and 6, so 2-4 (3) are lost, all evicted by the queue
+    (statsDroppedFrames 0 → 3); the tier's counts (2 read) give no figures."""
     monkeypatch.setattr(counter_reader, "POLL_S", 3600.0)  # no background read
     caplog.set_level(logging.WARNING)
     standin = StandIn(per_position=False, queue=2)
@@ -103,13 +103,15 @@ def test_a_queue_that_overflowed_between_reads_is_counted_as_lost(monkeypatch, c
     tier = after.minus(before)
     assert (tier.drafts, tier.accepted) == (2, 0 + 2)
     assert reader.totals.lost == 3
-    assert "dropped 3 iteration stats" in caplog.text
+    assert tier.lost == 3 and tier.figures() == {}
+    assert "lost 3 iteration stats" in caplog.text
+    assert "evicted 3" in caplog.text
 
 
-def test_iteration_counters_in_prometheus_when_the_json_is_off():
-    """Without per-position counters and with /metrics answering ``[]`` forever (iteration
-    stats off in the JSON, as trtllm-serve does without enable_iter_perf_stats) the JSON
-    wins the probe: it is a list. With no JSON at all, Prometheus iteration counters."""
+def test_iteration_counters_of_an_unconfirmed_revision_are_not_read(caplog):
+    """Without per-position counters and without ``GET /metrics`` nothing shows which
+    revision wrote the iteration counters: some log only the latest stat of each drain
+    (docs/metrics.md), so they are not read, and the log says why and what to set."""
 
     async def go() -> tuple[str, object]:
         standin = StandIn(per_position=False)
@@ -121,12 +123,13 @@ def test_iteration_counters_in_prometheus_when_the_json_is_off():
             steps(standin)
             after = await reader.read()
             await reader.close()
-            return reader.kind, after.minus(before)
+            return reader.kind, (before, after)
 
-    kind, tier = asyncio.run(go())
-    assert kind == TRTLLM_ITERATION_COUNTERS
-    assert (tier.draft_tokens, tier.accepted) == (9, 5)
-    assert tier.drafts != tier.drafts  # NaN: steps not counted
+    with caplog.at_level(logging.WARNING):
+        kind, read = asyncio.run(go())
+    assert kind == NONE and read == (None, None)
+    assert "trtllm-iteration-counters-unconfirmed" in caplog.text
+    assert "enable_iter_perf_stats: true" in caplog.text
 
 
 VLLM_TEXT = """# TYPE vllm:spec_decode_num_drafts counter
@@ -154,6 +157,16 @@ def serve_text(path: str, text: str):
     return go
 
 
+def test_a_vllm_without_num_drafts_says_why_it_has_no_figures(caplog):
+    """Draft tokens counted but no vllm:spec_decode_num_drafts (before vLLM PR #16665):
+    no verify steps, so no figures, and the log says why."""
+    text = "\n".join(VLLM_TEXT.splitlines()[2:]) + "\n"
+    with caplog.at_level(logging.WARNING):
+        kind, got = asyncio.run(serve_text("/metrics", text)(None))
+    assert kind == VLLM and got.figures() == {}
+    assert "vLLM PR #16665" in caplog.text and "not read" in caplog.text
+
+
 def test_vllm_counters_and_no_counters():
     kind, got = asyncio.run(serve_text("/metrics", VLLM_TEXT)(None))
     assert kind == VLLM and got.source == SERVER_PROMETHEUS and got.drafts == 4
@@ -161,16 +174,19 @@ def test_vllm_counters_and_no_counters():
     assert kind == NONE and got is None
 
 
-def test_iteration_counters_win_over_stats_drained_by_the_servers_collector():
+def test_stats_drained_by_the_servers_collector_leave_no_source(caplog):
     """return_perf_metrics on, without per-position counters: trtllm-serve's own collector
-    drains the iteration stats into its iteration counters, so GET /metrics answers [];
-    the counters that counted the probe's drafts are read instead."""
-    standin = StandIn(per_position=False, collector=True)
+    drains the iteration stats when a request finishes, so GET /metrics answers []; its
+    iteration counters counted the probe's drafts, but whether every stat or only the
+    latest is not shown: neither is read, and the log says so and what to set."""
+    standin = StandIn(per_position=False, collector="racing")
     steps(standin, (1,))  # the probe request drafted
-    kind, before, after, _ = asyncio.run(around(standin, steps))
-    assert kind == TRTLLM_ITERATION_COUNTERS
-    tier = after.minus(before)
-    assert (tier.draft_tokens, tier.accepted) == (9, 5)
+    with caplog.at_level(logging.WARNING):
+        kind, before, after, _ = asyncio.run(around(standin, steps))
+    assert kind == TRTLLM_ITERATIONS
+    assert after.minus(before).figures() == {}
+    assert "latest drained stat" in caplog.text and "not read" in caplog.text
+    assert "/metrics answered []" in caplog.text
 
 
 def test_empty_iteration_stats_are_a_warning_naming_the_options(caplog):
@@ -181,3 +197,62 @@ def test_empty_iteration_stats_are_a_warning_naming_the_options(caplog):
     assert kind == TRTLLM_ITERATIONS
     assert "/metrics answered [] after the probe and warm-up requests" in caplog.text
     assert "{enable_iter_perf_stats: true, return_perf_metrics: false}" in caplog.text
+
+
+def test_iterations_the_servers_collector_took_leave_the_tier_without_figures(
+    monkeypatch, caplog
+):
+    """A revision with the server's own collector but without the read buffer (before
+    TensorRT-LLM PR #13405): the collector drains the queue each time a request finishes.
+    Iteration 1 is queued at the probe (a request in flight). Then iterations 2-3 of that
+    request, which finishes (the collector takes 2-3), and iteration 4 of the next: the
+    read finds 4 only. 2 iterations lost; what was read (one step accepting 3) would give
+    an acceptance length of 4.0 where the tier's three steps give 1 + 5/3: no figures."""
+    monkeypatch.setattr(counter_reader, "POLL_S", 3600.0)  # no background read
+    caplog.set_level(logging.WARNING)
+    standin = StandIn(per_position=False, collector="racing", stats_sequence=False)
+    standin.step_done(1)
+
+    def work(s: StandIn) -> None:
+        s.step_done(2)
+        s.step_done(0)
+        s.request_done([(2, 1), (3, 2), (1, 0)])
+        s.step_done(3)
+
+    kind, before, after, reader = asyncio.run(around(standin, work))
+    assert kind == TRTLLM_ITERATIONS
+    tier = after.minus(before)
+    assert tier.figures() == {}  # not 4.0 from the one step read
+    assert tier.lost == 2
+    assert "PR #13405" in caplog.text
+
+
+def test_stats_sequence_counts_lost_iterations_exactly(monkeypatch, caplog):
+    """Rows with statsSequence (the frame's number) and statsDroppedFrames (frames the
+    queue evicted so far). Frame 1 is read at the probe; frames 2-5 go into a queue of 2,
+    frame 3's iteration number repeats frame 2's (a counter that did not advance): the read
+    finds frames 4 and 5 with iter 3 and 4. From ``iter`` one iteration (2) seems lost; the
+    sequence says two frames (2 and 3), and statsDroppedFrames (0 → 2) that the queue
+    evicted both. The tier gets no figures."""
+    monkeypatch.setattr(counter_reader, "POLL_S", 3600.0)
+    caplog.set_level(logging.WARNING)
+    standin = StandIn(per_position=False, queue=2, stalled=(3,))
+    standin.step_done(3)
+
+    def work(s: StandIn) -> None:
+        for a in (1, 2, 3, 0):
+            s.step_done(a)
+
+    kind, before, after, reader = asyncio.run(around(standin, work))
+    assert kind == TRTLLM_ITERATIONS
+    assert reader.totals.lost == 2  # not 1, as the iteration numbers say
+    assert after.minus(before).figures() == {}
+    assert "lost 2 iteration stats" in caplog.text
+    assert "evicted 2" in caplog.text
+
+
+def test_the_server_version_is_asked_and_kept(monkeypatch):
+    standin = StandIn(version="1.3.0rc9")
+    steps(standin, (1,))
+    _, _, _, reader = asyncio.run(around(standin, steps))
+    assert reader.version == "1.3.0rc9"

@@ -21,6 +21,7 @@ from trtbench.profiling.loadtest.clients.openai_client import COMPLETIONS, sse_t
 from trtbench.profiling.loadtest.clients.response_parse import Exchange
 from trtbench.profiling.loadtest.clients.sglang_spec import (
     REQUEST_FIELD,
+    details_missing_reason,
     details_of,
     is_sglang,
     parse_details,
@@ -30,6 +31,7 @@ from trtbench.profiling.loadtest.clients.sglang_spec import (
 from trtbench.profiling.loadtest.files.responses import RequestSlot, exchange_to_records
 from trtbench.profiling.loadtest.stats.acceptance import (
     SGLANG_DETAILS,
+    SGLANG_NOMINAL,
     acceptance_summary,
     acceptance_table,
 )
@@ -159,11 +161,14 @@ def test_a_histogram_that_disagrees_with_the_totals_is_dropped(hist):
 def request_frames(
     streams: list[list[tuple[int, str]]],
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return _frames([sse_to_parsed(lines, COMPLETIONS)[0] for lines in streams])
+
+
+def _frames(streams: list[list]) -> tuple[pd.DataFrame, pd.DataFrame]:
     tier = Tier(concurrency=1)
     reqs, resps = [], []
-    for i, lines in enumerate(streams):
-        parsed, done, _ = sse_to_parsed(lines, COMPLETIONS)
-        exchange = Exchange(0, done or 0, parsed)
+    for i, parsed in enumerate(streams):
+        exchange = Exchange(0, parsed[-1][0] + 100, parsed)  # [DONE] follows
         record, responses = exchange_to_records(
             exchange,
             Prompt(f"t{i}", "Hello", 4, 9, "words"),
@@ -223,20 +228,20 @@ def test_request_fields_ask_sglang_alone_and_say_why_details_are_missing(caplog)
         "version": "0.5.15",
         "speculative_algorithm": "EAGLE",
     }
-    assert request_fields(None, {"top_k": 1}, "u", False) == {"top_k": 1}
-    assert request_fields(info, {}, "u", True) == {REQUEST_FIELD: True}
-    assert request_fields(info, {REQUEST_FIELD: False}, "u", True) == {
+    assert request_fields(None, {"top_k": 1}, "u", None) == {"top_k": 1}
+    assert request_fields(info, {}, "u", SGLANG_DETAILS) == {REQUEST_FIELD: True}
+    assert request_fields(info, {REQUEST_FIELD: False}, "u", SGLANG_DETAILS) == {
         REQUEST_FIELD: False
     }
     caplog.set_level(logging.INFO)
-    request_fields(info, {}, "http://h/v1", False)
+    request_fields(info, {}, "http://h/v1", None)
     [warned] = caplog.records
     assert warned.levelno == logging.WARNING
     assert "SGLang 0.5.15 (EAGLE) sent no sglext.spec_tokens_details" in warned.message
     assert "0.5.19" in warned.message
     caplog.clear()
     baseline = {"internal_states": [{}], "version": "0.5.23"}
-    request_fields(baseline, {}, "http://h/v1", False)
+    request_fields(baseline, {}, "http://h/v1", None)
     [said] = caplog.records
     assert said.levelno == logging.INFO
     assert "serves without speculative decoding" in said.message
@@ -263,3 +268,87 @@ def test_server_info_running_average_is_read_but_refused():
     assert value == pytest.approx(2.5)
     assert "running average over the server's life" in why
     assert server_info_acceptance({"internal_states": [{}]})[0] is None
+
+
+# A request of SGLang's main branch after 0.5.23 (counts its proposals): 3 verify steps
+# proposing 3, 1, 2 drafts (6) and accepting 2, 0, 2 (4): by position, steps that proposed
+# a draft at j = 0, 1, 2: 3, 2, 1; steps that accepted it: 2, 2, 0; steps by proposed
+# drafts: 0 × 0, 1 × 1, 1 × 2, 1 × 3.
+ACTUAL = DETAILS | {
+    "spec_num_proposed_drafts": 6,
+    "spec_num_correct_drafts": 4,
+    "spec_correct_drafts_histogram": [1, 0, 2],
+    "spec_num_proposed_drafts_by_position": [3, 2, 1],
+    "spec_num_correct_drafts_by_position": [2, 2, 0],
+}
+
+
+def test_proposals_by_position_become_the_steps_by_proposed_drafts():
+    details = parse_details(ACTUAL)
+    assert details is not None
+    assert (details.proposed, details.accepted, details.verify_steps) == (6, 4, 3)
+    assert details.proposed_histogram == (0, 1, 1, 1)
+    # the server's own histogram, where sent, is taken as it is (when it agrees)
+    given = parse_details(ACTUAL | {"spec_proposed_drafts_histogram": [0, 1, 1, 1]})
+    assert given is not None and given.proposed_histogram == (0, 1, 1, 1)
+    # by-position counts that do not add up to the proposals: no proposed histogram
+    wrong = parse_details(ACTUAL | {"spec_num_proposed_drafts_by_position": [3, 3, 3]})
+    assert wrong is not None and wrong.proposed_histogram == ()
+    # a fixed-length server sends none
+    assert parse_details(DETAILS).proposed_histogram == ()  # type: ignore[union-attr]
+
+
+def test_adaptive_drafting_names_nominal_proposals_unless_counted():
+    parsed, _, _ = sse_to_parsed(stream(DETAILS), COMPLETIONS, adaptive=True)
+    assert parsed[-1][1].counts_source == SGLANG_NOMINAL
+    parsed, _, _ = sse_to_parsed(stream(ACTUAL), COMPLETIONS, adaptive=True)
+    assert parsed[-1][1].counts_source == SGLANG_DETAILS
+    assert parsed[-1][1].proposed_histogram == (0, 1, 1, 1)
+
+
+def test_nominal_proposals_give_length_and_histogram_but_no_rate_or_positions():
+    """Two requests as DETAILS (3 steps, 5 accepted, histogram [1, 0, 1, 1]) drafting
+    adaptively: length 1 + 10/6; the 18 nominal proposals give no rate; exactly 0..3
+    accepted: 2, 0, 2, 2 of 6; no position rows."""
+    streams = [
+        sse_to_parsed(stream(DETAILS), COMPLETIONS, adaptive=True)[0] for _ in range(2)
+    ]
+    requests, responses = _frames(streams)
+    summary = acceptance_summary(requests, responses).iloc[0]
+    assert summary["spec_decode_counts_source"] == SGLANG_NOMINAL
+    assert summary["acceptance_length_tokens"] == pytest.approx(1 + 10 / 6)
+    assert pd.isna(summary["draft_acceptance_rate_ratio"])
+    assert pd.isna(summary["proposed_draft_tokens_count"])
+    table = acceptance_table(requests, responses)
+    assert set(table["kind"]) == {"histogram"}
+    assert list(table["hits_count"]) == [2, 0, 2, 2]
+
+
+def test_counted_proposals_give_each_position_its_own_steps():
+    """ACTUAL twice: rate 8/12; steps that proposed position 1, 2, 3: 6, 4, 2; that
+    accepted it: 4, 4, 0."""
+    requests, responses = request_frames([stream(ACTUAL), stream(ACTUAL)])
+    assert list(requests["proposed_drafts_histogram"]) == ["0 1 1 1"] * 2
+    summary = acceptance_summary(requests, responses).iloc[0]
+    assert summary["draft_acceptance_rate_ratio"] == pytest.approx(8 / 12)
+    pos = acceptance_table(requests, responses)
+    pos = pos[pos["kind"] == "position"]
+    assert list(pos["steps_count"]) == [6, 4, 2]
+    assert list(pos["hits_count"]) == [4, 4, 0]
+
+
+@pytest.mark.parametrize(
+    ("version", "blamed", "rust"),
+    [("0.5.18", True, False), ("0.5.21", False, True), ("0.5.23", False, False)],
+)
+def test_missing_details_blame_the_version_only_before_the_field(version, blamed, rust):
+    info = {
+        "internal_states": [{}],
+        "version": version,
+        "speculative_algorithm": "EAGLE",
+    }
+    why = details_missing_reason(info, "chat/completions")
+    assert ("older releases give no per-request counts" in why) == blamed
+    assert ("SGLANG_RUST_SERVER" in why) == rust
+    if not blamed:
+        assert "/v1/chat/completions" in why and "version is not the cause" in why
