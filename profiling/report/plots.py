@@ -131,7 +131,10 @@ def plot_vs_load(
     _setup_x(ax, tiers[xcol].to_numpy(dtype=float), xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    top = np.nanmax([np.nanmax(line.get_ydata()) for line in ax.lines] or [1.0])
+    values = np.concatenate(
+        [np.asarray(line.get_ydata(), dtype=float) for line in ax.lines] or [[1.0]]
+    )
+    top = np.nanmax(values) if np.isfinite(values).any() else np.nan
     ax.set_ylim(0, top * 1.12 if np.isfinite(top) and top > 0 else 1.0)
     if ax.lines:
         ax.legend(fontsize=8, loc="best")

@@ -374,9 +374,9 @@ def recommend(
         equivalence=equivalence,
     )
     chosen = best_per_tier(frame, info, baseline, margin)
-    speculative = frame["mode"].notna() & (
-        frame["mode"] != methods.BASELINE
-    )  # None: unknown
+    # a variant whose method was not recorded (a server trtbench did not build: `trtbench
+    # loadtest --variant`) competes too; only the baseline's method and name are out
+    speculative = frame["mode"].isna() | (frame["mode"] != methods.BASELINE)
     spec = sorted(set(frame.loc[speculative, "variant"].astype(str)))
     if baseline is not None:
         spec = [v for v in spec if v != baseline]

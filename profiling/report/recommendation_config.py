@@ -73,14 +73,15 @@ class Policy:
 
     Attributes:
         variant: the winning speculative variant; mode, draft_len: its mode and K (None:
-            unknown, e.g. a Medusa tree or a variant with no build.json).
+            unknown, e.g. a Medusa tree or a variant with no build.json: a server
+            trtbench did not build).
         max_concurrency: speculate only at batch ≤ this (None: no cap).
         schedule: ((batch size, K), ...) by batch size (None: keep K at every batch).
         notes: why the cap and schedule are what they are.
     """
 
     variant: str
-    mode: str
+    mode: str | None
     draft_len: int | None
     max_concurrency: int | None
     schedule: tuple[tuple[int, int], ...] | None
@@ -133,7 +134,7 @@ def position_rates(
     return out
 
 
-def accept_threshold(mode: str) -> float:
+def accept_threshold(mode: str | None) -> float:
     """The smallest acceptance rate a_j at which draft position j is kept (module docstring):
     :data:`LOOKUP_ACCEPT_THRESHOLD` for ``ngram``, else :data:`ACCEPT_THRESHOLD`."""
     return LOOKUP_ACCEPT_THRESHOLD if mode == methods.NGRAM else ACCEPT_THRESHOLD
@@ -165,7 +166,8 @@ def make_policy(
     if rec.winner is None:
         return None
     info = variants.set_index("variant").loc[rec.winner]
-    mode = str(info.get("mode"))
+    recorded = info.get("mode")
+    mode = None if recorded is None or pd.isna(recorded) else str(recorded)
     k = info.get("draft_len") if mode != methods.MEDUSA else None
     k = None if k is None or pd.isna(k) else int(k)
     cross = next((c for c in rec.crossovers if c.variant == rec.winner), None)

@@ -136,7 +136,8 @@ def _not_used(rec: Recommendation) -> str:
 def _answer(rec: Recommendation, policy: Policy | None) -> str:
     if policy is None:
         return f"Serve without speculation: {rec.winner_reason}."
-    served = f"`{policy.variant}` ({methods.label(policy.mode)})"
+    how = methods.label(policy.mode) if policy.mode else "its method not recorded"
+    served = f"`{policy.variant}` ({how})"
     cross = next((c for c in rec.crossovers if c.variant == policy.variant), None)
     mine = [
         t for t in rec.tiers if t.best == policy.variant and t.over_baseline is not None

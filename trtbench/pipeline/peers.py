@@ -24,12 +24,8 @@ from trtbench.profiling.peers.aiperf_files import (
     read_artifacts,
 )
 from trtbench.profiling.peers.aiperf_summary import summary_frame, summary_notes
-from trtbench.profiling.report.run_data import (
-    RunData,
-    VariantInfo,
-    load_run,
-    mode_from_name,
-)
+from trtbench.profiling.report.run_data import RunData, load_run
+from trtbench.profiling.report.variant_info import VariantInfo, mode_from_name
 
 
 @dataclasses.dataclass(frozen=True)

@@ -88,6 +88,8 @@ def contract_view(version: str, mode: str) -> ContractView:
 def _snippets(run: RunData, rec: Any, policy: Policy | None) -> list[Snippet]:
     if policy is None:
         return [engine_snippet(rec, None)]
+    if policy.mode is None:  # a server trtbench did not build: no config to write out
+        return []
     out = [trtbench_snippet(policy)]
     out += [
         llmapi_snippet(policy, contract_view(v, policy.mode))

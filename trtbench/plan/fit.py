@@ -34,7 +34,7 @@ from trtbench.profiling.report.comparison import (
     summary_column,
     tokens_per_step,
 )
-from trtbench.profiling.report.run_data import VariantInfo
+from trtbench.profiling.report.variant_info import VariantInfo
 
 
 @dataclass(frozen=True)

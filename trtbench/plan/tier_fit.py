@@ -59,7 +59,7 @@ from trtbench.plan.tier_batch import with_batch
 from trtbench.plan.tier_stall import with_stall
 from trtbench.plan.tier_tokens import measured_tokens_per_step, verify_tokens
 from trtbench.profiling.report.comparison import summary_column
-from trtbench.profiling.report.run_data import VariantInfo
+from trtbench.profiling.report.variant_info import VariantInfo
 
 TPOT = summary_column("time_per_output_token", "mean")
 PREFILL = summary_column("server_prefill_time", "mean")
@@ -283,7 +283,7 @@ def fit_tiers(
     Args:
         summary: ``loadtest/summary.csv`` rows (variant, tier, tier_status, concurrency,
             request_count, TPOT / prefill / ISL / OSL / tokens-per-response means).
-        variants: per-variant mode, K and Medusa nodes (``run_data.VariantInfo``).
+        variants: per-variant mode, K and Medusa nodes (``variant_info.VariantInfo``).
         baseline: the baseline variant's name.
         acceptance: ``loadtest/acceptance.csv`` rows (None: every variant falls back).
         batch: effective batch and admissions per decode token per (variant, tier)

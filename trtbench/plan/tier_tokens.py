@@ -17,7 +17,7 @@ import pandas as pd
 
 from trtbench.core import methods
 from trtbench.profiling.report.comparison import summary_column
-from trtbench.profiling.report.run_data import VariantInfo
+from trtbench.profiling.report.variant_info import VariantInfo
 
 OSL = summary_column("output_sequence_length")
 TPR = summary_column("tokens_per_response")

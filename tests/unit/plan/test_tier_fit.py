@@ -34,7 +34,8 @@ from trtbench.plan.tier_stall import with_stall
 from trtbench.plan.tier_tokens import chain_tokens_from_positions
 from trtbench.profiling.loadtest.stats.acceptance import ACCEPTANCE_SCHEMA
 from trtbench.profiling.report.comparison import summary_column
-from trtbench.profiling.report.run_data import VariantInfo, load_run
+from trtbench.profiling.report.run_data import load_run
+from trtbench.profiling.report.variant_info import VariantInfo
 
 E = 2.2
 MEASURED_STEP = {1: 5.2, 2: 7.9, 4: 6.8}

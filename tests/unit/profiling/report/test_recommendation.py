@@ -361,3 +361,26 @@ def test_spec_refuses_goodput_without_slos():
     )
     assert spec.report.objective == "goodput"
     assert parse_spec(text).report.objective == "output_tok_s"
+
+
+def test_two_servers_trtbench_did_not_build(tmp_path):
+    """`trtbench loadtest --variant spec-off` then `--variant spec-on --baseline spec-off`
+    into one directory: no build.json says either's method. spec-on is best at both tiers
+    (180 vs 100, 390 vs 300 tok/s): it is the answer, named with its method unknown, over
+    the baseline run.json records — not "serve without speculation" under a table that
+    names spec-on best."""
+    rows = []
+    for variant, toks in (("spec-off", (100.0, 300.0)), ("spec-on", (180.0, 390.0))):
+        for c, tok in zip((1, 4), toks, strict=True):
+            rows.append(summary_row(variant, c, tok_s=tok, tpot=1000 / tok))
+    write_summary(tmp_path, rows, baseline="spec-off")
+    RunDir(tmp_path).update_run_json("baseline", "spec-off")
+    write_report(tmp_path)
+    doc = json.loads((tmp_path / "recommendation.json").read_text())
+    assert doc["winner"] == "spec-on" and doc["baseline"] == "spec-off"
+    assert doc["answer"].startswith(
+        "Serve `spec-on` (its method not recorded) at every measured concurrency: "
+        "best by output tok/s at 2 of 2 complete tiers"
+    )
+    assert [t["best"] for t in doc["tiers"]] == ["spec-on", "spec-on"]
+    assert doc["snippets"] == []  # no config to write out for a server it did not build
