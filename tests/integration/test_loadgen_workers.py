@@ -64,8 +64,17 @@ def workers_of(pid: int) -> list[psutil.Process]:
         kids = psutil.Process(pid).children()
     except psutil.NoSuchProcess:
         return []
-    # the workers run `spawn_main`; multiprocessing's resource tracker is a child too
-    return [p for p in kids if "spawn_main" in " ".join(p.cmdline())]
+    # the workers run `spawn_main`; multiprocessing's resource tracker is a child too.
+    # A child that has exited but is not reaped yet (a zombie: a short-lived helper
+    # process, seen on a busy host) has no command line: it is not a worker.
+    return [p for p in kids if "spawn_main" in " ".join(_cmdline(p))]
+
+
+def _cmdline(p: psutil.Process) -> list[str]:
+    try:
+        return p.cmdline()
+    except (psutil.ZombieProcess, psutil.NoSuchProcess, psutil.AccessDenied):
+        return []
 
 
 def alive_after(pids: list[int], grace_s: float) -> list[int]:
