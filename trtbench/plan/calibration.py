@@ -104,13 +104,15 @@ class Calibration:
         moved = model.params * elem + self.context_len * model.kv_bytes_per_token(elem)
         return moved / (self.step_ms[0][0] / 1e3)
 
-    def describe(self) -> str:
-        """One line for the plan's header."""
+    def describe(self, model: ModelShape) -> str:
+        """One line for the plan's header (``model``: the target, for the bandwidth)."""
         graphs = "CUDA graphs" if self.cuda_graphs else "eager"
         return (
             f"calibration ({self.source}): target passes measured on {self.device} "
             f"(torch {self.torch_version}, {self.dtype}, {graphs}, context "
-            f"{self.context_len}), B {_span(self.batches)} x q {_span(self.queries)}"
+            f"{self.context_len}), B {_span(self.batches)} x q {_span(self.queries)}; "
+            f"draft and head passes at its effective "
+            f"{self.bandwidth_bytes_per_s(model) / 1e12:.3g} TB/s"
         )
 
 

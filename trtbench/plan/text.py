@@ -47,7 +47,7 @@ def _header(plan: Plan) -> list[str]:
         f"{format_bytes(i.memory_fraction * g.memory_bytes)}",
     ]
     if i.calibration is not None:
-        lines.insert(1, f"  {i.calibration.describe()}")
+        lines.insert(1, f"  {i.calibration.describe(t)}")
     if i.draft:
         d = i.draft
         e = expected_tokens_per_step(d.alpha, d.draft_len)
