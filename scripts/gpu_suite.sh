@@ -17,25 +17,14 @@
 # Environment: GPU_SUITE_SECTIONS (default: all), PLAN_GPU (the planner's GPU preset; default
 # guessed from nvidia-smi's name: h200, h100-sxm, b200, ...), CALIBRATE_TIMEOUT_S.
 # Where trtbench is not importable it is installed editable, without dependencies and offline
-# (as scripts/gpu_proof.sh does, wheels in .whl/ first). Exit status != 0 on the first failure.
+# (scripts/gpu_env.sh, wheels in .whl/ first). Exit status != 0 on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -x .venv/bin/python ]; then
-    PY=.venv/bin/python
-else
-    PY=${PYTHON:-python3}
-fi
 say() { printf '[gpu-suite] %s\n' "$*"; }
-if compgen -G ".whl/*.whl" > /dev/null; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/gpu-suite-site .whl/*.whl
-    export PYTHONPATH=/tmp/gpu-suite-site${PYTHONPATH:+:$PYTHONPATH}
-fi
-if ! "$PY" -c 'import trtbench.cli, trtbench.plan.plan_run' 2>/dev/null; then
-    say "installing trtbench (editable, no dependencies, offline)"
-    "$PY" -m pip install -q --no-deps --no-build-isolation --no-index --editable . >&2
-fi
-export PYTHONUNBUFFERED=1
+GPU_ENV_LABEL=gpu-suite
+GPU_ENV_IMPORTS="trtbench.cli, trtbench.plan.plan_run"
+# shellcheck source=scripts/gpu_env.sh
+. scripts/gpu_env.sh
 trtbench() { "$PY" -m trtbench.cli "$@"; }
 
 GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)

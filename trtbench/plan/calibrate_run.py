@@ -81,7 +81,8 @@ def _device(asked: str) -> str:
     """``cuda`` or ``cpu`` (``auto``: CUDA when torch sees a GPU).
 
     Raises:
-        ConfigError: torch is not installed, or ``cuda`` asked without a GPU.
+        ConfigError: torch is not installed or older than 2.5, or ``cuda`` asked
+            without a GPU.
     """
     if importlib.util.find_spec("torch") is None:
         raise ConfigError(
@@ -90,6 +91,13 @@ def _device(asked: str) -> str:
         )
     import torch
 
+    major, minor = (int(p) for p in torch.__version__.split(".")[:2])
+    if (major, minor) < (2, 5):
+        raise ConfigError(
+            f"trtbench calibrate needs torch >= 2.5 (grouped-query attention in "
+            f"scaled_dot_product_attention), found {torch.__version__}; use a newer "
+            "NGC PyTorch container"
+        )
     has_gpu = torch.cuda.is_available()
     if asked == "cuda" and not has_gpu:
         raise ConfigError("--device cuda: torch sees no CUDA GPU; use --device cpu")
