@@ -131,13 +131,14 @@ def rope_and_mask(
     torch: Any, d: int, context: int, q: int, device: Any, dtype: Any
 ) -> tuple:
     """cos, sin [q, d] of positions ``context ..`` (θ = 10000) and the causal mask
-    [q, context + q] (True: attend)."""
+    [q, context + q] (True: attend; None for q = 1, which attends to every cached key, so
+    that SDPA may pick its fused decode kernels)."""
     pos = torch.arange(context, context + q, device=device, dtype=torch.float32)
     inv = 1.0 / (10000.0 ** (torch.arange(0, d, 2, device=device).float() / d))
     angles = torch.outer(pos, inv).repeat(1, 2)
     keys = torch.arange(context + q, device=device)
     mask = keys[None, :] <= (context + torch.arange(q, device=device))[:, None]
-    return angles.cos().to(dtype), angles.sin().to(dtype), mask
+    return angles.cos().to(dtype), angles.sin().to(dtype), None if q == 1 else mask
 
 
 def _timer(torch: Any, cuda: bool) -> Callable[[Callable[[], Any], int], float]:

@@ -200,8 +200,8 @@ def test_the_measured_pass_is_a_llama_forward(tmp_path):
     torch.manual_seed(0)
     cfg = {k: TINY[k] for k in TINY if k not in ("architectures", "model_type")}
     hf = LlamaForCausalLM(LlamaConfig(**cfg, rope_theta=10000.0)).eval()
-    ids = torch.randint(0, cfg["vocab_size"], (2, 7))
-    context, q = 5, 2
+    ids = torch.randint(0, cfg["vocab_size"], (2, 8))
+    context = 5
     with torch.no_grad():
         want = hf(ids).logits[:, context:]
     m = hf.model
@@ -223,11 +223,16 @@ def test_the_measured_pass_is_a_llama_forward(tmp_path):
         "down": [x.mlp.down_proj.weight.t() for x in m.layers],
     }
     d = cfg["head_dim"]
-    cache = torch.zeros(3, 2, 2, 4, context + q, d)
-    with torch.no_grad():
-        for start, n in ((0, context), (context, q)):  # fill the cache, then the new q
+    cache = torch.zeros(3, 2, 2, 4, 8, d)
+    got = []
+    with (
+        torch.no_grad()
+    ):  # fill the cache with 5 tokens, then a decode (q 1), a verify (q 2)
+        for start, n in ((0, context), (context, 1), (context + 1, 2)):
             rope = rope_and_mask(torch, d, start, n, "cpu", torch.float32)
-            got = decode_logits(
-                torch, cfg, w, cache, ids[:, start : start + n], start, rope
+            got.append(
+                decode_logits(
+                    torch, cfg, w, cache, ids[:, start : start + n], start, rope
+                )
             )
-    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(torch.cat(got[1:], dim=1), want, rtol=1e-4, atol=1e-4)
