@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "report": "trtbench.commands.report:report",
     "compare": "trtbench.commands.compare:compare",
     "plan": "trtbench.commands.plan:plan",
+    "calibrate": "trtbench.commands.calibrate:calibrate",
     "follow-up": "trtbench.commands.followup:follow_up",
 }
 

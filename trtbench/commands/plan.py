@@ -275,6 +275,12 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
     "step of the target: its kernels per step and launch costs replace the defaults.",
 )
 @optgroup.option(
+    "--calibration",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A file from `trtbench calibrate` of this --model: its measured step times "
+    "T(B, q) replace the roofline of the target's passes, its launch costs the constants.",
+)
+@optgroup.option(
     "--no-overheads",
     is_flag=True,
     help="The pure roofline: full bandwidth, no launch cost, no speculation machinery.",

@@ -16,6 +16,7 @@ from trtbench.builders.medusa_tree import (
 )
 from trtbench.core.errors import ConfigError
 from trtbench.core.methods import BASELINE, DRAFT_TARGET, MEDUSA
+from trtbench.plan.calibration import Calibration
 from trtbench.plan.chain_modes import ChainSetup, chain_tokens_per_step
 from trtbench.plan.gpus import GpuSpec
 from trtbench.plan.model_shapes import ModelShape
@@ -87,6 +88,7 @@ class PlanInputs:
     ``chains``: EAGLE-3 / MTP / n-gram setups, one per mode. ``parallel``: the GPU group
     (default one GPU). ``overhead_bytes``: per-GPU memory held back for the runtime (CUDA
     context, NCCL buffers), on top of the modelled weights, KV and logits.
+    ``calibration``: target passes measured on a device (``calibration``; None: roofline).
     """
 
     target: ModelShape
@@ -111,6 +113,7 @@ class PlanInputs:
     compute_efficiency: float = 1.0
     serial_share: float = 0.0
     engine: str = ""
+    calibration: Calibration | None = None
 
     @property
     def pure_roofline(self) -> bool:
@@ -125,7 +128,10 @@ class PlanInputs:
 
     @property
     def achieved_bandwidth_bytes_per_s(self) -> float:
-        """HBM bandwidth x the achieved share (MBU): what a decode pass reads at."""
+        """HBM bandwidth x the achieved share (MBU): what a decode pass reads at (with a
+        calibration: its effective bandwidth)."""
+        if self.calibration is not None:
+            return self.calibration.bandwidth_bytes_per_s(self.target)
         return self.gpu.hbm_bandwidth_bytes_per_s * self.bandwidth_efficiency
 
     @property

@@ -12,6 +12,11 @@ import pandas as pd
 from trtbench.core import methods
 from trtbench.core.errors import ConfigError
 from trtbench.core.export import Column, records_to_frame, write_csv
+from trtbench.plan.calibration import (
+    Calibration,
+    check_calibration,
+    read_calibration,
+)
 from trtbench.plan.fit import VariantFit, fit_run
 from trtbench.plan.planner import (
     MedusaSetup,
@@ -99,6 +104,25 @@ def _roofline_for_run(
     return out
 
 
+def with_calibration(inputs: PlanInputs, cal: Calibration) -> PlanInputs:
+    """``inputs`` whose target passes come from ``cal`` and whose launch constants are the
+    ones it measured (``calibration`` module doc).
+
+    Raises:
+        ConfigError: ``cal`` measured another shape, or the plan spans several GPUs.
+    """
+    check_calibration(cal, inputs.target, inputs.parallel.gpus)
+    measured = {k: v for k, v in cal.launch.items() if v is not None}
+    launch = replace(
+        inputs.launch,
+        launch_us=measured.get("eager_launch_us", inputs.launch.launch_us),
+        graph_launch_us=measured.get("graph_launch_us", inputs.launch.graph_launch_us),
+        node_us=measured.get("graph_node_us", inputs.launch.node_us),
+        source=f"calibration on {cal.device}",
+    )
+    return replace(inputs, calibration=cal, launch=launch)
+
+
 def _run_shape(run: RunData, settings: PlanSettings) -> PlanSettings:
     """Concurrencies and mean lengths of the run replace the settings' ones."""
     s = run.summary
@@ -147,6 +171,8 @@ def run_plan(settings: PlanSettings) -> PlanResult:
                 update={"alpha": draft_fit.alpha, "draft_len": draft_fit.draft_len}
             )
     inputs = plan_inputs(settings)
+    if settings.calibration is not None:
+        inputs = with_calibration(inputs, read_calibration(settings.calibration))
     plan = make_plan(inputs)
     rates = tuple(resolve_option("--qps", lambda: qps_points(inputs, settings.qps)))
     if run is not None and fit_rows is not None and len(fit_rows):

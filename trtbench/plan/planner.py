@@ -27,7 +27,8 @@ Formulas:
   ``input_len + output_len / 2``. MBU is the share of the HBM bandwidth a decode pass
   achieves (``overheads`` module doc; 1 for the pure roofline). ``launch(gpu)`` adds the pass's kernel-launch cost (CUDA
   graphs: graph launch + per-node cost; eager: max with the host's launch time;
-  ``overheads`` module doc).
+  ``overheads`` module doc). With ``--calibration`` a target pass is the measured
+  T(B, q) instead (``calibration`` module doc).
 * Steps: baseline = target(B, 1); draft-target = γ draft(B, 1) + target(B, γ+1), the draft
   on its own ``--draft-tp`` group; Medusa = target(B, 1 + nodes) + heads (their weights read
   once, 2 FLOP per head parameter per sequence, 3 kernels per head); EAGLE-3 / MTP = K
@@ -45,6 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from trtbench.core.errors import ConfigError
+from trtbench.plan.calibration import calibrated_pass_s
 from trtbench.plan.inputs import (
     BASELINE,
     DRAFT_TARGET,
@@ -129,6 +131,9 @@ def forward_pass_cost(
     comm = communication_s(par, model, batch, new_tokens)
     gpu = max(t_mem, t_cmp) + inputs.serial_share * min(t_mem, t_cmp) + comm
     with_launch = inputs.launch.pass_s(model.layers, gpu)
+    cal = inputs.calibration
+    if cal is not None and model is inputs.target:  # measured, launches included
+        gpu = with_launch = calibrated_pass_s(cal, model, batch, new_tokens, ctx)
     time = with_launch + inputs.step_overhead_ms / 1e3
     return PassCost(moved, flops, time, bound, comm, with_launch - gpu)
 

@@ -144,6 +144,7 @@ class PlanSettings(BaseModel):
     no_overheads: bool = False
     draft_tp: int | None = Field(default=None, ge=1)
     from_trace: Path | None = None
+    calibration: Path | None = None
     from_run: Path | None = None
     out: Path | None = None
 

@@ -46,6 +46,8 @@ def _header(plan: Plan) -> list[str]:
         f"{i.decode_context_len:.0f}; memory budget {i.memory_fraction:.0%} = "
         f"{format_bytes(i.memory_fraction * g.memory_bytes)}",
     ]
+    if i.calibration is not None:
+        lines.insert(1, f"  {i.calibration.describe(t)}")
     if i.draft:
         d = i.draft
         e = expected_tokens_per_step(d.alpha, d.draft_len)
