@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtbench.core import methods
+from trtbench.core import methods, stacks
 from trtbench.core.errors import ConfigError
 from trtbench.core.json_files import read_json_object
 from trtbench.spec.bench import ModelsSpec, VariantSpec
@@ -281,7 +281,7 @@ def check_vllm_variants(
         ConfigError: see :func:`speculative_config` and
             :func:`trtbench.spec.serving.resolve_vllm_python`.
     """
-    served = [v for v in variants if v.server == "vllm"]
+    served = [v for v in variants if v.server == stacks.VLLM]
     for v in served:
         speculative_config(v, models)
     return resolve_vllm_python(python) if served and find_python else None

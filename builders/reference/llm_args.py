@@ -39,7 +39,7 @@ from trtbench.builders.reference.loading import (
     resolve_dtype,
 )
 from trtbench.builders.reference.ngram import NgramSettings
-from trtbench.core import methods
+from trtbench.core import methods, stacks
 from trtbench.core.errors import ConfigError
 from trtbench.core.methods import METHODS
 from trtbench.spec.speculation import DEFAULT_NGRAM_MAX
@@ -47,7 +47,7 @@ from trtbench.spec.speculation import DEFAULT_NGRAM_MAX
 # decoding_type → the reference mode serving it (None: the reference engine lacks it yet).
 DECODING_MODES: dict[str, str | None] = {
     **{
-        m.llmapi_decoding_type: m.name if "reference" in m.backends else None
+        m.llmapi_decoding_type: m.name if stacks.REFERENCE in m.backends else None
         for m in METHODS.values()
         if m.llmapi_decoding_type is not None
     },

@@ -379,11 +379,7 @@ def trtbench_snippet(policy: Policy) -> Snippet:
         "name": f"{policy.variant}-recommended",
         "mode": policy.mode,
     }
-    if policy.draft_len is not None and policy.mode in (
-        "draft_target",
-        "ngram",
-        "eagle3",
-    ):
+    if policy.draft_len is not None and policy.mode in methods.K_FROM_MAX_DRAFT_LEN:
         variant["max_draft_len"] = policy.draft_len
     speculation: dict[str, Any] = {}
     if policy.max_concurrency is not None:

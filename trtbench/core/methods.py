@@ -32,8 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-BACKENDS = ("reference", "trtllm", "trtllm-pytorch")
-"""trtbench's build backends: its PyTorch engine, TensorRT engines, TensorRT-LLM's LLM API."""
+from trtbench.core.stacks import BACKENDS, REFERENCE, TRTLLM, TRTLLM_PYTORCH
 
 BASELINE, DRAFT_TARGET, MEDUSA, EAGLE3, MTP, NGRAM = (
     "baseline",
@@ -54,6 +53,7 @@ DraftLength = Literal[
     "none", "max_draft_len", "medusa_choices", "num_nextn_predict_layers"
 ]
 Planner = Literal["baseline", "draft_target", "medusa", "chain"]
+EngineCounts = Literal["none", "per_response", "perf_metrics"]
 Drafter = Literal[
     "none", "draft_model", "heads", "eagle3_head", "mtp_layers", "prompt_lookup"
 ]
@@ -83,6 +83,10 @@ class Method:
         fields: the variant fields of the bench spec that belong to this method (a variant
             of another method may not set them; :data:`SPECULATIVE_FIELDS` belong to every
             method that drafts).
+        engine_counts: where the engine path's Triton repository reports its draft counts
+            (``per_response``: ``draft_tokens_proposed`` / ``draft_tokens_accepted`` on
+            every response of trtbench's BLS; ``perf_metrics``: TensorRT-LLM's totals with
+            ``return_perf_metrics``; ``none``: not counted there, or not on that path).
     """
 
     name: str
@@ -95,6 +99,7 @@ class Method:
     drafter: Drafter
     label: str
     fields: tuple[str, ...] = ()
+    engine_counts: EngineCounts = "none"
 
     @property
     def drafts(self) -> bool:
@@ -132,11 +137,12 @@ METHODS: dict[str, Method] = {
             drafter="draft_model",
             label="draft model",
             fields=("max_draft_len", "speculative_model", "draft_acceptance"),
+            engine_counts="per_response",
         ),
         Method(
             name=MEDUSA,
             draft_length="medusa_choices",
-            backends=("reference", "trtllm"),
+            backends=(REFERENCE, TRTLLM),
             llmapi_decoding_type=None,
             engine_mode="MEDUSA",
             vllm_method="medusa",
@@ -144,11 +150,12 @@ METHODS: dict[str, Method] = {
             drafter="heads",
             label="Medusa",
             fields=("max_draft_len", "medusa_choices"),
+            engine_counts="perf_metrics",
         ),
         Method(
             name=EAGLE3,
             draft_length="max_draft_len",
-            backends=("reference", "trtllm-pytorch"),
+            backends=(REFERENCE, TRTLLM_PYTORCH),
             llmapi_decoding_type="Eagle3",
             engine_mode=None,
             vllm_method="eagle3",
@@ -160,7 +167,7 @@ METHODS: dict[str, Method] = {
         Method(
             name=MTP,
             draft_length="num_nextn_predict_layers",
-            backends=("trtllm-pytorch",),
+            backends=(TRTLLM_PYTORCH,),
             llmapi_decoding_type="MTP",
             engine_mode=None,
             vllm_method=None,
@@ -172,7 +179,7 @@ METHODS: dict[str, Method] = {
         Method(
             name=NGRAM,
             draft_length="max_draft_len",
-            backends=("reference", "trtllm-pytorch"),
+            backends=(REFERENCE, TRTLLM_PYTORCH),
             llmapi_decoding_type="NGram",
             engine_mode=None,
             vllm_method="ngram",
