@@ -111,6 +111,26 @@ class Method:
         """Whether its drafts form a tree (Medusa's choices) rather than one chain."""
         return self.draft_length == "medusa_choices"
 
+    @property
+    def has_draft_len(self) -> bool:
+        """Whether its draft length K is the variant's ``max_draft_len`` (a chain of K)."""
+        return self.draft_length == "max_draft_len"
+
+    @property
+    def needs_draft_model(self) -> bool:
+        """Whether a checkpoint of its own drafts, named by the variant's
+        ``speculative_model`` (a draft model, an EAGLE-3 head)."""
+        return "speculative_model" in self.fields
+
+    @property
+    def free_drafts(self) -> bool:
+        """Whether its drafts cost no forward pass: a lookup in the request's tokens."""
+        return self.drafter == "prompt_lookup"
+
+    def owns(self, field: str) -> bool:
+        """Whether ``field`` (a variant field) belongs to this method (:attr:`fields`)."""
+        return field in self.fields
+
 
 METHODS: dict[str, Method] = {
     m.name: m
@@ -243,6 +263,12 @@ def owners(field: str) -> tuple[str, ...]:
     if field in SPECULATIVE_FIELDS:
         return tuple(m.name for m in METHODS.values() if m.drafts)
     return tuple(m.name for m in METHODS.values() if field in m.fields)
+
+
+def method_of(mode: object) -> Method | None:
+    """The registry entry of ``mode`` (a variant's ``mode``; None: not a method, e.g. a
+    missing value of a CSV row or the legacy ``eagle``)."""
+    return METHODS.get(mode) if isinstance(mode, str) else None
 
 
 def label(mode: str | None) -> str:

@@ -307,3 +307,33 @@ def test_each_methods_fields_are_spec_fields_refused_on_other_methods():
             fields = {**EXTRA.get(mode, {}), field: given}
             with pytest.raises(ValueError, match=field):
                 VariantSpec(name="v", mode=mode, **fields)
+
+
+def test_the_questions_a_method_answers():
+    """What the rest of trtbench asks a method instead of its name, written out from the
+    methods' definitions: a draft model and an EAGLE-3 head are checkpoints of their own
+    (``speculative_model``); K is ``max_draft_len`` for the chains but MTP's is its layer
+    count and Medusa's its tree; only n-gram drafts without a forward pass."""
+    from trtbench.core import methods
+
+    def where(question: str) -> set[str]:
+        return {n for n, m in METHODS.items() if getattr(m, question)}
+
+    assert where("needs_draft_model") == {"draft_target", "eagle3"}
+    assert where("has_draft_len") == {"draft_target", "eagle3", "ngram"}
+    assert where("free_drafts") == {"ngram"}
+    assert where("drafts") == set(METHODS) - {"baseline"}
+    assert {n for n, m in METHODS.items() if m.owns("max_matching_ngram_size")} == {
+        "ngram"
+    }
+    # the Triton repository of the engine path reads draft counts two ways
+    assert {
+        n: m.engine_counts for n, m in METHODS.items() if m.engine_counts != "none"
+    } == {
+        "draft_target": "per_response",
+        "medusa": "perf_metrics",
+    }
+    assert (
+        methods.method_of("eagle") is None and methods.method_of(float("nan")) is None
+    )
+    assert methods.method_of("mtp") is METHODS["mtp"]
