@@ -299,7 +299,6 @@ def variant_info(
     streaming = repo.get("streaming")
     if streaming is None and tested.get("endpoint"):
         streaming = tested["endpoint"] == "stream"
-    tree = (method := methods.method_of(mode)) is not None and method.tree
     return VariantInfo(
         name=name,
         mode=mode,
@@ -308,9 +307,9 @@ def variant_info(
         server=(build.get("variant") or {}).get("server"),
         runtime=repo.get("runtime"),
         draft_len=int(draft_len) if mode in DRAFTING_MODES and draft_len else None,
-        tree_nodes=len(choices) if tree and choices else None,
+        tree_nodes=len(choices) if mode == methods.MEDUSA and choices else None,
         medusa_choices=tuple(tuple(int(k) for k in c) for c in choices)
-        if tree and choices
+        if mode == methods.MEDUSA and choices
         else None,
         medusa_heads=medusa.get("num_heads"),
         medusa_layers=medusa.get("num_layers"),

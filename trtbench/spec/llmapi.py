@@ -208,8 +208,22 @@ def _check_cuda_graph_fields(v: _Variant) -> None:
 def variant_backend_problem(v: _Variant, backend: str, where: str) -> str | None:
     """Why variant ``v`` cannot run on ``backend`` (None: it can).
 
-    ``where`` names the variant in the message (``variants[2]``).
+    ``where`` names the variant in the message (``variants[2]``). Past the specific
+    checks, a backend its method's registry entry does not list (``Method.backends``) is
+    refused too: a method is never built by a backend that has no code for it.
     """
+    problem = _specific_problem(v, backend, where)
+    method = methods.METHODS.get(v.mode)
+    if problem is None and method is not None and backend not in method.backends:
+        problem = (
+            f"{where}.mode: {method.label} ({v.mode}) is not supported by backend "
+            f"{backend}; set backend: {' or '.join(method.backends)} on the variant or "
+            "the spec"
+        )
+    return problem
+
+
+def _specific_problem(v: _Variant, backend: str, where: str) -> str | None:
     if getattr(v, "handicap", 0.0) and (
         backend != stacks.REFERENCE
         or getattr(v, "server", stacks.TRITON) != stacks.TRITON

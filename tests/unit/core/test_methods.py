@@ -337,3 +337,24 @@ def test_the_questions_a_method_answers():
         methods.method_of("eagle") is None and methods.method_of(float("nan")) is None
     )
     assert methods.method_of("mtp") is METHODS["mtp"]
+
+
+def test_a_backend_the_registry_does_not_list_is_refused_without_a_rule_of_its_own(
+    monkeypatch,
+):
+    """No fall-through on backends either: were n-gram listed for the reference backend
+    only, ``trtllm-pytorch`` would refuse it from the registry alone, naming the field and
+    the backend that runs it."""
+    from dataclasses import replace
+
+    from trtbench.core import methods
+
+    monkeypatch.setitem(
+        methods.METHODS, "ngram", replace(METHODS["ngram"], backends=("reference",))
+    )
+    problem = variant_backend_problem(variant("ngram"), "trtllm-pytorch", "variants[1]")
+    assert problem == (
+        "variants[1].mode: n-gram (ngram) is not supported by backend trtllm-pytorch; "
+        "set backend: reference on the variant or the spec"
+    )
+    assert variant_backend_problem(variant("ngram"), "reference", "variants[1]") is None
