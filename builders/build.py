@@ -22,6 +22,7 @@ from trtbench.builders.manifest import (
     library_versions,
     utc_now,
 )
+from trtbench.core import stacks
 from trtbench.core.errors import ConfigError, ModelMismatchError
 from trtbench.core.methods import METHODS
 from trtbench.core.run_dir import RunDir
@@ -41,7 +42,7 @@ def backend_builder(backend: str) -> Builder:
         from trtbench.builders.trtllm.llmapi_build import build_llmapi_variant
 
         return build_llmapi_variant
-    if backend == "trtllm":
+    if backend == stacks.TRTLLM:
         from trtbench.builders.trtllm.backend import build_trtllm_variant
 
         return build_trtllm_variant
@@ -79,7 +80,7 @@ def check_variants(
         variants = spec.select(tuple(names))
         backends = {v.name: variant_backend(spec, v, backend) for v in variants}
         check_engine_path_version(
-            spec, [v for v in variants if backends[v.name] == "trtllm"]
+            spec, [v for v in variants if backends[v.name] == stacks.TRTLLM]
         )
         check_llmapi_plans(
             spec, [v for v in variants if backends[v.name] == LLMAPI_BACKEND]
@@ -137,7 +138,7 @@ def build_variants(
     backends = {v.name: variant_backend(spec, v, backend) for v in variants}
     if dry_run:
         check_engine_path_version(
-            spec, [v for v in variants if backends[v.name] == "trtllm"]
+            spec, [v for v in variants if backends[v.name] == stacks.TRTLLM]
         )
     elif not checked:
         check_variants(spec, names, backend, out)
@@ -170,7 +171,7 @@ def variant_backend(spec: BenchSpec, variant: VariantSpec, override: str | None)
     """
     chosen = override or spec.backend_of(variant)
     where = f"variants[{spec.variants.index(variant)}]"
-    if variant.server == "vllm" and chosen != "reference":
+    if variant.server == stacks.VLLM and chosen != stacks.REFERENCE:
         via = f" (--backend {override})" if override else ""
         raise ConfigError(
             f"{where}.server: vllm serves the Hugging Face directories of models.*, which "
@@ -299,7 +300,7 @@ def describe_build(manifest: BuildManifest, dry_run: bool = False) -> str:
     if dry_run:
         checked = (
             "plan passed the TensorRT-LLM contract checks"
-            if manifest.backend in ("trtllm", LLMAPI_BACKEND)
+            if manifest.backend in (stacks.TRTLLM, LLMAPI_BACKEND)
             else "inputs checked"
         )
         return f"would build {head}, {cg} ({checked}; nothing written)"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trtbench.core import methods
+from trtbench.core import methods, stacks
 from trtbench.spec.bench import DeploySpec
 from trtbench.triton_repo import interface as io
 from trtbench.triton_repo.interface import RepoMetadata
@@ -96,8 +96,8 @@ def render_repository(
         DeployError: the manifest lacks what its mode needs (draft engine, Medusa tree) or
             asks for a mode this deployer does not serve.
     """
-    if manifest.backend == "reference":
+    if manifest.backend == stacks.REFERENCE:
         return render_reference(manifest, engine_dir, deploy)
-    if manifest.backend == "trtllm-pytorch":
+    if manifest.backend == stacks.TRTLLM_PYTORCH:
         return render_llmapi(manifest, engine_dir, deploy)
     return render_trtllm(manifest, engine_dir, deploy)

@@ -295,10 +295,11 @@ def trtllm_metadata(manifest: BuildManifest, trt_models: list[str]) -> RepoMetad
         streaming=not draft_target,
         inputs=io.tensor_types(inputs),
         outputs=io.tensor_types(outputs),
-        speculative_counts={
-            "draft_target": "per_response",
-            "medusa": "perf_metrics",
-        }.get(manifest.mode, "none"),
+        speculative_counts=(
+            methods.METHODS[manifest.mode].engine_counts
+            if manifest.mode in methods.METHODS
+            else "none"
+        ),
         perf_metrics_outputs=perf,
         extra_inputs={"num_draft_tokens": num_draft_tokens(manifest)}
         if draft_target

@@ -15,6 +15,10 @@ ngram         ``{"method": "ngram", "num_speculative_tokens": K,
 eagle3        ``{"method": "eagle3", "model": CHECKPOINT, "num_speculative_tokens": K}``
 ============  ==================================================================
 
+The keys after ``method`` come from :data:`CONFIG_BUILDERS`, one entry per drafter
+(:attr:`trtbench.core.methods.Method.drafter`); a mode without a vLLM ``method`` in the
+registry, or whose drafter has no entry, is refused (exit 2), never given another's keys.
+
 eagle3's checkpoint is the variant's ``speculative_model`` (required for the mode), the layout
 vLLM 0.32 loads (``model_executor/models/llama_eagle3.py``; docs/reference_eagle3.md); vLLM
 drafts a chain of K (``method`` ``"eagle3"`` is one of its ``EagleModelTypes``).
@@ -36,15 +40,16 @@ reference engine's dtype on CPU.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtbench.core import methods
+from trtbench.core import methods, stacks
 from trtbench.core.errors import ConfigError
 from trtbench.core.json_files import read_json_object
 from trtbench.spec.bench import ModelsSpec, VariantSpec
-from trtbench.spec.serving import VLLM_METHODS, resolve_vllm_python
+from trtbench.spec.serving import resolve_vllm_python
 from trtbench.spec.speculation import ngram_window
 
 SERVER_MODULE = "vllm.entrypoints.launchers.api_server.entry"
@@ -122,6 +127,63 @@ def medusa_chain_depth(variant: VariantSpec, heads: int) -> int:
     return depth
 
 
+def _draft_model(variant: VariantSpec, models: ModelsSpec) -> dict[str, Any]:
+    draft = variant.speculative_model or models.draft
+    if draft is None:
+        raise _refuse(variant, "needs models.draft (a draft model directory)")
+    return {"model": str(draft), "num_speculative_tokens": variant.draft_len}
+
+
+def _eagle3_head(variant: VariantSpec, models: ModelsSpec) -> dict[str, Any]:
+    if variant.speculative_model is None:
+        raise _refuse(variant, "needs speculative_model (the EAGLE-3 checkpoint dir)")
+    return {
+        "model": str(variant.speculative_model),
+        "num_speculative_tokens": variant.draft_len,
+    }
+
+
+def _medusa_heads(variant: VariantSpec, models: ModelsSpec) -> dict[str, Any]:
+    if models.medusa is None:
+        raise _refuse(variant, "needs models.medusa (a Medusa heads directory)")
+    depth = medusa_chain_depth(variant, medusa_heads(models.medusa))
+    return {"model": str(models.medusa), "num_speculative_tokens": depth}
+
+
+def _prompt_lookup(variant: VariantSpec, models: ModelsSpec) -> dict[str, Any]:
+    low, high = ngram_window(
+        variant.prompt_lookup_min,
+        variant.prompt_lookup_max,
+        variant.max_matching_ngram_size,
+    )
+    return {
+        "num_speculative_tokens": variant.draft_len,
+        "prompt_lookup_max": high,
+        "prompt_lookup_min": low,
+    }
+
+
+CONFIG_BUILDERS: dict[str, Callable[[VariantSpec, ModelsSpec], dict[str, Any]]] = {
+    "draft_model": _draft_model,
+    "heads": _medusa_heads,
+    "eagle3_head": _eagle3_head,
+    "prompt_lookup": _prompt_lookup,
+}
+"""The ``--speculative-config`` keys after ``method``, per drafter
+(:attr:`trtbench.core.methods.Method.drafter`). A method vLLM serves (its ``vllm_method``)
+whose drafter has no entry here is refused, never given another method's keys."""
+
+
+def served_modes() -> tuple[str, ...]:
+    """The modes a ``server: vllm`` variant may have: the baseline and every method with a
+    vLLM ``method`` and a :data:`CONFIG_BUILDERS` entry for its drafter."""
+    return tuple(
+        m.name
+        for m in methods.METHODS.values()
+        if m.vllm_method == "" or (m.vllm_method and m.drafter in CONFIG_BUILDERS)
+    )
+
+
 def speculative_config(
     variant: VariantSpec, models: ModelsSpec
 ) -> dict[str, Any] | None:
@@ -129,17 +191,19 @@ def speculative_config(
     in the module docstring.
 
     Raises:
-        ConfigError: a mode vLLM cannot serve (mtp), a Medusa tree that is not a chain, a
-            missing draft / heads / EAGLE-3 directory, or ``speculation``.
+        ConfigError: a mode vLLM cannot serve (mtp, or any method without a vLLM
+            ``method`` and a :data:`CONFIG_BUILDERS` entry), a Medusa tree that is not a
+            chain, a missing draft / heads / EAGLE-3 directory, or ``speculation``.
     """
-    if variant.mode not in VLLM_METHODS:
+    served = served_modes()
+    if variant.mode not in served:
         raise _refuse(
             variant,
-            f"vLLM serving is mapped for modes {', '.join(VLLM_METHODS)} only; use "
+            f"vLLM serving is mapped for modes {', '.join(served)} only; use "
             f"server: triton for {variant.mode}",
         )
-    method = VLLM_METHODS[variant.mode]
-    if method is None:
+    method = methods.METHODS[variant.mode]
+    if not method.vllm_method:
         return None
     if variant.speculation is not None:
         raise _refuse(
@@ -147,44 +211,9 @@ def speculative_config(
             "speculation (max_concurrency, draft_len_schedule) has no vLLM 0.32 "
             "counterpart; remove it or serve this variant with Triton",
         )
-    if variant.mode == methods.DRAFT_TARGET:
-        draft = variant.speculative_model or models.draft
-        if draft is None:
-            raise _refuse(variant, "needs models.draft (a draft model directory)")
-        return {
-            "method": method,
-            "model": str(draft),
-            "num_speculative_tokens": variant.draft_len,
-        }
-    if variant.mode == methods.EAGLE3:
-        if variant.speculative_model is None:
-            raise _refuse(
-                variant, "needs speculative_model (the EAGLE-3 checkpoint dir)"
-            )
-        return {
-            "method": method,
-            "model": str(variant.speculative_model),
-            "num_speculative_tokens": variant.draft_len,
-        }
-    if variant.mode == methods.MEDUSA:
-        if models.medusa is None:
-            raise _refuse(variant, "needs models.medusa (a Medusa heads directory)")
-        depth = medusa_chain_depth(variant, medusa_heads(models.medusa))
-        return {
-            "method": method,
-            "model": str(models.medusa),
-            "num_speculative_tokens": depth,
-        }
-    low, high = ngram_window(
-        variant.prompt_lookup_min,
-        variant.prompt_lookup_max,
-        variant.max_matching_ngram_size,
-    )
     return {
-        "method": method,
-        "num_speculative_tokens": variant.draft_len,
-        "prompt_lookup_max": high,
-        "prompt_lookup_min": low,
+        "method": method.vllm_method,
+        **CONFIG_BUILDERS[method.drafter](variant, models),
     }
 
 
@@ -252,7 +281,7 @@ def check_vllm_variants(
         ConfigError: see :func:`speculative_config` and
             :func:`trtbench.spec.serving.resolve_vllm_python`.
     """
-    served = [v for v in variants if v.server == "vllm"]
+    served = [v for v in variants if v.server == stacks.VLLM]
     for v in served:
         speculative_config(v, models)
     return resolve_vllm_python(python) if served and find_python else None

@@ -39,7 +39,7 @@ from trtbench.builders.reference.loading import (
     resolve_dtype,
 )
 from trtbench.builders.reference.ngram import NgramSettings
-from trtbench.core import methods
+from trtbench.core import methods, stacks
 from trtbench.core.errors import ConfigError
 from trtbench.core.methods import METHODS
 from trtbench.spec.speculation import DEFAULT_NGRAM_MAX
@@ -47,7 +47,7 @@ from trtbench.spec.speculation import DEFAULT_NGRAM_MAX
 # decoding_type → the reference mode serving it (None: the reference engine lacks it yet).
 DECODING_MODES: dict[str, str | None] = {
     **{
-        m.llmapi_decoding_type: m.name if "reference" in m.backends else None
+        m.llmapi_decoding_type: m.name if stacks.REFERENCE in m.backends else None
         for m in METHODS.values()
         if m.llmapi_decoding_type is not None
     },
@@ -129,7 +129,8 @@ def plan_from_llm_args(llm_args: Mapping[str, Any]) -> ReferencePlan:
     mode = reference_mode(llm_args)
     spec = llm_args.get("speculative_config") or {}
     draft = None
-    if mode in (methods.DRAFT_TARGET, methods.EAGLE3):
+    method = methods.METHODS[mode]
+    if method.needs_draft_model:
         if not spec.get("speculative_model"):
             raise ConfigError(
                 f"speculative_config ({spec.get('decoding_type')}) has no speculative_model: "
@@ -151,7 +152,7 @@ def plan_from_llm_args(llm_args: Mapping[str, Any]) -> ReferencePlan:
     if bad:
         raise ConfigError(f"{', '.join(bad)} must be >= 1, got {bad}")
     model = Path(str(llm_args["model"]))
-    k = int(limits["max_draft_len"]) if mode != methods.BASELINE else 0
+    k = int(limits["max_draft_len"]) if method.drafts else 0
     return ReferencePlan(
         mode=mode,
         target=model,
@@ -209,7 +210,7 @@ def _speculation(mode: str, spec: Mapping[str, Any], k: int) -> dict[str, Any]:
             DraftLenPolicy.build(k, None, out["draft_len_schedule"])
         except ValueError as exc:
             raise ConfigError(f"speculative_config.{exc}") from None
-    if mode == methods.NGRAM:
+    if methods.METHODS[mode].owns("max_matching_ngram_size"):
         size = int(spec.get("max_matching_ngram_size") or DEFAULT_NGRAM_MAX)
         if size < 1:
             raise ConfigError(

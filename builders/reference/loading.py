@@ -41,7 +41,7 @@ from trtbench.builders.reference.kv_blocks import (
 )
 from trtbench.builders.reference.ngram import NgramDecoder, NgramSettings
 from trtbench.builders.reference.runner import ModelRunner
-from trtbench.core import methods
+from trtbench.core import methods, stacks
 from trtbench.core.errors import BuildError, NotAvailableError
 from trtbench.spec.speculation import ngram_window
 
@@ -256,7 +256,7 @@ def engine_from_manifest(
     from trtbench.builders.reference.eagle3 import load_eagle3
     from trtbench.builders.reference.medusa_heads import load_medusa_heads
 
-    if manifest.backend != "reference":
+    if manifest.backend != stacks.REFERENCE:
         raise BuildError(
             f"engine {manifest.name!r} was built for backend {manifest.backend}, not the "
             "reference engine; serve it with that backend or rebuild with --backend reference"

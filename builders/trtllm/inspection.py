@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from trtbench.builders.manifest import MANIFEST_NAME, BuildManifest, read_manifest
+from trtbench.core import stacks
 from trtbench.core.data_files import read_json_document
 from trtbench.core.errors import BuildError, DataFileError
 from trtbench.core.json_files import read_json_object
@@ -345,7 +346,7 @@ def render_engine_inspection(path: Path, as_json: bool = False) -> str:
     path = Path(path)
     if (path / MANIFEST_NAME).is_file() and not (path / "config.json").is_file():
         manifest = read_manifest(path)
-        if manifest.backend == "reference":
+        if manifest.backend == stacks.REFERENCE:
             summary = reference_summary(manifest)
             if as_json:
                 return json.dumps([summary], indent=2)

@@ -61,8 +61,9 @@ def _speculative_config(
     target_config: Mapping[str, Any] | None,
     where: str,
 ) -> dict[str, Any]:
+    method = methods.METHODS[v.mode]
     config: dict[str, Any] = {"decoding_type": DECODING_TYPES[v.mode]}
-    if v.mode == methods.MTP:
+    if method.draft_length == MTP_KEY:
         have = mtp_layers(target_config)
         if have < 1:
             raise ConfigError(
@@ -73,10 +74,10 @@ def _speculative_config(
         config[MTP_KEY] = v.num_nextn_predict_layers or have
     else:
         config["max_draft_len"] = v.draft_len
-    if v.mode in (methods.DRAFT_TARGET, methods.EAGLE3):
+    if method.needs_draft_model:
         draft = v.speculative_model or spec.models.draft
         config["speculative_model"] = str(draft)
-    if v.mode == methods.NGRAM:
+    if method.owns("max_matching_ngram_size"):
         default = contract.class_fields("NGramDecodingConfig").get(
             "max_matching_ngram_size", {}
         )
@@ -179,7 +180,7 @@ def llm_args_for(
     }
     if variant.server == TRTLLM_SERVE:
         args |= counter_options(contract)[0]
-    if variant.mode != methods.BASELINE:
+    if methods.METHODS[variant.mode].drafts:
         args["speculative_config"] = _speculative_config(
             spec, variant, contract, target_config, where
         )

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from trtbench.core import methods
+from trtbench.core import methods, stacks
 from trtbench.core.units import format_bytes
 from trtbench.profiling.report.comparison import COMPARED_METRICS
 from trtbench.profiling.report.uncertainty import INTERVAL_LEGEND, thin_notes
@@ -196,12 +196,14 @@ def run_notes(
     cpu = [
         f"`{v['variant']}`"
         for _, v in variants.iterrows()
-        if v.get("backend") == "reference" and v.get("server") != "vllm" and _no_gpu(v)
+        if v.get("backend") == stacks.REFERENCE
+        and v.get("server") != stacks.VLLM
+        and _no_gpu(v)
     ]
     vllm_cpu = [
         f"`{v['variant']}`"
         for _, v in variants.iterrows()
-        if v.get("server") == "vllm" and _no_gpu(v)
+        if v.get("server") == stacks.VLLM and _no_gpu(v)
     ]
     if vllm_cpu:
         notes.append(
@@ -216,7 +218,7 @@ def run_notes(
     stand_in = [
         f"`{v['variant']}`"
         for _, v in variants.iterrows()
-        if v.get("backend") == "trtllm-pytorch" and v.get("runtime") == "reference"
+        if v.get("backend") == stacks.TRTLLM_PYTORCH and v.get("runtime") == "reference"
     ]
     if stand_in:
         notes.append(

@@ -137,7 +137,9 @@ def position_rates(
 def accept_threshold(mode: str | None) -> float:
     """The smallest acceptance rate a_j at which draft position j is kept (module docstring):
     :data:`LOOKUP_ACCEPT_THRESHOLD` for ``ngram``, else :data:`ACCEPT_THRESHOLD`."""
-    return LOOKUP_ACCEPT_THRESHOLD if mode == methods.NGRAM else ACCEPT_THRESHOLD
+    method = methods.method_of(mode)
+    free = method is not None and method.free_drafts
+    return LOOKUP_ACCEPT_THRESHOLD if free else ACCEPT_THRESHOLD
 
 
 def scheduled_len(
@@ -168,7 +170,8 @@ def make_policy(
     info = variants.set_index("variant").loc[rec.winner]
     recorded = info.get("mode")
     mode = None if recorded is None or pd.isna(recorded) else str(recorded)
-    k = info.get("draft_len") if mode != methods.MEDUSA else None
+    method = methods.method_of(mode)
+    k = None if method is not None and method.tree else info.get("draft_len")
     k = None if k is None or pd.isna(k) else int(k)
     cross = next((c for c in rec.crossovers if c.variant == rec.winner), None)
     notes, cap = [], None
@@ -381,16 +384,13 @@ def trtbench_snippet(policy: Policy) -> Snippet:
         "name": f"{policy.variant}-recommended",
         "mode": policy.mode,
     }
-    if policy.draft_len is not None and policy.mode in (
-        "draft_target",
-        "ngram",
-        "eagle3",
-    ):
+    if policy.draft_len is not None and policy.mode in methods.K_FROM_MAX_DRAFT_LEN:
         variant["max_draft_len"] = policy.draft_len
     speculation: dict[str, Any] = {}
     if policy.max_concurrency is not None:
         speculation["max_concurrency"] = policy.max_concurrency
-    if policy.schedule and policy.mode != methods.MEDUSA:
+    method = methods.method_of(policy.mode)
+    if policy.schedule and not (method is not None and method.tree):
         speculation["draft_len_schedule"] = dict(policy.schedule)
     if speculation:
         variant["speculation"] = speculation

@@ -32,8 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-BACKENDS = ("reference", "trtllm", "trtllm-pytorch")
-"""trtbench's build backends: its PyTorch engine, TensorRT engines, TensorRT-LLM's LLM API."""
+from trtbench.core.stacks import BACKENDS, REFERENCE, TRTLLM, TRTLLM_PYTORCH
 
 BASELINE, DRAFT_TARGET, MEDUSA, EAGLE3, MTP, NGRAM = (
     "baseline",
@@ -54,6 +53,7 @@ DraftLength = Literal[
     "none", "max_draft_len", "medusa_choices", "num_nextn_predict_layers"
 ]
 Planner = Literal["baseline", "draft_target", "medusa", "chain"]
+EngineCounts = Literal["none", "per_response", "perf_metrics"]
 Drafter = Literal[
     "none", "draft_model", "heads", "eagle3_head", "mtp_layers", "prompt_lookup"
 ]
@@ -83,6 +83,10 @@ class Method:
         fields: the variant fields of the bench spec that belong to this method (a variant
             of another method may not set them; :data:`SPECULATIVE_FIELDS` belong to every
             method that drafts).
+        engine_counts: where the engine path's Triton repository reports its draft counts
+            (``per_response``: ``draft_tokens_proposed`` / ``draft_tokens_accepted`` on
+            every response of trtbench's BLS; ``perf_metrics``: TensorRT-LLM's totals with
+            ``return_perf_metrics``; ``none``: not counted there, or not on that path).
     """
 
     name: str
@@ -95,6 +99,7 @@ class Method:
     drafter: Drafter
     label: str
     fields: tuple[str, ...] = ()
+    engine_counts: EngineCounts = "none"
 
     @property
     def drafts(self) -> bool:
@@ -105,6 +110,26 @@ class Method:
     def tree(self) -> bool:
         """Whether its drafts form a tree (Medusa's choices) rather than one chain."""
         return self.draft_length == "medusa_choices"
+
+    @property
+    def has_draft_len(self) -> bool:
+        """Whether its draft length K is the variant's ``max_draft_len`` (a chain of K)."""
+        return self.draft_length == "max_draft_len"
+
+    @property
+    def needs_draft_model(self) -> bool:
+        """Whether a checkpoint of its own drafts, named by the variant's
+        ``speculative_model`` (a draft model, an EAGLE-3 head)."""
+        return "speculative_model" in self.fields
+
+    @property
+    def free_drafts(self) -> bool:
+        """Whether its drafts cost no forward pass: a lookup in the request's tokens."""
+        return self.drafter == "prompt_lookup"
+
+    def owns(self, field: str) -> bool:
+        """Whether ``field`` (a variant field) belongs to this method (:attr:`fields`)."""
+        return field in self.fields
 
 
 METHODS: dict[str, Method] = {
@@ -132,11 +157,12 @@ METHODS: dict[str, Method] = {
             drafter="draft_model",
             label="draft model",
             fields=("max_draft_len", "speculative_model", "draft_acceptance"),
+            engine_counts="per_response",
         ),
         Method(
             name=MEDUSA,
             draft_length="medusa_choices",
-            backends=("reference", "trtllm"),
+            backends=(REFERENCE, TRTLLM),
             llmapi_decoding_type=None,
             engine_mode="MEDUSA",
             vllm_method="medusa",
@@ -144,11 +170,12 @@ METHODS: dict[str, Method] = {
             drafter="heads",
             label="Medusa",
             fields=("max_draft_len", "medusa_choices"),
+            engine_counts="perf_metrics",
         ),
         Method(
             name=EAGLE3,
             draft_length="max_draft_len",
-            backends=("reference", "trtllm-pytorch"),
+            backends=(REFERENCE, TRTLLM_PYTORCH),
             llmapi_decoding_type="Eagle3",
             engine_mode=None,
             vllm_method="eagle3",
@@ -160,7 +187,7 @@ METHODS: dict[str, Method] = {
         Method(
             name=MTP,
             draft_length="num_nextn_predict_layers",
-            backends=("trtllm-pytorch",),
+            backends=(TRTLLM_PYTORCH,),
             llmapi_decoding_type="MTP",
             engine_mode=None,
             vllm_method=None,
@@ -172,7 +199,7 @@ METHODS: dict[str, Method] = {
         Method(
             name=NGRAM,
             draft_length="max_draft_len",
-            backends=("reference", "trtllm-pytorch"),
+            backends=(REFERENCE, TRTLLM_PYTORCH),
             llmapi_decoding_type="NGram",
             engine_mode=None,
             vllm_method="ngram",
@@ -236,6 +263,12 @@ def owners(field: str) -> tuple[str, ...]:
     if field in SPECULATIVE_FIELDS:
         return tuple(m.name for m in METHODS.values() if m.drafts)
     return tuple(m.name for m in METHODS.values() if field in m.fields)
+
+
+def method_of(mode: object) -> Method | None:
+    """The registry entry of ``mode`` (a variant's ``mode``; None: not a method, e.g. a
+    missing value of a CSV row or the legacy ``eagle``)."""
+    return METHODS.get(mode) if isinstance(mode, str) else None
 
 
 def label(mode: str | None) -> str:

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from trtbench.builders.manifest import changed_model_files, read_manifest
 from trtbench.builders.trtllm.llmapi_files import check_llm_api_yaml
+from trtbench.core import stacks
 from trtbench.core.errors import ConfigError, DeployError
 from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.trtllm_deploy import trtllm_server_for
@@ -161,14 +162,14 @@ def render_variant(
     engine_dir = rd.engine_dir(variant)
     manifest = read_manifest(engine_dir)
     server = manifest.variant.get("server")
-    if server in ("vllm", "trtllm-serve"):
-        label = "vLLM" if server == "vllm" else "trtllm-serve"
+    if server in (stacks.VLLM, stacks.TRTLLM_SERVE):
+        label = "vLLM" if server == stacks.VLLM else stacks.TRTLLM_SERVE
         raise DeployError(
             f"variant {variant} is served by {label} (server: {server}) and has no Triton "
             f"repository; `trtbench deploy --serve` or `trtbench run` start its {label} "
             "server"
         )
-    if manifest.backend == "trtllm-pytorch":
+    if manifest.backend == stacks.TRTLLM_PYTORCH:
         problem = runtime_problem(manifest.mode, deploy.llmapi_runtime, variant)
         if problem:
             raise ConfigError(problem)

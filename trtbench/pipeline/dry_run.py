@@ -20,7 +20,7 @@ from trtbench.builders.trtllm.llmapi_build import (
     resolve_trtllm_version,
 )
 from trtbench.builders.trtllm.run import gpu_capabilities
-from trtbench.core import methods
+from trtbench.core import methods, stacks
 from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.loadtest import tiers_of
 from trtbench.pipeline.measuring import design_line, plan_design
@@ -129,8 +129,8 @@ def missing_here(spec: BenchSpec, variants: Sequence[VariantSpec]) -> list[str]:
     importing = [
         v.name
         for v in variants
-        if spec.backend_of(v) == "trtllm"
-        or (_runs_tensorrt_llm(spec, v) and v.server == "triton")
+        if spec.backend_of(v) == stacks.TRTLLM
+        or (_runs_tensorrt_llm(spec, v) and v.server == stacks.TRITON)
     ]
     out = []
     if on_trtllm and not gpu_capabilities():
@@ -148,10 +148,10 @@ def missing_here(spec: BenchSpec, variants: Sequence[VariantSpec]) -> list[str]:
 
 def _runs_tensorrt_llm(spec: BenchSpec, v: VariantSpec) -> bool:
     backend = spec.backend_of(v)
-    if backend == "trtllm":
+    if backend == stacks.TRTLLM:
         return True
     reference_served = (
-        v.server == "triton" and spec.deploy.llmapi_runtime == "reference"
+        v.server == stacks.TRITON and spec.deploy.llmapi_runtime == "reference"
     )
     return backend == LLMAPI_BACKEND and not reference_served
 

@@ -23,6 +23,7 @@ from trtbench.builders.build import (
     check_variants,
     variant_backend,
 )
+from trtbench.core import stacks
 from trtbench.core.errors import ConfigError, NotAvailableError, ServerStartError
 from trtbench.core.json_files import read_json_object
 from trtbench.core.run_dir import RunDir
@@ -199,7 +200,7 @@ def check_mpirun(spec: BenchSpec, variants: Sequence[VariantSpec]) -> None:
         v.name
         for v in variants
         if v.tp_size * v.pp_size > 1
-        and spec.backend_of(v) in ("trtllm", LLMAPI_BACKEND)
+        and spec.backend_of(v) in (stacks.TRTLLM, LLMAPI_BACKEND)
     ]
     if wide and shutil.which(spec.deploy.mpirun) is None:
         raise ConfigError(
@@ -220,7 +221,7 @@ def check_llmapi_variants(spec: BenchSpec, variants: Sequence[VariantSpec]) -> N
     llmapi = [v for v in variants if variant_backend(spec, v, None) == LLMAPI_BACKEND]
     runtime = spec.deploy.llmapi_runtime  # who runs Triton's llmapi model
     for v in llmapi:
-        if v.server != "triton":
+        if v.server != stacks.TRITON:
             continue  # trtllm-serve runs TensorRT-LLM itself, whatever llmapi_runtime says
         where = f"variants[{spec.variants.index(v)}]"
         if problem := runtime_problem(v.mode, runtime, where):
@@ -395,7 +396,7 @@ def preflight_run(
     check_runtime(needs, lambda: check_nsys(spec), (NotAvailableError,))
     check_run_dir(run_dir)
     if any(
-        v.server == "triton" for v in selected
+        v.server == stacks.TRITON for v in selected
     ):  # vLLM- and trtllm-serve-only runs need no tritonserver
         tritonserver = spec.deploy.tritonserver
         check_runtime(
@@ -407,7 +408,7 @@ def preflight_run(
     check_llmapi_variants(spec, selected)
     check_variants(spec, [v.name for v in selected], None, run_dir, source)
     check_vllm_variants(spec.deploy.vllm_python, selected, spec.models, False)
-    if any(v.server == "vllm" for v in selected):
+    if any(v.server == stacks.VLLM for v in selected):
         check_runtime(needs, lambda: resolve_vllm_python(spec.deploy.vllm_python))
     check_ports(spec.deploy)
     return check_spec_prompts(spec, selected, target_tokenizer(spec))

@@ -25,6 +25,7 @@ from typing import Protocol
 
 import pandas as pd
 
+from trtbench.core import stacks
 from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.deploy import deploy_variant, server_config
 from trtbench.pipeline.loadtest import connect, make_prompts, measure, open_tokenizer
@@ -264,11 +265,11 @@ def served(
     capture: TierCapture | None = None
     meta: RepoMetadata | None = None
     server: TritonServer | OpenAIServer
-    if variant.server == "vllm":
+    if variant.server == stacks.VLLM:
         server = vllm_server_for(rd, variant.name, spec)
         tokenizer = open_tokenizer(vllm_tokenizer_dir(rd, variant.name))
         prompts = prompts or make_prompts(spec.loadtest, tokenizer)
-    elif variant.server == "trtllm-serve":
+    elif variant.server == stacks.TRTLLM_SERVE:
         server = trtllm_server_for(rd, variant.name, spec)
         tokenizer = open_tokenizer(trtllm_tokenizer_dir(rd, variant.name))
         prompts = prompts or make_prompts(spec.loadtest, tokenizer)

@@ -21,6 +21,7 @@ from typing import get_args
 from pydantic import TypeAdapter, ValidationError
 
 from trtbench.builders.manifest import read_manifest
+from trtbench.core import stacks
 from trtbench.core.errors import ConfigError
 from trtbench.core.run_dir import RunDir
 from trtbench.spec.bench import BenchSpec, DeploySpec, VariantSpec
@@ -48,7 +49,7 @@ def served_by_vllm(run_dir: RunDir, variant: str) -> bool:
     Raises:
         BuildError: the variant is not built (no or invalid build.json).
     """
-    return server_of(run_dir, variant) == "vllm"
+    return server_of(run_dir, variant) == stacks.VLLM
 
 
 def group_by_server(run_dir: RunDir, names: Sequence[str]) -> dict[str, list[str]]:

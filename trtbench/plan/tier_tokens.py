@@ -80,7 +80,8 @@ def measured_tokens_per_step(
 
 def verify_tokens(info: VariantInfo) -> int:
     """q, tokens a row carries through the verify pass: K + 1, Medusa nodes + 1, else 1."""
-    if info.mode == methods.MEDUSA and info.tree_nodes:
+    method = methods.method_of(info.mode)
+    if method is not None and method.tree and info.tree_nodes:
         return info.tree_nodes + 1
     if info.draft_len:
         return info.draft_len + 1

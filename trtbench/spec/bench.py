@@ -36,7 +36,7 @@ from pydantic import (
     model_validator,
 )
 
-from trtbench.core import methods
+from trtbench.core import methods, stacks
 from trtbench.core.errors import ConfigError
 from trtbench.core.paths import expand_vars
 from trtbench.core.validation_errors import format_validation_error
@@ -317,7 +317,7 @@ class BenchSpec(ReportFields, _Strict):
             backend = self.backend_of(v)
             if problem := trtllm_serve_problem(v.server, backend, where):
                 raise ValueError(problem)
-            if v.server != "vllm" and (
+            if v.server != stacks.VLLM and (
                 problem := variant_backend_problem(v, backend, where)
             ):
                 raise ValueError(problem)

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from trtbench.core import stacks
 from trtbench.core.errors import ConfigError
 
 Design = Literal["auto", "interleaved", "rounds", "sequential"]
@@ -138,10 +139,10 @@ class ResolvedDesign:
 
 def _reference_served(spec: Any, variant: Any) -> bool:
     backend = spec.backend_of(variant)
-    if variant.server != "triton":
+    if variant.server != stacks.TRITON:
         return False
-    return backend == "reference" or (
-        backend == "trtllm-pytorch" and spec.deploy.llmapi_runtime == "reference"
+    return backend == stacks.REFERENCE or (
+        backend == stacks.TRTLLM_PYTORCH and spec.deploy.llmapi_runtime == "reference"
     )
 
 

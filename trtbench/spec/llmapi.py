@@ -17,13 +17,13 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trtbench.core import methods
+from trtbench.core import methods, stacks
 from trtbench.spec.speculation import check_speculation_fields
 
 Mode = Literal["baseline", "draft_target", "medusa", "eagle3", "mtp", "ngram"]
 Backend = Literal["reference", "trtllm", "trtllm-pytorch"]
 
-LLMAPI_BACKEND = "trtllm-pytorch"
+LLMAPI_BACKEND = stacks.TRTLLM_PYTORCH
 LLMAPI_ONLY_MODES = methods.LLMAPI_ONLY_MODES  # + the reference backend, but for MTP
 LAST_ENGINE_PATH_VERSION = "1.3.0rc20"
 ENGINE_PATH_IMAGE = "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
@@ -208,10 +208,25 @@ def _check_cuda_graph_fields(v: _Variant) -> None:
 def variant_backend_problem(v: _Variant, backend: str, where: str) -> str | None:
     """Why variant ``v`` cannot run on ``backend`` (None: it can).
 
-    ``where`` names the variant in the message (``variants[2]``).
+    ``where`` names the variant in the message (``variants[2]``). Past the specific
+    checks, a backend its method's registry entry does not list (``Method.backends``) is
+    refused too: a method is never built by a backend that has no code for it.
     """
+    problem = _specific_problem(v, backend, where)
+    method = methods.METHODS.get(v.mode)
+    if problem is None and method is not None and backend not in method.backends:
+        problem = (
+            f"{where}.mode: {method.label} ({v.mode}) is not supported by backend "
+            f"{backend}; set backend: {' or '.join(method.backends)} on the variant or "
+            "the spec"
+        )
+    return problem
+
+
+def _specific_problem(v: _Variant, backend: str, where: str) -> str | None:
     if getattr(v, "handicap", 0.0) and (
-        backend != "reference" or getattr(v, "server", "triton") != "triton"
+        backend != stacks.REFERENCE
+        or getattr(v, "server", stacks.TRITON) != stacks.TRITON
     ):
         return (
             f"{where}.handicap: only the reference engine served by Triton applies it "
@@ -242,7 +257,7 @@ def variant_backend_problem(v: _Variant, backend: str, where: str) -> str | None
                 "max_matching_ngram_size instead"
             )
         return None
-    reference = backend == "reference"
+    reference = backend == stacks.REFERENCE
     if v.mode in LLMAPI_ONLY_MODES and not (
         reference and v.mode not in REFERENCE_LACKS
     ):
@@ -266,7 +281,7 @@ def variant_backend_problem(v: _Variant, backend: str, where: str) -> str | None
 REFERENCE_LACKS = {
     m.name: m.llmapi_decoding_type
     for m in methods.METHODS.values()
-    if m.llmapi_decoding_type is not None and "reference" not in m.backends
+    if m.llmapi_decoding_type is not None and stacks.REFERENCE not in m.backends
 }
 # LLM-API fields the reference backend honours too (ngram's size, adaptive speculation, the
 # EAGLE-3 checkpoint or draft dir).

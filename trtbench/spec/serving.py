@@ -22,12 +22,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trtbench.core import methods
+from trtbench.core import methods, stacks
 from trtbench.core.errors import ConfigError
 
 Server = Literal["triton", "vllm", "trtllm-serve"]
-TRTLLM_SERVE = "trtllm-serve"  # the server kind and its command's default name
-TRTLLM_SERVE_BACKEND = "trtllm-pytorch"  # the only backend a trtllm-serve variant has
+TRTLLM_SERVE = stacks.TRTLLM_SERVE  # the server kind and its command's default name
+TRTLLM_SERVE_BACKEND = (
+    stacks.TRTLLM_PYTORCH
+)  # the only backend a trtllm-serve variant has
 # Where a trtllm-serve comes from: NGC's TensorRT-LLM release image, or the wheel.
 GET_TRTLLM_SERVE = (
     "run inside nvcr.io/nvidia/tensorrt-llm/release or pip install tensorrt-llm"

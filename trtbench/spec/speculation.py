@@ -88,18 +88,20 @@ def _check_schedule(v: _Variant) -> None:
     schedule = v.speculation.draft_len_schedule if v.speculation else None
     if not schedule:
         return
-    if v.mode == methods.MEDUSA:
+    method = methods.METHODS[v.mode]
+    if method.tree:
         raise ValueError(
             "speculation.draft_len_schedule is not for mode medusa (a tree has no draft "
             "length to schedule); use speculation.max_concurrency"
         )
-    longest = v.num_nextn_predict_layers if v.mode == methods.MTP else v.draft_len
+    field = method.draft_length  # max_draft_len, or num_nextn_predict_layers (MTP)
+    longest = v.draft_len if method.has_draft_len else getattr(v, field)
     for batch, length in schedule.items():
         if longest is not None and length > longest:
             raise ValueError(
                 f"speculation.draft_len_schedule: {batch}: {length} is above the draft "
                 f"length {longest}; lower it or raise "
-                f"{'num_nextn_predict_layers' if v.mode == methods.MTP else 'max_draft_len'}"
+                f"{field}"
             )
     ordered = sorted(schedule.items())
     for (b0, n0), (b1, n1) in zip(ordered, ordered[1:], strict=False):

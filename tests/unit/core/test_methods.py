@@ -15,9 +15,11 @@ import pytest
 from tests.support.data import REPO_ROOT
 from trtbench.builders.manifest import BuildManifest
 from trtbench.core.methods import BACKENDS, METHODS
+from trtbench.core.stacks import SERVERS
 from trtbench.plan.chain_modes import DEFAULT_RATES
 from trtbench.spec.bench import ModelsSpec, VariantSpec
 from trtbench.spec.llmapi import Backend, Mode, variant_backend_problem
+from trtbench.spec.serving import Server
 from trtbench.vllm_server.args import speculative_config
 
 EXTRA = {"medusa": {"medusa_choices": [[0]]}, "eagle3": {"speculative_model": "/ckpt"}}
@@ -31,6 +33,7 @@ def variant(mode: str) -> VariantSpec:
 def test_the_spec_accepts_exactly_the_registered_methods():
     assert get_args(Mode) == tuple(METHODS)
     assert get_args(Backend) == BACKENDS
+    assert get_args(Server) == SERVERS
     # build.json of older runs also says "eagle" (EAGLE-1): read, never built
     recorded = BuildManifest.model_fields["mode"].annotation
     assert set(get_args(recorded)) == {*METHODS, "eagle"}
@@ -120,35 +123,130 @@ def test_the_reference_engine_has_a_decoder_for_each_method_it_is_listed_for():
     assert branches == listed
 
 
-MODE_LITERAL = re.compile(
-    r"""(mode|decoding_type|method)\b[^=\n]*(==|!=|\bin\b)\s*[(\[{]?["']"""
-    r"""(baseline|draft_target|medusa|eagle3?|mtp|ngram)["']"""
-    r"""|["'](baseline|draft_target|medusa|eagle3|mtp|ngram)["']\s*(==|!=|\bin\b)\s*\w*mode"""
+PACKAGE_FOLDERS = (
+    "trtbench",
+    "builders",
+    "profiling",
+    "triton_repo",
+    "vllm_server",
+    "trtllm_server",
 )
-"""A method name written as a string and compared with a mode (``mode == "medusa"``,
-``"draft_target" in modes``)."""
+"""Every folder of the package (pyproject's package_dir maps them under ``trtbench``)."""
+KINDS = {
+    "method": {"baseline", "draft_target", "medusa", "eagle3", "eagle", "mtp", "ngram"},
+    "server": {"triton", "vllm", "trtllm-serve"},
+    "backend": {"reference", "trtllm", "trtllm-pytorch"},
+}
+"""The values of a variant's ``mode``, ``server`` and ``backend``, written out (not read
+from the registry, so a registry edit cannot hide a literal)."""
+NAMED = set().union(*KINDS.values())
+OTHER_VOCABULARIES = {"part", "role", "runtime", "llmapi_runtime", "variants"}
+"""Operands whose words only look like a method, server or backend: the tiny-model
+workshop's parts and the memory breakdown's roles (``medusa``, ``eagle3`` heads), the
+LLM-API runtime (``tensorrt_llm`` or ``reference``) and variant names."""
 
 
-def test_no_module_compares_a_mode_with_a_string_of_its_own():
-    """Modules name a method by the registry's constants (``methods.MEDUSA``), so the set of
-    methods is written once; what a method is comes from its entry, not from its name."""
-    folders = ("trtbench", "builders", "profiling", "triton_repo", "vllm_server")
+def _literals(node: ast.AST) -> set[str]:
+    """The strings a literal operand holds (a string, or a tuple / list / set of them)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return set().union(set(), *(_literals(e) for e in node.elts))
+    return set()
+
+
+def _word(node: ast.AST) -> str:
+    """The last name an operand ends in: ``spec.backend_of(v)`` → ``backend_of``,
+    ``v.get("server")`` → ``server``, ``row["mode"]`` → ``mode``."""
+    if isinstance(node, ast.Call):
+        key = node.args[0] if node.args else None
+        func = node.func
+        if isinstance(key, ast.Constant) and getattr(func, "attr", "") == "get":
+            return str(key.value)
+        return _word(node.func)
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        return str(node.slice.value)
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def named_literals(source: str) -> list[tuple[int, str]]:
+    """(line, code) of each comparison (``==``, ``!=``, ``in``, ``not in``, a ``match``
+    case) of a value with a method / server / backend name written as a string, and of
+    each dict keyed by such names (two or more of one kind, or looked up at once)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            words = {_word(o) for o in operands if not _literals(o)}
+            if set().union(*map(_literals, operands)) & NAMED and not (
+                words & OTHER_VOCABULARIES
+            ):
+                found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.MatchValue) and _literals(node.value) & NAMED:
+            found.append((node.lineno, ast.unparse(node.value)))
+        elif isinstance(node, ast.Dict):
+            keys = set().union(set(), *(_literals(k) for k in node.keys if k))
+            one_kind = any(len(keys) >= 2 and keys <= names for names in KINDS.values())
+            if one_kind:
+                found.append((node.lineno, ast.unparse(node)[:80]))
+        elif (
+            isinstance(node, (ast.Subscript, ast.Call))
+            and isinstance(target := getattr(node, "value", None) or node.func, ast.AST)
+            and isinstance(getattr(target, "value", target), ast.Dict)
+        ):
+            table = getattr(target, "value", target)
+            if set().union(set(), *(_literals(k) for k in table.keys if k)) & NAMED:
+                found.append((node.lineno, ast.unparse(node)[:80]))
+    return found
+
+
+def test_no_module_compares_a_method_server_or_backend_with_a_literal():
+    """Modules name a method by the registry's constants (``methods.MEDUSA``) and ask its
+    entry what it is; servers and backends likewise by their constants. Read from the
+    syntax tree of every module of every package folder, so a comparison split over lines
+    or a dict keyed by the names is seen too."""
     found = [
-        f"{path.relative_to(REPO_ROOT)}:{n}: {line.strip()}"
-        for folder in folders
+        f"{path.relative_to(REPO_ROOT)}:{line}: {code}"
+        for folder in PACKAGE_FOLDERS
         for path in sorted((REPO_ROOT / folder).rglob("*.py"))
-        if path.name != "methods.py" and "templates" not in path.parts
-        for n, line in enumerate(path.read_text().splitlines(), 1)
-        if MODE_LITERAL.search(line)
+        if path.name not in ("methods.py", "stacks.py") or path.parent.name != "core"
+        for line, code in named_literals(path.read_text())
     ]
     assert found == []
 
 
-def test_the_detector_sees_a_comparison():
-    assert MODE_LITERAL.search('    if variant.mode == "medusa":')
-    assert MODE_LITERAL.search('    if "draft_target" in modes:')
-    assert MODE_LITERAL.search("    if mode not in ('draft_target', 'eagle3'):")
-    assert not MODE_LITERAL.search('    roles["medusa"] = spec.models.medusa')
+@pytest.mark.parametrize(
+    "source",
+    [
+        'if variant.mode == "medusa": pass',
+        'if "draft_target" in modes: pass',
+        "if mode not in ('draft_target',\n    'eagle3'): pass",
+        'ok = spec.backend_of(v) != "trtllm"',
+        'ok = row.get("server") == "vllm"',
+        'k = {"draft_target": 1, "medusa": 2}.get(mode, 0)',
+        'k = {"draft_target": 1}[mode]',
+        'match mode:\n    case "ngram": pass',
+        'table = {"vllm": 1, "triton": 2}',
+    ],
+)
+def test_the_guard_sees_a_literal(source):
+    assert named_literals(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'roles["medusa"] = spec.models.medusa',
+        "if variant.mode == methods.MEDUSA: pass",
+        'roles = {"target": t, "draft": None, "medusa": None}',
+        'if part == "eagle3": pass',
+        'if spec.deploy.llmapi_runtime == "reference": pass',
+    ],
+)
+def test_the_guard_passes_what_is_not_a_literal_comparison(source):
+    assert not named_literals(source)
 
 
 def test_each_method_has_its_constant_label_and_drafter():
@@ -209,3 +307,54 @@ def test_each_methods_fields_are_spec_fields_refused_on_other_methods():
             fields = {**EXTRA.get(mode, {}), field: given}
             with pytest.raises(ValueError, match=field):
                 VariantSpec(name="v", mode=mode, **fields)
+
+
+def test_the_questions_a_method_answers():
+    """What the rest of trtbench asks a method instead of its name, written out from the
+    methods' definitions: a draft model and an EAGLE-3 head are checkpoints of their own
+    (``speculative_model``); K is ``max_draft_len`` for the chains but MTP's is its layer
+    count and Medusa's its tree; only n-gram drafts without a forward pass."""
+    from trtbench.core import methods
+
+    def where(question: str) -> set[str]:
+        return {n for n, m in METHODS.items() if getattr(m, question)}
+
+    assert where("needs_draft_model") == {"draft_target", "eagle3"}
+    assert where("has_draft_len") == {"draft_target", "eagle3", "ngram"}
+    assert where("free_drafts") == {"ngram"}
+    assert where("drafts") == set(METHODS) - {"baseline"}
+    assert {n for n, m in METHODS.items() if m.owns("max_matching_ngram_size")} == {
+        "ngram"
+    }
+    # the Triton repository of the engine path reads draft counts two ways
+    assert {
+        n: m.engine_counts for n, m in METHODS.items() if m.engine_counts != "none"
+    } == {
+        "draft_target": "per_response",
+        "medusa": "perf_metrics",
+    }
+    assert (
+        methods.method_of("eagle") is None and methods.method_of(float("nan")) is None
+    )
+    assert methods.method_of("mtp") is METHODS["mtp"]
+
+
+def test_a_backend_the_registry_does_not_list_is_refused_without_a_rule_of_its_own(
+    monkeypatch,
+):
+    """No fall-through on backends either: were n-gram listed for the reference backend
+    only, ``trtllm-pytorch`` would refuse it from the registry alone, naming the field and
+    the backend that runs it."""
+    from dataclasses import replace
+
+    from trtbench.core import methods
+
+    monkeypatch.setitem(
+        methods.METHODS, "ngram", replace(METHODS["ngram"], backends=("reference",))
+    )
+    problem = variant_backend_problem(variant("ngram"), "trtllm-pytorch", "variants[1]")
+    assert problem == (
+        "variants[1].mode: n-gram (ngram) is not supported by backend trtllm-pytorch; "
+        "set backend: reference on the variant or the spec"
+    )
+    assert variant_backend_problem(variant("ngram"), "reference", "variants[1]") is None

@@ -153,3 +153,50 @@ def test_missing_heads_config_is_a_config_error(tmp_path):
         ConfigError, match="models.medusa: .*config.json does not exist"
     ):
         speculative_config(variant(mode="medusa"), models)
+
+
+@pytest.fixture(scope="module")
+def tiny_target(tmp_path_factory):
+    from tests.support.random_llama import make_tokenizer, random_llama, save_model
+
+    root = tmp_path_factory.mktemp("vllm_refusal")
+    return save_model(random_llama(seed=0), root / "target", make_tokenizer(64))
+
+
+def test_a_method_without_a_vllm_mapping_exits_2_before_any_build(
+    tiny_target, tmp_path, capsys, monkeypatch
+):
+    """The trap this guards: a method vLLM names but whose drafter has no mapping here
+    (a method added to the registry without its vLLM keys) once fell through to n-gram's
+    ``prompt_lookup_*`` config. Here n-gram's entry is given a drafter nothing maps:
+    ``trtbench run --dry-run`` refuses the variant with one line, exit 2, builds nothing."""
+    from dataclasses import replace
+
+    import yaml
+
+    from tests.support.cli import run_cli
+    from trtbench.core import methods
+
+    unmapped = replace(methods.METHODS["ngram"], drafter="suffix_tree")
+    monkeypatch.setitem(methods.METHODS, "ngram", unmapped)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "t",
+                "backend": "reference",
+                "models": {"target": str(tiny_target)},
+                "variants": [
+                    {"name": "b", "mode": "baseline", "server": "vllm"},
+                    {"name": "ng", "mode": "ngram", "server": "vllm"},
+                ],
+            }
+        )
+    )
+    code, _, err = run_cli(
+        ["run", spec, "--out", tmp_path / "run", "--dry-run"], capsys
+    )
+    assert code == 2 and err.count("\n") == 1, err
+    assert "variant ng (server: vllm, mode ngram)" in err
+    assert "mapped for modes baseline, draft_target, medusa, eagle3 only" in err
+    assert not (tmp_path / "run" / "builds").exists()
