@@ -56,6 +56,8 @@ from trtbench.profiling.report.markdown import (
     run_notes,
     tiers_markdown,
 )
+from trtbench.profiling.report.page import write_page
+from trtbench.profiling.report.page_figures import page_figures
 from trtbench.profiling.report.ratios import (
     objective_tiers,
     open_note,
@@ -252,6 +254,7 @@ class ReportResult:
     matrix_markdown: str
     notes: list[str]
     answer: str | None = None
+    page_path: Path | None = None
 
 
 def write_report(
@@ -318,12 +321,22 @@ def write_report(
     path = rd.report_md
     path.write_text(text)
     answer = advice.document.get("answer")
+    figures = page_figures(
+        complete_tiers(a.tiers),
+        a.crossover,
+        run.acceptance,
+        run.rounds,
+        name,
+        run.baseline is not None,
+    )
+    page = write_page(path, answer, figures)
     return ReportResult(
         path,
         [p for _, p in drawn],
         "## Comparison matrix\n\n" + matrix_md,
         a.notes,
         answer,
+        page,
     )
 
 
@@ -397,4 +410,5 @@ def compare_runs(
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
+        write_page(out)  # report.html beside it (the tables; no figures)
     return CompareResult(text, out)
