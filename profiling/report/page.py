@@ -1,12 +1,13 @@
 """report.html: report.md's own Markdown rendered as one self-contained page (pure: text and
 figures in, HTML out).
 
-The page opens with the answer (recommendation.json's sentence), then report.md rendered by
-markdown-it-py (CommonMark with tables), each ``![caption](plots/NAME.png)`` replaced by the
-interactive figure keyed NAME (:mod:`page_figures`) or, where none, by the PNG inlined as a
-data URI; the figures without a PNG (acceptance per position, rounds) follow the last plot.
-plotly.js is inlined once and every table sorts (click a header) and filters (the box above
-it) with a few lines of inline script: the file opens offline, nothing is fetched.
+The page is report.md rendered by markdown-it-py (CommonMark with tables): its answer line
+(recommendation.json's sentence, in bold under "Recommendation") set as a box, each
+``![caption](plots/NAME.png)`` replaced by the interactive figure keyed NAME
+(:mod:`page_figures`) or, where none, by the PNG inlined as a data URI; the figures without
+a PNG (acceptance per position, rounds) follow the last plot. plotly.js is inlined once and
+every table sorts (click a header) and filters (the box above it) with a few lines of
+inline script: the file opens offline, nothing is fetched.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from trtbench.profiling.report.page_figures import PageFigure
 
 EXTRA_SRC = "page:"
 """The source an extra figure's image line gets in the Markdown the page renders."""
+ANSWER_MARK = "trtbench-answer-box"
+"""The line that stands for the answer's paragraph until it is rendered as the box."""
 _IMAGE = re.compile(r"^!\[[^\]]*\]\(([^)]+)\)$")
 
 STYLE = """
@@ -111,7 +114,9 @@ def render_page(
 
     Args:
         markdown_text: report.md's text, as written.
-        answer: recommendation.json's ``answer`` (Markdown inline; None: no answer box).
+        answer: recommendation.json's ``answer`` (Markdown inline), shown as a box where
+            report.md has it as a bold line (first on the page where it has not); None:
+            no box.
         figures: the interactive figures; a key that is a PNG stem in the text replaces
             that image, the others follow the last plot.
         root: the run directory (the PNGs without an interactive figure are read from it).
@@ -131,12 +136,19 @@ def render_page(
         return _png_html(root / src, tokens[idx].content)
 
     md.add_render_rule("image", image)
-    body = md.render(with_extra_figures(markdown_text, extra))
-    lead = "" if answer is None else f'<p id="answer">{md.renderInline(answer)}</p>\n'
+    lines = with_extra_figures(markdown_text, extra).splitlines()
+    if answer is not None and f"**{answer}**" in lines:  # report.md's own answer line
+        lines[lines.index(f"**{answer}**")] = ANSWER_MARK
+    elif answer is not None:  # none: the box opens the page
+        lines.insert(0, ANSWER_MARK)
+    body = md.render("\n".join(lines) + "\n")
+    if answer is not None:
+        box = f'<p id="answer">{md.renderInline(answer)}</p>'
+        body = body.replace(f"<p>{ANSWER_MARK}</p>", box, 1)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>{STYLE}</style>"
-        f"<script>{get_plotlyjs()}</script></head>\n<body>\n{lead}{body}"
+        f"<script>{get_plotlyjs()}</script></head>\n<body>\n{body}"
         f"<script>{SCRIPT}</script>\n</body></html>\n"
     )
 

@@ -18,8 +18,9 @@ import plotly.graph_objects as go
 from trtbench.core import methods
 from trtbench.profiling.report.plots import variant_colors
 
-INTERFERENCE_COLOR = "#d62728"
-"""The outline of a round measured while other processes used the host."""
+INTERFERENCE_COLOR = "#111111"
+"""The outline of a round measured while other processes used the host (black: tab10,
+the variants' colours, has red)."""
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,7 @@ def positions(acceptance: pd.DataFrame | None) -> PageFigure | None:
 def rounds(frame: pd.DataFrame | None) -> PageFigure | None:
     """Each cell's output tok/s in each interleaved round against the time it started
     (rounds.csv), one trace per variant; a round with ``interference_flag`` set is an
-    open red-ringed ×. None when the run has no rounds."""
+    black-ringed ×. None when the run has no rounds."""
     if frame is None or not len(frame) or "output_tokens_per_s" not in frame:
         return None
     colors = variant_colors(frame["variant"].unique())
@@ -200,7 +201,7 @@ def rounds(frame: pd.DataFrame | None) -> PageFigure | None:
                 "share %{customdata[3]})<extra></extra>",
             )
         )
-    title = "Rounds: each cell's output tok/s over time (red ×: interference)"
+    title = "Rounds: each cell's output tok/s over time (ringed ×: interference; hover: tier)"
     fig = _layout(fig, title, "start of the round (s since the first)", "output tok/s")
     return PageFigure("rounds", title, fig)
 
