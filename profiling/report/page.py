@@ -18,11 +18,13 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+import pandas as pd
 import plotly.io as pio
 from markdown_it import MarkdownIt
 from plotly.offline import get_plotlyjs
 
-from trtbench.profiling.report.page_figures import PageFigure
+from trtbench.profiling.report.page_figures import PageFigure, page_figures
+from trtbench.profiling.report.run_data import RunData
 
 EXTRA_SRC = "page:"
 """The source an extra figure's image line gets in the Markdown the page renders."""
@@ -123,8 +125,8 @@ def render_page(
         title: the page's title.
     """
     by_key = {f.key: f for f in figures}
-    stems = {Path(m.group(1)).stem for line in markdown_text.splitlines()
-             if (m := _IMAGE.match(line.strip()))}  # fmt: skip
+    images = (_IMAGE.match(line.strip()) for line in markdown_text.splitlines())
+    stems = {Path(m.group(1)).stem for m in images if m}
     extra = [f for f in figures if f.key not in stems]
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
 
@@ -171,3 +173,19 @@ def write_page(
     out = report_md.with_suffix(".html")  # report.md: report.html
     out.write_text(render_page(text, answer, figures, report_md.parent, name))
     return out
+
+
+def write_run_page(
+    report_md: Path,
+    answer: str | None,
+    run: RunData,
+    tiers: pd.DataFrame,
+    crossover: pd.DataFrame,
+    ratio: str,
+) -> Path:
+    """``report.html`` of a run: :func:`write_page` with every figure its data allows
+    (:func:`page_figures`: ``tiers`` the complete tiers, ``ratio`` the speedup's name)."""
+    figures = page_figures(
+        tiers, crossover, run.acceptance, run.rounds, ratio, run.baseline is not None
+    )
+    return write_page(report_md, answer, figures)

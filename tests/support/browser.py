@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from tests.support.apt import apt_install
 
 PACKAGES = ("chromium", "chromium-driver")
 BINARIES = ("chromium", "chromedriver")
@@ -41,21 +42,7 @@ def unavailable_reason() -> str | None:
 def install() -> str | None:
     """``apt-get install`` chromium and its driver when absent; why it failed (None: they
     are there)."""
-    if _found():
-        return None
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    done = subprocess.run(
-        ["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    if done.returncode != 0 or not _found():
-        return (
-            f"apt-get install {' '.join(PACKAGES)} failed: {done.stderr.strip()[-300:]}"
-        )
-    return None
+    return apt_install(PACKAGES, BINARIES)
 
 
 @contextmanager

@@ -56,8 +56,7 @@ from trtbench.profiling.report.markdown import (
     run_notes,
     tiers_markdown,
 )
-from trtbench.profiling.report.page import write_page
-from trtbench.profiling.report.page_figures import page_figures
+from trtbench.profiling.report.page import write_page, write_run_page
 from trtbench.profiling.report.ratios import (
     objective_tiers,
     open_note,
@@ -321,15 +320,7 @@ def write_report(
     path = rd.report_md
     path.write_text(text)
     answer = advice.document.get("answer")
-    figures = page_figures(
-        complete_tiers(a.tiers),
-        a.crossover,
-        run.acceptance,
-        run.rounds,
-        name,
-        run.baseline is not None,
-    )
-    page = write_page(path, answer, figures)
+    page = write_run_page(path, answer, run, complete_tiers(a.tiers), a.crossover, name)
     return ReportResult(
         path,
         [p for _, p in drawn],
