@@ -1,19 +1,22 @@
 """The interactive figures of report.html (Plotly figures from the report's own frames; no
 analysis happens here).
 
-Each figure draws one trace per variant (so the legend toggles a variant), hover shows the
-figure, its interval and the tier; the static PNGs (:mod:`plots`) show the same frames. The
-figure keys match the PNG stems they stand for (``speedup``, ``ttft``, ``tpot``,
-``throughput``, ``acceptance``); ``positions`` and ``rounds`` have no PNG.
+Each figure draws one trace per variant (the rounds: per variant and tier, grouped by
+variant), so the legend toggles a variant; hover shows the figure, its interval and the
+tier; the static PNGs (:mod:`plots`) show the same frames. The figure keys match the PNG
+stems they stand for (``speedup``, ``ttft``, ``tpot``, ``throughput``, ``acceptance``);
+``positions`` and ``rounds`` have no PNG.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from trtbench.core import methods
 from trtbench.profiling.report.plots import variant_colors
@@ -162,24 +165,41 @@ def positions(acceptance: pd.DataFrame | None) -> PageFigure | None:
     return PageFigure("positions", title, fig)
 
 
+def _tier_order(tier: str) -> tuple[float, str]:
+    """c2 before c16: by the tier label's number, then by the label."""
+    digits = re.findall(r"\d+(?:\.\d+)?", tier)
+    return (float(digits[0]) if digits else float("inf"), tier)
+
+
 def rounds(frame: pd.DataFrame | None) -> PageFigure | None:
-    """Each cell's output tok/s in each interleaved round against the time it started
-    (rounds.csv), one trace per variant; a round with ``interference_flag`` set is an
-    black-ringed ×. None when the run has no rounds."""
+    """Each cell's output tok/s round by round (rounds.csv), one panel per tier and one
+    trace per (variant, tier), a variant's traces toggled together from one legend entry;
+    a round with ``interference_flag`` set is a black-ringed ×. Round r of each variant
+    sits above the same x: the pairs each ratio is made of. None when the run has none."""
     if frame is None or not len(frame) or "output_tokens_per_s" not in frame:
         return None
     colors = variant_colors(frame["variant"].unique())
-    fig = go.Figure()
-    for variant, g in frame.sort_values("start_s").groupby("variant"):
+    tiers = sorted(frame["tier"].astype(str).unique(), key=_tier_order)
+    cols = min(len(tiers), 2)
+    rows = -(-len(tiers) // cols)
+    fig = make_subplots(
+        rows=rows, cols=cols, subplot_titles=tiers, horizontal_spacing=0.08
+    )
+    shown: set[str] = set()
+    for (variant, tier), g in frame.sort_values("round").groupby(["variant", "tier"]):
         flag = g.get("interference_flag", pd.Series(False, index=g.index))
         hit = flag.astype(str).str.lower().eq("true").to_numpy()
         share = _num(g, "host_other_cpu_share")
+        at = tiers.index(str(tier))
         fig.add_trace(
             go.Scatter(
-                x=_num(g, "start_s"),
+                x=_num(g, "round"),
                 y=_num(g, "output_tokens_per_s"),
                 name=str(variant),
-                mode="markers",
+                legendgroup=str(variant),
+                showlegend=variant not in shown,
+                mode="lines+markers",
+                line={"color": colors[variant], "width": 1},
                 marker={
                     "color": colors[variant],
                     "size": np.where(hit, 11, 8),
@@ -190,19 +210,24 @@ def rounds(frame: pd.DataFrame | None) -> PageFigure | None:
                     },
                 },
                 customdata=np.c_[
-                    g["tier"].astype(str),
-                    g["round"].astype(str),
+                    _num(g, "start_s"),
                     np.where(hit, "yes", "no"),
                     [("" if np.isnan(s) else f"{s:.0%}") for s in share],
                 ],
-                hovertemplate=f"<b>{variant}</b> %{{customdata[0]}} round "
-                "%{customdata[1]}<br>output tok/s: %{y:.4g}<br>started at %{x:.1f} s"
-                "<br>interference: %{customdata[2]} (other processes' host CPU "
-                "share %{customdata[3]})<extra></extra>",
-            )
+                hovertemplate=f"<b>{variant}</b> {tier} round %{{x}}<br>output tok/s: "
+                "%{y:.4g}<br>started at %{customdata[0]:.1f} s<br>interference: "
+                "%{customdata[1]} (other processes' host CPU share %{customdata[2]})"
+                "<extra></extra>",
+            ),
+            row=at // cols + 1,
+            col=at % cols + 1,
         )
-    title = "Rounds: each cell's output tok/s over time (ringed ×: interference; hover: tier)"
-    fig = _layout(fig, title, "start of the round (s since the first)", "output tok/s")
+        shown.add(variant)
+    title = "Rounds: each cell's output tok/s, round by round (ringed ×: interference)"
+    fig = _layout(fig, title, "", "")
+    fig.update_layout(height=max(420, 300 * rows), margin_t=90)
+    fig.update_xaxes(dtick=1, title_text="round")
+    fig.update_yaxes(title_text="output tok/s", col=1)
     return PageFigure("rounds", title, fig)
 
 

@@ -49,25 +49,28 @@ def page(tmp_path_factory):
     return root, html
 
 
-def _expected_traces(root: Path) -> dict[str, set[str]]:
-    """The variants each figure draws, from the run's CSVs by the figures' definitions:
-    one trace per variant with a complete tier (the speculative ones for the speedup and
-    tokens per step), per variant with acceptance-per-position rows, per variant with
-    rounds."""
+def _expected_traces(root: Path) -> dict[str, list[str]]:
+    """The traces each figure draws (their names, sorted), from the run's CSVs by the
+    figures' definitions: one per variant with a complete tier (the speculative ones for
+    the speedup and tokens per step), per variant with acceptance-per-position rows, per
+    (variant, tier) with rounds."""
     loadtest = root / "loadtest"
     summary = pd.read_csv(loadtest / "summary.csv")
     baseline = json.loads((root / "recommendation.json").read_text())["baseline"]
     measured = set(summary.loc[summary["tier_status"] == "complete", "variant"])
     acceptance = pd.read_csv(loadtest / "acceptance.csv")
     rounds = pd.read_csv(loadtest / "rounds.csv")
+    cells = rounds[["variant", "tier"]].drop_duplicates()
     return {
-        "speedup": measured - {baseline},
-        "ttft": measured,
-        "tpot": measured,
-        "throughput": measured,
-        "acceptance": measured - {baseline},
-        "positions": set(acceptance.loc[acceptance["kind"] == "position", "variant"]),
-        "rounds": set(rounds["variant"]),
+        "speedup": sorted(measured - {baseline}),
+        "ttft": sorted(measured),
+        "tpot": sorted(measured),
+        "throughput": sorted(measured),
+        "acceptance": sorted(measured - {baseline}),
+        "positions": sorted(
+            set(acceptance.loc[acceptance["kind"] == "position", "variant"])
+        ),
+        "rounds": sorted(cells["variant"]),
     }
 
 
@@ -125,10 +128,7 @@ def test_every_plot_draws_one_trace_per_variant(page, browser):
         "out[f.dataset.key]=f.querySelector('.plotly-graph-div').data"
         ".map(function(t){return t.name})});return out"
     )
-    expected = _expected_traces(root)
-    assert {k: sorted(v) for k, v in drawn.items()} == {
-        k: sorted(v) for k, v in expected.items()
-    }
+    assert {k: sorted(v) for k, v in drawn.items()} == _expected_traces(root)
 
 
 def test_a_legend_click_hides_its_variant(page, browser):

@@ -132,8 +132,15 @@ def test_rounds_mark_the_interfered_ones():
         }
     )
     fig = rounds(frame).figure
-    by_name = {t.name: t for t in fig.data}
-    assert list(by_name["a"].marker.symbol) == ["x", "circle"]
-    assert list(by_name["b"].marker.symbol) == ["circle"]
-    assert by_name["a"].customdata[0][3] == "40%"
+    cells = {(t.name, t.xaxis): t for t in fig.data}  # c1 on the first panel, c2 next
+    assert sorted(cells) == [("a", "x"), ("a", "x2"), ("b", "x")]
+    assert list(cells["a", "x"].marker.symbol) == ["x"]
+    assert list(cells["a", "x2"].marker.symbol) == ["circle"]
+    assert list(cells["b", "x"].marker.symbol) == ["circle"]
+    assert cells["a", "x"].customdata[0][2] == "40%"
+    assert [t.showlegend for t in fig.data] == [
+        True,
+        False,
+        True,
+    ]  # one entry a variant
     assert rounds(frame.iloc[0:0]) is None
