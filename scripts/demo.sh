@@ -34,6 +34,7 @@ if [ -f "$rec" ]; then
     answer=$("$VENV/bin/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["answer"])' "$rec" || echo "see $rec")
     printf '[demo] recommendation: %s
 [demo] results: %s (report.md, recommendation.json, loadtest/*.csv, plots/)
-' "$answer" "$OUT"
+[demo] page: %s (the report in a browser, offline)
+' "$answer" "$OUT" "$OUT/report.html"
 fi
 exit "$status"

@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.apt import apt_install
+
 DAEMONS = (
     "slurmctld",
     "slurmd",
@@ -65,21 +67,7 @@ def unavailable_reason() -> str | None:
 
 def install() -> str | None:
     """``apt-get install`` the daemons when absent; why it failed (None: installed)."""
-    if all(shutil.which(d) for d in DAEMONS):
-        return None
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    done = subprocess.run(
-        ["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    if done.returncode != 0 or not all(shutil.which(d) for d in DAEMONS):
-        return (
-            f"apt-get install {' '.join(PACKAGES)} failed: {done.stderr.strip()[-300:]}"
-        )
-    return None
+    return apt_install(PACKAGES, DAEMONS)
 
 
 def free_port() -> int:

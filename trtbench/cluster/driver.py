@@ -66,6 +66,7 @@ from trtbench.core.errors import ConfigError, NotAvailableError, TrtbenchError
 from trtbench.core.run_dir import RunDir, write_json_atomic
 from trtbench.core.stop_signals import StopSignal, signal_name
 from trtbench.pipeline.preflight import preflight_run
+from trtbench.pipeline.report import write_page
 from trtbench.pipeline.run import baseline_of
 from trtbench.spec.bench import BenchSpec, load_spec
 
@@ -185,6 +186,7 @@ def gather(
     rd.report_md.write_text(
         render(rd.root.name, summary, views, state.baseline, doc, rerun)
     )
+    page = write_page(rd.report_md, doc.get("answer"))  # the tables; no figures
     rd.update_run_json(
         "cluster",
         {
@@ -220,7 +222,7 @@ def gather(
             else {"error": ShardsFailedError.__name__, "missing": missing},
         },
     )
-    files = (rd.report_md, rd.root / RECOMMENDATION_JSON, shards_csv)
+    files = (rd.report_md, page, rd.root / RECOMMENDATION_JSON, shards_csv)
     return ClusterOutcome(rd, tuple(views), True, summary, doc["answer"], files, rerun)
 
 

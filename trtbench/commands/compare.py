@@ -34,4 +34,4 @@ def compare(run_a: Path, run_b: Path, out: Path | None) -> None:
     result = compare_runs(run_a, run_b, out)
     click.echo(result.markdown, nl=False)
     if result.path is not None:
-        click.echo(f"\nwrote {result.path}")
+        click.echo(f"\nwrote {result.path} and {result.path.with_suffix('.html')}")

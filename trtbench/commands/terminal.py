@@ -148,10 +148,13 @@ def _answer(root: Path) -> str | None:
 
 def say_answer(answer: str | None, report: Path | None) -> None:
     """The lines every command that renders a report ends with (``trtbench run``,
-    ``report``, ``collect``): ``recommendation: <sentence>`` and ``report: <report.md>``;
-    nothing without a sentence or a report."""
+    ``report``, ``collect``): ``recommendation: <sentence>`` and ``report: <report.md>``,
+    then ``page: <report.html>`` where the page was written beside it; nothing without a
+    sentence or a report."""
     if answer and report is not None:
         click.echo(f"\nrecommendation: {answer}\nreport: {report}")
+        if (page := report.with_suffix(".html")).is_file():
+            click.echo(f"page: {page}")
 
 
 def written_line(outcome: LoadtestOutcome) -> str | None:

@@ -56,6 +56,7 @@ from trtbench.profiling.report.markdown import (
     run_notes,
     tiers_markdown,
 )
+from trtbench.profiling.report.page import write_page, write_run_page
 from trtbench.profiling.report.ratios import (
     objective_tiers,
     open_note,
@@ -252,6 +253,7 @@ class ReportResult:
     matrix_markdown: str
     notes: list[str]
     answer: str | None = None
+    page_path: Path | None = None
 
 
 def write_report(
@@ -318,12 +320,14 @@ def write_report(
     path = rd.report_md
     path.write_text(text)
     answer = advice.document.get("answer")
+    page = write_run_page(path, answer, run, complete_tiers(a.tiers), a.crossover, name)
     return ReportResult(
         path,
         [p for _, p in drawn],
         "## Comparison matrix\n\n" + matrix_md,
         a.notes,
         answer,
+        page,
     )
 
 
@@ -397,4 +401,5 @@ def compare_runs(
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
+        write_page(out)  # report.html beside it (the tables; no figures)
     return CompareResult(text, out)

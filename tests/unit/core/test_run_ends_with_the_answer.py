@@ -1,6 +1,6 @@
 """``trtbench run``, ``report`` and ``collect`` end with the answer: recommendation.json's
-sentence and report.md's path after the files they wrote (hand-made outcomes and runs; the
-sentence is read from the file)."""
+sentence and report.md's path (then report.html's, where written) after the files they
+wrote (hand-made outcomes and runs; the sentence is read from the file)."""
 
 from __future__ import annotations
 
@@ -72,9 +72,10 @@ def test_report_ends_with_the_recommendation_and_the_report(tmp_path, capsys):
     sentence = json.loads((root / "recommendation.json").read_text())["answer"]
     assert sentence.startswith("Serve `ngram`")  # tests/support/report_runs.py
     lines = out.rstrip().splitlines()
-    assert lines[-2:] == [
+    assert lines[-3:] == [
         f"recommendation: {sentence}",
         f"report: {root / 'report.md'}",
+        f"page: {root / 'report.html'}",  # written beside it
     ]
     assert f"wrote {root / 'report.md'}, {root / 'recommendation.json'}, " in out
 

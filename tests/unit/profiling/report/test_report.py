@@ -231,6 +231,8 @@ def test_compare_two_runs_gives_ratios(tmp_path):
     )
     assert "| draft-k4 | 18.5 | 18.5 | 1.000 | 62 | 62 | 1.000 |" in md
     assert (tmp_path / "cmp.md").read_text() == result.markdown
+    page = (tmp_path / "cmp.html").read_text()  # the same tables as a page
+    assert "<td>medusa</td>\n<td>c4</td>\n<td>24</td>" in page
     cli_out = CliRunner().invoke(cli, ["compare", str(a), str(b)])
     assert cli_out.exit_code == 0 and "B/A" in cli_out.output
 
