@@ -9,6 +9,9 @@ with the same quantities from trtbench's launch frame, prints where they are equ
 difference by definition, and compares the time each tool takes (load + analysis; HTA's import
 excluded).
 
+Time and memory at millions of kernels (trtbench's streamed reader, its whole-file reader,
+HTA): ``scripts/bench_kineto.py``.
+
 Usage: .venv/bin/python scripts/bench_kineto_vs_hta.py [--hta-python .venv-hta/bin/python]
        [--kernels 100000]
 """
@@ -16,10 +19,10 @@ Usage: .venv/bin/python scripts/bench_kineto_vs_hta.py [--hta-python .venv-hta/b
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +32,11 @@ import pandas as pd
 from trtbench.profiling.traces.kineto import KinetoTrace
 
 ROOT = Path(__file__).resolve().parents[1]
+# The trace writer is a test fixture (tests/support), not part of the package; the clone's root
+# goes last on the path so that ``trtbench`` stays the installed package.
+sys.path.append(str(ROOT))
+from tests.support.synth_kineto import write_decode_trace  # noqa: E402
+
 FIXTURES = (
     ROOT / "tests" / "data" / "third_party" / "hta"
 )  # MIT traces kept in the repository
@@ -207,92 +215,6 @@ def explain(ours: pd.DataFrame, hta: pd.DataFrame, kineto: KinetoTrace, merged) 
         )
     if (kernels["api_kind"] == "graph_launch").any():
         print(f"  [graphs] {EXPLANATIONS['graphs']}")
-
-
-def write_decode_trace(path: Path, kernels: int, per_step: int = 100) -> Path:
-    """A Kineto-shaped decode loop: ProfilerStep#i, cudaLaunchKernel + flows + kernel, ns-float
-    timestamps relative to baseTimeNanoseconds; steps -20..-11 replay a CUDA graph."""
-    events, corr, steps = [], 0, kernels // per_step
-    for i in range(steps):
-        t0 = 1000.0 + i * (per_step * 6.0 + 50.0)
-        events.append(
-            {
-                "ph": "X",
-                "cat": "user_annotation",
-                "name": f"ProfilerStep#{i}",
-                "pid": 1,
-                "tid": 1,
-                "ts": t0,
-                "dur": per_step * 6.0 + 40.0,
-            }
-        )
-        graph = steps - 20 <= i < steps - 10
-        for k in range(per_step):
-            if not graph or k == 0:
-                corr += 1
-                name = "cudaGraphLaunch" if graph else "cudaLaunchKernel"
-                ts = round(t0 + 1.0 + 6.0 * k + 0.123, 3)
-                events += [
-                    {
-                        "ph": "X",
-                        "cat": "cuda_runtime",
-                        "name": name,
-                        "pid": 1,
-                        "tid": 1,
-                        "ts": ts,
-                        "dur": 4.456,
-                        "args": {"correlation": corr},
-                    },
-                    {
-                        "ph": "s",
-                        "cat": "ac2g",
-                        "name": "ac2g",
-                        "id": corr,
-                        "pid": 1,
-                        "tid": 1,
-                        "ts": ts,
-                    },
-                ]
-            kts = round(t0 + 7.0 + 6.0 * k + 0.789, 3)
-            args = {
-                "correlation": corr,
-                "device": 0,
-                "stream": 7,
-                "grid": [8, 1, 1],
-                "block": [128, 1, 1],
-            } | ({"graph node id": k + 1} if graph else {})
-            events += [
-                {
-                    "ph": "X",
-                    "cat": "kernel",
-                    "name": f"kernel_{k % 20}",
-                    "pid": 0,
-                    "tid": 7,
-                    "ts": kts,
-                    "dur": 3.0,
-                    "args": args,
-                },
-                {
-                    "ph": "f",
-                    "cat": "ac2g",
-                    "name": "ac2g",
-                    "id": corr,
-                    "pid": 0,
-                    "tid": 7,
-                    "ts": kts,
-                    "bp": "e",
-                },
-            ]
-    with gzip.open(path, "wt") as fh:
-        json.dump(
-            {
-                "schemaVersion": 1,
-                "baseTimeNanoseconds": 1_700_000_000_000_000_000,
-                "traceEvents": events,
-            },
-            fh,
-        )
-    return path
 
 
 def main() -> None:

@@ -45,8 +45,8 @@ from trtbench.profiling.traces.schemas import RANGE_COLUMNS
 
 logger = logging.getLogger(__name__)
 
-_API_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
-_GPU_CATS = {
+API_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})
+GPU_CATS = {
     "kernel": "kernel",
     "Kernel": "kernel",
     "gpu_memcpy": "memcpy",
@@ -54,13 +54,18 @@ _GPU_CATS = {
     "gpu_memset": "memset",
     "Memset": "memset",
 }
-_FLOW_CATS = frozenset({"ac2g", "async_gpu"})
-_LEGACY_STEP = re.compile(r"^ProfilerStep#\d+$")
+FLOW_CATS = frozenset({"ac2g", "async_gpu"})
+LEGACY_STEP = re.compile(r"^ProfilerStep#\d+$")
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    """Parse ``path`` (plain or gzip JSON, whatever the suffix) into the top-level object."""
+def check_trace_file(path: Path) -> bytes:
+    """The first two bytes of ``path`` (the gzip magic tells a compressed trace).
+
+    Raises:
+        ConfigError: the file does not exist.
+        TraceParseError: it is empty.
+    """
     if not path.is_file():
         raise ConfigError(
             f"Kineto trace {path} does not exist; pass a .json or .json.gz trace"
@@ -72,6 +77,37 @@ def _read_json(path: Path) -> dict[str, Any]:
             f"{path} is empty (0 bytes); record the trace again with torch.profiler "
             "(on_trace_ready=tensorboard_trace_handler or prof.export_chrome_trace)"
         )
+    return head
+
+
+def not_json_error(path: Path, exc: object) -> TraceParseError:
+    """The error for a trace that is truncated, not JSON, unreadable or not UTF-8."""
+    return TraceParseError(
+        f"{path} is truncated or not JSON ({exc}); pass a complete PyTorch profiler "
+        "trace (.json or .json.gz)"
+    )
+
+
+def no_events_error(path: Path) -> TraceParseError:
+    """The error for JSON without a top-level ``traceEvents`` list."""
+    return TraceParseError(
+        f"{path} is not a PyTorch profiler (Kineto) trace: it has no traceEvents list; "
+        "export one with prof.export_chrome_trace(PATH)"
+    )
+
+
+def no_activity_error(path: Path) -> TraceParseError:
+    """The error for a trace without GPU events and launch calls."""
+    return TraceParseError(
+        f"{path} holds no CUDA activity (no kernel, memcpy or memset events and no "
+        "launch calls); profile with activities=[ProfilerActivity.CPU, "
+        "ProfilerActivity.CUDA] on a GPU"
+    )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """Parse ``path`` (plain or gzip JSON, whatever the suffix) into the top-level object."""
+    head = check_trace_file(path)
     opener = gzip.open if head == _GZIP_MAGIC else open
     try:
         with opener(path, "rt", encoding="utf-8") as fh:
@@ -83,28 +119,22 @@ def _read_json(path: Path) -> dict[str, Any]:
         UnicodeDecodeError,
         json.JSONDecodeError,
     ) as exc:
-        raise TraceParseError(
-            f"{path} is truncated or not JSON ({exc}); pass a complete PyTorch profiler "
-            "trace (.json or .json.gz)"
-        ) from exc
+        raise not_json_error(path, exc) from exc
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
-        raise TraceParseError(
-            f"{path} is not a PyTorch profiler (Kineto) trace: it has no traceEvents list; "
-            "export one with prof.export_chrome_trace(PATH)"
-        )
+        raise no_events_error(path)
     return data
 
 
-_NS_PER_US = Decimal(1000)
+NS_PER_US = Decimal(1000)
 
 
-def _ns(us: Any) -> int | None:
+def ns_from_us(us: Any) -> int | None:
     """Microseconds -> integer ns: exact for an int or a JSON decimal (rounded half to even
     past the third decimal); a binary float (a trace built in Python) is rounded to the nearest
     ns. None for anything else or a non-finite number."""
     kind = type(us)
     if kind is Decimal:  # from parse_float: always finite (NaN/Infinity come as floats)
-        return round(us * _NS_PER_US)
+        return round(us * NS_PER_US)
     if kind is int:
         return us * 1000
     if isinstance(us, bool) or not isinstance(us, (int, float)):
@@ -114,7 +144,9 @@ def _ns(us: Any) -> int | None:
     return round(us * 1000) if us == us and abs(us) != float("inf") else None
 
 
-def _int(value: Any) -> int | None:
+def int_or_none(value: Any) -> int | None:
+    """An int as is, a string of decimal digits (optionally ``-``) as its int; None for
+    anything else (booleans, floats, other strings)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -124,9 +156,10 @@ def _int(value: Any) -> int | None:
     return None
 
 
-def _xyz(value: Any) -> tuple[int | None, int | None, int | None]:
+def xyz_or_none(value: Any) -> tuple[int | None, int | None, int | None]:
+    """A 3-element list (``grid``, ``block``) as three :func:`int_or_none`; else Nones."""
     if isinstance(value, list) and len(value) == 3:
-        return tuple(_int(v) for v in value)  # type: ignore[return-value]
+        return tuple(int_or_none(v) for v in value)  # type: ignore[return-value]
     return (None, None, None)
 
 
@@ -164,45 +197,45 @@ class _Collector:
         ph, cat = event.get("ph"), event.get("cat")
         pid, tid, ts = event.get("pid"), event.get("tid"), event.get("ts")
         if (
-            ph in ("s", "f") and cat in _FLOW_CATS
+            ph in ("s", "f") and cat in FLOW_CATS
         ):  # keyed by ts as written: no conversion
             self.flows[(ph, pid, tid, ts)] = event.get("id")
             return
-        start, dur = _ns(ts), _ns(event.get("dur"))
+        start, dur = ns_from_us(ts), ns_from_us(event.get("dur"))
         if ph != "X" or start is None or dur is None:
             return
         args = event.get("args") or {}
         name = str(event.get("name"))
-        if cat in _API_CATS:
+        if cat in API_CATS:
             self._append(
                 self.api,
                 args.get("correlation"),
                 (pid, tid, ts, "s"),
-                _int(pid),
-                _int(tid),
+                int_or_none(pid),
+                int_or_none(tid),
                 name,
                 start,
                 start + dur,
             )
-        elif cat in _GPU_CATS:
+        elif cat in GPU_CATS:
             self._append(
                 self.gpu,
                 args.get("correlation"),
                 (pid, tid, ts, "f"),
-                _GPU_CATS[cat],
+                GPU_CATS[cat],
                 start,
                 start + dur,
-                _int(args.get("device", pid)),
-                _int(args.get("stream", tid)),
-                _int(args.get("graph node id")),
+                int_or_none(args.get("device", pid)),
+                int_or_none(args.get("stream", tid)),
+                int_or_none(args.get("graph node id")),
                 name,
-                *_xyz(args.get("grid")),
-                *_xyz(args.get("block")),
+                *xyz_or_none(args.get("grid")),
+                *xyz_or_none(args.get("block")),
             )
-        elif cat == "user_annotation" or (cat == "cpu_op" and _LEGACY_STEP.match(name)):
+        elif cat == "user_annotation" or (cat == "cpu_op" and LEGACY_STEP.match(name)):
             for column, value in zip(
                 RANGE_COLUMNS,
-                (name, _int(pid), _int(tid), start, start + dur),
+                (name, int_or_none(pid), int_or_none(tid), start, start + dur),
                 strict=True,
             ):
                 self.ranges[column].append(value)
@@ -210,9 +243,9 @@ class _Collector:
     def _append(
         self, table: dict[str, list], corr: Any, where: tuple, *values: Any
     ) -> None:
-        if _int(corr) is None:
+        if int_or_none(corr) is None:
             self.pending.append((table, len(table["corr"]), where))
-        table["corr"].append(_int(corr))
+        table["corr"].append(int_or_none(corr))
         for column, value in zip(list(table)[1:], values, strict=True):
             table[column].append(value)
 
@@ -220,7 +253,7 @@ class _Collector:
         """Fill missing correlation ids from the flow (``s`` at the call, ``f`` at the GPU
         event) that starts or ends at the event's pid, tid and ts."""
         for table, row, (pid, tid, ts, ph) in self.pending:
-            table["corr"][row] = _int(self.flows.get((ph, pid, tid, ts)))
+            table["corr"][row] = int_or_none(self.flows.get((ph, pid, tid, ts)))
 
 
 def _int64_frame(columns: dict[str, list], text: tuple[str, ...]) -> pd.DataFrame:
@@ -256,6 +289,12 @@ def _launch_frame(collector: _Collector) -> pd.DataFrame:
     return make_launch_frame({**columns, "correlation_id": joined["corr"]})
 
 
+def trace_description(path: Path, base_time_ns: int) -> str:
+    """``Kineto trace <file> (<relative|absolute> timestamps)``."""
+    kind = "relative to baseTimeNanoseconds" if base_time_ns else "absolute epoch"
+    return f"Kineto trace {path.name} ({kind} timestamps)"
+
+
 class KinetoTrace(LaunchTraceFacade):
     """One PyTorch profiler trace, parsed eagerly into a launch frame and an annotation frame.
 
@@ -277,7 +316,7 @@ class KinetoTrace(LaunchTraceFacade):
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         data = _read_json(self.path)
-        self.base_time_ns = _int(data.get("baseTimeNanoseconds")) or 0
+        self.base_time_ns = int_or_none(data.get("baseTimeNanoseconds")) or 0
         collector = _Collector()
         for event in data["traceEvents"]:
             if isinstance(event, dict):
@@ -285,19 +324,12 @@ class KinetoTrace(LaunchTraceFacade):
         collector.resolve_flows()
         self.launches = _launch_frame(collector)
         if self.launches.empty:
-            raise TraceParseError(
-                f"{self.path} holds no CUDA activity (no kernel, memcpy or memset events and no "
-                "launch calls); profile with activities=[ProfilerActivity.CPU, "
-                "ProfilerActivity.CUDA] on a GPU"
-            )
+            raise no_activity_error(self.path)
         self.ranges = make_range_frame(collector.ranges)
 
     def describe(self) -> str:
         """``Kineto trace <file> (<relative|absolute> timestamps)``."""
-        kind = (
-            "relative to baseTimeNanoseconds" if self.base_time_ns else "absolute epoch"
-        )
-        return f"Kineto trace {self.path.name} ({kind} timestamps)"
+        return trace_description(self.path, self.base_time_ns)
 
 
 def analyze_kineto_trace(path: Path, step_pattern: str | None = None) -> LaunchAnalysis:

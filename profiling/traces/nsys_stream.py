@@ -15,8 +15,9 @@ one batch of GPU rows at a time:
    (calls starting at the same nanosecond share a bucket), so a bucket is a span of call
    start times holding every kernel of its calls;
 4. bucket by bucket, in time order, its rows are read back from every chunk (the chunk's rows
-   whose call starts in the span): its launch frame
-   (:func:`~trtbench.profiling.traces.nsys.build_launch_frame`), its kernel-trace rows
+   whose call starts in the span) into its launch frame
+   (:func:`~trtbench.profiling.traces.nsys.build_launch_frame`), and
+   :func:`~trtbench.profiling.traces.bucket_tables.write_bucket_tables` writes its kernel-trace rows
    (:func:`~trtbench.profiling.traces.launches.kernel_launch_trace`) appended to the kernel table
    (:class:`~trtbench.profiling.traces.table_io.TableWriter`: Parquet row groups or CSV),
    parked for the summary (:class:`~trtbench.profiling.traces.launch_summary_stream.
@@ -40,7 +41,7 @@ import ctypes
 import logging
 import sqlite3
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import adbc_driver_manager
@@ -49,12 +50,16 @@ import pandas as pd
 import pyarrow as pa
 
 from trtbench.core.errors import TraceParseError
-from trtbench.profiling.traces.launch_steps import DEFAULT_STEP_PATTERN, StepAccumulator
-from trtbench.profiling.traces.launch_summary_stream import SummaryAccumulator
+from trtbench.profiling.traces.bucket_tables import (  # noqa: F401 (re-exported)
+    PARQUET_KERNELS,
+    TABLE_FORMATS,
+    WrittenAnalysis,
+    kernel_table_format,
+    write_bucket_tables,
+)
+from trtbench.profiling.traces.launch_steps import DEFAULT_STEP_PATTERN
 from trtbench.profiling.traces.launches import (
-    StepSummary,
     any_range_matches,
-    kernel_launch_trace,
     resolve_step_windows,
     strip_api_version,
     summarize_steps,
@@ -82,56 +87,13 @@ from trtbench.profiling.traces.nsys_sqlite import (
     decode_strings,
     iter_columns,
 )
-from trtbench.profiling.traces.schemas import (
-    KERNEL_LAUNCH_SCHEMA,
-    LAUNCH_SUMMARY_SCHEMA,
-    STEP_SCHEMA,
-)
 from trtbench.profiling.traces.spill import SortedRuns
-from trtbench.profiling.traces.table_io import TableWriter, write_trace_tables
 
 logger = logging.getLogger(__name__)
 
 CHUNK_ROWS = 1 << 19  # GPU rows read per chunk (two threads, one range each)
 BUCKET_ROWS = 1 << 18  # GPU rows per bucket (the frame analysed at once)
-PARQUET_KERNELS = (
-    1_000_000  # kernel table as Parquet above this many rows (format "auto")
-)
-TABLE_FORMATS = ("auto", "csv", "parquet")
 _SPILLED = ("start", "end", "device_stream", "name", "graphNodeId", "grid", "block")
-
-
-@dataclass(frozen=True)
-class WrittenAnalysis:
-    """What :func:`analyze_nsys_export` wrote and the small tables it kept.
-
-    Attributes:
-        source: the trace, e.g. ``nsys 2024.6.2.225 export (schema 3.16.1) x.sqlite``.
-        kernels: rows of the kernel table.
-        steps: ``steps.csv`` rows (:data:`~trtbench.profiling.traces.schemas.STEP_SCHEMA`).
-        launch_summary: ``launch_summary.csv`` rows.
-        summary: per-step means for the printed paragraph.
-        files: the written tables.
-    """
-
-    source: str
-    kernels: int
-    steps: pd.DataFrame
-    launch_summary: pd.DataFrame
-    summary: StepSummary
-    files: tuple[Path, ...]
-
-
-def kernel_table_format(
-    fmt: str, kernels: int, threshold: int = PARQUET_KERNELS
-) -> str:
-    """``csv`` or ``parquet`` for the kernel table: ``fmt`` unless ``auto``, which means
-    Parquet above ``threshold`` kernels (a CSV row costs about 140 bytes)."""
-    if fmt not in TABLE_FORMATS:
-        raise ValueError(f"format {fmt!r} is not one of {', '.join(TABLE_FORMATS)}")
-    if fmt == "auto":
-        return "parquet" if kernels > threshold else "csv"
-    return fmt
 
 
 class _ExportRun:
@@ -371,57 +333,36 @@ def _analyze(
         del frame_calls
         buckets = run.buckets(per_key, idle)
         del per_key
-        kernel_fmt = kernel_table_format(fmt, kernel_rows, parquet_kernels)
-        kernel_path = out_dir / f"kernel_launches.{kernel_fmt}"
-        steps = StepAccumulator(windows)
         api_cats = sorted({strip_api_version(n) for n in run.api_names.values()})
         kernel_names = decode_strings(conn, np.array(sorted(name_ids), dtype=np.int64))
         kernel_cats = sorted(set(kernel_names.values()))
         kernel_cats += [c for c in MEMCPY_LABELS if c not in set(kernel_cats)]
         categories = (kernel_cats, api_cats)
-        empty = kernel_launch_trace(run.bucket_frame(None, idle[:0], {}, categories))
-        with SummaryAccumulator(work_dir, kernel_rows) as summary:
-            with TableWriter(kernel_path, KERNEL_LAUNCH_SCHEMA, kernel_fmt) as writer:
-                writer.write(empty)
-                for b in range(buckets.count):
-                    # a bucket is the calls starting in [its first start, the next one's)
-                    hi = (
-                        int(buckets.first_start[b + 1])
-                        if b + 1 < buckets.count
-                        else None
-                    )
-                    frame = run.bucket_frame(
-                        runs.read(int(buckets.first_start[b]), hi),
-                        idle[buckets.of_idle == b],
-                        kernel_names,
-                        categories,
-                    )
-                    trace = kernel_launch_trace(frame)
-                    writer.write(trace)
-                    summary.add(trace)
-                    steps.add(frame)
-                    del trace, frame
-                    if hi is not None:
-                        steps.close_before(hi)
-                    pa.default_memory_pool().release_unused()
-                kernels = writer.rows
+
+        def pieces() -> Iterator[tuple[pd.DataFrame, int | None]]:
+            for b in range(buckets.count):
+                # a bucket is the calls starting in [its first start, the next one's)
+                hi = int(buckets.first_start[b + 1]) if b + 1 < buckets.count else None
+                rows = runs.read(int(buckets.first_start[b]), hi)
+                idle_b = idle[buckets.of_idle == b]
+                yield run.bucket_frame(rows, idle_b, kernel_names, categories), hi
             runs.__exit__()  # the parked rows go before the summary's are read
-            launch_summary = summary.finish(empty)
-    steps_table = steps.table()
-    small_fmt = "parquet" if fmt == "parquet" else "csv"
-    files = write_trace_tables(
-        [
-            ("launch_summary.csv", launch_summary, LAUNCH_SUMMARY_SCHEMA),
-            ("steps.csv", steps_table, STEP_SCHEMA),
-        ],
-        out_dir,
-        small_fmt,
-    )
+
+        tables = write_bucket_tables(
+            out_dir,
+            fmt,
+            work_dir,
+            windows,
+            run.bucket_frame(None, idle[:0], {}, categories),
+            pieces(),
+            kernel_rows=kernel_rows,
+            parquet_kernels=parquet_kernels,
+        )
     return WrittenAnalysis(
         source=source,
-        kernels=kernels,
-        steps=steps_table,
-        launch_summary=launch_summary,
-        summary=summarize_steps(steps_table, step_source),
-        files=(kernel_path, *files),
+        kernels=tables.kernels,
+        steps=tables.steps,
+        launch_summary=tables.launch_summary,
+        summary=summarize_steps(tables.steps, step_source),
+        files=tables.files,
     )

@@ -21,18 +21,11 @@ from pathlib import Path
 
 from trtbench.core.errors import ConfigError, TraceParseError
 from trtbench.core.stop_signals import STOP_SIGNALS, StopSignal
-from trtbench.profiling.traces.kineto import KinetoTrace
+from trtbench.profiling.traces.kineto_stream import analyze_kineto_stream
 from trtbench.profiling.traces.nsys_stream import (
     WrittenAnalysis,
     analyze_nsys_export,
-    kernel_table_format,
 )
-from trtbench.profiling.traces.schemas import (
-    KERNEL_LAUNCH_SCHEMA,
-    LAUNCH_SUMMARY_SCHEMA,
-    STEP_SCHEMA,
-)
-from trtbench.profiling.traces.table_io import write_trace_tables
 
 
 @dataclass(frozen=True)
@@ -45,7 +38,12 @@ class RankFile:
 
 
 def analyze_one(
-    kind: str, path: Path, out_dir: Path, step_pattern: str | None, fmt: str
+    kind: str,
+    path: Path,
+    out_dir: Path,
+    step_pattern: str | None,
+    fmt: str,
+    workers: int = 1,
 ) -> WrittenAnalysis:
     """One trace's tables written into ``out_dir`` (the worker of :func:`analyze_ranks`; the
     single-trace ``trtbench analyze`` too).
@@ -54,6 +52,8 @@ def analyze_one(
         kind: ``nsys`` or ``kineto``.
         fmt: ``auto``, ``csv`` or ``parquet`` (see
             :func:`~trtbench.profiling.traces.nsys_stream.analyze_nsys_export`).
+        workers: processes decoding a Kineto trace (1 in the rank pool's workers, which
+            already run one rank per core).
 
     The three tables of an earlier run in ``out_dir`` (CSV or Parquet) are removed first, and
     when it does not finish (an error, a stop signal) it leaves none: a table written before
@@ -64,7 +64,7 @@ def analyze_one(
     """
     remove_tables(out_dir, folder_too=False)  # an earlier run's, in either format
     try:
-        return _analyze_one(kind, path, out_dir, step_pattern, fmt)
+        return _analyze_one(kind, path, out_dir, step_pattern, fmt, workers)
     except BaseException:
         remove_tables(out_dir, folder_too=False)
         # parked rows: their context managers remove them, but a signal landing between a
@@ -75,33 +75,16 @@ def analyze_one(
 
 
 def _analyze_one(
-    kind: str, path: Path, out_dir: Path, step_pattern: str | None, fmt: str
+    kind: str,
+    path: Path,
+    out_dir: Path,
+    step_pattern: str | None,
+    fmt: str,
+    workers: int,
 ) -> WrittenAnalysis:
     if kind == "nsys":
         return analyze_nsys_export(path, out_dir, step_pattern, fmt)
-    analysis = KinetoTrace(path).analyze(step_pattern)
-    kernel_fmt = kernel_table_format(fmt, len(analysis.kernel_launches))
-    small_fmt = "parquet" if fmt == "parquet" else "csv"
-    files = write_trace_tables(
-        [("kernel_launches.csv", analysis.kernel_launches, KERNEL_LAUNCH_SCHEMA)],
-        out_dir,
-        kernel_fmt,
-    ) + write_trace_tables(
-        [
-            ("launch_summary.csv", analysis.launch_summary, LAUNCH_SUMMARY_SCHEMA),
-            ("steps.csv", analysis.steps, STEP_SCHEMA),
-        ],
-        out_dir,
-        small_fmt,
-    )
-    return WrittenAnalysis(
-        source=analysis.source,
-        kernels=len(analysis.kernel_launches),
-        steps=analysis.steps,
-        launch_summary=analysis.launch_summary,
-        summary=analysis.summary,
-        files=tuple(files),
-    )
+    return analyze_kineto_stream(path, out_dir, step_pattern, fmt, workers=workers)
 
 
 def run_rank_pool(

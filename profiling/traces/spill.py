@@ -1,6 +1,7 @@
 """Rows parked on disk while a trace streams through: by partition (:class:`SpillFiles`, Arrow
-IPC stream files, one per partition) or in key-sorted runs read back by key range
-(:class:`SortedRuns`, one Arrow IPC file).
+IPC stream files, one per partition), in key-sorted runs read back by key range
+(:class:`SortedRuns`, one Arrow IPC file), or as batches read back in order
+(:class:`ParkedBatches`, one Arrow IPC file).
 
 The streaming analysis (:mod:`trtbench.profiling.traces.nsys_stream`) meets rows in table order
 but analyses them by call start time (GPU rows) or by summary key; the rows go to disk as they
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -153,3 +155,55 @@ class SortedRuns:
                 name: np.concatenate([p.column(name).to_numpy() for p in parts])
                 for name in reader.schema.names
             }
+
+
+class ParkedBatches:
+    """Record batches parked in one Arrow IPC file as they come, read back one at a time in
+    the same order (through a memory map; each batch's columns copied out, so memory holds
+    one batch). Use as a context manager: the folder is removed on exit."""
+
+    def __init__(self, work_dir: Path | None, prefix: str = "batches") -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix=f"trtbench_{prefix}_", dir=work_dir))
+        self.path = self.folder / "batches.arrow"
+        self._sink: pa.NativeFile | None = None
+        self._writer: pa.ipc.RecordBatchFileWriter | None = None
+        self.rows = 0
+
+    def __enter__(self) -> ParkedBatches:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def append(self, columns: dict[str, np.ndarray]) -> None:
+        """Park one batch (same column names and types every time)."""
+        n = len(next(iter(columns.values()))) if columns else 0
+        if not n:
+            return
+        batch = pa.record_batch({k: pa.array(v) for k, v in columns.items()})
+        if self._writer is None:
+            self._sink = pa.OSFile(str(self.path), "wb")
+            self._writer = pa.ipc.new_file(self._sink, batch.schema)
+        self._writer.write_batch(batch)
+        self.rows += n
+
+    def close(self) -> None:
+        """Finish the file (appending after this is an error)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._sink.close()
+            self._writer = self._sink = None
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        """Every batch, in order, as copied ``numpy`` columns; call :meth:`close` first."""
+        if not self.rows:
+            return
+        with pa.memory_map(str(self.path)) as source:
+            reader = pa.ipc.open_file(source)
+            for i in range(reader.num_record_batches):
+                batch = reader.get_batch(i)
+                yield {
+                    name: batch.column(name).to_numpy().copy()
+                    for name in batch.schema.names
+                }

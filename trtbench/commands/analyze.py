@@ -45,7 +45,8 @@ def _options(func: Callable) -> Callable:
         "--jobs",
         type=click.IntRange(min=1),
         default=None,
-        help="Worker processes for several traces (default: one per CPU core).",
+        help="Worker processes: one trace each when there are several; for one Kineto "
+        "trace, processes decoding it (default: one per CPU core).",
     )(func)
     func = click.option(
         "--step-pattern",
@@ -128,8 +129,10 @@ def _run(
     skip_bad_ranks: bool,
 ) -> None:
     paths = expand_inputs(list(traces), kind)
+    workers = jobs or os.cpu_count() or 1
     if len(paths) == 1:
-        _report(analyze_one(kind, paths[0], out or paths[0].parent, step_pattern, fmt))
+        out_dir = out or paths[0].parent
+        _report(analyze_one(kind, paths[0], out_dir, step_pattern, fmt, workers))
         return
     result = analyze_ranks(
         paths,
@@ -137,7 +140,7 @@ def _run(
         kind=kind,
         step_pattern=step_pattern,
         fmt=fmt,
-        jobs=jobs or os.cpu_count() or 1,
+        jobs=workers,
         skip_bad=skip_bad_ranks,
         on_done=lambda f, n, total: click.echo(
             f"analysed rank {f.rank} ({f.path.name}): {n} of {total}", err=True

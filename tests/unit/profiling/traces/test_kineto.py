@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from tests.support.data import hta_trace
+from tests.support.synth_kineto import graph_trace
 from trtbench.cli import main
 from trtbench.core.errors import TraceParseError
 from trtbench.profiling.traces.kineto import KinetoTrace
@@ -87,66 +88,6 @@ def test_relative_timestamps_and_driver_launch() -> None:
     assert (
         row["total_dur_ns"] == 47768
     )  # call end 2413669097446934 > kernel end ...446352
-
-
-def event(
-    cat: str, name: str, ts: float, dur: float, pid: int = 10, tid: int = 10, **args
-):
-    return {
-        "ph": "X",
-        "cat": cat,
-        "name": name,
-        "pid": pid,
-        "tid": tid,
-        "ts": ts,
-        "dur": dur,
-        "args": args,
-    }
-
-
-def kernel(name: str, ts: float, dur: float, corr: int | None, node: int | None = None):
-    args = {"device": 0, "stream": 7, "grid": [4, 1, 1], "block": [128, 1, 1]}
-    args |= {"correlation": corr} if corr is not None else {}
-    args |= {"graph node id": node} if node is not None else {}
-    return event("kernel", name, ts, dur, pid=0, tid=7, **args)
-
-
-def write_trace(path: Path, events: list[dict], **top: object) -> Path:
-    with gzip.open(path, "wt") as fh:
-        json.dump({"schemaVersion": 1, "traceEvents": events, **top}, fh)
-    return path
-
-
-def graph_trace(path: Path) -> Path:
-    """Step 0: runtime + driver launch + a legacy call linked only by a flow; step 1: a graph."""
-    return write_trace(
-        path,
-        [
-            event("user_annotation", "ProfilerStep#0", 1000.0, 1000.0),
-            event("user_annotation", "ProfilerStep#1", 2000.0, 1000.0),
-            event("cuda_runtime", "cudaLaunchKernel", 1100.5, 10.25, correlation=1),
-            kernel("gemm", 1120.125, 80.0, 1),
-            event("cuda_driver", "cuLaunchKernel", 1200.0, 30.0, correlation=2),
-            kernel("triton_poi", 1210.0, 40.0, 2),
-            event("cuda_runtime", "cudaLaunchKernel", 1500.0, 5.0),
-            {"ph": "s", "cat": "ac2g", "id": 99, "pid": 10, "tid": 10, "ts": 1500.0},
-            kernel("legacy", 1510.0, 5.0, None),
-            {
-                "ph": "f",
-                "cat": "ac2g",
-                "id": 99,
-                "pid": 0,
-                "tid": 7,
-                "ts": 1510.0,
-                "bp": "e",
-            },
-            event("cuda_runtime", "cudaGraphLaunch", 2100.0, 50.0, correlation=3),
-            kernel("gemm", 2160.0, 40.0, 3, node=7),
-            kernel("softmax", 2200.0, 60.0, 3, node=8),
-            kernel("gemm", 2300.0, 10.0, 3, node=9),
-        ],
-        baseTimeNanoseconds=1_700_000_000_000_000_000,
-    )
 
 
 def test_graph_driver_and_flow_linked_launches(tmp_path: Path) -> None:
