@@ -30,6 +30,7 @@ while building trtbench are in docs/aa_check.md.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -43,7 +44,11 @@ import pandas as pd
 import yaml
 from scipy import stats
 
-from trtbench.profiling.loadtest.stats.decisions import LookSchedule, decide_pair
+from trtbench.profiling.loadtest.stats.decisions import (
+    LookSchedule,
+    decide_pair,
+    recorded_schedule,
+)
 from trtbench.profiling.report.paired import paired_ratio
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,9 +59,16 @@ DONE = re.compile(r"tier_pass: .* \(round \d+\): ")
 
 
 def spec_text(
-    cache: Path, design: str, rounds: int, tiers: list[int], requests: int = 16
+    cache: Path,
+    design: str,
+    rounds: int,
+    tiers: list[int],
+    requests: int = 16,
+    restart_every: int | None = None,
+    instance_sd: float | None = None,
 ) -> str:
-    """The A/A spec (module docstring) as YAML (``requests`` per cell)."""
+    """The A/A spec (module docstring) as YAML (``requests`` per cell; fresh servers every
+    ``restart_every`` rounds; ``instance_sd``: the spec's τ, None: its default)."""
     common = {
         "dtype": "float32",
         "max_batch_size": 8,
@@ -87,6 +99,8 @@ def spec_text(
                 "input_len_mean": 32,
                 "output_len_mean": 48,
                 "seed": 0,
+                **({"restart_every": restart_every} if restart_every else {}),
+                **({"instance_sd": instance_sd} if instance_sd is not None else {}),
             },
         },
         sort_keys=False,
@@ -163,14 +177,17 @@ def block_readings(rounds: pd.DataFrame, block: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def race_readings(rounds: pd.DataFrame, budget: int) -> pd.DataFrame:
+def race_readings(
+    rounds: pd.DataFrame, budget: int, schedule: LookSchedule
+) -> pd.DataFrame:
     """One row per block of ``budget`` rounds × tier × comparison, each block replayed as a
     race of ``rounds: auto`` with that budget: the pair's per-round ratios are decided at
-    the race's looks (``LookSchedule(budget)``, ``decide_pair``: the code a live race runs)
-    and the first look that decides ends it; else the last look's class (budget spent).
-    A race of two variants stops measuring them when decided, so the replay of a fixed run
-    gives the class and rounds a live race of that pair would have, on the same rounds."""
-    schedule = LookSchedule(budget)
+    the race's looks (``schedule``: ``LookSchedule(budget)`` with the run's instance term,
+    ``decide_pair``: the code a live race runs) and the first look that decides ends it;
+    else the last look's class (budget spent). A race of two variants stops measuring them
+    when decided, so the replay of a fixed run gives the class and rounds a live race of
+    that pair would have, on the same rounds. With fresh servers every k rounds a block
+    starts on a multiple of k when ``budget`` is one (its rounds' instances are its own)."""
     figure = rounds.set_index(["round", "tier", "variant"])[COLUMN]
     rows = []
     first = rounds["round"].min()
@@ -185,9 +202,10 @@ def race_readings(rounds: pd.DataFrame, budget: int) -> pd.DataFrame:
                         for r in block
                     ]
                 )
-                decision, used = "open", budget
+                decision, used, low, high = "open", budget, None, None
                 for n in schedule.looks():
-                    decision = decide_pair(ratios[:n], schedule).decision
+                    d = decide_pair(ratios[:n], schedule, rounds=list(range(n)))
+                    decision, low, high = d.decision, d.low, d.high
                     if decision != "open":
                         used = n
                         break
@@ -199,9 +217,46 @@ def race_readings(rounds: pd.DataFrame, budget: int) -> pd.DataFrame:
                         "twin": (a, c) in TWINS,
                         "decision": decision,
                         "rounds_used": used,
+                        "low": low,
+                        "high": high,
                     }
                 )
     return pd.DataFrame(rows)
+
+
+def instance_sd(rounds: pd.DataFrame, every: int) -> tuple[float, int]:
+    """τ, the SD of a twin pair's log ratio between server instances, from a run that
+    started fresh servers every ``every`` rounds: per twin pair and tier, the variance of
+    the instances' mean log ratios less the part the rounds' own spread explains
+    (one-way random-effects ANOVA, method of moments: E[MS_between] = σ² + k τ²),
+    pooled over pairs and tiers. Returns (τ, degrees of freedom of MS_between); τ = 0
+    where the rounds' spread explains it all."""
+    figure = rounds.set_index(["round", "tier", "variant"])[COLUMN]
+    between, within, df_b, df_w = 0.0, 0.0, 0, 0
+    for tier in sorted(rounds["tier"].unique()):
+        for a, c in TWINS:
+            logs = pd.Series(
+                {
+                    r: np.log(
+                        figure.get((r, tier, a), np.nan)
+                        / figure.get((r, tier, c), np.nan)
+                    )
+                    for r in sorted(rounds["round"].unique())
+                }
+            ).dropna()
+            groups = [g.to_numpy() for _, g in logs.groupby(logs.index // every)]
+            groups = [g for g in groups if g.size == every]
+            if len(groups) < 2:
+                continue
+            means = np.array([g.mean() for g in groups])
+            between += every * means.var(ddof=1) * (len(groups) - 1)
+            within += sum(((g - g.mean()) ** 2).sum() for g in groups)
+            df_b += len(groups) - 1
+            df_w += len(groups) * (every - 1)
+    if not df_b or not df_w:
+        return float("nan"), 0
+    ms_b, ms_w = between / df_b, within / df_w
+    return float(np.sqrt(max(0.0, (ms_b - ms_w) / every))), df_b
 
 
 def race_row(design: str, condition: str, races: pd.DataFrame, wall: float) -> str:
@@ -244,6 +299,19 @@ def main() -> None:
         help="replay blocks of N rounds as races of rounds: auto (budget N) instead of "
         "reading blocks of --block rounds at 95 %%",
     )
+    p.add_argument("--requests", type=int, default=16, help="requests per cell")
+    p.add_argument(
+        "--restart-every",
+        type=int,
+        default=None,
+        help="fresh servers every K rounds (loadtest.restart_every; interleaved only)",
+    )
+    p.add_argument(
+        "--instance-sd",
+        type=float,
+        default=None,
+        help="the spec's loadtest.instance_sd (default: trtbench's), used by the replay",
+    )
     args = p.parse_args()
     cache = Path(os.environ.get("TRTBENCH_CACHE", Path.home() / ".cache" / "trtbench"))
     tiers = [int(t) for t in args.tiers.split(",")]
@@ -263,15 +331,38 @@ def main() -> None:
     print(lines[0])
     for design in args.designs.split(","):
         spec = args.out / f"aa-{design}.yaml"
-        spec.write_text(spec_text(cache, design, args.rounds, tiers))
+        spec.write_text(
+            spec_text(
+                cache,
+                design,
+                args.rounds,
+                tiers,
+                args.requests,
+                args.restart_every,
+                args.instance_sd,
+            )
+        )
         for condition in args.conditions.split(","):
             out = args.out / f"{design}-{condition}"
             cells = 5 * len(tiers) * args.rounds
             wall = run_one(spec, out, condition, cells)
             if args.race:
-                races = race_readings(
-                    pd.read_csv(out / "loadtest" / "rounds.csv"), args.race
+                table = pd.read_csv(out / "loadtest" / "rounds.csv")
+                recorded = recorded_schedule(
+                    json.loads((out / "run.json").read_text()).get("design")
                 )
+                schedule = LookSchedule(
+                    args.race,
+                    instance_sd=recorded.instance_sd,
+                    restart_every=recorded.restart_every,
+                )
+                races = race_readings(table, args.race, schedule)
+                if args.restart_every:
+                    tau, df = instance_sd(table, args.restart_every)
+                    print(f"instance SD from {df} df: {tau:.4f}", flush=True)
+                    lines.append(
+                        f"<!-- {design}-{condition}: instance SD {tau:.4f}, {df} df -->"
+                    )
                 row = race_row(design, condition, races, wall)
                 print(row, flush=True)
                 lines.append(row)

@@ -41,8 +41,32 @@ def design_lines(run: Mapping[str, Any], rounds: pd.DataFrame | None) -> list[st
             f"Measurement design: **{name}**, {_rounds(design)}, "
             f"{design.get('server_starts', '?')} server start(s), {co}: {text}. "
             "Every interval in this report is over these rounds."
+            + instance_text(design.get("instance"))
         ]
     return lines + output_length_lines(design) + interference_lines(rounds)
+
+
+def instance_text(instance: Any) -> str:
+    """The sentence on the server-instance term of the intervals between variants (run.json
+    ``design.instance``; ``profiling/loadtest/stats/decisions.py``, "Server instances"):
+    empty where the run recorded none (made before the term)."""
+    if not isinstance(instance, Mapping) or not isinstance(
+        instance.get("sd"), (int, float)
+    ):
+        return ""
+    sd = float(instance["sd"])
+    if sd <= 0:
+        return " Intervals between variants carry no server-instance term (instance_sd: 0)."
+    every = instance.get("restart_every")
+    where = (
+        f"fresh servers every {every} round(s) average it out"
+        if isinstance(every, int) and every > 0
+        else f"one set of servers: no such interval is narrower than about ±{1.96 * sd:.1%}"
+    )
+    return (
+        f" Intervals between variants include how much two server processes of one "
+        f"variant differ (instance SD {sd:.1%}); {where}."
+    )
 
 
 def _rounds(design: Mapping[str, Any]) -> str:

@@ -117,7 +117,10 @@ def paired_ratio(
         return PairedRatio(a, b, tier, math.nan, None, None, 0)
     top, bottom = (va[both], vb[both]) if higher_is_better else (vb[both], va[both])
     d = decide_pair(
-        (top / bottom).to_numpy(dtype=float), schedule or LookSchedule(), margin
+        (top / bottom).to_numpy(dtype=float),
+        schedule or LookSchedule(),
+        margin,
+        [int(r) for r in both],
     )
     return PairedRatio(
         a, b, tier, d.ratio, d.low, d.high, d.rounds, d.level, d.decision

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -41,7 +42,8 @@ async def serving_app(app: web.Application) -> AsyncIterator[str]:
 
 def streaming(pieces: list[bytes], gap_s: float = 0.0, status: int = 200):
     """A handler sending ``pieces`` as separate writes ``gap_s`` apart (a body in one piece
-    when the status is not 200); it records the requests it saw in ``handler.seen``."""
+    when the status is not 200); it records the requests it saw in ``handler.seen`` and
+    ``time.perf_counter_ns()`` before each piece's write in ``handler.written``."""
 
     async def handler(request: web.Request) -> web.StreamResponse:
         handler.seen.append(
@@ -54,11 +56,13 @@ def streaming(pieces: list[bytes], gap_s: float = 0.0, status: int = 200):
         for i, piece in enumerate(pieces):
             if i and gap_s:
                 await asyncio.sleep(gap_s)
+            handler.written.append(time.perf_counter_ns())
             await resp.write(piece)
         await resp.write_eof()
         return resp
 
     handler.seen = []
+    handler.written = []
     return handler
 
 

@@ -156,7 +156,16 @@ def write_loadtest(
     # a race's intervals at its looks' levels (run.json design.stopping; fixed: 95 %)
     schedule = recorded_schedule(run_dir.read_run_json().get("design"))
     level_at = schedule.level_at if schedule.sequential else None  # fixed: 95 %
-    trusted = summarize_trusted(req, resp, slos, base, statuses, warmup_s, level_at)
+    trusted = summarize_trusted(
+        req,
+        resp,
+        slos,
+        base,
+        statuses,
+        warmup_s,
+        level_at,
+        (schedule.instance_sd, schedule.instance_of),
+    )
     rounds = _rounds(run_dir, trusted.passes, cells, replace)
     summary = interference_summary(trusted.summary, rounds)
     parts = [record_files(run_dir, v).outputs for v in sorted(replace)]

@@ -27,7 +27,12 @@ from trtbench.pipeline.loadtest import record_files, settings_of, tiers_of
 from trtbench.pipeline.serving import Collected, measure_variant, served
 from trtbench.pipeline.stages import DEPLOY, RunProgress, load_test_stage
 from trtbench.profiling.loadtest.driver.interleave import Lane, run_interleaved
-from trtbench.profiling.loadtest.driver.round_plans import RacePlan
+from trtbench.profiling.loadtest.driver.round_plans import (
+    InstanceBlocks,
+    RacePlan,
+    RoundByRound,
+    RoundPlan,
+)
 from trtbench.profiling.loadtest.records.record_sink import CsvRecordSink
 from trtbench.profiling.loadtest.stats.decisions import LookSchedule
 from trtbench.profiling.loadtest.workload.design import (
@@ -41,7 +46,11 @@ from trtbench.profiling.loadtest.workload.design import (
     server_starts,
 )
 from trtbench.profiling.loadtest.workload.prompts import Prompt
-from trtbench.profiling.loadtest.workload.repeats import MIN_ROUNDS, TierPass
+from trtbench.profiling.loadtest.workload.repeats import (
+    MIN_ROUNDS,
+    TierPass,
+    combine_results,
+)
 from trtbench.spec.bench import BenchSpec, VariantSpec
 from trtbench.spec.design import ResolvedDesign, resolve_design
 
@@ -128,7 +137,11 @@ def race_plan(
         [v.name for v in variants],
         tiers_of(spec.loadtest),
         spec.loadtest.seed,
-        LookSchedule(spec.loadtest.budget.max_rounds),
+        LookSchedule(
+            spec.loadtest.budget.max_rounds,
+            instance_sd=spec.loadtest.instance_sd,
+            restart_every=spec.loadtest.restart_every,
+        ),
         spec.report.equivalence_margin,
         spec.loadtest.budget.max_minutes,
         written,
@@ -198,37 +211,101 @@ def _interleaved(
     nsys: Any,
     stage: tuple[str, int, str, bool],
 ) -> None:
+    """The interleaved design: every server up at once, ``cells`` (or a race) run on them;
+    with ``loadtest.restart_every`` a block of rounds per set of fresh servers, a race
+    deciding before each block which variants' servers start."""
+    every = spec.loadtest.restart_every
+    if every is None:  # one set of servers for the whole run
+        _serve_block(rd, spec, variants, cells, prompts, progress, got, nsys, stage)
+        return
+    blocks = InstanceBlocks(
+        cells if isinstance(cells, RacePlan) else RoundByRound(cells), every
+    )
+    first = True
+    while blocks.start_block():
+        names = set(blocks.variants)
+        mine = [v for v in variants if v.name in names]
+        if not first:
+            log.info(
+                "fresh servers for rounds from %d: %s",
+                blocks.first_round,
+                ", ".join(blocks.variants),
+            )
+        prompts = _serve_block(
+            rd,
+            spec,
+            mine,
+            blocks,
+            prompts,
+            progress,
+            got,
+            nsys if first else None,
+            stage if first else None,
+        )
+        if any(got.results[v.name].interrupted for v in mine if v.name in got.results):
+            return
+        first = False
+
+
+def _serve_block(
+    rd: RunDir,
+    spec: BenchSpec,
+    variants: Sequence[VariantSpec],
+    cells: Sequence[Cell] | RoundPlan,
+    prompts: list[Prompt] | None,
+    progress: RunProgress | None,
+    got: Collected,
+    nsys: Any,
+    stage: tuple[str, int, str, bool] | None,
+) -> list[Prompt] | None:
+    """Start ``variants``' servers side by side, run ``cells`` on them, stop them; results
+    merged into ``got``. ``stage``: the load test's progress stage, started here (the
+    first block; None: a later block, which appends to the records and the stage)."""
     with contextlib.ExitStack() as stack:
         lanes, stops = [], []
-        if progress is not None:
+        if progress is not None and stage is not None:
             progress.start(DEPLOY, len(variants), "server")
         for v in variants:
             s = stack.enter_context(served(rd, spec, v, prompts, progress, got, nsys))
-            if progress is not None:
+            if progress is not None and stage is not None:
                 progress.advance(v.name)
             stops.append(s.stop_soon)
             prompts = s.prompts
             files = record_files(rd, v.name)
-            for path in (files.requests, files.responses, files.outputs):
-                path.unlink(missing_ok=True)
+            if stage is not None:
+                for path in (files.requests, files.responses, files.outputs):
+                    path.unlink(missing_ok=True)
             sink = stack.enter_context(CsvRecordSink(files))
             lanes.append(Lane(v.name, s.target, sink, s.tokenizer, s.marking, s.health))
         # First when the stack unwinds: every server is signalled before the first stop
         # waits, so they shut down side by side.
         for stop in stops:
             stack.callback(stop)
-        if progress is not None:
+        if progress is not None and stage is not None:
             progress.start(*stage)
-        got.results.update(
-            run_interleaved(
-                lanes,
-                prompts or [],
-                tiers_of(spec.loadtest),
-                settings_of(spec.loadtest),
-                cells,
-                spec.loadtest.seed,
-            )
+        results = run_interleaved(
+            lanes,
+            prompts or [],
+            tiers_of(spec.loadtest),
+            settings_of(spec.loadtest),
+            cells,
+            spec.loadtest.seed,
         )
+    for name, result in results.items():
+        earlier = got.results.get(name)
+        got.results[name] = (
+            result if earlier is None else combine_results(earlier, result)
+        )
+    return prompts
+
+
+def _restart_every(design: ResolvedDesign, spec: BenchSpec) -> int | None:
+    """Rounds per set of server processes: ``loadtest.restart_every`` when interleaved,
+    1 for the ``rounds`` design (every round starts its servers), None (one set) for
+    ``sequential``."""
+    if design.name == INTERLEAVED:
+        return spec.loadtest.restart_every
+    return 1 if design.name == ROUNDS else None
 
 
 def measure_variants(
@@ -263,8 +340,14 @@ def measure_variants(
     design, cells = plan or plan_design(spec, variants)
     record = {
         **design.as_json(),
-        "server_starts": server_starts(design.name, len(variants), design.rounds),
+        "server_starts": server_starts(
+            design.name, len(variants), design.rounds, _restart_every(design, spec)
+        ),
         "seed": spec.loadtest.seed,
+        "instance": {
+            "sd": spec.loadtest.instance_sd,
+            "restart_every": _restart_every(design, spec),
+        },
         "output_length": "fixed" if spec.loadtest.fixed_output_len else "natural",
         "order": order_json(cells),
     }

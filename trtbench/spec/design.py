@@ -14,6 +14,14 @@
   default: a spec that gives no rounds races where it can, and measures one round where it
   cannot (the ``rounds`` or ``sequential`` design, another objective; the run says so); a
   spec that asks for ``auto`` where no race can run is refused.
+* ``loadtest.instance_sd`` (default 0.036): τ, how much two server processes of one
+  variant differ (the SD of their log ratio). Every interval between variants carries it
+  (``profiling/loadtest/stats/decisions.py``, "Server instances"): rounds paired in time
+  cancel the host's drift, not what is fixed for a server process's life.
+* ``loadtest.restart_every`` (default: none): the ``interleaved`` design starts fresh
+  servers after every this many rounds, so that the instance term averages over processes
+  (with ``rounds: auto``, 3 matches the looks). The ``rounds`` design starts its servers
+  every round anyway.
 * ``deploy.co_resident``: the variants' servers fit on the machine together. Default: true
   when every variant is served by tritonserver running trtbench's reference engine (small
   models, CPU or GPU), false otherwise (a TensorRT-LLM engine or a vLLM server takes a GPU's
@@ -35,6 +43,10 @@ Design = Literal["auto", "interleaved", "rounds", "sequential"]
 
 
 AUTO_ROUNDS = "auto"
+INSTANCE_SD = 0.036
+"""``loadtest.instance_sd``'s default: the SD of the log ratio between two server processes
+of identical variants, measured by A/A runs on a 2-core host (docs/aa_check.md, "Server
+instances"); measure yours with ``scripts/aa_check.py`` and set it (0 drops the term)."""
 
 
 class BudgetSpec(BaseModel):
@@ -61,6 +73,8 @@ class DesignFields(BaseModel):
 
     design: Design = "auto"
     budget: BudgetSpec = BudgetSpec()
+    instance_sd: float = Field(default=INSTANCE_SD, ge=0.0, lt=0.5)
+    restart_every: int | None = Field(default=None, ge=1, le=100)
     stop_when_decided: bool = False
     rounds_by_default: bool = False
 
@@ -200,6 +214,11 @@ def resolve_design(spec: Any, variants: Sequence[Any]) -> ResolvedDesign:
             f"loadtest.rounds auto races on output tok/s; report.objective is "
             f"{spec.report.objective}: give loadtest.rounds a number, or use objective "
             "output_tok_s"
+        )
+    if spec.loadtest.restart_every is not None and name != "interleaved":
+        raise ConfigError(
+            f"loadtest.restart_every restarts the servers of the interleaved design; this "
+            f"run is {name} (its servers start every round or once): remove restart_every"
         )
     return ResolvedDesign(
         name,

@@ -61,6 +61,89 @@ class FixedPlan:
 
 
 @dataclass
+class RoundByRound:
+    """A fixed design handed out one round at a time (cells in their planned order), so
+    that :class:`InstanceBlocks` can end a block between rounds."""
+
+    cells: Sequence[Cell]
+    _next: int = 0
+
+    def next_round(self) -> Sequence[Cell]:
+        if self._next >= len(self.cells):
+            return []
+        r = self.cells[self._next].round
+        end = self._next
+        while end < len(self.cells) and self.cells[end].round == r:
+            end += 1
+        batch, self._next = list(self.cells[self._next : end]), end
+        return batch
+
+    def cell_done(self, cell: Cell, tokens_per_s: float | None) -> None:
+        return None
+
+
+@dataclass
+class InstanceBlocks:
+    """``plan``'s rounds in blocks of ``every`` rounds, each measured by freshly started
+    servers (``loadtest.restart_every``; docs/aa_check.md, "Server instances").
+
+    Round r belongs to block ``r // every``. The caller asks :meth:`start_block` before it
+    starts a block's servers — which asks ``plan`` for the block's first round, so a race
+    decides (and may end) before any server starts — then runs this object as the
+    block's plan: it hands out that round and the plan's next ones until a round of the
+    next block comes, which it keeps for the next block.
+
+    Attributes:
+        plan: a :class:`RacePlan` or a :class:`RoundByRound`.
+        every: rounds per block (≥ 1).
+    """
+
+    plan: RoundPlan
+    every: int
+    _pending: list[Cell] | None = None
+    _block: int = -1
+
+    def start_block(self) -> bool:
+        """Whether another block has cells to measure (its first round is taken from
+        ``plan`` now, unless the last block already took it)."""
+        if self._pending is None:
+            self._pending = list(self.plan.next_round())
+        if not self._pending:
+            return False
+        self._block = self._pending[0].round // self.every
+        return True
+
+    @property
+    def first_round(self) -> int:
+        """The block's first round (0-based; -1 before the first block)."""
+        return self._pending[0].round if self._pending else -1
+
+    @property
+    def variants(self) -> list[str]:
+        """The variants of the block's first round (a race never adds one later)."""
+        return list(dict.fromkeys(c.variant for c in self._pending or ()))
+
+    def next_round(self) -> Sequence[Cell]:
+        if (
+            self._pending is not None
+            and self._pending
+            and (self._pending[0].round // self.every == self._block)
+        ):
+            batch, self._pending = self._pending, None
+            return batch
+        if self._pending is not None:  # the next block's, or the end
+            return []
+        batch = list(self.plan.next_round())
+        if batch and batch[0].round // self.every == self._block:
+            return batch
+        self._pending = batch
+        return []
+
+    def cell_done(self, cell: Cell, tokens_per_s: float | None) -> None:
+        self.plan.cell_done(cell, tokens_per_s)
+
+
+@dataclass
 class RacePlan:
     """A race over rounds (module docstring).
 

@@ -38,6 +38,15 @@ them chosen by its figures — states its interval at the level of the look it d
 rounds decides nothing. A run with a fixed number of rounds looks once, at the end: its
 interval is the plain 95 % one. docs/aa_check.md states what the looks cost in width
 against a fixed design.
+
+**Server instances.** Two identical variants, each on its own server process, differ by a
+few per cent that stay fixed for the life of the processes (memory layout, thread placement:
+docs/aa_check.md measured a log-ratio SD of about 3.6 % between twin servers on a 2-core
+host). Pairing rounds in time removes the host's drift, not this; more rounds on the same
+processes narrow the interval around it. So every interval carries an **instance term**
+τ² · Σ_b (n_b / n)² (``loadtest.instance_sd`` = τ, recorded in run.json's ``design``), which
+shrinks only as the rounds spread over fresh server processes (``loadtest.restart_every``):
+with one set of servers, no interval is narrower than ±1.96 τ.
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ import numpy as np
 from trtbench.profiling.loadtest.workload.repeats import (
     CONFIDENCE,
     MIN_ROUNDS,
+    instance_interval,
     log_t_interval,
 )
 
@@ -74,16 +84,32 @@ class LookSchedule:
         max_rounds: ``N``, the most rounds the run may measure (``loadtest.budget.
             max_rounds``); None: a fixed design, one look at the end, at 95 %.
         alpha: the error rate spent over every look (5 %).
+        instance_sd: τ, the SD of a pair's log ratio between two server instances of
+            identical variants (module docstring, "Server instances"); 0: no such term
+            (a run recorded before trtbench added it).
+        restart_every: the rounds each set of server processes measures before fresh
+            ones start (None: one set for the whole run).
     """
 
     max_rounds: int | None = None
     alpha: float = 1.0 - CONFIDENCE
+    instance_sd: float = 0.0
+    restart_every: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_rounds is not None and self.max_rounds < MIN_ROUNDS:
             raise ValueError(
                 f"max_rounds must be at least {MIN_ROUNDS}, got {self.max_rounds}"
             )
+        if not 0.0 <= self.instance_sd < 1.0:
+            raise ValueError(f"instance_sd must be in [0, 1), got {self.instance_sd}")
+        if self.restart_every is not None and self.restart_every < 1:
+            raise ValueError(f"restart_every must be >= 1, got {self.restart_every}")
+
+    def instance_of(self, round_index: int) -> int:
+        """The server instance (block) that measured round ``round_index`` (0-based):
+        ``round // restart_every``; 0 for every round when servers are not restarted."""
+        return round_index // self.restart_every if self.restart_every else 0
 
     @property
     def sequential(self) -> bool:
@@ -169,19 +195,34 @@ def decide_pair(
     ratios: np.ndarray | list[float],
     schedule: LookSchedule,
     margin: float = DEFAULT_EQUIVALENCE_MARGIN,
+    rounds: np.ndarray | list[int] | None = None,
 ) -> PairDecision:
     """Decide A over B from its per-round ratios (one per paired round, > 0).
 
     The interval is the Student-t interval of the log ratios at the schedule's level for
-    this many pairs (``log_t_interval``), mapped back; then :func:`classify`.
+    this many pairs (``log_t_interval``), mapped back; with the schedule's
+    ``instance_sd`` > 0, :func:`instance_interval` over the instances of ``rounds`` (the
+    0-based round of each ratio; None: 0, 1, 2, …). Then :func:`classify`.
+
+    Raises:
+        ValueError: ``rounds`` not of the ratios' length.
     """
     v = np.asarray(ratios, dtype=float)
-    v = v[~np.isnan(v) & (v > 0)]
+    idx = np.arange(v.size) if rounds is None else np.asarray(rounds, dtype=int)
+    if idx.shape != v.shape:
+        raise ValueError(f"{v.size} ratios but {idx.size} rounds")
+    keep = ~np.isnan(v) & (v > 0)
+    v, idx = v[keep], idx[keep]
     level = schedule.level_at(v.size)
     if v.size < MIN_ROUNDS:  # no interval: the geometric mean alone
         mean = float(np.exp(np.log(v).mean())) if v.size else math.nan
         return PairDecision(mean, None, None, int(v.size), level, OPEN)
-    mean, low, high, n = log_t_interval(v, level)
+    if schedule.instance_sd > 0:
+        blocks = np.array([schedule.instance_of(int(r)) for r in idx])
+        m, lo, hi = instance_interval(np.log(v), blocks, level, schedule.instance_sd)
+        mean, low, high, n = math.exp(m), math.exp(lo), math.exp(hi), int(v.size)
+    else:
+        mean, low, high, n = log_t_interval(v, level)
     if math.isnan(low):
         return PairDecision(mean, None, None, n, level, OPEN)
     return PairDecision(mean, low, high, n, level, classify(low, high, margin))
@@ -202,9 +243,22 @@ def resolution_text(low: float | None, high: float | None) -> str:
 def recorded_schedule(design: Mapping[str, Any] | None) -> LookSchedule:
     """The looks of a run from its run.json ``design``: a race (``stopping.max_rounds``,
     ``rounds: auto``) or a fixed design (one look at 95 %; also for a run that recorded
-    none, or a value that is not a budget)."""
-    stopping = design.get("stopping") if isinstance(design, Mapping) else None
+    none, or a value that is not a budget); with the ``instance`` term it recorded
+    (``{"sd": τ, "restart_every": k or null}``; none recorded: no term)."""
+    if not isinstance(design, Mapping):
+        design = {}
+    stopping = design.get("stopping")
     most = stopping.get("max_rounds") if isinstance(stopping, Mapping) else None
-    if isinstance(most, int) and not isinstance(most, bool) and most >= MIN_ROUNDS:
-        return LookSchedule(most)
-    return LookSchedule()
+    if not (
+        isinstance(most, int) and not isinstance(most, bool) and most >= MIN_ROUNDS
+    ):
+        most = None
+    inst = design.get("instance")
+    sd, every = 0.0, None
+    if isinstance(inst, Mapping):
+        given, k = inst.get("sd"), inst.get("restart_every")
+        if isinstance(given, (int, float)) and not isinstance(given, bool):
+            sd = float(given) if 0.0 <= given < 1.0 else 0.0
+        if isinstance(k, int) and not isinstance(k, bool) and k >= 1:
+            every = k
+    return LookSchedule(most, instance_sd=sd, restart_every=every)

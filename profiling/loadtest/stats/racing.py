@@ -78,10 +78,12 @@ def _geo_mean(values: RoundValues) -> float:
     return float(np.exp(np.log(v).mean())) if v.size else math.nan
 
 
-def _paired(a: RoundValues, b: RoundValues, higher_is_better: bool) -> list[float]:
-    both = sorted(set(a) & set(b))
-    pairs = [(a[r], b[r]) for r in both if a[r] > 0 and b[r] > 0]
-    return [x / y if higher_is_better else y / x for x, y in pairs]
+def _paired(
+    a: RoundValues, b: RoundValues, higher_is_better: bool
+) -> tuple[list[float], list[int]]:
+    both = [r for r in sorted(set(a) & set(b)) if a[r] > 0 and b[r] > 0]
+    ratios = [a[r] / b[r] if higher_is_better else b[r] / a[r] for r in both]
+    return ratios, both
 
 
 def race_tier(
@@ -114,23 +116,16 @@ def race_tier(
     means = {v: _geo_mean(figures[v]) for v in active}
     ranked = [v for v in active if not math.isnan(means[v])]
     leader = max(ranked, key=lambda v: sign * means[v]) if ranked else active[0]
-    comparisons = tuple(
-        Comparison(
-            leader,
-            other,
-            decide_pair(
-                _paired(figures[leader], figures[other], higher_is_better),
-                schedule,
-                margin,
-            ),
-        )
-        for other in figures
-        if other != leader
-    )
+    comparisons = []
+    for other in figures:
+        if other != leader:
+            ratios, rounds = _paired(figures[leader], figures[other], higher_is_better)
+            decision = decide_pair(ratios, schedule, margin, rounds)
+            comparisons.append(Comparison(leader, other, decision))
     out = {c.b for c in comparisons if c.decision.decision == BETTER}
     still = [v for v in active if v not in out]
     is_open = any(c.decision.decision == OPEN for c in comparisons if c.b in still)
-    return TierRace(tier, leader, comparisons, tuple(still) if is_open else ())
+    return TierRace(tier, leader, tuple(comparisons), tuple(still) if is_open else ())
 
 
 def resolvable_ratio(log_sd: float, schedule: LookSchedule, rounds: int) -> float:
@@ -166,7 +161,7 @@ def budget_resolution(
         return {}
     out = {}
     for other, values in figures.items():
-        ratios = _paired(figures[leader], values, higher_is_better)
+        ratios, _ = _paired(figures[leader], values, higher_is_better)
         if other == leader or len(ratios) < 3:
             continue
         sd = float(np.std(np.log(ratios), ddof=1))

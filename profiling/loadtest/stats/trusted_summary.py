@@ -154,6 +154,7 @@ def summarize_trusted(
     statuses: TierStatuses | None = None,
     warmup_s: float = 0.0,
     level_at: Callable[[int], float] | None = None,
+    instance: tuple[float, Callable[[int], int]] | None = None,
 ) -> TrustedSummary:
     """:func:`~trtbench.profiling.loadtest.stats.metrics.summarize` over the window, plus the
     columns of :data:`REPEAT_SUMMARY_COLUMNS` (module doc).
@@ -163,6 +164,8 @@ def summarize_trusted(
         slos, baseline, statuses: as for ``summarize``.
         warmup_s: seconds left out at the start of each pass (0: none).
         level_at: the level of an interval over n rounds (``repeat_stats``; default 95 %).
+        instance: the run's server-instance term of the speedup intervals
+            (``repeat_stats``; default none).
 
     Returns:
         The summary (a tier whose completions all fall in the left-out start keeps its
@@ -191,7 +194,7 @@ def summarize_trusted(
         )
     summary = in_tier_order(summarize(req, resp, slos, baseline, statuses))
     passes = per_pass(req, resp, baseline, statuses, summary)
-    summary = repeat_stats(summary, passes, level_at)
+    summary = repeat_stats(summary, passes, level_at, instance)
     summary = pd.concat([summary, n_ok_flags(summary)], axis=1)
     summary["measurement_window"] = window_label(warmup_s)
     sources = token_sources(req)

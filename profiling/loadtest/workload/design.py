@@ -145,9 +145,17 @@ def plan_cells(
     return [Cell(k, r, t, tiers[t], v) for k, (r, t, v) in enumerate(raw)]
 
 
-def server_starts(design: str, variants: int, rounds: int) -> int:
-    """Servers a run starts: one per variant, or (``rounds``) one per variant per round."""
-    return variants * rounds if design == ROUNDS else variants
+def server_starts(
+    design: str, variants: int, rounds: int, restart_every: int | None = None
+) -> int:
+    """Servers a run starts (at most, for a race that may stop early): one per variant,
+    (``rounds``) one per variant per round, or (``interleaved`` with fresh servers every
+    ``restart_every`` rounds) one per variant per block of rounds."""
+    if design == ROUNDS:
+        return variants * rounds
+    if restart_every:
+        return variants * -(-rounds // restart_every)
+    return variants
 
 
 def order_json(cells: Sequence[Cell]) -> list[list[object]]:

@@ -21,6 +21,7 @@ and each tier's mean and 95 % confidence interval over its passes (pure).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -156,6 +157,43 @@ def log_t_interval(
     return float(np.exp(mean)), float(np.exp(low)), float(np.exp(high)), n
 
 
+def instance_interval(
+    logs: np.ndarray, instances: np.ndarray, level: float, instance_sd: float
+) -> tuple[float, float, float]:
+    """Mean and interval at ``level`` of paired log ratios whose rounds ran on server
+    instances ``instances`` (``profiling/loadtest/stats/decisions.py``, "Server instances").
+
+    Var(mean) = s² / n + τ² · Σ_b (n_b / n)², with s² the sample variance of the ``n``
+    log ratios and n_b the rounds of instance b: the rounds' own spread plus the instance
+    component, which averages out only over instances, not over rounds. The Student-t
+    quantile takes Satterthwaite's degrees of freedom, ν = V² / ((s² / n)² / (n − 1))
+    (Satterthwaite 1946, Biometrics Bulletin 2:110), τ being given, not estimated
+    (ν = ∞ when s = 0).
+
+    Args:
+        logs: shape (n,), n ≥ 2, the log ratios.
+        instances: shape (n,), the instance index of each round.
+        level: the confidence level (0.95 …).
+        instance_sd: τ (≥ 0, a log ratio's SD between instances).
+
+    Returns:
+        (mean, low, high) on the log scale.
+    """
+    n = logs.size
+    mean = float(logs.mean())
+    within = float(logs.var(ddof=1)) / n
+    _, counts = np.unique(instances, return_counts=True)
+    var = within + instance_sd**2 * float(np.sum((counts / n) ** 2))
+    df = var**2 / (within**2 / (n - 1)) if within > 0 else math.inf
+    q = (
+        float(stats.t.ppf(0.5 + level / 2, df))
+        if math.isfinite(df)
+        else float(stats.norm.ppf(0.5 + level / 2))
+    )
+    half = q * math.sqrt(var)
+    return mean, mean - half, mean + half
+
+
 CONFIDENCE_CAP = 0.999999
 """The highest level an interval is computed at (a level of 1 has infinite bounds)."""
 
@@ -169,6 +207,7 @@ def repeat_stats(
     summary: pd.DataFrame,
     per_pass: pd.DataFrame,
     level_at: Callable[[int], float] | None = None,
+    instance: tuple[float, Callable[[int], int]] | None = None,
 ) -> pd.DataFrame:
     """Add ``repeats_count``, the mean and interval of each :data:`REPEATED` column, and
     ``repeat_ci_note`` to ``summary`` (one row per variant × tier).
@@ -181,6 +220,10 @@ def repeat_stats(
             ``stats/decisions.py`` ``LookSchedule.level_at``: at least 95 %, so that an
             interval stated after the race stopped keeps 95 % coverage; the ``ci95`` columns
             hold it). Default: 95 % for every ``n``.
+        instance: (τ, round → server instance) of the run (``LookSchedule.instance_sd``,
+            ``instance_of``): the speedup intervals (a ratio between two variants' servers)
+            then carry the instance term (:func:`instance_interval`, over the passes'
+            ``repeat`` = round). None or τ = 0: none.
 
     ``repeats_count`` counts the passes with at least one measured request. Speedup
     intervals are given for complete tiers only (the pass speedups are NaN otherwise).
@@ -204,6 +247,13 @@ def repeat_stats(
             k = int(np.sum(~np.isnan(v) & (v > 0)))
             level = CONFIDENCE if level_at is None else max(CONFIDENCE, level_at(k))
             mean, low, high, _ = log_t_interval(v, min(level, CONFIDENCE_CAP))
+            if instance and instance[0] > 0 and name in SPEEDUPS and k >= 2:
+                ok = ~np.isnan(v) & (v > 0)
+                blocks = np.array([instance[1](int(r)) for r in measured["repeat"]])
+                m, lo, hi = instance_interval(
+                    np.log(v[ok]), blocks[ok], min(level, CONFIDENCE_CAP), instance[0]
+                )
+                mean, low, high = math.exp(m), math.exp(lo), math.exp(hi)
             if level >= 1.0:  # a race states no interval before its first look
                 low = high = float("nan")
             values.update(zip(repeat_columns(name), (mean, low, high), strict=True))

@@ -137,3 +137,71 @@ def test_stopping_at_the_first_decided_look_keeps_the_error_rate_below_five_perc
                 naive += 1
                 break
     assert naive / 2000 > 0.10  # 19.8 % with this seed
+
+
+def test_the_instance_term_is_added_to_the_rounds_spread():
+    # logs 0, 0.1, 0.2 on one server instance, tau = 0.05, 95 %: by hand
+    # s^2/n = 0.01/3, tau^2 * (3/3)^2 = 0.0025, V = 0.0058333;
+    # Satterthwaite: nu = V^2 / ((s^2/n)^2 / 2) = 6.125.
+    s = LookSchedule(instance_sd=0.05)
+    d = decide_pair(np.exp([0.0, 0.1, 0.2]), s)
+    v = 0.01 / 3 + 0.0025
+    half = stats.t.ppf(0.975, 6.125) * math.sqrt(v)
+    assert d.low == pytest.approx(math.exp(0.1 - half))
+    assert d.high == pytest.approx(math.exp(0.1 + half))
+    assert d.decision == OPEN  # [0.83, 1.33]: an instance alone could make 10 %
+
+
+def test_fresh_instances_shrink_the_term_by_their_share_of_rounds():
+    # rounds 0..5, fresh servers every 3: two instances of 3 rounds, sum (n_b/n)^2 = 1/2.
+    logs = np.array([0.0, 0.02, 0.04, 0.01, 0.03, 0.05])
+    s = LookSchedule(instance_sd=0.04, restart_every=3)
+    d = decide_pair(np.exp(logs), s, rounds=list(range(6)))
+    within = logs.var(ddof=1) / 6
+    v = within + 0.04**2 * 0.5
+    half = stats.t.ppf(0.975, v**2 / (within**2 / 5)) * math.sqrt(v)
+    assert d.high == pytest.approx(math.exp(logs.mean() + half))
+    # the same rounds on one instance: wider
+    one = decide_pair(
+        np.exp(logs), LookSchedule(instance_sd=0.04), rounds=list(range(6))
+    )
+    assert one.high > d.high
+    assert s.instance_of(5) == 1 and LookSchedule().instance_of(5) == 0
+
+
+def test_identical_rounds_with_an_instance_term_use_the_normal_quantile():
+    d = decide_pair([1.0, 1.0, 1.0], LookSchedule(instance_sd=0.02))
+    assert d.high == pytest.approx(math.exp(stats.norm.ppf(0.975) * 0.02))
+    assert d.decision == EQUIVALENT  # +-3.9 % within the 5 % margin
+
+
+def test_twins_on_two_servers_keep_coverage_only_with_the_instance_term():
+    # Simulated twin pairs: each pair's servers differ by d ~ N(0, tau) for the whole run
+    # (tau = 0.036, docs/aa_check.md), rounds add N(0, 0.08); 12 rounds, fixed design.
+    rng = np.random.default_rng(7)
+    tau, sd, n, runs = 0.036, 0.08, 12, 3000
+    miss_plain = miss_term = 0
+    with_term, plain = LookSchedule(instance_sd=tau), LookSchedule()
+    for _ in range(runs):
+        logs = rng.normal(rng.normal(0.0, tau), sd, n)
+        a, b = decide_pair(np.exp(logs), plain), decide_pair(np.exp(logs), with_term)
+        miss_plain += not a.low <= 1.0 <= a.high
+        miss_term += not b.low <= 1.0 <= b.high
+    assert miss_plain / runs > 0.10  # what docs/aa_check.md saw: twins called different
+    se = math.sqrt(0.05 * 0.95 / runs)  # the simulation's own error
+    assert miss_term / runs <= 0.05 + 3 * se  # 95 % up to Satterthwaite's approximation
+
+
+def test_recorded_schedule_reads_the_instance_term():
+    from trtbench.profiling.loadtest.stats.decisions import recorded_schedule
+
+    design = {
+        "stopping": {"max_rounds": 12},
+        "instance": {"sd": 0.03, "restart_every": 3},
+    }
+    s = recorded_schedule(design)
+    assert (s.max_rounds, s.instance_sd, s.restart_every) == (12, 0.03, 3)
+    old = recorded_schedule({"stopping": {"max_rounds": 12}})  # before the term
+    assert (old.instance_sd, old.restart_every) == (0.0, None)
+    bad = recorded_schedule({"instance": {"sd": "x", "restart_every": True}})
+    assert (bad.max_rounds, bad.instance_sd, bad.restart_every) == (None, 0.0, None)

@@ -366,3 +366,40 @@ def test_a_race_states_its_summary_intervals_at_its_looks_level():
         0
     ]
     assert math.isnan(row[f"{col}_ci95_low"]) and math.isnan(row[f"{col}_ci95_high"])
+
+
+def test_speedup_intervals_carry_the_instance_term_and_single_figures_do_not():
+    from scipy import stats as st
+
+    from trtbench.profiling.loadtest.workload.repeats import repeat_stats
+
+    # speedups 2, 2, 1.4 in rounds 0-2 (as three_passes), tau = 0.05, one server instance:
+    # V = s^2/3 + 0.05^2 with s = 0.205926 (the hand-worked case above), Satterthwaite
+    # nu = V^2 / ((s^2/3)^2 / 2).
+    summary = pd.DataFrame(
+        {"variant": ["spec"], "tier": ["c1"], "tier_status": ["complete"]}
+    )
+    passes = pd.DataFrame(
+        {
+            "variant": ["spec"] * 3,
+            "tier": ["c1"] * 3,
+            "repeat": [0, 1, 2],
+            "request_count": [8, 8, 8],
+            "tpot_speedup_ratio": [2.0, 2.0, 1.4],
+            "output_token_throughput_tokens_per_s": [110.0, 100.0, 120.0],
+        }
+    )
+    row = repeat_stats(summary, passes, None, (0.05, lambda r: 0)).iloc[0]
+    within = 0.205926**2 / 3
+    v = within + 0.05**2
+    half = st.t.ppf(0.975, v**2 / (within**2 / 2)) * math.sqrt(v)
+    assert row["tpot_speedup_ratio_ci95_low"] == pytest.approx(
+        math.exp(0.574256 - half), abs=1e-5
+    )
+    assert row["tpot_speedup_ratio_ci95_high"] == pytest.approx(
+        math.exp(0.574256 + half), abs=1e-5
+    )
+    # one variant's own figure is not a comparison between servers: the plain interval
+    plain = repeat_stats(summary, passes).iloc[0]
+    col = "output_token_throughput_tokens_per_s_ci95_low"
+    assert row[col] == plain[col]

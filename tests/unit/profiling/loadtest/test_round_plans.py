@@ -9,7 +9,9 @@ from trtbench.profiling.loadtest.driver.round_plans import (
     MAX_ROUNDS,
     SETTLED,
     FixedPlan,
+    InstanceBlocks,
     RacePlan,
+    RoundByRound,
 )
 from trtbench.profiling.loadtest.stats.decisions import LookSchedule
 from trtbench.profiling.loadtest.workload.design import INTERLEAVED, plan_cells
@@ -133,3 +135,52 @@ def test_a_race_keeps_each_variant_to_its_own_tiers():
     assert plan.stopped_because == SETTLED and len(rounds) == 3
     assert plan.races["c1"].leader == "a" and plan.races["c4"].leader == "b"
     assert plan.as_json()["tiers"]["c4"]["decisions"] == {"rec": "better"}
+
+
+def drive_blocks(blocks, factor):
+    """Run :class:`InstanceBlocks` as the pipeline does: ask for a block, run it to its end
+    (its servers would start between the two). Returns, per block, its variants and the
+    rounds it measured."""
+    out = []
+    while blocks.start_block():
+        variants = blocks.variants
+        rounds = []
+        while batch := blocks.next_round():
+            rounds.append(batch[0].round)
+            for c in batch:
+                blocks.cell_done(
+                    c, BASE[c.round] * factor(c.variant, c.tier.label, c.round)
+                )
+        out.append((variants, rounds))
+    return out
+
+
+def test_a_fixed_design_in_blocks_of_three_rounds():
+    cells = plan_cells(INTERLEAVED, VARIANTS, TIERS, 5, 7)
+    got = drive_blocks(InstanceBlocks(RoundByRound(cells), 3), lambda v, t, r: 1.0)
+    assert [r for _, r in got] == [[0, 1, 2], [3, 4]]
+    assert all(sorted(v) == sorted(VARIANTS) for v, _ in got)
+
+
+def test_a_race_decides_before_the_next_block_starts_its_servers():
+    # a and b clearly apart from base at every tier; a vs b alternate +-2 % (open):
+    # after the first block (the look at 3) base is out everywhere, so the second block
+    # starts only a's and b's servers; the budget (6) ends it, no third block starts.
+    def factor(v, t, r):
+        if v == "base":
+            return 1.0
+        return 1.4 * (1.02 if (v == "a") == (r % 2 == 0) else 0.98)
+
+    plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(6), 0.05)
+    got = drive_blocks(InstanceBlocks(plan, 3), factor)
+    assert [r for _, r in got] == [[0, 1, 2], [3, 4, 5]]
+    assert sorted(got[0][0]) == ["a", "b", "base"] and sorted(got[1][0]) == ["a", "b"]
+    assert plan.stopped_because == MAX_ROUNDS
+
+
+def test_a_race_settled_at_the_first_look_starts_no_second_block():
+    plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(12), 0.05)
+    got = drive_blocks(
+        InstanceBlocks(plan, 3), lambda v, t, r: {"base": 1.0, "a": 1.5, "b": 1.2}[v]
+    )
+    assert [r for _, r in got] == [[0, 1, 2]] and plan.stopped_because == SETTLED

@@ -225,3 +225,37 @@ def test_interference_on_every_variant_and_tier_is_one_sentence():
         "**Every cell of this run (4 of 4: variant × tier × round)"
     )
     assert whole_run_interference(rounds_rows(FLAGGED)) is None  # base c1 never flagged
+
+
+@pytest.mark.parametrize(
+    "instance, words",
+    [
+        (None, None),  # a run made before the term: nothing said
+        (
+            {"sd": 0.036, "restart_every": None},
+            "narrower than about ±7.1%",
+        ),  # 1.96 * 3.6
+        ({"sd": 0.036, "restart_every": 3}, "fresh servers every 3 round(s)"),
+        ({"sd": 0, "restart_every": None}, "no server-instance term"),
+    ],
+)
+def test_the_instance_term_is_stated_with_the_design(instance, words):
+    design = {"name": "interleaved", "rounds": 6, "server_starts": 2}
+    if instance is not None:
+        design["instance"] = instance
+    (line,) = design_lines({"design": design}, None)
+    if words is None:
+        assert "instance" not in line
+    else:
+        assert words in line
+        if instance["sd"]:
+            assert "instance SD 3.6%" in line
+
+
+def test_server_starts_count_fresh_blocks():
+    from trtbench.profiling.loadtest.workload.design import server_starts
+
+    assert server_starts("interleaved", 5, 12) == 5
+    assert server_starts("interleaved", 5, 12, 3) == 20  # 4 blocks of 3
+    assert server_starts("interleaved", 5, 13, 3) == 25  # the 13th round: a 5th block
+    assert server_starts("rounds", 5, 4) == 20
