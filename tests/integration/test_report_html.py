@@ -225,9 +225,10 @@ def test_the_page_loads_without_a_console_error_and_opens_with_the_answer(
     assert before_all
     if folder := os.environ.get("TRTBENCH_PAGE_SCREENSHOTS"):  # README's pictures
         browser.save_screenshot(str(Path(folder) / "report_html.png"))
-        rounds = browser.find_element("id", "plot-rounds")
-        browser.execute_script("arguments[0].scrollIntoView()", rounds)
-        rounds.screenshot(str(Path(folder) / "report_html_rounds.png"))
+        for key, name in (("rounds", "rounds"), ("memory_time", "memory")):
+            figure = browser.find_element("css selector", f"figure[data-key={key}]")
+            browser.execute_script("arguments[0].scrollIntoView()", figure)
+            figure.screenshot(str(Path(folder) / f"report_html_{name}.png"))
 
 
 def test_the_collect_page_loads_and_opens_with_the_answer(collect_page, browser):
