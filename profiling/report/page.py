@@ -5,9 +5,12 @@ The page is report.md rendered by markdown-it-py (CommonMark with tables): its a
 (recommendation.json's sentence, in bold under "Recommendation") set as a box, each
 ``![caption](plots/NAME.png)`` replaced by the interactive figure keyed NAME
 (:mod:`page_figures`) or, where none, by the PNG inlined as a data URI; the figures without
-a PNG (acceptance per position, rounds) follow the last plot. plotly.js is inlined once and
-every table sorts (click a header) and filters (the box above it) with a few lines of
-inline script: the file opens offline, nothing is fetched.
+a PNG (acceptance per position and per category, memory over time, rounds) follow the last
+plot. Under each figure its unit, a link to its definition in docs/metrics.md (the heading's
+anchor as GitHub makes it, :func:`anchor`; the link opens the checkout's copy,
+:func:`definition_href`) and how it was drawn where that needs saying. plotly.js is inlined
+once and every table sorts (click a header) and filters (the box above it) with a few lines
+of inline script: the file opens offline, nothing is fetched.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ import plotly.io as pio
 from markdown_it import MarkdownIt
 from plotly.offline import get_plotlyjs
 
-from trtbench.profiling.report.page_figures import PageFigure, page_figures
+from trtbench.core.run_dir import RunDir
+from trtbench.profiling.report.page_figures import PageFigure, page_figures, palette
+from trtbench.profiling.report.page_memory import memory_over_time, read_memory
 from trtbench.profiling.report.run_data import RunData
 
 EXTRA_SRC = "page:"
@@ -31,6 +36,8 @@ EXTRA_SRC = "page:"
 ANSWER_MARK = "trtbench-answer-box"
 """The line that stands for the answer's paragraph until it is rendered as the box."""
 _IMAGE = re.compile(r"^!\[[^\]]*\]\(([^)]+)\)$")
+METRICS_DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+"""docs/metrics.md of the checkout this module runs from (absent in a bare install)."""
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;
@@ -45,6 +52,7 @@ th[data-dir=asc]::after{content:" \\25B2"}th[data-dir=desc]::after{content:" \\2
 input.filter{margin:.3rem 0;padding:.2rem .4rem;width:18rem}
 code{background:#f4f4f4;padding:0 .2rem}pre{background:#f4f4f4;padding:.6rem;overflow:auto}
 figure.plot{margin:1rem 0}figure img{max-width:100%}
+figcaption{font-size:.85rem;color:#555;margin:.2rem 0 0 60px}
 """
 
 SCRIPT = """
@@ -84,6 +92,36 @@ def with_extra_figures(text: str, extra: Sequence[PageFigure]) -> str:
     return "\n".join([*lines[:at], *added, *lines[at:]]) + "\n"
 
 
+def anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading: its text lower-cased, every character
+    but letters, digits, ``-``, ``_`` and spaces dropped, spaces made ``-``
+    (``"Latency (per request, `summary.csv`)"`` → ``latency-per-request-summarycsv``)."""
+    kept = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return kept.replace(" ", "-")
+
+
+def definition_href(heading: str) -> str:
+    """The link to ``heading`` in docs/metrics.md: the checkout's copy as a file URI where
+    it exists (a page opened on the machine that made it), else the path relative to a
+    trtbench checkout."""
+    where = METRICS_DOC.as_uri() if METRICS_DOC.is_file() else "docs/metrics.md"
+    return f"{where}#{anchor(heading)}"
+
+
+def _caption_html(fig: PageFigure) -> str:
+    """The line under a figure: unit, definition link, note (the parts it has)."""
+    parts = [f"Unit: {html.escape(fig.unit)}."] if fig.unit else []
+    if fig.definition:
+        name = fig.definition.split(" (")[0]
+        parts.append(
+            f'Definition: <a class="definition" href="{html.escape(definition_href(fig.definition))}">'
+            f"docs/metrics.md, “{html.escape(name)}”</a>."
+        )
+    if fig.note:
+        parts.append(html.escape(fig.note))
+    return f"<figcaption>{' '.join(parts)}</figcaption>" if parts else ""
+
+
 def _figure_html(fig: PageFigure) -> str:
     body = pio.to_html(
         fig.figure,
@@ -92,7 +130,8 @@ def _figure_html(fig: PageFigure) -> str:
         div_id=f"plot-{fig.key}",
         config={"displaylogo": False, "responsive": True},
     )
-    return f'<figure class="plot" data-key="{fig.key}">{body}</figure>\n'
+    caption = _caption_html(fig)
+    return f'<figure class="plot" data-key="{fig.key}">{body}{caption}</figure>\n'
 
 
 def _png_html(path: Path, caption: str) -> str:
@@ -184,8 +223,25 @@ def write_run_page(
     ratio: str,
 ) -> Path:
     """``report.html`` of a run: :func:`write_page` with every figure its data allows
-    (:func:`page_figures`: ``tiers`` the complete tiers, ``ratio`` the speedup's name)."""
+    (:func:`page_figures`: ``tiers`` the complete tiers, ``ratio`` the speedup's name;
+    memory over time from the run's memory.csv, on one clock unless the run was gathered
+    from cluster shards).
+
+    Raises:
+        DataFileError: memory.csv is present but corrupt.
+    """
+    samples = read_memory(RunDir(run.root).memory_csv)
+    colors = palette(run.variants)  # one colour a variant, in every figure
+    memory = memory_over_time(samples, "cluster" not in run.run, colors=colors)
     figures = page_figures(
-        tiers, crossover, run.acceptance, run.rounds, ratio, run.baseline is not None
+        tiers,
+        crossover,
+        run.acceptance,
+        run.rounds,
+        ratio,
+        run.baseline is not None,
+        run.categories,
+        memory,
+        colors,
     )
     return write_page(report_md, answer, figures)

@@ -5,12 +5,15 @@ Each figure draws one trace per variant (the rounds: per variant and tier, group
 variant), so the legend toggles a variant; hover shows the figure, its interval and the
 tier; the static PNGs (:mod:`plots`) show the same frames. The figure keys match the PNG
 stems they stand for (``speedup``, ``ttft``, ``tpot``, ``throughput``, ``acceptance``);
-``positions`` and ``rounds`` have no PNG.
+``positions``, ``categories``, ``memory_time`` (:mod:`page_memory`) and ``rounds`` have no
+PNG. Each figure names the unit of its y axis and the heading of docs/metrics.md that
+defines it (the page links there).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,14 +29,37 @@ INTERFERENCE_COLOR = "#111111"
 the variants' colours, has red)."""
 
 
+LATENCY = "Latency (per request, `loadtest/requests.csv` and `summary.csv`)"
+THROUGHPUT = "Throughput and goodput (per tier, `summary.csv`)"
+SPECULATIVE = "Speculative decoding (`summary.csv` and `loadtest/acceptance.csv`)"
+CATEGORIES = "Acceptance per prompt category (`loadtest/categories.csv`)"
+STATISTICS = "Statistics a reader can trust (`summary.csv`)"
+"""The headings of docs/metrics.md that define the figures (the page links to each)."""
+
+
 @dataclass(frozen=True)
 class PageFigure:
     """One interactive figure: ``key`` (its id in the page, the PNG stem it replaces),
-    ``caption``, the Plotly ``figure`` (one trace per variant)."""
+    ``caption``, the Plotly ``figure`` (one trace per variant), the ``unit`` of its y
+    axis, ``definition`` (the heading of docs/metrics.md defining it; "": none) and a
+    ``note`` shown under it (how it was drawn; "": none)."""
 
     key: str
     caption: str
     figure: go.Figure
+    unit: str = ""
+    definition: str = ""
+    note: str = ""
+
+
+Colors = Mapping[str, str] | None
+"""Variant → colour, one map for every figure of a page (None: the figure's own)."""
+
+
+def palette(names: Iterable[object], colors: Colors = None) -> dict[str, str]:
+    """``colors`` where it names a variant, else the variant's colour among ``names``
+    (:func:`~trtbench.profiling.report.plots.variant_colors`)."""
+    return {**variant_colors([str(n) for n in names]), **(colors or {})}
 
 
 def _num(frame: pd.DataFrame, column: str) -> np.ndarray:
@@ -56,7 +82,9 @@ def _interval_text(low: np.ndarray, high: np.ndarray) -> list[str]:
     ]
 
 
-def _layout(fig: go.Figure, title: str, xtitle: str, ytitle: str) -> go.Figure:
+def layout(fig: go.Figure, title: str, xtitle: str, ytitle: str) -> go.Figure:
+    """``fig`` with the page's look: title, axis titles, plain template, 420 px high,
+    hover on the nearest point, a legend that says a click hides a variant."""
     fig.update_layout(
         title=title,
         xaxis_title=xtitle,
@@ -71,14 +99,22 @@ def _layout(fig: go.Figure, title: str, xtitle: str, ytitle: str) -> go.Figure:
 
 
 def vs_load(
-    tiers: pd.DataFrame, column: str, key: str, ylabel: str, title: str
+    tiers: pd.DataFrame,
+    column: str,
+    key: str,
+    ylabel: str,
+    title: str,
+    unit: str = "",
+    definition: str = "",
+    colors: Colors = None,
 ) -> PageFigure:
     """``column`` of the per-tier frame against concurrency: one line per variant holding
     a value, error bars over its 95 % interval (``<column>_ci95_low`` / ``_high``) where
     the frame has one; the bars are clipped at the point where it lies outside them, the
-    hover gives the interval itself."""
+    hover gives the interval itself (``unit``, ``definition``: :class:`PageFigure`;
+    ``colors``: :data:`Colors`)."""
     xcol, xtitle = _x(tiers)
-    colors = variant_colors(tiers["variant"].unique())
+    colors = palette(tiers["variant"].unique(), colors)
     fig = go.Figure()
     for variant, g in tiers.dropna(subset=[xcol]).sort_values(xcol).groupby("variant"):
         y = _num(g, column)
@@ -104,20 +140,31 @@ def vs_load(
                 "%{y:.4g}%{customdata[1]}<extra></extra>",
             )
         )
-    return PageFigure(key, title, _layout(fig, title, xtitle, ylabel))
+    return PageFigure(key, title, layout(fig, title, xtitle, ylabel), unit, definition)
 
 
-def speedup(tiers: pd.DataFrame, crossover: pd.DataFrame, ratio: str) -> PageFigure:
+def speedup(
+    tiers: pd.DataFrame, crossover: pd.DataFrame, ratio: str, colors: Colors = None
+) -> PageFigure:
     """The objective's paired ratio over the baseline per speculative variant with its
     interval, on a log y axis; y = 1 and each crossover (``crossover_interpolated``) are
-    lines, not traces."""
+    lines, not traces (``colors``: :data:`Colors`)."""
     spec = tiers[tiers["mode"] != methods.BASELINE]
     title = f"Speedup: {ratio} over the baseline (below 1: speculation does not pay)"
-    page = vs_load(spec, "speedup_ratio", "speedup", f"{ratio} (ratio)", title)
+    page = vs_load(
+        spec,
+        "speedup_ratio",
+        "speedup",
+        f"{ratio} (ratio)",
+        title,
+        "ratio",
+        THROUGHPUT,
+        colors,
+    )
     fig = page.figure
     fig.update_yaxes(type="log")
     fig.add_hline(y=1.0, line_color="#555", line_width=1)
-    colors = variant_colors(tiers["variant"].unique())
+    colors = palette(tiers["variant"].unique(), colors)
     for _, row in crossover.iterrows():
         x = row["crossover_interpolated"]
         if pd.notna(x) and row["variant"] in colors:
@@ -131,7 +178,9 @@ def speedup(tiers: pd.DataFrame, crossover: pd.DataFrame, ratio: str) -> PageFig
     return page
 
 
-def positions(acceptance: pd.DataFrame | None) -> PageFigure | None:
+def positions(
+    acceptance: pd.DataFrame | None, colors: Colors = None
+) -> PageFigure | None:
     """Acceptance per draft position per variant, pooled over tiers (Σ hits / Σ steps of
     acceptance.csv's ``position`` rows); None when the run has none."""
     if acceptance is None or not len(acceptance):
@@ -141,7 +190,7 @@ def positions(acceptance: pd.DataFrame | None) -> PageFigure | None:
         return None
     for col in ("draft_position", "steps_count", "hits_count"):
         pos[col] = pd.to_numeric(pos[col], errors="coerce")
-    colors = variant_colors(pos["variant"].unique())
+    colors = palette(pos["variant"].unique(), colors)
     fig = go.Figure()
     for variant, g in pos.groupby("variant"):
         pooled = g.groupby("draft_position")[["hits_count", "steps_count"]].sum()
@@ -160,9 +209,9 @@ def positions(acceptance: pd.DataFrame | None) -> PageFigure | None:
             )
         )
     title = "Acceptance per draft position (all tiers pooled)"
-    fig = _layout(fig, title, "draft position", "accepted fraction of steps")
+    fig = layout(fig, title, "draft position", "accepted fraction of steps")
     fig.update_xaxes(dtick=1)
-    return PageFigure("positions", title, fig)
+    return PageFigure("positions", title, fig, "ratio", SPECULATIVE)
 
 
 def _tier_order(tier: str) -> tuple[float, str]:
@@ -171,14 +220,14 @@ def _tier_order(tier: str) -> tuple[float, str]:
     return (float(digits[0]) if digits else float("inf"), tier)
 
 
-def rounds(frame: pd.DataFrame | None) -> PageFigure | None:
+def rounds(frame: pd.DataFrame | None, colors: Colors = None) -> PageFigure | None:
     """Each cell's output tok/s round by round (rounds.csv), one panel per tier and one
     trace per (variant, tier), a variant's traces toggled together from one legend entry;
     a round with ``interference_flag`` set is a black-ringed ×. Round r of each variant
     sits above the same x: the pairs each ratio is made of. None when the run has none."""
     if frame is None or not len(frame) or "output_tokens_per_s" not in frame:
         return None
-    colors = variant_colors(frame["variant"].unique())
+    colors = palette(frame["variant"].unique(), colors)
     tiers = sorted(frame["tier"].astype(str).unique(), key=_tier_order)
     cols = min(len(tiers), 2)
     rows = -(-len(tiers) // cols)
@@ -224,11 +273,53 @@ def rounds(frame: pd.DataFrame | None) -> PageFigure | None:
         )
         shown.add(variant)
     title = "Rounds: each cell's output tok/s, round by round (ringed ×: interference)"
-    fig = _layout(fig, title, "", "")
+    fig = layout(fig, title, "", "")
     fig.update_layout(height=max(420, 300 * rows), margin_t=90)
     fig.update_xaxes(dtick=1, title_text="round")
     fig.update_yaxes(title_text="output tok/s", col=1)
-    return PageFigure("rounds", title, fig)
+    return PageFigure("rounds", title, fig, "tokens/s", STATISTICS)
+
+
+def categories(frame: pd.DataFrame | None, colors: Colors = None) -> PageFigure | None:
+    """Acceptance length per prompt category and tier (categories.csv's
+    ``acceptance_length_tokens`` of its complete rows, none pooled): bars grouped by
+    category, then tier, one trace per variant holding a value; the hover adds the draft
+    acceptance rate and the request count. None when the run has no such row."""
+    if frame is None or not len(frame) or "acceptance_length_tokens" not in frame:
+        return None
+    status = frame.get("tier_status", pd.Series("complete", index=frame.index))
+    rows = frame[status.fillna("complete").astype(str).eq("complete")].copy()
+    rows["length"] = _num(rows, "acceptance_length_tokens")
+    rows = rows.dropna(subset=["length"])
+    if rows.empty:
+        return None
+    rows["tier"] = rows["tier"].astype(str)
+    rows["category"] = rows["category"].astype(str)
+    order = sorted(rows["tier"].unique(), key=_tier_order)
+    rows["at"] = rows["tier"].map(order.index)
+    colors = palette(rows["variant"].unique(), colors)
+    fig = go.Figure()
+    for variant, g in rows.sort_values(["category", "at"]).groupby("variant"):
+        rate = [
+            "—" if np.isnan(r) else f"{r:.3f}"
+            for r in _num(g, "draft_acceptance_rate_ratio")
+        ]
+        fig.add_trace(
+            go.Bar(
+                x=[g["category"].tolist(), g["tier"].tolist()],
+                y=g["length"],
+                name=str(variant),
+                marker_color=colors[variant],
+                customdata=np.c_[rate, _num(g, "requests_count")],
+                hovertemplate=f"<b>{variant}</b> %{{x}}<br>acceptance length "
+                "%{y:.3f} tokens<br>draft acceptance rate %{customdata[0]} "
+                "(%{customdata[1]:.0f} requests)<extra></extra>",
+            )
+        )
+    title = "Acceptance length per prompt category (each tier)"
+    fig = layout(fig, title, "category, tier", "acceptance length (tokens per step)")
+    fig.update_layout(barmode="group")
+    return PageFigure("categories", title, fig, "tokens", CATEGORIES)
 
 
 def page_figures(
@@ -238,21 +329,50 @@ def page_figures(
     round_rows: pd.DataFrame | None,
     ratio: str,
     has_baseline: bool,
+    category_rows: pd.DataFrame | None = None,
+    memory: PageFigure | None = None,
+    colors: Colors = None,
 ) -> list[PageFigure]:
-    """Every figure the data allows, the speedup first (complete tiers in ``tiers``)."""
+    """Every figure the data allows, the speedup first (complete tiers in ``tiers``),
+    then acceptance per position and per category (``category_rows``: categories.csv),
+    ``memory`` (:mod:`page_memory`) and the rounds; a variant has one colour in all of
+    them (``colors``, else the colours among ``tiers``' variants)."""
+    t = tiers
+    colors = palette(t["variant"].unique(), colors)
     out = [
-        vs_load(t := tiers, "ttft_p50_ms", "ttft", "TTFT p50 (ms)", "TTFT p50 vs load"),
-        vs_load(t, "tpot_mean_ms", "tpot", "TPOT mean (ms)", "TPOT vs load"),
+        vs_load(
+            t,
+            "ttft_p50_ms",
+            "ttft",
+            "TTFT p50 (ms)",
+            "TTFT p50 vs load",
+            "ms",
+            LATENCY,
+            colors,
+        ),
+        vs_load(
+            t,
+            "tpot_mean_ms",
+            "tpot",
+            "TPOT mean (ms)",
+            "TPOT vs load",
+            "ms",
+            LATENCY,
+            colors,
+        ),
         vs_load(
             t,
             "output_tokens_per_s",
             "throughput",
             "output tok/s (system)",
             "Output token throughput vs load",
+            "tokens/s",
+            THROUGHPUT,
+            colors,
         ),
     ]
     if has_baseline:
-        out.insert(0, speedup(t, crossover, ratio))
+        out.insert(0, speedup(t, crossover, ratio, colors))
     spec = t[t["mode"] != methods.BASELINE]
     if len(spec):
         out.append(
@@ -262,7 +382,15 @@ def page_figures(
                 "acceptance",
                 "tokens per decode step",
                 "Acceptance length (tokens per step)",
+                "tokens",
+                SPECULATIVE,
+                colors,
             )
         )
-    out += [f for f in (positions(acceptance), rounds(round_rows)) if f is not None]
-    return out
+    extra = (
+        positions(acceptance, colors),
+        categories(category_rows, colors),
+        memory,
+        rounds(round_rows, colors),
+    )
+    return out + [f for f in extra if f is not None]

@@ -6,16 +6,27 @@ from __future__ import annotations
 
 import base64
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import pytest
 
-from trtbench.profiling.report.page import render_page, with_extra_figures, write_page
+from tests.support.data import REPO_ROOT
+from trtbench.profiling.report.page import (
+    anchor,
+    render_page,
+    with_extra_figures,
+    write_page,
+)
 from trtbench.profiling.report.page_figures import (
     PageFigure,
+    categories,
+    page_figures,
     positions,
     rounds,
     vs_load,
 )
+from trtbench.profiling.report.page_memory import MIB, memory_over_time, min_max_points
 
 ANSWER = "Serve `ngram` (n-gram) at every tier."
 TEXT = f"""# trtbench report: r
@@ -144,3 +155,189 @@ def test_rounds_mark_the_interfered_ones():
         True,
     ]  # one entry a variant
     assert rounds(frame.iloc[0:0]) is None
+
+
+def test_anchors_are_github_s():
+    # GitHub's anchors, as docs/recommendation.md and docs/metrics.md link them
+    assert anchor("The rest of report.md") == "the-rest-of-reportmd"
+    assert (
+        anchor("Latency (per request, `loadtest/requests.csv` and `summary.csv`)")
+        == "latency-per-request-loadtestrequestscsv-and-summarycsv"
+    )
+    assert anchor("Statistics a reader can trust") == "statistics-a-reader-can-trust"
+
+
+TIERS = pd.DataFrame(
+    {
+        "variant": ["b", "s"],
+        "mode": ["baseline", "ngram"],
+        "tier": ["c1", "c1"],
+        "concurrency": [1, 1],
+        "ttft_p50_ms": [5.0, 4.0],
+        "tpot_mean_ms": [2.0, 1.0],
+        "output_tokens_per_s": [100.0, 150.0],
+        "tokens_per_step": [1.0, 2.0],
+        "speedup_ratio": [None, 1.5],
+    }
+)
+"""A baseline ``b`` and a speculative ``s`` at one tier: every per-tier figure draws."""
+CATS = pd.DataFrame(
+    {
+        "variant": ["s"],
+        "tier": ["c1"],
+        "category": ["chat"],
+        "acceptance_length_tokens": [2.0],
+    }
+)
+
+
+def test_each_figure_names_its_unit_and_a_heading_of_the_metrics_doc():
+    headings = {
+        line[3:].strip()
+        for line in (REPO_ROOT / "docs" / "metrics.md").read_text().splitlines()
+        if line.startswith("## ")
+    }
+    memory = pd.DataFrame(
+        {
+            "t_ns": [0, 10**8],
+            "variant": ["s", "s"],
+            "phase": ["load"] * 2,
+            "source": ["rss"] * 2,
+            "rss_bytes": [MIB, 2 * MIB],
+        }
+    )
+    figures = page_figures(
+        TIERS, pd.DataFrame(), None, None, "r", True, CATS, memory_over_time(memory)
+    )
+    units = {f.key: f.unit for f in figures}
+    assert units == {
+        "speedup": "ratio",
+        "ttft": "ms",
+        "tpot": "ms",
+        "throughput": "tokens/s",
+        "acceptance": "tokens",
+        "categories": "tokens",
+        "memory_time": "MiB",
+    }
+    assert {f.definition for f in figures} <= headings
+
+
+def test_the_caption_links_the_definition_and_says_how_it_was_drawn(tmp_path):
+    fig = PageFigure(
+        "m", "M", go.Figure(), "MiB", "Memory over time (`memory.csv`)", "thinned"
+    )
+    page = render_page("# r\n", None, [fig], tmp_path, "r")
+    caption = page.split("<figcaption>")[1].split("</figcaption>")[0]
+    assert caption.startswith("Unit: MiB. Definition: <a")
+    assert 'metrics.md#memory-over-time-memorycsv"' in caption
+    assert caption.endswith("</a>. thinned")
+
+
+def test_min_max_points_keep_each_run_s_lowest_and_highest():
+    values = np.array([5, 1, 9, 2, 3, 3, 8, 0, 4], dtype=float)
+    # two runs: readings 0-4 (lowest at 1, highest at 2) and 5-8 (highest 6, lowest 7)
+    assert list(min_max_points(values, 4)) == [1, 2, 6, 7]
+    assert list(min_max_points(values, 9)) == list(range(9))  # few enough: all
+    assert list(min_max_points(np.array([3.0, 3.0, 3.0]), 2)) == [0]  # one run, flat
+    with pytest.raises(ValueError):
+        min_max_points(values, 1)
+
+
+def _memory_rows() -> pd.DataFrame:
+    """Variant a without NVML (RSS, the first reading empty); variant b on GPUs 0 (the
+    server's processes listed) and 1 (none listed: the device's used memory)."""
+    rows = [
+        (1_000_000_000, "a", "load", "rss", None, None, None, None),
+        (1_100_000_000, "a", "load", "rss", None, None, None, 2 * MIB),
+        (1_200_000_000, "a", "tier:c1", "rss", None, None, None, 3 * MIB),
+        (1_500_000_000, "b", "load", "nvml", 0, 4 * MIB, 8 * MIB, None),
+        (1_500_000_000, "b", "load", "nvml", 1, None, 16 * MIB, None),
+        (2_000_000_000, "b", "tier:c1", "nvml", 0, 5 * MIB, 9 * MIB, None),
+        (2_000_000_000, "b", "tier:c1", "nvml", 1, None, 17 * MIB, None),
+    ]
+    columns = ["t_ns", "variant", "phase", "source", "device_index"]
+    columns += ["proc_used_bytes", "mem_used_bytes", "rss_bytes"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def test_memory_over_time_draws_a_line_per_variant_and_device():
+    fig = memory_over_time(_memory_rows())
+    lines = {t.name: (list(t.x), list(t.y)) for t in fig.figure.data}
+    assert lines == {
+        "a": ([0.1, 0.2], [2.0, 3.0]),  # the empty reading left out; s since 1.0 s
+        "b GPU 0": ([0.5, 1.0], [4.0, 5.0]),  # the server's processes, not the device
+        "b GPU 1": ([0.5, 1.0], [16.0, 17.0]),  # none listed: the device's used memory
+    }
+    assert fig.note == "All 6 readings drawn."
+    # shards on other hosts: each line from its own first reading
+    apart = memory_over_time(_memory_rows(), same_clock=False)
+    assert [list(t.x) for t in apart.figure.data] == [
+        [0.0, 0.1],
+        [0.0, 0.5],
+        [0.0, 0.5],
+    ]
+    assert memory_over_time(None) is None
+
+
+def test_memory_over_time_thins_to_its_budget_and_says_so():
+    n = 100
+    frame = pd.DataFrame(
+        {
+            "t_ns": np.arange(n) * 10**8,
+            "variant": "a",
+            "phase": "load",
+            "source": "rss",
+            "rss_bytes": (np.arange(n) % 7) * MIB,  # 0..6 MiB, repeating
+        }
+    )
+    fig = memory_over_time(frame, total_points=10)
+    (line,) = fig.figure.data
+    # 5 runs of 20 readings, each holding 0 and 6 MiB: 10 points, every one a trough or peak
+    assert len(line.y) == 10 and set(line.y) == {0.0, 6.0}
+    assert fig.note.startswith(
+        "100 readings drawn as 10 points: a line of more than 10"
+    )
+
+
+def test_acceptance_per_category_groups_by_category_then_tier():
+    frame = pd.DataFrame(
+        {
+            "variant": ["d", "d", "d", "d", "base", "n"],
+            "tier": ["c8", "c2", "c2", "c4", "c2", "c2"],
+            "category": ["chat", "chat", "code", "chat", "chat", "code"],
+            "tier_status": [
+                "complete",
+                "complete",
+                "complete",
+                "partial",
+                "complete",
+                None,
+            ],
+            "acceptance_length_tokens": [3.0, 2.5, 1.5, 9.0, None, 1.2],
+            "draft_acceptance_rate_ratio": [0.5, 0.4, 0.1, 0.9, None, 0.05],
+            "requests_count": [24, 24, 24, 3, 24, 24],
+        }
+    )
+    fig = categories(frame).figure
+    bars = {t.name: (list(t.x[0]), list(t.x[1]), list(t.y)) for t in fig.data}
+    assert bars == {  # the partial tier and the baseline's empty rows left out
+        "d": (["chat", "chat", "code"], ["c2", "c8", "c2"], [2.5, 3.0, 1.5]),
+        "n": (["code"], ["c2"], [1.2]),
+    }
+    assert categories(frame.iloc[4:5]) is None
+
+
+def test_a_variant_has_one_colour_in_every_figure():
+    # alone among the speculative variants "s" would take tab10's first colour, beside
+    # the baseline its second: the page's map decides everywhere
+    colors = {"b": "#000001", "s": "#000002"}
+    figures = page_figures(
+        TIERS, pd.DataFrame(), None, None, "r", True, CATS, None, colors
+    )
+    drawn = {
+        (f.key, t.name): t.marker.color if f.key == "categories" else t.line.color
+        for f in figures
+        for t in f.figure.data
+    }
+    assert {c for (_, name), c in drawn.items() if name == "s"} == {"#000002"}
+    assert ("speedup", "s") in drawn and ("categories", "s") in drawn
