@@ -2,10 +2,10 @@
 the run's design (:mod:`trtbench.profiling.loadtest.workload.design`, chosen by
 :func:`trtbench.spec.design.resolve_design`).
 
-* ``interleaved``: every variant's server is started (:func:`~trtbench.pipeline.serving.
-  served`), then the cells run one at a time over all of them
-  (:func:`~trtbench.profiling.loadtest.driver.interleave.run_interleaved`); the servers stop at the
-  end, together.
+* ``interleaved``: every variant's server is started, then the cells run one at a time over
+  all of them; the servers stop at the end, together — or, with ``loadtest.restart_every``,
+  after every block of rounds, fresh ones starting for the next
+  (:mod:`trtbench.pipeline.interleaving`).
 * ``rounds``: round by round, each variant served in the round's order, its passes of that
   round run, its server stopped (``variants × rounds`` server starts, announced before).
 * ``sequential``: each variant served once, all its passes in a row.
@@ -17,23 +17,18 @@ whether the servers were co-resident, server starts and the order of the cells
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trtbench.core.run_dir import RunDir
-from trtbench.pipeline.loadtest import record_files, settings_of, tiers_of
-from trtbench.pipeline.serving import Collected, measure_variant, served
-from trtbench.pipeline.stages import DEPLOY, RunProgress, load_test_stage
-from trtbench.profiling.loadtest.driver.interleave import Lane, run_interleaved
+from trtbench.pipeline.interleaving import serve_interleaved
+from trtbench.pipeline.loadtest import tiers_of
+from trtbench.pipeline.serving import Collected, measure_variant
+from trtbench.pipeline.stages import RunProgress, load_test_stage
 from trtbench.profiling.loadtest.driver.round_plans import (
-    InstanceBlocks,
     RacePlan,
-    RoundByRound,
-    RoundPlan,
 )
-from trtbench.profiling.loadtest.records.record_sink import CsvRecordSink
 from trtbench.profiling.loadtest.stats.decisions import LookSchedule
 from trtbench.profiling.loadtest.workload.design import (
     DESIGN_TEXT,
@@ -49,7 +44,6 @@ from trtbench.profiling.loadtest.workload.prompts import Prompt
 from trtbench.profiling.loadtest.workload.repeats import (
     MIN_ROUNDS,
     TierPass,
-    combine_results,
 )
 from trtbench.spec.bench import BenchSpec, VariantSpec
 from trtbench.spec.design import ResolvedDesign, resolve_design
@@ -200,105 +194,6 @@ def round_line(plan: RacePlan) -> str:
     return f"{plan.rounds_run} round(s){why}" + (f"; {tiers}" if tiers else "")
 
 
-def _interleaved(
-    rd: RunDir,
-    spec: BenchSpec,
-    variants: Sequence[VariantSpec],
-    cells: Sequence[Cell] | RacePlan,
-    prompts: list[Prompt] | None,
-    progress: RunProgress | None,
-    got: Collected,
-    nsys: Any,
-    stage: tuple[str, int, str, bool],
-) -> None:
-    """The interleaved design: every server up at once, ``cells`` (or a race) run on them;
-    with ``loadtest.restart_every`` a block of rounds per set of fresh servers, a race
-    deciding before each block which variants' servers start."""
-    every = spec.loadtest.restart_every
-    if every is None:  # one set of servers for the whole run
-        _serve_block(rd, spec, variants, cells, prompts, progress, got, nsys, stage)
-        return
-    blocks = InstanceBlocks(
-        cells if isinstance(cells, RacePlan) else RoundByRound(cells), every
-    )
-    first = True
-    while blocks.start_block():
-        names = set(blocks.variants)
-        mine = [v for v in variants if v.name in names]
-        if not first:
-            log.info(
-                "fresh servers for rounds from %d: %s",
-                blocks.first_round,
-                ", ".join(blocks.variants),
-            )
-        prompts = _serve_block(
-            rd,
-            spec,
-            mine,
-            blocks,
-            prompts,
-            progress,
-            got,
-            nsys if first else None,
-            stage if first else None,
-        )
-        if any(got.results[v.name].interrupted for v in mine if v.name in got.results):
-            return
-        first = False
-
-
-def _serve_block(
-    rd: RunDir,
-    spec: BenchSpec,
-    variants: Sequence[VariantSpec],
-    cells: Sequence[Cell] | RoundPlan,
-    prompts: list[Prompt] | None,
-    progress: RunProgress | None,
-    got: Collected,
-    nsys: Any,
-    stage: tuple[str, int, str, bool] | None,
-) -> list[Prompt] | None:
-    """Start ``variants``' servers side by side, run ``cells`` on them, stop them; results
-    merged into ``got``. ``stage``: the load test's progress stage, started here (the
-    first block; None: a later block, which appends to the records and the stage)."""
-    with contextlib.ExitStack() as stack:
-        lanes, stops = [], []
-        if progress is not None and stage is not None:
-            progress.start(DEPLOY, len(variants), "server")
-        for v in variants:
-            s = stack.enter_context(served(rd, spec, v, prompts, progress, got, nsys))
-            if progress is not None and stage is not None:
-                progress.advance(v.name)
-            stops.append(s.stop_soon)
-            prompts = s.prompts
-            files = record_files(rd, v.name)
-            if stage is not None:
-                for path in (files.requests, files.responses, files.outputs):
-                    path.unlink(missing_ok=True)
-            sink = stack.enter_context(CsvRecordSink(files))
-            lanes.append(Lane(v.name, s.target, sink, s.tokenizer, s.marking, s.health))
-        # First when the stack unwinds: every server is signalled before the first stop
-        # waits, so they shut down side by side.
-        for stop in stops:
-            stack.callback(stop)
-        if progress is not None and stage is not None:
-            progress.start(*stage)
-        results = run_interleaved(
-            lanes,
-            prompts or [],
-            tiers_of(spec.loadtest),
-            settings_of(spec.loadtest),
-            cells,
-            spec.loadtest.seed,
-        )
-    for name, result in results.items():
-        earlier = got.results.get(name)
-        got.results[name] = (
-            result if earlier is None else combine_results(earlier, result)
-        )
-    return prompts
-
-
 def _restart_every(design: ResolvedDesign, spec: BenchSpec) -> int | None:
     """Rounds per set of server processes: ``loadtest.restart_every`` when interleaved,
     1 for the ``rounds`` design (every round starts its servers), None (one set) for
@@ -363,9 +258,13 @@ def measure_variants(
         if design.stop_when_decided:
             record["order"] = []
             plan = race_plan(rd, spec, variants, record, progress, cells)
-            _interleaved(rd, spec, variants, plan, prompts, progress, got, nsys, stage)
+            serve_interleaved(
+                rd, spec, variants, plan, prompts, progress, got, nsys, stage
+            )
             return record
-        _interleaved(rd, spec, variants, cells, prompts, progress, got, nsys, stage)
+        serve_interleaved(
+            rd, spec, variants, cells, prompts, progress, got, nsys, stage
+        )
         return record
     if progress is not None:  # its servers start inside the load test
         progress.start(*stage)

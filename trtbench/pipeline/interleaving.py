@@ -1,0 +1,200 @@
+"""The interleaved design's servers: every variant's server up at once while the cells run,
+one set for the whole run or (``loadtest.restart_every``) a fresh set per block of rounds
+(docs/measurement.md, "Server instances").
+
+A block's servers start side by side — the first block's one after another, each announced
+on the terminal; a later block's at once, a thread each, since its prompts are known — and
+stop side by side; the records of every block stream into the same files (the first block
+starts them afresh) and the results of the blocks are merged per variant. A race
+(``rounds: auto``) decides before a block's servers start and starts only the variants it
+still measures (:class:`~trtbench.profiling.loadtest.driver.round_plans.InstanceBlocks`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from trtbench.core.run_dir import RunDir
+from trtbench.pipeline.loadtest import record_files, settings_of, tiers_of
+from trtbench.pipeline.serving import Collected, Served, served
+from trtbench.pipeline.stages import DEPLOY, RunProgress
+from trtbench.profiling.loadtest.driver.interleave import Lane, run_interleaved
+from trtbench.profiling.loadtest.driver.round_plans import (
+    InstanceBlocks,
+    RacePlan,
+    RoundByRound,
+    RoundPlan,
+)
+from trtbench.profiling.loadtest.records.record_sink import CsvRecordSink
+from trtbench.profiling.loadtest.workload.design import Cell
+from trtbench.profiling.loadtest.workload.prompts import Prompt
+from trtbench.profiling.loadtest.workload.repeats import combine_results
+from trtbench.spec.bench import BenchSpec, VariantSpec
+
+log = logging.getLogger(__name__)
+
+
+def serve_interleaved(
+    rd: RunDir,
+    spec: BenchSpec,
+    variants: Sequence[VariantSpec],
+    cells: Sequence[Cell] | RacePlan,
+    prompts: list[Prompt] | None,
+    progress: RunProgress | None,
+    got: Collected,
+    nsys: Any,
+    stage: tuple[str, int, str, bool],
+) -> None:
+    """Measure ``cells`` (or a race) in the interleaved design (module docstring); results,
+    samples and timings go to ``got``.
+
+    Args:
+        rd, spec, progress, got, nsys: as for
+            :func:`~trtbench.pipeline.measuring.measure_variants` (``nsys``: the first
+            block's servers only).
+        variants: in spec order.
+        cells: the fixed design's cells, or the race.
+        prompts: the preflight's prompts (None: made from the first variant's tokenizer).
+        stage: the load test's progress stage (started once the first block is up).
+
+    Raises:
+        DeployError, ServerStartError, LoadTestError, ConfigError: a server could not be
+            deployed, started or measured (what finished is kept in ``got``).
+    """
+    every = spec.loadtest.restart_every
+    if every is None:  # one set of servers for the whole run
+        _serve_block(rd, spec, variants, cells, prompts, progress, got, nsys, stage)
+        return
+    blocks = InstanceBlocks(
+        cells if isinstance(cells, RacePlan) else RoundByRound(cells), every
+    )
+    first = True
+    while blocks.start_block():
+        names = set(blocks.variants)
+        mine = [v for v in variants if v.name in names]
+        if not first:
+            log.info(
+                "fresh servers for rounds from %d: %s",
+                blocks.first_round,
+                ", ".join(blocks.variants),
+            )
+        prompts = _serve_block(
+            rd,
+            spec,
+            mine,
+            blocks,
+            prompts,
+            progress,
+            got,
+            nsys if first else None,
+            stage if first else None,
+        )
+        if any(got.results[v.name].interrupted for v in mine if v.name in got.results):
+            return
+        first = False
+
+
+def _start_at_once(
+    stack: contextlib.ExitStack,
+    rd: RunDir,
+    spec: BenchSpec,
+    variants: Sequence[VariantSpec],
+    prompts: list[Prompt] | None,
+    progress: RunProgress | None,
+    got: Collected,
+) -> list[Served]:
+    """Start ``variants``' servers at once (a thread each: a later block's fresh servers,
+    whose prompts are known) and register each started one on ``stack``, so that a failed
+    start, or a signal while waiting, stops those that did start.
+
+    Returns:
+        The served variants, in ``variants`` order.
+
+    Raises:
+        The first start's error (DeployError, ServerStartError, …), after every start
+        has ended.
+    """
+    entered: dict[str, tuple[Any, Served]] = {}
+
+    def start(v: VariantSpec) -> None:
+        cm = served(rd, spec, v, prompts, progress, got)
+        entered[v.name] = (cm, cm.__enter__())
+
+    errors: list[BaseException | None] = []
+    try:
+        with ThreadPoolExecutor(max_workers=len(variants) or 1) as pool:
+            errors = [f.exception() for f in [pool.submit(start, v) for v in variants]]
+    finally:
+        for v in variants:
+            if v.name in entered:
+                stack.push(entered[v.name][0])
+    for error in errors:
+        if error is not None:
+            raise error
+    return [entered[v.name][1] for v in variants]
+
+
+def _serve_block(
+    rd: RunDir,
+    spec: BenchSpec,
+    variants: Sequence[VariantSpec],
+    cells: Sequence[Cell] | RoundPlan,
+    prompts: list[Prompt] | None,
+    progress: RunProgress | None,
+    got: Collected,
+    nsys: Any,
+    stage: tuple[str, int, str, bool] | None,
+) -> list[Prompt] | None:
+    """Start ``variants``' servers side by side, run ``cells`` on them, stop them; results
+    merged into ``got``. ``stage``: the load test's progress stage, started here (the
+    first block; None: a later block, which appends to the records and the stage)."""
+    with contextlib.ExitStack() as stack:
+        lanes, stops = [], []
+        if progress is not None and stage is not None:
+            progress.start(DEPLOY, len(variants), "server")
+        up = (
+            None
+            if stage is not None
+            else _start_at_once(stack, rd, spec, variants, prompts, progress, got)
+        )
+        for i, v in enumerate(variants):
+            if up is None:  # the first block: one after another, each announced
+                s = stack.enter_context(
+                    served(rd, spec, v, prompts, progress, got, nsys)
+                )
+                if progress is not None:
+                    progress.advance(v.name)
+            else:
+                s = up[i]
+            stops.append(s.stop_soon)
+            prompts = s.prompts
+            files = record_files(rd, v.name)
+            if stage is not None:
+                for path in (files.requests, files.responses, files.outputs):
+                    path.unlink(missing_ok=True)
+            sink = stack.enter_context(CsvRecordSink(files))
+            lanes.append(Lane(v.name, s.target, sink, s.tokenizer, s.marking, s.health))
+        # First when the stack unwinds: every server is signalled before the first stop
+        # waits, so they shut down side by side.
+        for stop in stops:
+            stack.callback(stop)
+        if progress is not None and stage is not None:
+            progress.start(*stage)
+        results = run_interleaved(
+            lanes,
+            prompts or [],
+            tiers_of(spec.loadtest),
+            settings_of(spec.loadtest),
+            cells,
+            spec.loadtest.seed,
+        )
+    for name, result in results.items():
+        earlier = got.results.get(name)
+        got.results[name] = (
+            result if earlier is None else combine_results(earlier, result)
+        )
+    return prompts
