@@ -39,11 +39,26 @@ def design_lines(run: Mapping[str, Any], rounds: pd.DataFrame | None) -> list[st
         )
         lines = [
             f"Measurement design: **{name}**, {_rounds(design)}, "
-            f"{design.get('server_starts', '?')} server start(s), {co}: {text}. "
+            f"{_starts(design)} server start(s), {co}: {text}. "
             "Every interval in this report is over these rounds."
             + instance_text(design.get("instance"))
         ]
     return lines + output_length_lines(design) + interference_lines(rounds)
+
+
+def _starts(design: Mapping[str, Any]) -> str:
+    """``design.server_starts``; ``up to N`` for a race with fresh servers per block (the
+    count planned before it, which may stop before its last block)."""
+    starts = design.get("server_starts", "?")
+    inst = design.get("instance")
+    every = inst.get("restart_every") if isinstance(inst, Mapping) else None
+    if (
+        isinstance(design.get("stopping"), Mapping)
+        and isinstance(every, int)
+        and every > 1
+    ):
+        return f"up to {starts}"
+    return str(starts)
 
 
 def instance_text(instance: Any) -> str:

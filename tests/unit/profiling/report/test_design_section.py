@@ -259,3 +259,22 @@ def test_server_starts_count_fresh_blocks():
     assert server_starts("interleaved", 5, 12, 3) == 20  # 4 blocks of 3
     assert server_starts("interleaved", 5, 13, 3) == 25  # the 13th round: a 5th block
     assert server_starts("rounds", 5, 4) == 20
+
+
+def test_a_race_with_fresh_servers_states_its_starts_as_a_bound():
+    design = {
+        "name": "interleaved",
+        "rounds": 12,
+        "server_starts": 20,
+        "stopping": {
+            "rounds_run": 3,
+            "max_rounds": 12,
+            "stopped_because": "max_minutes",
+        },
+        "instance": {"sd": 0.036, "restart_every": 3},
+    }
+    (line,) = design_lines({"design": design}, None)
+    assert "up to 20 server start(s)" in line
+    design["instance"] = {"sd": 0.036, "restart_every": None}
+    (line,) = design_lines({"design": design}, None)
+    assert ", 20 server start(s)" in line
