@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from trtbench.builders.manifest import changed_model_files, read_manifest
+from trtbench.builders.manifest import BuildManifest, changed_model_files, read_manifest
 from trtbench.builders.trtllm.llmapi_files import check_llm_api_yaml
 from trtbench.core import stacks
 from trtbench.core.errors import ConfigError, DeployError
@@ -195,13 +195,15 @@ def deploy_variant(
 
     Raises:
         BuildError: engine dir missing or not built.
-        DeployError: the rendered repository is invalid, or cannot be written.
+        DeployError: the rendered repository is invalid, names a model folder that is
+            gone (:func:`gone_model_dirs`), or cannot be written.
     """
     rd = as_run_dir(run_dir)
     deploy = deploy if deploy is not None else load_deploy_spec(rd)
     files = render_variant(rd, variant, deploy)
     repo = rd.model_repo(variant)
     ensure_valid(validate_files(files), str(repo))
+    _ensure_model_dirs(rd, variant, files)
     write_repository(files, repo)
     ensure_valid(validate_repository(repo), str(repo))
     log.info("model repository %s written", repo)
@@ -230,10 +232,35 @@ def check_variant(
             f"`trtbench build SPEC --out {rd.root}`"
         )
     ensure_valid(validate_files(files), f"{repo} (as rendered)")
+    _ensure_model_dirs(rd, variant, files)
     if repo.exists():
         ensure_valid(validate_repository(repo), str(repo))
     meta = RepoMetadata.model_validate_json(files[METADATA_NAME])
     return DeployedVariant(variant, repo, meta)
+
+
+def gone_model_dirs(manifest: BuildManifest, files: Mapping[str, str]) -> list[str]:
+    """The model folders (the tokenizer's, each role's) that the rendered repository
+    ``files`` names and that are not there: ``role folder /path``. A folder the repository
+    does not name (an engine that carries its weights) may be gone: a run directory moved
+    to another host still deploys."""
+    named = "\n".join(files.values())
+    dirs = {"tokenizer": manifest.tokenizer_dir}
+    dirs |= {r: f.path for r, f in manifest.models.items() if f is not None}
+    return [
+        f"{role} folder {path}"
+        for role, path in dirs.items()
+        if path and path in named and not Path(path).is_dir()
+    ]
+
+
+def _ensure_model_dirs(rd: RunDir, variant: str, files: Mapping[str, str]) -> None:
+    if gone := gone_model_dirs(read_manifest(rd.engine_dir(variant)), files):
+        raise DeployError(
+            f"variant {variant}: its {gone[0]} is gone and the repository loads it when "
+            f"the server starts; put it back, or rebuild with `trtbench build SPEC --out "
+            f"{rd.root}`"
+        )
 
 
 def deploy_run(

@@ -197,9 +197,13 @@ def test_ensure_valid_is_one_line_with_a_count():
 def trtllm_run(tmp_path: Path) -> RunDir:
     """A run dir with hand-written trtllm build.json files (no engines needed to render)."""
     rd = RunDir(tmp_path / "run")
+    tok = tmp_path / "tokenizer"
+    tok.mkdir(exist_ok=True)
     for mode in ("baseline", "draft_target", "medusa"):
         m = manifest("trtllm", mode)
-        m = m.model_copy(update={"variant": {**m.variant, "name": mode}})
+        m = m.model_copy(
+            update={"variant": {**m.variant, "name": mode}, "tokenizer_dir": str(tok)}
+        )
         rd.engine_dir(mode).mkdir(parents=True)
         write_manifest(rd.engine_dir(mode), m)
     return rd
@@ -285,6 +289,7 @@ def test_cli_check_refuses_a_model_changed_since_the_build(tmp_path, capsys):
         update={
             "variant": {**m.variant, "name": "baseline"},
             "models": {"target": describe_model_dir(model)},
+            "tokenizer_dir": str(model),
         }
     )
     rd.engine_dir("baseline").mkdir(parents=True)
@@ -297,3 +302,19 @@ def test_cli_check_refuses_a_model_changed_since_the_build(tmp_path, capsys):
     assert "1 model file(s) changed since the build" in line
     assert f"target: {model / 'config.json'} (sha256 differs from build.json)" in line
     assert "trtbench build SPEC" in line
+
+
+def test_cli_check_refuses_a_model_folder_the_repository_loads_that_is_gone(
+    tmp_path, capsys
+):
+    rd = trtllm_run(tmp_path)
+    code, _, err = run_cli(["deploy", rd.root, "--check"], capsys)
+    assert code == 0, err
+    (tmp_path / "tokenizer").rmdir()  # the repositories name it (preprocessing, BLS)
+    code, _, err = run_cli(["deploy", rd.root, "--check"], capsys)
+    line = one_line_error(code, err)
+    assert f"its tokenizer folder {tmp_path / 'tokenizer'} is gone" in line
+    assert "trtbench build SPEC" in line
+    code, _, err = run_cli(["deploy", rd.root, "--variant", "medusa"], capsys)
+    assert "is gone" in one_line_error(code, err)  # writing checks it too
+    assert not (rd.root / "model_repo" / "medusa").exists()
