@@ -196,7 +196,7 @@ def render_run_plan(plan: RunPlan) -> str:
             for v in plan.variants
         ),
         f"tiers ({len(tiers)}): {', '.join(tiers)}",
-        design_line(plan.design, len(plan.variants)),
+        design_line(plan.design, len(plan.variants), spec),
         f"cells: {per_round} per round ({len(plan.variants)} variants x {len(tiers)} "
         f"tiers), {every}{len(plan.cells)} in {every}{rounds} round(s)",
         f"requests per cell: {size}; {lt.warmup_requests} warm-up request(s) per server "

@@ -78,9 +78,13 @@ def plan_design(
     return design, cells
 
 
-def design_line(design: ResolvedDesign, variants: int) -> str:
-    """What the terminal says before the first server starts."""
-    starts = server_starts(design.name, variants, design.rounds)
+def design_line(design: ResolvedDesign, variants: int, spec: BenchSpec) -> str:
+    """What the terminal says before the first server starts (with the spec's
+    server-instance term: ``loadtest.instance_sd``, ``restart_every``)."""
+    every = _restart_every(design, spec)
+    starts = server_starts(design.name, variants, design.rounds, every)
+    if every and every > 1 and design.stop_when_decided:
+        starts = f"up to {starts}"
     rounds = f"{design.rounds} round(s)"
     if design.stop_when_decided:
         minutes = f" or {design.max_minutes:g} min" if design.max_minutes else ""
@@ -91,9 +95,16 @@ def design_line(design: ResolvedDesign, variants: int) -> str:
         )
     if design.no_race:
         rounds += f" (no race by need: {design.no_race}; give loadtest.rounds a number)"
+    sd = spec.loadtest.instance_sd
+    fresh = (
+        f", fresh servers every {every} round(s)"
+        if design.name == INTERLEAVED and every
+        else ""
+    )
     return (
-        f"design {design.name}: {rounds}, {starts} server start(s); "
-        f"{DESIGN_TEXT[design.name].split(':', 1)[1].strip()}"
+        f"design {design.name}: {rounds}, {starts} server start(s){fresh}; "
+        f"{DESIGN_TEXT[design.name].split(':', 1)[1].strip()}; intervals between variants "
+        f"carry a server-instance SD of {sd:.1%} (loadtest.instance_sd)"
     )
 
 
@@ -247,7 +258,7 @@ def measure_variants(
         "order": order_json(cells),
     }
     rd.update_run_json("design", record)
-    log.info("%s", design_line(design, len(variants)))
+    log.info("%s", design_line(design, len(variants), spec))
     stage = (
         load_test_stage(design.rounds, design.stop_when_decided),
         len(cells),
