@@ -2,9 +2,9 @@
 one set for the whole run or (``loadtest.restart_every``) a fresh set per block of rounds
 (docs/measurement.md, "Server instances").
 
-A block's servers start side by side — the first block's one after another, each announced
-on the terminal; a later block's at once, a thread each, since its prompts are known — and
-stop side by side; the records of every block stream into the same files (the first block
+A block's servers start side by side — the first block's first server alone (it makes the
+prompts when none were given), then the others at once, a thread each (one after another
+under nsys); a later block's all at once — and stop side by side; the records of every block stream into the same files (the first block
 starts them afresh) and the results of the blocks are merged per variant. A race
 (``rounds: auto``) decides before a block's servers start and starts only the variants it
 still measures (:class:`~trtbench.profiling.loadtest.driver.round_plans.InstanceBlocks`).
@@ -107,9 +107,9 @@ def _start_at_once(
     progress: RunProgress | None,
     got: Collected,
 ) -> list[Served]:
-    """Start ``variants``' servers at once (a thread each: a later block's fresh servers,
-    whose prompts are known) and register each started one on ``stack``, so that a failed
-    start, or a signal while waiting, stops those that did start.
+    """Start ``variants``' servers at once (a thread each; their prompts are known) and
+    register each started one on ``stack``, so that a failed start, or a signal while
+    waiting, stops those that did start.
 
     Returns:
         The served variants, in ``variants`` order.
@@ -138,6 +138,45 @@ def _start_at_once(
     return [entered[v.name][1] for v in variants]
 
 
+def _start_block(
+    stack: contextlib.ExitStack,
+    rd: RunDir,
+    spec: BenchSpec,
+    variants: Sequence[VariantSpec],
+    prompts: list[Prompt] | None,
+    progress: RunProgress | None,
+    got: Collected,
+    nsys: Any,
+    stage: tuple[str, int, str, bool] | None,
+) -> list[Served]:
+    """The block's servers, started and registered on ``stack``: the first block's first
+    server alone (it makes the prompts when none were given, and says once what the memory
+    sampler lacks), then the others at once (one after another under nsys); a later
+    block's all at once. The deploy stage counts each (the first block)."""
+    first: list[Served] = []
+    if stage is not None and variants:
+        first = [
+            stack.enter_context(
+                served(rd, spec, variants[0], prompts, progress, got, nsys)
+            )
+        ]
+        prompts = first[0].prompts
+        if progress is not None:
+            progress.advance(variants[0].name)
+    rest = variants[len(first) :]
+    if nsys is not None:
+        others = [
+            stack.enter_context(served(rd, spec, v, prompts, progress, got, nsys))
+            for v in rest
+        ]
+    else:
+        others = _start_at_once(stack, rd, spec, rest, prompts, progress, got)
+    if progress is not None and stage is not None:
+        for v in rest:
+            progress.advance(v.name)
+    return first + others
+
+
 def _serve_block(
     rd: RunDir,
     spec: BenchSpec,
@@ -156,20 +195,10 @@ def _serve_block(
         lanes, stops = [], []
         if progress is not None and stage is not None:
             progress.start(DEPLOY, len(variants), "server")
-        up = (
-            None
-            if stage is not None
-            else _start_at_once(stack, rd, spec, variants, prompts, progress, got)
+        up = _start_block(
+            stack, rd, spec, variants, prompts, progress, got, nsys, stage
         )
-        for i, v in enumerate(variants):
-            if up is None:  # the first block: one after another, each announced
-                s = stack.enter_context(
-                    served(rd, spec, v, prompts, progress, got, nsys)
-                )
-                if progress is not None:
-                    progress.advance(v.name)
-            else:
-                s = up[i]
+        for v, s in zip(variants, up, strict=True):
             stops.append(s.stop_soon)
             prompts = s.prompts
             files = record_files(rd, v.name)
