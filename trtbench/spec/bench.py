@@ -60,7 +60,7 @@ from trtbench.spec.serving import (
     VllmDeployFields,
     trtllm_serve_problem,
 )
-from trtbench.spec.speculation import NgramVariantFields
+from trtbench.spec.speculation import MethodVariantFields, NgramVariantFields
 
 DType = Literal["auto", "float32", "float16", "bfloat16"]
 Choices = list[list[Annotated[int, Field(ge=0)]]]
@@ -82,7 +82,11 @@ class ModelsSpec(_Strict):
 
 
 class VariantSpec(
-    LlmApiVariantFields, ServingVariantFields, NgramVariantFields, KvCacheVariantFields
+    LlmApiVariantFields,
+    ServingVariantFields,
+    NgramVariantFields,
+    KvCacheVariantFields,
+    MethodVariantFields,  # type: ignore[misc, valid-type]
 ):
     """One engine to build and serve (LLM-API fields: :class:`LlmApiVariantFields`; n-gram
     window and ``speculation``: :mod:`trtbench.spec.speculation`; KV budget:
