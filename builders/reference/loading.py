@@ -36,7 +36,7 @@ from trtbench.builders.reference.kv_blocks import (
 from trtbench.builders.reference.methods.parts import DecoderParts, decoder_for
 from trtbench.builders.reference.ngram import NgramSettings
 from trtbench.builders.reference.runner import ModelRunner
-from trtbench.core import methods, stacks
+from trtbench.core import stacks
 from trtbench.core.errors import BuildError, NotAvailableError
 from trtbench.spec.speculation import ngram_window
 
@@ -250,13 +250,14 @@ def engine_from_manifest(
     target_dir = Path(manifest.models["target"].path)
     dtype = resolve_dtype(variant.get("dtype", "auto"), dev, target_dir)
     target = load_causal_lm(target_dir, dtype, dev)
+    # the method's own models are those its build recorded beside the target (build.py)
     draft = heads = eagle3 = None
-    if manifest.mode == methods.DRAFT_TARGET:
-        draft = load_causal_lm(Path(manifest.models["draft"].path), dtype, dev)
-    if manifest.mode == methods.MEDUSA:
-        heads = load_medusa_heads(Path(manifest.models["medusa"].path), dtype, dev)
-    if manifest.mode == methods.EAGLE3:
-        eagle3 = load_eagle3(Path(manifest.models["eagle3"].path), target, dtype, dev)
+    if (files := manifest.models.get("draft")) is not None:
+        draft = load_causal_lm(Path(files.path), dtype, dev)
+    if (files := manifest.models.get("medusa")) is not None:
+        heads = load_medusa_heads(Path(files.path), dtype, dev)
+    if (files := manifest.models.get("eagle3")) is not None:
+        eagle3 = load_eagle3(Path(files.path), target, dtype, dev)
     speculation = variant.get("speculation") or {}
     low, high = ngram_window(
         variant.get("prompt_lookup_min"),

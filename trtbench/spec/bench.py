@@ -326,14 +326,13 @@ class BenchSpec(ReportFields, _Strict):
             ):
                 raise ValueError(problem)
         modes = {v.mode for v in self.variants if v.speculative_model is None}
-        if methods.DRAFT_TARGET in modes and self.models.draft is None:
-            raise ValueError(
-                "a draft_target variant needs models.draft (a draft model dir)"
-            )
-        if methods.MEDUSA in modes and self.models.medusa is None:
-            raise ValueError(
-                "a medusa variant needs models.medusa (a Medusa heads dir)"
-            )
+        for method in methods.METHODS.values():  # a drafter's default directory
+            if method.name in modes and method.models_dir is not None:
+                name, what = method.models_dir
+                if getattr(self.models, name) is None:
+                    raise ValueError(
+                        f"a {method.name} variant needs models.{name} ({what})"
+                    )
         return self
 
     def backend_of(self, variant: VariantSpec) -> str:

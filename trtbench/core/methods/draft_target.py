@@ -20,5 +20,6 @@ METHOD = Method(
     label="draft model",
     fields=("max_draft_len", "speculative_model", "draft_acceptance"),
     engine_counts="per_response",
+    models_dir=("draft", "a draft model dir"),
     reference_decoder="trtbench.builders.reference.methods.draft_target:make_decoder",
 )

@@ -19,5 +19,6 @@ METHOD = Method(
     label="Medusa",
     fields=("max_draft_len", "medusa_choices"),
     engine_counts="perf_metrics",
+    models_dir=("medusa", "a Medusa heads dir"),
     reference_decoder="trtbench.builders.reference.methods.medusa:make_decoder",
 )

@@ -73,6 +73,8 @@ class Method:
         spec_fields: variant fields this module declares itself: name → ``(annotation,
             pydantic FieldInfo)``, added to ``VariantSpec`` (a method's own knobs, default
             as its peers default them).
+        models_dir: ``(field of the spec's models, what it holds)``: the directory its
+            drafter loads when the variant names no ``speculative_model`` (None: none).
     """
 
     name: str
@@ -95,6 +97,7 @@ class Method:
     spec_fields: Mapping[str, tuple[Any, Any]] = field(
         default_factory=dict, compare=False
     )
+    models_dir: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.spec_fields:
