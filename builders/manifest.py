@@ -34,6 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trtbench import __version__
+from trtbench.core import methods
 from trtbench.core.data_files import read_json_document, validation_problem
 from trtbench.core.errors import BuildError, DataFileError
 from trtbench.core.run_dir import BUILD_JSON_SCHEMA_VERSION, write_json_atomic
@@ -82,6 +83,10 @@ class CudaGraphs(BaseModel):
     reason: str = ""
 
 
+RecordedMode = Literal[(*methods.METHODS, methods.LEGACY_EAGLE)]  # type: ignore[valid-type]
+"""build.json's ``mode``: every method, and the legacy EAGLE engines ``inspect`` reads."""
+
+
 class BuildManifest(BaseModel):
     """Contents of ``build.json`` (see the module docstring)."""
 
@@ -90,9 +95,7 @@ class BuildManifest(BaseModel):
     schema_version: int = BUILD_JSON_SCHEMA_VERSION
     backend: Literal["reference", "trtllm", "trtllm-pytorch"]
     variant: dict[str, Any]
-    mode: Literal[
-        "baseline", "draft_target", "medusa", "eagle", "eagle3", "mtp", "ngram"
-    ]
+    mode: RecordedMode
     max_draft_len: int | None = None
     models: dict[str, ModelFiles | None]
     tokenizer_dir: str

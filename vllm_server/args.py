@@ -15,9 +15,10 @@ ngram         ``{"method": "ngram", "num_speculative_tokens": K,
 eagle3        ``{"method": "eagle3", "model": CHECKPOINT, "num_speculative_tokens": K}``
 ============  ==================================================================
 
-The keys after ``method`` come from :data:`CONFIG_BUILDERS`, one entry per drafter
-(:attr:`trtbench.core.methods.Method.drafter`); a mode without a vLLM ``method`` in the
-registry, or whose drafter has no entry, is refused (exit 2), never given another's keys.
+The keys after ``method`` are the method's own (``Method.vllm_options``, in its module under
+``trtbench/core/methods/``), else from :data:`CONFIG_BUILDERS`, one entry per drafter
+(:attr:`trtbench.core.methods.Method.drafter`); a mode without a vLLM ``method``, or with
+neither, is refused (exit 2), never given another's keys.
 
 eagle3's checkpoint is the variant's ``speculative_model`` (required for the mode), the layout
 vLLM 0.32 loads (``model_executor/models/llama_eagle3.py``; docs/reference_eagle3.md); vLLM
@@ -174,13 +175,24 @@ CONFIG_BUILDERS: dict[str, Callable[[VariantSpec, ModelsSpec], dict[str, Any]]] 
 whose drafter has no entry here is refused, never given another method's keys."""
 
 
+def _options_builder(
+    method: methods.Method,
+) -> Callable[[VariantSpec, ModelsSpec], dict[str, Any]] | None:
+    """The keys after ``method``: the method's own (:attr:`Method.vllm_options`), else its
+    drafter's :data:`CONFIG_BUILDERS` entry (None: neither, so vLLM is not mapped)."""
+    own = method.vllm_options
+    if own is not None:
+        return lambda variant, models: own(variant)
+    return CONFIG_BUILDERS.get(method.drafter)
+
+
 def served_modes() -> tuple[str, ...]:
     """The modes a ``server: vllm`` variant may have: the baseline and every method with a
-    vLLM ``method`` and a :data:`CONFIG_BUILDERS` entry for its drafter."""
+    vLLM ``method`` and keys of its own or a :data:`CONFIG_BUILDERS` entry for its drafter."""
     return tuple(
         m.name
         for m in methods.METHODS.values()
-        if m.vllm_method == "" or (m.vllm_method and m.drafter in CONFIG_BUILDERS)
+        if m.vllm_method == "" or (m.vllm_method and _options_builder(m) is not None)
     )
 
 
@@ -211,10 +223,9 @@ def speculative_config(
             "speculation (max_concurrency, draft_len_schedule) has no vLLM 0.32 "
             "counterpart; remove it or serve this variant with Triton",
         )
-    return {
-        "method": method.vllm_method,
-        **CONFIG_BUILDERS[method.drafter](variant, models),
-    }
+    build = _options_builder(method)
+    assert build is not None  # served_modes() holds only methods with keys
+    return {"method": method.vllm_method, **build(variant, models)}
 
 
 def serve_argv(

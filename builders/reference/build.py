@@ -361,7 +361,7 @@ def build_reference_variant(
             models.medusa, "models.medusa", "Medusa heads"
         )
         medusa, draft_len = check_medusa(target, roles["medusa"], variant, index)
-    elif variant.mode == methods.NGRAM:
+    elif methods.METHODS[variant.mode].free_drafts:  # a lookup: no model of its own
         draft_len = variant.draft_len
     elif variant.mode == methods.EAGLE3:
         from trtbench.builders.reference.eagle3 import check_eagle3

@@ -18,14 +18,8 @@ from torch import nn
 from transformers import AutoTokenizer, PreTrainedModel
 
 from trtbench.builders.manifest import BuildManifest, CudaGraphs, read_manifest
-from trtbench.builders.medusa_tree import build_tree
 from trtbench.builders.reference.adaptive import DraftLenPolicy
-from trtbench.builders.reference.decoding import (
-    BaselineDecoder,
-    DraftTargetDecoder,
-    MedusaDecoder,
-)
-from trtbench.builders.reference.eagle_decoding import Eagle3Decoder, Eagle3Runner
+from trtbench.builders.reference.decoding import BaselineDecoder
 from trtbench.builders.reference.engine import ReferenceEngine
 from trtbench.builders.reference.hf_load import (  # noqa: F401  (re-exported)
     SHOWN_KEYS,
@@ -39,9 +33,10 @@ from trtbench.builders.reference.kv_blocks import (
     pool_blocks,
     slot_cache_bytes_per_token,
 )
-from trtbench.builders.reference.ngram import NgramDecoder, NgramSettings
+from trtbench.builders.reference.methods.parts import DecoderParts, decoder_for
+from trtbench.builders.reference.ngram import NgramSettings
 from trtbench.builders.reference.runner import ModelRunner
-from trtbench.core import methods, stacks
+from trtbench.core import stacks
 from trtbench.core.errors import BuildError, NotAvailableError
 from trtbench.spec.speculation import ngram_window
 
@@ -140,6 +135,7 @@ def make_engine(
     draft_len_schedule: Mapping[int, int] | None = None,
     kv_cache: KvCacheSettings | None = None,
     eagle3: nn.Module | None = None,
+    variant: Mapping[str, Any] | None = None,
 ) -> ReferenceEngine:
     """Assemble an engine from loaded models (all on one device and dtype).
 
@@ -157,6 +153,10 @@ def make_engine(
             medusa takes ``max_concurrency`` only.
         kv_cache: the KV block budget (``kv_blocks.py``; None: 32-token blocks, as many as
             the slot cache holds, never short).
+        variant: the built variant (build.json's), where a method reads its own fields.
+
+    The decoder is the method's own (``Method.reference_decoder``, a factory of
+    ``builders/reference/methods/``).
 
     Raises:
         BuildError: a model the mode needs is missing, the mode is unknown, or a
@@ -171,42 +171,25 @@ def make_engine(
         policy = DraftLenPolicy.build(draft_len, max_concurrency, draft_len_schedule)
     except ValueError as exc:
         raise BuildError(f"{exc}; rebuild the engine with a fitting schedule") from None
-    if mode == methods.BASELINE:
-        decoder: BaselineDecoder = BaselineDecoder(runner(target, 1))
-    elif mode == methods.DRAFT_TARGET and draft is not None:
-        widest = draft_len + 1
-        decoder = DraftTargetDecoder(
-            runner(target, widest), runner(draft, widest), draft_len, policy
-        )
-    elif mode == methods.EAGLE3 and eagle3 is not None:
-        widest = max_seq_len + draft_len + 1
-        decoder = Eagle3Decoder(
-            ModelRunner(target, widest, max_batch_size, aux_layers=eagle3.layer_ids),
-            Eagle3Runner(eagle3, widest, max_batch_size),
-            draft_len,
-            policy,
-        )
-    elif mode == methods.NGRAM:
-        decoder = NgramDecoder(
-            runner(target, draft_len + 1), draft_len, ngram or NgramSettings(), policy
-        )
-    elif (
-        mode == methods.MEDUSA
-        and heads is not None
-        and choices
-        and not draft_len_schedule
-    ):
-        tree = build_tree(choices)
-        decoder = MedusaDecoder(
-            runner(target, tree.num_nodes + 1), heads, tree, max_concurrency
-        )
-    else:
-        raise BuildError(
-            f"mode {mode!r} cannot be assembled from the models given (draft_target needs "
-            "a draft model, eagle3 an EAGLE-3 draft, medusa needs heads and a tree and "
-            "takes no draft_len_schedule)"
-            "; rebuild the engine"
-        )
+    parts = DecoderParts(
+        target=target,
+        runner=runner,
+        max_seq_len=max_seq_len,
+        max_batch_size=max_batch_size,
+        draft_len=draft_len,
+        policy=policy,
+        draft=draft,
+        heads=heads,
+        choices=choices,
+        eagle3=eagle3,
+        ngram=ngram,
+        max_concurrency=max_concurrency,
+        draft_len_schedule=draft_len_schedule,
+        variant=variant or {},
+    )
+    decoder = decoder_for(
+        mode, parts
+    )  # the method's own factory (Method.reference_decoder)
     kv, cache = kv_cache or KvCacheSettings(), decoder.target
     # A token's blocks hold every model's KV of it: the draft's (draft_target, eagle3) too,
     # as TensorRT-LLM's PyTorch executor sizes its pool (target + draft bytes per token).
@@ -267,13 +250,14 @@ def engine_from_manifest(
     target_dir = Path(manifest.models["target"].path)
     dtype = resolve_dtype(variant.get("dtype", "auto"), dev, target_dir)
     target = load_causal_lm(target_dir, dtype, dev)
+    # the method's own models are those its build recorded beside the target (build.py)
     draft = heads = eagle3 = None
-    if manifest.mode == methods.DRAFT_TARGET:
-        draft = load_causal_lm(Path(manifest.models["draft"].path), dtype, dev)
-    if manifest.mode == methods.MEDUSA:
-        heads = load_medusa_heads(Path(manifest.models["medusa"].path), dtype, dev)
-    if manifest.mode == methods.EAGLE3:
-        eagle3 = load_eagle3(Path(manifest.models["eagle3"].path), target, dtype, dev)
+    if (files := manifest.models.get("draft")) is not None:
+        draft = load_causal_lm(Path(files.path), dtype, dev)
+    if (files := manifest.models.get("medusa")) is not None:
+        heads = load_medusa_heads(Path(files.path), dtype, dev)
+    if (files := manifest.models.get("eagle3")) is not None:
+        eagle3 = load_eagle3(Path(files.path), target, dtype, dev)
     speculation = variant.get("speculation") or {}
     low, high = ngram_window(
         variant.get("prompt_lookup_min"),
@@ -297,6 +281,7 @@ def engine_from_manifest(
         draft_len_schedule=speculation.get("draft_len_schedule"),
         kv_cache=kv_settings(variant),
         eagle3=eagle3,
+        variant=variant,
     )
     engine.handicap = float(variant.get("handicap") or 0.0)
     return engine

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trtbench.builders.reference.adaptive import DraftLenPolicy
-from trtbench.builders.reference.decoding import ChainDecoder, Proposal
+from trtbench.builders.reference.decoding import ChainDecoder, Proposal, Row
 from trtbench.builders.reference.runner import ModelRunner
 
 
@@ -80,8 +80,9 @@ def propose_ngram(tokens: Sequence[int], settings: NgramSettings, k: int) -> lis
     return []
 
 
-class NgramDecoder(ChainDecoder):
-    """Prompt-lookup drafts per row, verified for all rows in one batched target forward.
+class LookupDecoder(ChainDecoder):
+    """Drafts looked up per row (no model forward), verified for all rows in one batched
+    target forward; a subclass says what a row drafts (:meth:`propose`).
 
     Rows draft different counts (0..K; a row with no match feeds its last token alone and
     the forward pads it); a step where no row drafts is a plain decode step.
@@ -89,19 +90,12 @@ class NgramDecoder(ChainDecoder):
     Args:
         target: the target model runner.
         k: drafts per step at most (``max_draft_len``).
-        settings: the lookup window (:class:`NgramSettings`).
         policy: drafts per step by batch size (default: always ``k``).
     """
 
-    def __init__(
-        self,
-        target: ModelRunner,
-        k: int,
-        settings: NgramSettings,
-        policy: DraftLenPolicy | None = None,
-    ) -> None:
-        super().__init__(target, k, policy)
-        self.settings = settings
+    def propose(self, row: Row, k: int) -> list[int]:
+        """Up to ``k`` draft tokens for ``row`` (its prompt + output so far in ``seq``)."""
+        raise NotImplementedError
 
     def step_lengths(self) -> dict[str, tuple[int, ...]]:
         # a step where no row finds a match is plain, whatever the policy
@@ -114,7 +108,7 @@ class NgramDecoder(ChainDecoder):
         k = self.policy.draft_len(len(self.rows))
         allow = [True] * len(self.rows) if allow is None else list(allow)
         drafts = [
-            propose_ngram(r.seq, self.settings, k) if ok else []
+            self.propose(r, k) if ok else []
             for r, ok in zip(self.rows, allow, strict=True)
         ]
         if not any(drafts):
@@ -134,3 +128,28 @@ class NgramDecoder(ChainDecoder):
             self.target.crop(i, starts[i] + 1 + accepted)
             out.append(self._emit(row, [*d[:accepted], p[accepted]], len(d), accepted))
         return out
+
+
+class NgramDecoder(LookupDecoder):
+    """Prompt-lookup drafts per row (:func:`propose_ngram`).
+
+    Args:
+        target: the target model runner.
+        k: drafts per step at most (``max_draft_len``).
+        settings: the lookup window (:class:`NgramSettings`).
+        policy: drafts per step by batch size (default: always ``k``).
+    """
+
+    def __init__(
+        self,
+        target: ModelRunner,
+        k: int,
+        settings: NgramSettings,
+        policy: DraftLenPolicy | None = None,
+    ) -> None:
+        super().__init__(target, k, policy)
+        self.settings = settings
+
+    def propose(self, row: Row, k: int) -> list[int]:
+        """The lookup's drafts for ``row`` (:func:`propose_ngram`)."""
+        return propose_ngram(row.seq, self.settings, k)

@@ -161,10 +161,12 @@ def _names(names: Sequence[str]) -> str:
 
 
 def _method(v: VariantSpec) -> str:
-    if v.mode == methods.MEDUSA:
+    """The mode and what sets its drafts per step (a tree's name or size, else K)."""
+    method = methods.METHODS[v.mode]
+    if method.tree:
         tree = v.tree if isinstance(v.tree, str) else f"{len(v.tree)} nodes"
         return f"{v.mode}, tree {tree}"
-    if v.mode in (methods.DRAFT_TARGET, methods.NGRAM, methods.EAGLE3):
+    if method.has_draft_len:
         return f"{v.mode}, K={v.draft_len}"
     return v.mode
 

@@ -47,17 +47,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from trtbench.builders.medusa_tree import expected_acceptance_length
+from trtbench.core import methods
 from trtbench.core.errors import ConfigError
 from trtbench.core.methods import CHAIN_METHODS, EAGLE3, MTP, NGRAM
 from trtbench.plan.model_shapes import ModelShape
 from trtbench.plan.speculation import fit_alpha, greedy_medusa_tree
 
 CHAIN_MODES = CHAIN_METHODS  # (eagle3, mtp, ngram)
-DEFAULT_RATES: dict[str, tuple[float, ...]] = {
-    EAGLE3: (0.8, 0.7, 0.6),
-    MTP: (0.85,),
-    NGRAM: (0.5, 0.4, 0.3),
-}
+DEFAULT_RATES: dict[str, tuple[float, ...]] = methods.DEFAULT_RATES  # each method's own
 DEFAULT_LOOKUP_S = 10e-6
 
 

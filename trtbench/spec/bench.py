@@ -60,7 +60,7 @@ from trtbench.spec.serving import (
     VllmDeployFields,
     trtllm_serve_problem,
 )
-from trtbench.spec.speculation import NgramVariantFields
+from trtbench.spec.speculation import MethodVariantFields, NgramVariantFields
 
 DType = Literal["auto", "float32", "float16", "bfloat16"]
 Choices = list[list[Annotated[int, Field(ge=0)]]]
@@ -82,7 +82,11 @@ class ModelsSpec(_Strict):
 
 
 class VariantSpec(
-    LlmApiVariantFields, ServingVariantFields, NgramVariantFields, KvCacheVariantFields
+    LlmApiVariantFields,
+    ServingVariantFields,
+    NgramVariantFields,
+    KvCacheVariantFields,
+    MethodVariantFields,  # type: ignore[misc, valid-type]
 ):
     """One engine to build and serve (LLM-API fields: :class:`LlmApiVariantFields`; n-gram
     window and ``speculation``: :mod:`trtbench.spec.speculation`; KV budget:
@@ -322,14 +326,13 @@ class BenchSpec(ReportFields, _Strict):
             ):
                 raise ValueError(problem)
         modes = {v.mode for v in self.variants if v.speculative_model is None}
-        if methods.DRAFT_TARGET in modes and self.models.draft is None:
-            raise ValueError(
-                "a draft_target variant needs models.draft (a draft model dir)"
-            )
-        if methods.MEDUSA in modes and self.models.medusa is None:
-            raise ValueError(
-                "a medusa variant needs models.medusa (a Medusa heads dir)"
-            )
+        for method in methods.METHODS.values():  # a drafter's default directory
+            if method.name in modes and method.models_dir is not None:
+                name, what = method.models_dir
+                if getattr(self.models, name) is None:
+                    raise ValueError(
+                        f"a {method.name} variant needs models.{name} ({what})"
+                    )
         return self
 
     def backend_of(self, variant: VariantSpec) -> str:

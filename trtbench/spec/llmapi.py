@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from trtbench.core import methods, stacks
 from trtbench.spec.speculation import check_speculation_fields
 
-Mode = Literal["baseline", "draft_target", "medusa", "eagle3", "mtp", "ngram"]
+Mode = Literal[tuple(methods.METHODS)]  # type: ignore[valid-type]  # the method modules'
 Backend = Literal["reference", "trtllm", "trtllm-pytorch"]
 
 LLMAPI_BACKEND = stacks.TRTLLM_PYTORCH
@@ -150,10 +150,7 @@ def check_method_fields(v: _Variant) -> None:
         ValueError: the first field of another method, naming its methods and the fix.
     """
     defaults = type(v).model_fields
-    if v.mode == methods.MTP and v.max_draft_len is not None:
-        raise ValueError(
-            "max_draft_len is not for mode mtp: its draft length is num_nextn_predict_layers"
-        )
+    methods.METHODS[v.mode].check_variant(v)  # its own checks (Method.check)
     for field in methods.METHOD_FIELDS:
         allowed = methods.owners(field)
         if v.mode not in allowed and getattr(v, field) != defaults[field].get_default(
@@ -170,10 +167,6 @@ def check_llmapi_mode_fields(v: _Variant) -> None:
             spec's one-line ConfigError).
     """
     check_method_fields(v)
-    if v.mode == methods.EAGLE3 and v.speculative_model is None:
-        raise ValueError(
-            "mode eagle3 needs speculative_model: set it to the EAGLE-3 draft checkpoint dir"
-        )
     for key in v.speculative_options:
         if key in RESERVED_SPEC_KEYS:
             raise ValueError(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from trtbench.core import methods
 
@@ -33,6 +33,15 @@ class NgramVariantFields(BaseModel):
 
     prompt_lookup_min: int | None = Field(default=None, ge=1)
     prompt_lookup_max: int | None = Field(default=None, ge=1)
+
+
+MethodVariantFields: type[BaseModel] = create_model(
+    "MethodVariantFields",
+    __config__=ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False),
+    **methods.SPEC_FIELDS,  # type: ignore[call-overload]
+)
+"""The variant fields method modules declare themselves (``Method.spec_fields``; base of
+:class:`trtbench.spec.bench.VariantSpec`): a method adds its knobs without editing the spec."""
 
 
 class _Variant(Protocol):

@@ -1,8 +1,10 @@
-"""The method registry (``trtbench/core/methods.py``) is complete: the spec accepts exactly its
+"""The methods (``trtbench/core/methods/``, one module each) are complete: the spec accepts exactly its
 methods, each backend it lists accepts the method and no other does, vLLM serves what it
 maps, the planner predicts each one, and the docs name each. A method registered without
 one of these pieces fails here. Expected names are TensorRT-LLM's and vLLM's own (the
-sources are in the registry's docstring), written out below rather than read from it."""
+sources are in ``method.py``'s docstring), written out below rather than read from it,
+for the six methods written before the plug-ins (:data:`WRITTEN_OUT`); a method added
+since writes its own answers in its module's test."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from trtbench.spec.llmapi import Backend, Mode, variant_backend_problem
 from trtbench.spec.serving import Server
 from trtbench.vllm_server.args import speculative_config
 
+WRITTEN_OUT = ("baseline", "draft_target", "medusa", "eagle3", "mtp", "ngram")
+"""The methods whose answers this file writes out."""
 EXTRA = {"medusa": {"medusa_choices": [[0]]}, "eagle3": {"speculative_model": "/ckpt"}}
 """What a variant of each mode needs besides its name (the rest has defaults)."""
 
@@ -40,9 +44,14 @@ def test_the_spec_accepts_exactly_the_registered_methods():
 
 
 def test_upstream_names_are_tensorrt_llms_and_vllms():
+    assert tuple(METHODS)[: len(WRITTEN_OUT)] == WRITTEN_OUT  # the spec's order
     named = {
-        m.name: (m.llmapi_decoding_type, m.engine_mode, m.vllm_method)
-        for m in METHODS.values()
+        n: (
+            METHODS[n].llmapi_decoding_type,
+            METHODS[n].engine_mode,
+            METHODS[n].vllm_method,
+        )
+        for n in WRITTEN_OUT
     }
     assert named == {
         "baseline": (None, "NONE", ""),
@@ -99,28 +108,18 @@ def test_the_docs_name_every_method():
 
 
 def test_the_reference_engine_has_a_decoder_for_each_method_it_is_listed_for():
-    """Read off the engine factory itself (``make_engine``'s ``mode == methods.X``
-    branches), not the registry: a method listed for the reference backend without a
-    decoder fails."""
-    from trtbench.core import methods
+    """A method listed for the reference backend names a decoder factory that imports
+    (``Method.reference_decoder``, ``module:function`` under
+    ``builders/reference/methods/``); one not listed names none, so the engine refuses it."""
+    import importlib
 
-    source = (REPO_ROOT / "builders" / "reference" / "loading.py").read_text()
-    factory = next(
-        n
-        for n in ast.walk(ast.parse(source))
-        if isinstance(n, ast.FunctionDef) and n.name == "make_engine"
-    )
-    branches = {
-        getattr(methods, c.comparators[0].attr)
-        for c in ast.walk(factory)
-        if isinstance(c, ast.Compare)
-        and isinstance(c.left, ast.Name)
-        and c.left.id == "mode"
-        and isinstance(c.comparators[0], ast.Attribute)
-        and ast.unparse(c.comparators[0].value) == "methods"
-    }
-    listed = {m.name for m in METHODS.values() if "reference" in m.backends}
-    assert branches == listed
+    for m in METHODS.values():
+        listed = "reference" in m.backends
+        assert (m.reference_decoder is not None) == listed, m.name
+        if listed:
+            module, _, name = m.reference_decoder.partition(":")
+            assert module == f"trtbench.builders.reference.methods.{m.name}"
+            assert callable(getattr(importlib.import_module(module), name))
 
 
 PACKAGE_FOLDERS = (
@@ -139,6 +138,7 @@ KINDS = {
 }
 """The values of a variant's ``mode``, ``server`` and ``backend``, written out (not read
 from the registry, so a registry edit cannot hide a literal)."""
+KINDS["method"] |= set(METHODS)  # a method added since is guarded too, never hidden
 NAMED = set().union(*KINDS.values())
 OTHER_VOCABULARIES = {"part", "role", "runtime", "llmapi_runtime", "variants"}
 """Operands whose words only look like a method, server or backend: the tiny-model
@@ -211,7 +211,7 @@ def test_no_module_compares_a_method_server_or_backend_with_a_literal():
         f"{path.relative_to(REPO_ROOT)}:{line}: {code}"
         for folder in PACKAGE_FOLDERS
         for path in sorted((REPO_ROOT / folder).rglob("*.py"))
-        if path.name not in ("methods.py", "stacks.py") or path.parent.name != "core"
+        if path.name != "stacks.py" or path.parent.name != "core"
         for line, code in named_literals(path.read_text())
     ]
     assert found == []
@@ -260,7 +260,7 @@ def test_each_method_has_its_constant_label_and_drafter():
         "MTP": "mtp",
         "NGRAM": "ngram",
     }
-    assert {getattr(methods, c) for c in constants} == set(METHODS)
+    assert {getattr(methods, c) for c in constants} == set(WRITTEN_OUT)
     assert all(getattr(methods, c) == v for c, v in constants.items())
     labels = [m.label for m in METHODS.values()]
     assert len(set(labels)) == len(labels) and all(labels)
@@ -268,7 +268,7 @@ def test_each_method_has_its_constant_label_and_drafter():
     assert all(m.drafts == (m.drafter != "none") for m in METHODS.values())
     # the drafter's checkpoint is what the spec asks for: models.draft, models.medusa,
     # speculative_model (EAGLE-3); MTP drafts with the target's layers, n-gram with none
-    assert {m.name: m.drafter for m in METHODS.values()} == {
+    assert {n: METHODS[n].drafter for n in WRITTEN_OUT} == {
         "baseline": "none",
         "draft_target": "draft_model",
         "medusa": "heads",
@@ -299,7 +299,8 @@ def test_each_methods_fields_are_spec_fields_refused_on_other_methods():
         "speculative_options": {"x": 1},
         "speculation": {"max_concurrency": 4},
     }
-    assert set(value) == set(methods.METHOD_FIELDS)
+    # fields a method module declares itself (Method.spec_fields) are its own test's
+    assert set(value) == set(methods.METHOD_FIELDS) - set(methods.SPEC_FIELDS)
     for field, given in value.items():
         for mode in METHODS:
             if mode in methods.owners(field):
@@ -317,12 +318,12 @@ def test_the_questions_a_method_answers():
     from trtbench.core import methods
 
     def where(question: str) -> set[str]:
-        return {n for n, m in METHODS.items() if getattr(m, question)}
+        return {n for n in WRITTEN_OUT if getattr(METHODS[n], question)}
 
     assert where("needs_draft_model") == {"draft_target", "eagle3"}
     assert where("has_draft_len") == {"draft_target", "eagle3", "ngram"}
     assert where("free_drafts") == {"ngram"}
-    assert where("drafts") == set(METHODS) - {"baseline"}
+    assert where("drafts") == set(WRITTEN_OUT) - {"baseline"}
     assert {n for n, m in METHODS.items() if m.owns("max_matching_ngram_size")} == {
         "ngram"
     }

@@ -81,7 +81,8 @@ def test_the_documented_thresholds_are_the_codes_for_every_drafting_mode():
         for m in methods.METHODS.values()
         if m.draft_length in ("max_draft_len", "num_nextn_predict_layers")
     }
-    assert set(seen) == drafting == {"draft_target", "eagle3", "mtp", "ngram"}
+    assert set(seen) == drafting  # the doc's table has every drafting mode
+    assert {"draft_target", "eagle3", "mtp", "ngram"} <= drafting  # + any added since
     assert {m: accept_threshold(m) for m in seen} == seen
     assert seen["ngram"] == 0.1 and seen["eagle3"] == 0.5  # the values the issue found
 
