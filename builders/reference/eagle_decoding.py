@@ -29,12 +29,14 @@ step. A row not in ``allow`` drafts with the others; it feeds its drafts too (th
 batch's) but accepts none, so its bonus token is the target's pick at its last token.
 
 Static shapes: the pending lists are one buffer ``[slots, W, n * H]`` with a count per row;
-the catch-up always feeds ``W = K + 1`` positions per row (more only after plain steps left
-more pending), the chain one per row, the verification ``K + 1``; drafts and acceptance stay
-on the device until one copy to the host at the end of the step. So every shape of a drafting
-step depends on (K, rows) only, never on what was accepted, no operation runs per row, and
-the draft's forwards can be captured as CUDA graphs per (rows, W) and (rows, 1) as the
-target's are (``step_lengths``).
+with ``static_shapes`` the catch-up always feeds ``W = K + 1`` positions per row (more only
+after plain steps left more pending), the chain one per row, the verification ``K + 1``;
+drafts and acceptance stay on the device until one copy to the host at the end of the step.
+So every shape of a drafting step depends on (K, rows) only, never on what was accepted, no
+operation runs per row, and the draft's forwards can be captured as CUDA graphs per (rows, W)
+and (rows, 1) as the target's are (``step_lengths``). ``static_shapes`` is on by default
+where the draft has captured graphs; eager (CPU) the catch-up is only as wide as the most
+pending positions (the same operations on fewer positions).
 """
 
 from __future__ import annotations
@@ -140,6 +142,7 @@ class Eagle3Decoder(ChainDecoder):
         self.draft = draft
         self._pending: torch.Tensor | None = None  # [slots, W, n * H]
         self._count = [0] * target.slots  # pending positions per row
+        self.static_shapes: bool | None = None  # None: where the draft has graphs
 
     def runners(self) -> tuple[ModelRunner, ...]:
         return (self.target, self.draft)
@@ -202,11 +205,15 @@ class Eagle3Decoder(ChainDecoder):
         return out
 
     def _propose(self, k: int) -> torch.Tensor:
-        """Catch every row's draft up with its pending states (one forward of width
-        ``max(k + 1, pending)``, padded), then chain k drafts: ``[b, k]`` on the device."""
+        """Catch every row's draft up with its pending states (one forward, padded to the
+        most pending positions, at least ``k + 1`` with static shapes), then chain k drafts:
+        ``[b, k]`` on the device."""
         b = len(self.rows)
         counts = self._count[:b]
-        width = max(k + 1, *counts)
+        static = self.static_shapes
+        if static is None:
+            static = bool(self.draft.graph_shapes)
+        width = max(k + 1 if static else 1, *counts)
         starts = [self.draft.lengths[i] + 1 for i in range(b)]
         catch = torch.tensor(
             [

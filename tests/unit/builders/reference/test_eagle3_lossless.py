@@ -69,7 +69,16 @@ def engines(family, draft):
         "eagle3-kv": make_engine(
             "eagle3", target, tok, draft_len=K, eagle3=draft, kv_cache=TINY, **tight
         ),
+        # the catch-up padded to K + 1 whatever is pending, as where graphs are captured
+        "eagle3-static": static_shapes(
+            make_engine("eagle3", target, tok, draft_len=K, eagle3=draft, **kw)
+        ),
     }
+
+
+def static_shapes(engine):
+    engine.decoder.static_shapes = True
+    return engine
 
 
 def oracle(target, prompt, n):
@@ -105,7 +114,7 @@ def chain_without_cache(draft, target, seq: list[int], k: int) -> list[int]:
 
 
 @pytest.mark.parametrize(
-    "name", ["eagle3", "eagle3-schedule", "eagle3-mc1", "eagle3-kv"]
+    "name", ["eagle3", "eagle3-schedule", "eagle3-mc1", "eagle3-kv", "eagle3-static"]
 )
 def test_single_requests_equal_the_oracle(engines, target, name):
     engine = engines[name]
@@ -143,7 +152,9 @@ def test_each_step_proposes_the_recomputed_chain_and_accepts_its_right_prefix(
     assert accepted / proposed > 0.2, (accepted, proposed)
 
 
-@pytest.mark.parametrize("name", ["eagle3", "eagle3-schedule", "eagle3-kv"])
+@pytest.mark.parametrize(
+    "name", ["eagle3", "eagle3-schedule", "eagle3-kv", "eagle3-static"]
+)
 def test_staggered_batch_equals_the_oracle(engines, target, name):
     """Requests arrive over the first iterations; rows join and retire while others draft
     (eagle3-kv: 16 blocks of 4 tokens, so the youngest are preempted and recomputed, and

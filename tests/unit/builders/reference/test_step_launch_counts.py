@@ -75,6 +75,9 @@ def engines(family, eagle3_draft):
         "eagle3": make_engine(
             "eagle3", target, tok, draft_len=K, eagle3=eagle3_draft, **kw
         ),
+        "eagle3-static": make_engine(
+            "eagle3", target, tok, draft_len=K, eagle3=eagle3_draft, **kw
+        ),
     }
 
 
@@ -94,8 +97,9 @@ def step_counts(engine, rows: int) -> list[tuple[int, Counter[str]]]:
     return counts
 
 
-@pytest.mark.parametrize("mode", ["medusa", "eagle3"])
+@pytest.mark.parametrize("mode", ["medusa", "eagle3", "eagle3-static"])
 def test_step_operations_do_not_grow_with_rows(engines, mode):
+    engines["eagle3-static"].decoder.static_shapes = True  # as with captured graphs
     by_rows = {rows: step_counts(engines[mode], rows) for rows in (1, 2, 4)}
     totals = {rows: [n for n, _ in steps] for rows, steps in by_rows.items()}
     first = totals[1][0]
@@ -117,3 +121,40 @@ def test_rows_accept_different_lengths_in_the_counted_steps(engines):
         accepted = {p.accepted for _ in range(STEPS) for p in decoder.step()}
         decoder.clear()
         assert len(accepted) > 1, (mode, accepted)
+
+
+def test_static_draft_shapes_depend_on_k_and_rows_only(engines):
+    """With static shapes (as where the draft is captured) every draft forward of a
+    drafting step is ``[rows, K + 1]`` (the catch-up) or ``[rows, 1]`` (the chain), and every
+    target forward ``[rows, K + 1]``, whatever was accepted."""
+    decoder = engines["eagle3-static"].decoder
+    decoder.static_shapes = True
+    seen = {"draft": set(), "target": set()}
+
+    def recording(runner, role):
+        forward = runner.forward
+
+        def wrapped(rows, *args, **kwargs):
+            shape = tuple(rows.shape) if isinstance(rows, torch.Tensor) else None
+            seen[role].add(shape)
+            return forward(rows, *args, **kwargs)
+
+        return wrapped
+
+    decoder.draft.forward = recording(decoder.draft, "draft")
+    decoder.target.forward = recording(decoder.target, "target")
+    try:
+        for rows in (1, 3):
+            decoder.clear()
+            for i in range(rows):
+                decoder.admit(i, PROMPTS[i], Greedy(eos_id=None))
+            for _ in range(STEPS):
+                decoder.step()
+            assert seen == {
+                "draft": {(rows, K + 1), (rows, 1)},
+                "target": {(rows, K + 1)},
+            }, rows
+            seen = {"draft": set(), "target": set()}
+    finally:
+        del decoder.draft.forward, decoder.target.forward
+        decoder.clear()
