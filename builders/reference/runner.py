@@ -130,6 +130,7 @@ class ModelRunner:
         )
         self.lengths = [0] * slots
         self._graphs: dict[tuple[int, int], CapturedGraph] = {}
+        self._templates: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
         self._min = torch.finfo(self.dtype).min
         self.aux: torch.Tensor | None = None
         self._aux_layers = tuple(sorted(set(aux_layers)))
@@ -215,16 +216,24 @@ class ModelRunner:
     def _mask(self, starts: Sequence[int], step_mask: torch.Tensor) -> torch.Tensor:
         """Additive mask ``[b, 1, q, max_cache_len]``: row r sees its ``starts[r]`` cached
         positions and, among its new tokens at ``starts[r]..``, what ``step_mask`` allows.
-        Built for all rows at once (no per-row operation)."""
-        q = step_mask.shape[0]
-        rel = torch.arange(self.max_cache_len).view(1, -1) - torch.tensor(
-            list(starts)
-        ).view(-1, 1)  # [b, max_cache_len]: a column's offset from the row's start
-        new = step_mask[:, rel.clamp(0, q - 1)].transpose(0, 1)  # [b, q, max_cache_len]
-        allowed = (rel < 0)[:, None] | (new & (rel < q)[:, None])
-        mask = torch.zeros(allowed.shape, dtype=self.dtype)
-        mask.masked_fill_(~allowed, self._min)
-        return mask.unsqueeze(1).to(self.device)
+
+        Built for all rows at once by one gather from a template over the offset ``d`` of
+        a cache position from the row's start (visible for ``d < 0``, ``step_mask[:, d]``
+        for ``0 <= d < q``, hidden beyond), kept per step mask: a few host operations
+        whatever the batch, none per row."""
+        q, length = step_mask.shape[0], self.max_cache_len
+        key = (q, step_mask.numpy().tobytes())
+        found = self._templates.get(key)
+        if found is None:
+            template = torch.full((q, 2 * length), self._min, dtype=self.dtype)
+            template[:, :length] = 0
+            template[:, length : length + q].masked_fill_(step_mask, 0)
+            rows = torch.arange(q).view(q, 1) * (2 * length)
+            found = (template.flatten(), rows + torch.arange(length) + length)
+            self._templates[key] = found
+        flat, index = found  # index [q, max_cache_len]: the offset-0 positions
+        shift = torch.tensor(list(starts)).view(-1, 1, 1)
+        return flat[index - shift].unsqueeze(1).to(self.device)
 
     def forward(
         self,
@@ -374,8 +383,14 @@ class ModelRunner:
         return self.lm_head(hidden), hidden
 
     @torch.inference_mode()
-    def capture(self, lengths: Sequence[int], warmup: int = 2) -> None:
-        """Capture one CUDA graph per (rows 1..slots, step length in ``lengths``).
+    def capture(
+        self,
+        lengths: Sequence[int],
+        warmup: int = 2,
+        batches: Sequence[int] | None = None,
+    ) -> None:
+        """Capture one CUDA graph per (rows 1..slots, step length in ``lengths``); with
+        ``batches``, for those row counts only (a measurement of a few batch sizes).
 
         Call before any sequence is cached: warm-up and capture write scratch entries at
         positions ``[0, q)`` of every row. Afterwards :meth:`forward` replays the graph for
@@ -386,7 +401,7 @@ class ModelRunner:
         """
         if self.device.type != "cuda":
             raise RuntimeError(f"CUDA graphs need a CUDA device, not {self.device}")
-        for b in range(1, self.slots + 1):
+        for b in range(1, self.slots + 1) if batches is None else sorted(set(batches)):
             for q in sorted(set(lengths)):
                 self._graphs[(b, q)] = self._capture_one(b, q, warmup)
 
