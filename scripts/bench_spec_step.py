@@ -6,9 +6,12 @@ Usage: .venv/bin/python scripts/bench_spec_step.py [--batch-sizes 1,4] [--steps 
 
 Unlike scripts/bench_batching.py (tok/s of whole runs, prefills and the batch's tail
 included), this times ``decoder.step()`` alone with every row active: B prompts are
-admitted, then ``--steps`` steps are timed one by one (host ``perf_counter_ns``; on CUDA
-after a ``synchronize``), rows being re-admitted before they outgrow the cache. It prints the
-median step time (ms) and the tokens per row and step (the acceptance length), so that two
+admitted, then ``--steps`` steps are timed one by one, rows being re-admitted before they
+outgrow the cache. Two clocks: wall time (host ``perf_counter_ns``; on CUDA after a
+``synchronize``) and this thread's CPU time (``thread_time_ns``: with one torch thread the
+whole step's host work, and unlike wall time not stretched while a busy machine runs other
+processes; on CUDA it leaves the GPU's time out). It prints the median step time of each
+(ms) and the tokens per row and step (the acceptance length), so that two
 versions of the step algorithms can be compared step for step: run it alternately under
 each version (e.g. ``PYTHONPATH`` pointing at another checkout) and compare the medians of
 the runs, since a shared machine's load moves single runs by 2x.
@@ -34,14 +37,16 @@ MODES = {
 }
 
 
-def step_times(engine, prompts, steps: int, room: int) -> tuple[list[int], float]:
-    """Time ``steps`` decode steps of ``len(prompts)`` rows; (ns per step, tokens per row
-    and step)."""
+def step_times(
+    engine, prompts, steps: int, room: int
+) -> tuple[list[int], list[int], float]:
+    """Time ``steps`` decode steps of ``len(prompts)`` rows; (wall ns per step, thread CPU
+    ns per step, tokens per row and step)."""
     decoder, device = engine.decoder, engine.device
     decoder.clear()
     for i, p in enumerate(prompts):
         decoder.admit(i, p, Greedy())
-    times, tokens, row_steps = [], 0, 0
+    times, cpu, tokens, row_steps = [], [], 0, 0
     for _ in range(steps):
         if max(len(r.seq) for r in decoder.rows) > room:
             decoder.clear()
@@ -49,15 +54,16 @@ def step_times(engine, prompts, steps: int, room: int) -> tuple[list[int], float
                 decoder.admit(i, p, Greedy())
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        t0 = time.perf_counter_ns()
+        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
         out = decoder.step()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         times.append(time.perf_counter_ns() - t0)
+        cpu.append(time.thread_time_ns() - c0)
         tokens += sum(len(p.tokens) for p in out)
         row_steps += len(out)
     decoder.clear()
-    return times, tokens / row_steps
+    return times, cpu, tokens / row_steps
 
 
 def main() -> None:
@@ -89,8 +95,8 @@ def main() -> None:
                 max_batch_size=b,
             )
             step_times(engine, prompts[:b], 5, seq - 12)  # warm-up at this shape
-            times, accept = step_times(engine, prompts[:b], args.steps, seq - 12)
-            ms = statistics.median(times) / 1e6
+            times, cpu, accept = step_times(engine, prompts[:b], args.steps, seq - 12)
+            ms, cpu_ms = statistics.median(times) / 1e6, statistics.median(cpu) / 1e6
             if args.json:
                 print(
                     json.dumps(
@@ -98,13 +104,15 @@ def main() -> None:
                             "mode": name,
                             "batch": b,
                             "median_ms": ms,
+                            "median_cpu_ms": cpu_ms,
                             "tokens_per_row_step": accept,
                         }
                     )
                 )
             else:
                 print(
-                    f"{name:12} B={b}: median step {ms:7.3f} ms, {accept:4.2f} tokens/row"
+                    f"{name:12} B={b}: median step {ms:7.3f} ms wall, {cpu_ms:7.3f} ms "
+                    f"thread CPU, {accept:4.2f} tokens/row"
                 )
 
 
