@@ -28,8 +28,9 @@ which). Statistic: the median step of each repeat, then the median over repeats 
 min..max of the repeats' medians as the interval. Memory: ``torch.cuda`` peak allocated
 bytes per configuration after ``reset_peak_memory_stats`` (n/a on CPU).
 
-Writes ``large_steps.csv`` and ``large_steps.txt`` (the table) under ``--out``. Exit 0, or
-2 on bad input (one line on stderr).
+Writes ``large_steps.csv`` (rewritten after each configuration, so a run stopped at its
+budget keeps what it measured) and ``large_steps.txt`` (the table) under ``--out``. Exit 0,
+or 2 on bad input (one line on stderr).
 """
 
 from __future__ import annotations
@@ -290,6 +291,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                         "speedup_at_tiny_acceptance": speedup,
                     }
                 )
+                write_rows(args.out, rows)  # a run stopped at its budget keeps these
                 del engine
                 gc.collect()
         del models
@@ -297,6 +299,15 @@ def run(args: argparse.Namespace) -> list[dict]:
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return rows
+
+
+def write_rows(out: Path, rows: list[dict]) -> None:
+    """(Re)write ``large_steps.csv`` with the rows so far."""
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "large_steps.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def render(rows: list[dict], device: str) -> str:
@@ -331,11 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     except TrtbenchError as exc:
         print(f"gpu_large_steps: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    with (args.out / "large_steps.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(args.out, rows)
     table = render(rows, args.device)
     (args.out / "large_steps.txt").write_text(table + "\n")
     print(table)
