@@ -367,6 +367,7 @@ class MedusaDecoder(BaselineDecoder):
         tree is computed with the others' but proposes and accepts nothing: the target's
         token at the root, as a plain step).
         """
+        every = allow is None or all(allow)
         allow = [True] * len(self.rows) if allow is None else list(allow)
         if self.policy.draft_len(len(self.rows)) == 0 or not any(allow):
             out, hidden = self._plain()
@@ -383,12 +384,11 @@ class MedusaDecoder(BaselineDecoder):
         offsets = self.tree.position_offsets
         logits, hidden = self.target.forward(nodes, offsets, self._mask)
         preds = self._pick_tensor(logits, offsets)
-        result = accept_tree(
-            self._tables, nodes, preds, torch.tensor(allow, device=device)
-        )
+        allowed = None if every else torch.tensor(allow, device=device)
+        result = accept_tree(self._tables, nodes, preds, allowed)
         self.target.keep_paths(starts, result.path)
-        rows = torch.arange(len(self.rows), device=device)
-        candidates = self._propose_tensor(hidden[rows, result.end])
+        ends = result.end.view(-1, 1, 1).expand(-1, 1, hidden.shape[-1])
+        candidates = self._propose_tensor(hidden.gather(1, ends)[:, 0])
         host = torch.cat(
             [result.accepted[:, None], result.tokens, candidates], dim=1
         ).tolist()  # the step's one copy to the host

@@ -83,7 +83,7 @@ def accept_tree(
     tables: TreeTables,
     nodes: torch.Tensor,
     preds: torch.Tensor,
-    allow: torch.Tensor,
+    allow: torch.Tensor | None = None,
 ) -> TreeAccept:
     """Accept the longest matching path of every row (module docstring).
 
@@ -92,6 +92,7 @@ def accept_tree(
         nodes: ``[b, N+1]`` int64, the tokens fed (root first).
         preds: ``[b, N+1]`` int64, the target's greedy pick at each position.
         allow: ``[b]`` bool; a row not allowed accepts nothing (its end is the root).
+            None: every row is allowed.
 
     Returns:
         A :class:`TreeAccept`.
@@ -99,7 +100,9 @@ def accept_tree(
     match = nodes == preds[:, tables.parent]  # [b, N+1]; the root compares with itself
     match[:, 0] = True
     misses = (~match).to(tables.ancestors.dtype) @ tables.ancestors.T  # [b, N+1]
-    ok = (misses == 0) & allow[:, None]
+    ok = misses == 0
+    if allow is not None:
+        ok &= allow[:, None]
     end = (ok * (tables.depth + 1)).argmax(dim=1)  # deepest; the root when none
     path = tables.paths[end]  # [b, D+1]
     steps = path.shape[1]
