@@ -27,36 +27,47 @@ class TreeTables:
 
     Attributes:
         parent: ``[N+1]`` int64, each position's parent (the root its own).
-        depth: ``[N+1]`` int64, each position's depth (root 0).
-        ancestors: ``[N+1, N+1]`` float, ``[i, j]`` 1 iff ``j`` is ``i`` or its ancestor.
-        paths: ``[N+1, D+1]`` int64, row ``i`` the positions root → ``i``, padded on the
-            right with ``i`` (D the tree's depth).
+        ancestors: ``[N+1, N+1]`` float, ``[j, i]`` 1 iff ``j`` is ``i`` or an ancestor of
+            ``i`` other than the root (the root always matches: it is left out).
+        score: ``[N+1]`` int64, depth + 1 (the deepest accepted position scores most).
+        rows: ``[N+1, 1 + 2(D+1)]`` int64, row ``i``: its depth; the positions root → ``i``
+            padded on the right with ``i``; the positions after the root on that path, then
+            ``i`` repeated (D the tree's depth).
+        columns: ``[D+1]`` int64, ``0..D``.
     """
 
     parent: torch.Tensor
-    depth: torch.Tensor
     ancestors: torch.Tensor
-    paths: torch.Tensor
+    score: torch.Tensor
+    rows: torch.Tensor
+    columns: torch.Tensor
 
     @classmethod
     def build(cls, tree: MedusaTree, device: torch.device) -> TreeTables:
         """The tables of ``tree`` (built on the host, moved to ``device`` once)."""
         parent = [max(p, 0) for p in tree.parents]
-        paths = []
+        rows = []
         for node in range(tree.num_nodes + 1):
             path = [node]
             while path[-1] != 0:
                 path.append(parent[path[-1]])
             path.reverse()
-            paths.append(path + [node] * (tree.depth + 1 - len(path)))
+            pad = [node] * (tree.depth + 1 - len(path))
+            rows.append([len(path) - 1, *path, *pad, *path[1:], *pad, node])
+        ancestors = tree.attention_mask.astype("float32").T.copy()
+        ancestors[0, :] = 0  # the root
         return cls(
             parent=torch.tensor(parent, device=device),
-            depth=torch.tensor(tree.position_offsets, device=device),
-            ancestors=torch.from_numpy(tree.attention_mask.astype("float32")).to(
-                device
-            ),
-            paths=torch.tensor(paths, device=device),
+            ancestors=torch.from_numpy(ancestors).to(device),
+            score=torch.tensor(tree.position_offsets, device=device) + 1,
+            rows=torch.tensor(rows, device=device),
+            columns=torch.arange(tree.depth + 1, device=device),
         )
+
+    @property
+    def depth(self) -> int:
+        """The tree's depth D."""
+        return self.columns.shape[0] - 1
 
 
 @dataclass(frozen=True)
@@ -97,19 +108,16 @@ def accept_tree(
     Returns:
         A :class:`TreeAccept`.
     """
-    match = nodes == preds[:, tables.parent]  # [b, N+1]; the root compares with itself
-    match[:, 0] = True
-    misses = (~match).to(tables.ancestors.dtype) @ tables.ancestors.T  # [b, N+1]
-    ok = misses == 0
+    # [b, N+1]: drafts missed along each position's path (the root left out)
+    missed = (nodes != preds[:, tables.parent]).to(tables.ancestors.dtype)
+    ok = (missed @ tables.ancestors) == 0
     if allow is not None:
         ok &= allow[:, None]
-    end = (ok * (tables.depth + 1)).argmax(dim=1)  # deepest; the root when none
-    path = tables.paths[end]  # [b, D+1]
-    steps = path.shape[1]
-    accepted = tables.depth[end]
+    end = (ok * tables.score).argmax(dim=1)  # the deepest accepted; the root when none
+    info = tables.rows[end]  # [b, 1 + 2(D+1)]
+    steps = tables.depth + 1
+    accepted, path = info[:, 0], info[:, 1 : 1 + steps]
+    drafted = nodes.gather(1, info[:, 1 + steps :])  # the path's tokens after the root
     bonus = preds.gather(1, end[:, None])  # [b, 1]
-    drafted = nodes.gather(1, path[:, 1:])  # [b, D] the path's tokens (padded: end's)
-    column = torch.arange(steps - 1, device=nodes.device)
-    drafted = torch.where(column < accepted[:, None], drafted, bonus)
-    tokens = torch.cat([drafted, bonus], dim=1)
+    tokens = torch.where(tables.columns < accepted[:, None], drafted, bonus)
     return TreeAccept(end=end, accepted=accepted, path=path, tokens=tokens)

@@ -33,9 +33,13 @@ CASES = {
 def test_tables_of_the_tree():
     tables = TreeTables.build(TREE, torch.device("cpu"))
     assert tables.parent.tolist() == [0, 0, 0, 1, 1, 2, 3]
-    assert tables.depth.tolist() == [0, 1, 1, 2, 2, 2, 3]
-    assert tables.paths[6].tolist() == [0, 1, 3, 6]
-    assert tables.paths[2].tolist() == [0, 2, 2, 2]
+    assert tables.score.tolist() == [1, 2, 2, 3, 3, 3, 4]  # depth + 1
+    # depth; path root -> node padded with the node; the path after the root, then node
+    assert tables.rows[6].tolist() == [3, 0, 1, 3, 6, 1, 3, 6, 6]
+    assert tables.rows[2].tolist() == [1, 0, 2, 2, 2, 2, 2, 2, 2]
+    assert tables.rows[0].tolist() == [0, 0, 0, 0, 0, 0, 0, 0, 0]
+    # position 6's ancestors other than the root: 1, 3 and itself
+    assert tables.ancestors[:, 6].tolist() == [0, 1, 0, 1, 0, 0, 1]
 
 
 def test_every_row_accepts_its_own_longest_matching_path():
