@@ -76,6 +76,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--device", default="auto")
+    parser.add_argument(
+        "--configs",
+        default="",
+        help="comma-separated labels to run (baseline always); default: all",
+    )
+    parser.add_argument(
+        "--no-costs", action="store_true", help="skip the per-shape forward costs"
+    )
     return parser.parse_args()
 
 
@@ -154,11 +162,14 @@ def main() -> None:
         f"{torch.get_num_threads()}, {len(prompts)} requests of {args.prompt_len} "
         f"prompt + {args.max_tokens} new tokens per batch size, {args.repeats} repeats"
     )
-    print_costs(models, prompts[0], sizes, seq)
-    tally = {(label, b): Tally() for label, _, _ in CONFIGS for b in sizes}
+    if not args.no_costs:
+        print_costs(models, prompts[0], sizes, seq)
+    wanted = {w.strip() for w in args.configs.split(",") if w.strip()}
+    configs = [c for c in CONFIGS if not wanted or c[0] in wanted | {"baseline"}]
+    tally = {(label, b): Tally() for label, _, _ in configs for b in sizes}
     for b in sizes:
         engines = {}
-        for label, mode, kw in CONFIGS:
+        for label, mode, kw in configs:
             engines[label] = models.engine(
                 mode,
                 kw,

@@ -4,10 +4,12 @@
 Usage: scripts/gpu_proof.py --device cuda [--out DIR] [--models DIR] [--modes a,b]
        [--dtypes float32,bfloat16] [--batch-sizes 1,8,32,64] [--max-tokens 96]
        [--prompt-len 32] [--trace-steps 32] [--trace-dtypes bfloat16] [--keep-traces]
-       [--threads N] [--memory-interval-ms 100]
+       [--threads N] [--memory-interval-ms 100] [--repeats 3]
 
 Runs the PyTorch reference engine on the tiny models (made on first use, or the carried
-folder given by --models) for every mode, dtype, batch size and eager / CUDA graphs; traces
+folder given by --models) for every mode, dtype, batch size and eager / CUDA graphs (each
+configuration warmed up at its own shape, then timed --repeats times: CUDA events on a GPU,
+host perf_counter on CPU, the clock column says which); traces
 --trace-steps decode steps per configuration of the --trace-dtypes with torch.profiler and
 analyses them with trtbench's own Kineto analysis; samples NVML throughout. Writes CSVs,
 launch summaries and summary.json under --out and prints a table (docs/gpu_proof.md).
@@ -66,7 +68,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--keep-traces", action="store_true", help="gzip raw traces")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads")
-    parser.add_argument("--memory-interval-ms", type=float, default=100.0)
+    parser.add_argument(
+        "--memory-interval-ms",
+        type=float,
+        default=100.0,
+        help="in-process NVML sampler period; 0: off (another process samples NVML)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed runs per configuration"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     return parser.parse_args(argv)
 
@@ -98,6 +108,7 @@ def settings_from(args: argparse.Namespace):
         trace_dtypes=trace,
         keep_traces=args.keep_traces,
         memory_interval_ms=args.memory_interval_ms,
+        repeats=args.repeats,
     )
 
 

@@ -34,6 +34,7 @@ from torch import nn
 from trtbench.builders.medusa_tree import MedusaTree
 from trtbench.builders.reference.adaptive import DraftLenPolicy
 from trtbench.builders.reference.runner import ModelRunner
+from trtbench.builders.reference.tree_accept import TreeTables, accept_tree
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,19 @@ class BaselineDecoder:
                 picks[r] = row.greedy.pick(logits[r], indices)
         return picks
 
+    def _pick_tensor(
+        self, logits: torch.Tensor, offsets: Sequence[int]
+    ) -> torch.Tensor:
+        """:meth:`_pick` as an int64 tensor ``[b, q]`` on the logits' device, without a
+        copy to the host unless a row must suppress its end token this step (then the
+        per-row rule of :meth:`_pick` applies)."""
+        if any(
+            row.greedy.suppresses([row.emitted + o for o in offsets])
+            for row in self.rows
+        ):
+            return torch.tensor(self._pick(logits, offsets), device=logits.device)
+        return logits.argmax(dim=-1)
+
     @staticmethod
     def _emit(row: Row, tokens: list[int], proposed: int, accepted: int) -> Proposal:
         row.seq.extend(tokens)
@@ -309,55 +323,51 @@ class MedusaDecoder(BaselineDecoder):
         self.tree = tree
         self.policy = DraftLenPolicy(tree.num_nodes, max_concurrency)
         self.proposed_per_step = tree.num_nodes
-        device = target.device
         self._mask = torch.from_numpy(tree.attention_mask.copy())
+        self._tables = TreeTables.build(tree, target.device)
         self._depth_index = torch.tensor(
-            [len(c) - 1 for c in tree.choices], device=device
+            [len(c) - 1 for c in tree.choices], device=target.device
         )
-        self._rank_index = torch.tensor([c[-1] for c in tree.choices], device=device)
-        self._children: list[list[int]] = [[] for _ in range(tree.num_nodes + 1)]
-        for node, parent in enumerate(tree.parents):
-            if parent >= 0:
-                self._children[parent].append(node)
+        self._rank_index = torch.tensor(
+            [c[-1] for c in tree.choices], device=target.device
+        )
 
     def step_lengths(self) -> dict[str, tuple[int, ...]]:
         plain = (1,) if self.policy.adaptive else ()
         return {"target": (*plain, self.tree.num_nodes + 1)}
 
     @torch.inference_mode()
-    def _propose_from(self, hidden: torch.Tensor) -> list[list[int]]:
-        """Tree node tokens (nodes 1..N) per row from hidden states ``[b, hidden]``."""
+    def _propose_tensor(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Tree node tokens (nodes 1..N) per row, ``[b, N]`` int64 on the device, from
+        hidden states ``[b, hidden]``."""
         # Only the heads the tree reaches (head d proposes depth d + 1): [depth, b, vocab].
         logits = torch.stack([self.heads[d](hidden) for d in range(self.tree.depth)])
         topk = logits.topk(max(self.tree.topk_per_depth), dim=-1).indices
-        return topk[self._depth_index, :, self._rank_index].T.tolist()
+        return topk[self._depth_index, :, self._rank_index].T
+
+    def _propose_from(self, hidden: torch.Tensor) -> list[list[int]]:
+        """:meth:`_propose_tensor` as lists (one per row)."""
+        return self._propose_tensor(hidden).tolist()
 
     def _after_prefill(self, slot: int, row: Row, last_hidden: torch.Tensor) -> None:
         row.candidates = self._propose_from(last_hidden[None])[0]
-
-    def _walk(self, nodes: list[int], preds: list[int]) -> tuple[list[int], int]:
-        """The longest path of nodes matching the target's picks: (path, last node)."""
-        path, cur = [], 0
-        while True:
-            match = [c for c in self._children[cur] if nodes[c] == preds[cur]]
-            if not match:
-                return path, cur
-            cur = match[0]  # siblings hold distinct top-k tokens: at most one matches
-            path.append(cur)
 
     def verify_tokens(self, batch_size: int) -> int:
         return 1 if self.policy.draft_len(batch_size) == 0 else self.tree.num_nodes + 1
 
     def step(self, allow: Sequence[bool] | None = None) -> list[Proposal]:
-        """Verify ``[last] + candidates`` of every row in one pass; walk each row's longest
-        matching path.
+        """Verify ``[last] + candidates`` of every row in one pass; accept each row's longest
+        matching path (``tree_accept.py``: tensor operations for all rows, no per-row loop
+        on the device; one copy to the host at the end).
 
-        A row's cache keeps the root and its accepted nodes only (``ModelRunner.keep``); its
+        A row's cache keeps the root and its accepted nodes only (``ModelRunner.keep_paths``,
+        one copy per layer for all rows); its
         next candidates come from the hidden state of its last accepted node, whose target
         logits also gave the bonus token. A row not in ``allow`` keeps its root only (its
         tree is computed with the others' but proposes and accepts nothing: the target's
         token at the root, as a plain step).
         """
+        every = allow is None or all(allow)
         allow = [True] * len(self.rows) if allow is None else list(allow)
         if self.policy.draft_len(len(self.rows)) == 0 or not any(allow):
             out, hidden = self._plain()
@@ -366,25 +376,27 @@ class MedusaDecoder(BaselineDecoder):
             ):
                 row.candidates = candidates
             return out
+        device = self.target.device
         starts = self.target.lengths[: len(self.rows)]
-        nodes = [[r.seq[-1], *r.candidates] for r in self.rows]
-        logits, hidden = self.target.forward(
-            nodes, self.tree.position_offsets, self._mask
+        nodes = torch.tensor(
+            [[r.seq[-1], *r.candidates] for r in self.rows], device=device
         )
-        preds = self._pick(logits, self.tree.position_offsets)
-        walks = [
-            self._walk(n, p) if ok else ([], 0)
-            for n, p, ok in zip(nodes, preds, allow, strict=True)
-        ]
-        ends = torch.tensor([cur for _, cur in walks], device=hidden.device)
-        rows = torch.arange(len(walks), device=hidden.device)
-        candidates = self._propose_from(hidden[rows, ends])
+        offsets = self.tree.position_offsets
+        logits, hidden = self.target.forward(nodes, offsets, self._mask)
+        preds = self._pick_tensor(logits, offsets)
+        allowed = None if every else torch.tensor(allow, device=device)
+        result = accept_tree(self._tables, nodes, preds, allowed)
+        self.target.keep_paths(starts, result.path)
+        ends = result.end.view(-1, 1, 1).expand(-1, 1, hidden.shape[-1])
+        candidates = self._propose_tensor(hidden.gather(1, ends)[:, 0])
+        host = torch.cat(
+            [result.accepted[:, None], result.tokens, candidates], dim=1
+        ).tolist()  # the step's one copy to the host
         out = []
         for i, row in enumerate(self.rows):
-            path, cur = walks[i]
-            self.target.keep(i, starts[i], [0, *path])
-            row.candidates = candidates[i]
-            tokens = [nodes[i][c] for c in path] + [preds[i][cur]]
+            accepted, *rest = host[i]
+            self.target.lengths[i] = starts[i] + accepted + 1
+            row.candidates = rest[self.tree.depth + 1 :]
             proposed = self.tree.num_nodes if allow[i] else 0
-            out.append(self._emit(row, tokens, proposed, len(path)))
+            out.append(self._emit(row, rest[: accepted + 1], proposed, accepted))
         return out

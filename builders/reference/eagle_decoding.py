@@ -25,7 +25,18 @@ A drafting step (K drafts):
 
 A plain step (draft length 0 by the adaptive policy, or no row allowed) feeds one token per
 row and appends its aux state to the pending list; the draft catches up at the next drafting
-step. A row not in ``allow`` drafts with the others but verifies its last token only.
+step. A row not in ``allow`` drafts with the others; it feeds its drafts too (the shape is the
+batch's) but accepts none, so its bonus token is the target's pick at its last token.
+
+Static shapes: the pending lists are one buffer ``[slots, W, n * H]`` with a count per row;
+with ``static_shapes`` the catch-up always feeds ``W = K + 1`` positions per row (more only
+after plain steps left more pending), the chain one per row, the verification ``K + 1``;
+drafts and acceptance stay on the device until one copy to the host at the end of the step.
+So every shape of a drafting step depends on (K, rows) only, never on what was accepted, no
+operation runs per row, and the draft's forwards can be captured as CUDA graphs per (rows, W)
+and (rows, 1) as the target's are (``step_lengths``). ``static_shapes`` is on by default
+where the draft has captured graphs; eager (CPU) the catch-up is only as wide as the most
+pending positions (the same operations on fewer positions).
 """
 
 from __future__ import annotations
@@ -45,8 +56,8 @@ class Eagle3Runner(ModelRunner):
 
     Each forward takes, with the tokens, one hidden state ``[H]`` per token (the fused target
     states or the draft's own) and returns the pre-norm output only: the caller applies the
-    LM head (``Eagle3Draft.logits``) to the positions it needs. Always eager (no CUDA graph:
-    the target's verification is the captured step).
+    LM head (``Eagle3Draft.logits``) to the positions it needs. On CUDA its steps are
+    captured like the target's, the hidden states being one more static input.
     """
 
     def __init__(self, draft: Eagle3Draft, max_cache_len: int, slots: int = 1) -> None:
@@ -54,19 +65,32 @@ class Eagle3Runner(ModelRunner):
         self._hidden_in: torch.Tensor | None = None
 
     def forward_with(
-        self, rows: Sequence[Sequence[int]], hidden: Sequence[torch.Tensor]
+        self,
+        rows: Sequence[Sequence[int]] | torch.Tensor,
+        hidden: Sequence[torch.Tensor] | torch.Tensor,
+        counts: Sequence[int] | None = None,
     ) -> torch.Tensor:
-        """:meth:`ModelRunner.forward` of ``rows`` with ``hidden[r]`` ``[len(rows[r]), H]``.
+        """:meth:`ModelRunner.forward` of ``rows`` with their hidden states.
+
+        Args:
+            rows: token lists, or an int64 tensor ``[b, q]`` (then ``counts`` as for
+                :meth:`ModelRunner.forward`).
+            hidden: a tensor ``[b, q, H]``, or per row ``[len(rows[r]), H]`` (padded here).
 
         Returns the pre-norm output ``[b, q, H]``; shorter rows are padded (padding is past
         the row's length, never seen)."""
-        q = max(len(t) for t in rows)
-        width = hidden[0].shape[-1]
-        padded = torch.zeros(len(rows), q, width, dtype=self.dtype, device=self.device)
-        for r, h in enumerate(hidden):
-            padded[r, : h.shape[0]] = h
-        self._hidden_in = padded
-        return self.forward(rows)[1]
+        if isinstance(hidden, torch.Tensor):
+            self._hidden_in = hidden.to(self.dtype)
+        else:
+            q = max(len(t) for t in rows)
+            width = hidden[0].shape[-1]
+            padded = torch.zeros(
+                len(rows), q, width, dtype=self.dtype, device=self.device
+            )
+            for r, h in enumerate(hidden):
+                padded[r, : h.shape[0]] = h
+            self._hidden_in = padded
+        return self.forward(rows, counts=counts)[1]
 
     def prefill_with(
         self, row: int, tokens: Sequence[int], hidden: torch.Tensor
@@ -78,6 +102,14 @@ class Eagle3Runner(ModelRunner):
             return
         self._hidden_in = hidden[None].to(self.dtype)
         self.prefill(row, tokens)
+
+    def _static_extra(self, b: int, q: int) -> torch.Tensor:
+        width = self.model.config.hidden_size
+        self._hidden_in = torch.zeros(b, q, width, dtype=self.dtype, device=self.device)
+        return self._hidden_in
+
+    def _extra_input(self) -> torch.Tensor:
+        return self._hidden_in
 
     @torch.inference_mode()
     def _eager(self, ids, positions, slots, mask, *, first, last=False):
@@ -108,83 +140,126 @@ class Eagle3Decoder(ChainDecoder):
     ) -> None:
         super().__init__(target, k, policy)
         self.draft = draft
-        self._pending: list[torch.Tensor] = []
+        self._pending: torch.Tensor | None = None  # [slots, W, n * H]
+        self._count = [0] * target.slots  # pending positions per row
+        self.static_shapes: bool | None = None  # None: where the draft has graphs
 
     def runners(self) -> tuple[ModelRunner, ...]:
         return (self.target, self.draft)
 
     def step_lengths(self) -> dict[str, tuple[int, ...]]:
-        return {"target": self.verify_lengths()}
+        """Target: the verification lengths; draft: the catch-up widths ``K + 1`` and
+        the chain's 1."""
+        draft = {n + 1 for n in self.policy.lengths()} | {1}
+        return {"target": self.verify_lengths(), "draft": tuple(sorted(draft))}
 
     def _fuse(self, aux: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
             return self.draft.model.fc(aux)
 
+    def _widen(self, width: int, features: int) -> None:
+        """Make the pending buffer at least ``width`` positions wide (kept contents)."""
+        old = self._pending
+        if old is not None and old.shape[1] >= width:
+            return
+        new = torch.zeros(
+            self.target.slots,
+            width,
+            features,
+            dtype=self.target.dtype,
+            device=self.target.device,
+        )
+        if old is not None:
+            new[:, : old.shape[1]] = old
+        self._pending = new
+
     def _after_prefill(self, slot: int, row: Row, last_hidden: torch.Tensor) -> None:
         aux = self.target.aux[0]  # [L, n * H]: every context position
         length = len(row.seq) - 1
         self.draft.prefill_with(slot, row.seq[1:length], self._fuse(aux[: length - 1]))
-        self._pending.append(aux[length - 1 : length].clone())
+        self._widen(self.k + 1, aux.shape[-1])
+        self._pending[slot, 0] = aux[length - 1]
+        self._count[slot] = 1
 
     def retire(self, index: int) -> None:
         last = len(self.rows) - 1
         if index != last:
             self._pending[index] = self._pending[last]
-        self._pending.pop()
+            self._count[index] = self._count[last]
+        self._count[last] = 0
         super().retire(index)
 
     def clear(self) -> None:
         super().clear()
-        self._pending.clear()
+        self._count = [0] * self.target.slots
 
     def _plain_step(self) -> list[Proposal]:
         out, _ = self._plain()
-        aux = self.target.aux
-        for i in range(len(self.rows)):
-            self._pending[i] = torch.cat([self._pending[i], aux[i, :1]])
+        aux = self.target.aux  # [b, 1, n * H]
+        b = len(self.rows)
+        self._widen(max(self._count[:b]) + 1, aux.shape[-1])
+        cols = torch.tensor(self._count[:b], device=aux.device)
+        self._pending[torch.arange(b, device=aux.device), cols] = aux[:, 0]
+        for i in range(b):
+            self._count[i] += 1
         return out
 
-    def _propose(self, k: int) -> list[list[int]]:
-        """Catch every row's draft up with its pending states, then chain k drafts."""
-        rows = range(len(self.rows))
-        catch = [self.rows[i].seq[self.draft.lengths[i] + 1 :] for i in rows]
-        out = self.draft.forward_with(catch, [self._fuse(p) for p in self._pending])
-        last = torch.tensor([len(c) - 1 for c in catch], device=out.device)
-        hidden = out[torch.arange(len(catch), device=out.device), last]
+    def _propose(self, k: int) -> torch.Tensor:
+        """Catch every row's draft up with its pending states (one forward, padded to the
+        most pending positions, at least ``k + 1`` with static shapes), then chain k drafts:
+        ``[b, k]`` on the device."""
+        b = len(self.rows)
+        counts = self._count[:b]
+        static = self.static_shapes
+        if static is None:
+            static = bool(self.draft.graph_shapes)
+        width = max(k + 1 if static else 1, *counts)
+        starts = [self.draft.lengths[i] + 1 for i in range(b)]
+        catch = torch.tensor(
+            [
+                [*r.seq[s : s + n], *[0] * (width - n)]
+                for r, s, n in zip(self.rows, starts, counts, strict=True)
+            ],
+            device=self.target.device,
+        )
+        self._widen(width, self._pending.shape[-1])
+        hidden = self._fuse(self._pending[:b, :width])
+        out = self.draft.forward_with(catch, hidden, counts)
+        last = torch.tensor([n - 1 for n in counts], device=out.device)
+        rows = torch.arange(b, device=out.device)
+        hidden = out[rows, last]
         head = self.draft.model.logits
         with torch.inference_mode():
-            drafts = self._pick(head(hidden)[:, None], [0])
+            drafts = [self._pick_tensor(head(hidden)[:, None], [0])]
             for i in range(1, k):
-                out = self.draft.forward_with(
-                    [d[-1:] for d in drafts], [h[None] for h in hidden]
-                )
-                for d, p in zip(drafts, self._pick(head(out), [i]), strict=True):
-                    d.extend(p)
+                out = self.draft.forward_with(drafts[-1], hidden[:, None])
+                drafts.append(self._pick_tensor(head(out), [i]))
                 hidden = out[:, 0]
-        return drafts
+        return torch.cat(drafts, dim=1)
 
     def step(self, allow: Sequence[bool] | None = None) -> list[Proposal]:
         """Draft K per row, verify ``[last, d1..dK]`` of all rows in one forward (module
-        docstring); a row not in ``allow`` verifies its last token alone."""
+        docstring); a row not in ``allow`` accepts no draft."""
         k = self.policy.draft_len(len(self.rows))
         allow = [True] * len(self.rows) if allow is None else list(allow)
         if k == 0 or not any(allow):
             return self._plain_step()
-        starts = self.target.lengths[: len(self.rows)]
+        b, device = len(self.rows), self.target.device
+        starts = self.target.lengths[:b]
         drafts = self._propose(k)
-        drafts = [d if ok else [] for d, ok in zip(drafts, allow, strict=True)]
-        logits, _ = self.target.forward(
-            [[r.seq[-1], *d] for r, d in zip(self.rows, drafts, strict=True)]
-        )
-        aux = self.target.aux
-        preds = self._pick(logits, range(k + 1))
+        last = torch.tensor([[r.seq[-1]] for r in self.rows], device=device)
+        logits, _ = self.target.forward(torch.cat([last, drafts], dim=1))
+        preds = self._pick_tensor(logits, range(k + 1))
+        match = (drafts == preds[:, :k]) & torch.tensor(allow, device=device)[:, None]
+        accepted = match.to(torch.int64).cumprod(dim=1).sum(dim=1)
+        self._pending[:b, : k + 1] = self.target.aux[:, : k + 1]
+        host = torch.cat([accepted[:, None], drafts, preds], dim=1).tolist()
         out = []
-        for i, (row, d, p) in enumerate(zip(self.rows, drafts, preds, strict=True)):
-            accepted = 0
-            while accepted < len(d) and d[accepted] == p[accepted]:
-                accepted += 1
-            self.target.crop(i, starts[i] + 1 + accepted)
+        for i, row in enumerate(self.rows):
+            n, d, p = host[i][0], host[i][1 : k + 1], host[i][k + 1 :]
+            self.target.crop(i, starts[i] + 1 + n)
             self.draft.crop(i, starts[i])
-            self._pending[i] = aux[i, : accepted + 1].clone()
-            out.append(self._emit(row, [*d[:accepted], p[accepted]], len(d), accepted))
+            self._count[i] = n + 1
+            proposed = k if allow[i] else 0
+            out.append(self._emit(row, [*d[:n], p[n]], proposed, n))
         return out

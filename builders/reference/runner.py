@@ -91,6 +91,7 @@ class CapturedGraph:
     logits: torch.Tensor  # [b, q, vocab]
     hidden: torch.Tensor  # [b, q, hidden]
     aux: torch.Tensor | None  # [b, q, n * hidden] (aux_layers) or None
+    extra: torch.Tensor | None = None  # a further input (ModelRunner._static_extra)
 
 
 class ModelRunner:
@@ -129,6 +130,7 @@ class ModelRunner:
         )
         self.lengths = [0] * slots
         self._graphs: dict[tuple[int, int], CapturedGraph] = {}
+        self._templates: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
         self._min = torch.finfo(self.dtype).min
         self.aux: torch.Tensor | None = None
         self._aux_layers = tuple(sorted(set(aux_layers)))
@@ -190,34 +192,69 @@ class ModelRunner:
                 layer[dst, :, :n] = layer[src, :, :n]
         self.lengths[dst], self.lengths[src] = n, 0
 
+    def keep_paths(self, starts: Sequence[int], paths: torch.Tensor) -> None:
+        """:meth:`keep` for rows ``0..b-1`` at once (one copy per layer, none per row).
+
+        Args:
+            starts: per row, its length before the step (host ints).
+            paths: ``[b, w]`` int64 on the device: the step offsets row ``r`` keeps,
+                ascending from 0 (the root), padded on the right by repeating its last
+                offset. Row ``r``'s entries move to ``[starts[r], starts[r] + w)``; the
+                padded copies land past the row's new length (never seen). The caller sets
+                the rows' lengths (:meth:`crop` cannot grow a row: ``lengths[r]`` already
+                holds the whole step).
+        """
+        b, w = paths.shape
+        begin = torch.tensor(list(starts[:b]), device=self.device).view(b, 1)
+        src = begin + paths
+        dst = begin + torch.arange(w, device=self.device)
+        rows = torch.arange(b, device=self.device).view(b, 1)
+        for buffers in (self.cache.keys, self.cache.values):
+            for layer in buffers:
+                layer[rows, :, dst] = layer[rows, :, src]
+
     def _mask(self, starts: Sequence[int], step_mask: torch.Tensor) -> torch.Tensor:
         """Additive mask ``[b, 1, q, max_cache_len]``: row r sees its ``starts[r]`` cached
-        positions and, among its new tokens at ``starts[r]..``, what ``step_mask`` allows."""
-        q = step_mask.shape[0]
-        allowed = torch.zeros(len(starts), q, self.max_cache_len, dtype=torch.bool)
-        for r, start in enumerate(starts):
-            allowed[r, :, :start] = True
-            allowed[r, :, start : start + q] = step_mask
-        mask = torch.zeros(allowed.shape, dtype=self.dtype)
-        mask.masked_fill_(~allowed, self._min)
-        return mask.unsqueeze(1).to(self.device)
+        positions and, among its new tokens at ``starts[r]..``, what ``step_mask`` allows.
+
+        Built for all rows at once by one gather from a template over the offset ``d`` of
+        a cache position from the row's start (visible for ``d < 0``, ``step_mask[:, d]``
+        for ``0 <= d < q``, hidden beyond), kept per step mask: a few host operations
+        whatever the batch, none per row."""
+        q, length = step_mask.shape[0], self.max_cache_len
+        key = (q, step_mask.numpy().tobytes())
+        found = self._templates.get(key)
+        if found is None:
+            template = torch.full((q, 2 * length), self._min, dtype=self.dtype)
+            template[:, :length] = 0
+            template[:, length : length + q].masked_fill_(step_mask, 0)
+            rows = torch.arange(q).view(q, 1) * (2 * length)
+            found = (template.flatten(), rows + torch.arange(length) + length)
+            self._templates[key] = found
+        flat, index = found  # index [q, max_cache_len]: the offset-0 positions
+        shift = torch.tensor(list(starts)).view(-1, 1, 1)
+        return flat[index - shift].unsqueeze(1).to(self.device)
 
     def forward(
         self,
-        rows: Sequence[Sequence[int]],
+        rows: Sequence[Sequence[int]] | torch.Tensor,
         offsets: Sequence[int] | None = None,
         step_mask: torch.Tensor | None = None,
+        counts: Sequence[int] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Append tokens to rows ``0..b-1`` and return their logits and last hidden states.
 
         Args:
-            rows: per row, the tokens to append (``b = len(rows)``). Rows may differ in
-                length only with the default causal chain: shorter rows are padded at the
-                end (padding is written past the row's length, never seen) and each row
-                advances by its own count.
+            rows: per row, the tokens to append (``b = len(rows)``), or an int64 tensor
+                ``[b, q]`` (on any device: tokens a previous step chose stay where they
+                are). Rows may differ in length only with the default causal chain:
+                shorter rows are padded at the end (padding is written past the row's
+                length, never seen) and each row advances by its own count.
             offsets: position of each token relative to the row's length (default
                 ``0..q-1``; a Medusa tree gives each node its depth).
             step_mask: ``[q, q]`` bool visibility among the new tokens (default causal).
+            counts: with a tensor ``rows``, the real tokens of each row (the rest is
+                padding); default ``q`` each.
 
         Returns:
             ``(logits [b, q, vocab], hidden [b, q, hidden])``. With a CUDA graph these are
@@ -226,11 +263,15 @@ class ModelRunner:
         Raises:
             ValueError: ragged rows with offsets or a mask, or a step past ``max_cache_len``.
         """
-        b, q = len(rows), max(len(t) for t in rows)
+        if isinstance(rows, torch.Tensor):
+            (b, q), ids = rows.shape, rows
+            counts = [q] * b if counts is None else list(counts)
+        else:
+            b, q = len(rows), max(len(t) for t in rows)
+            counts = [len(t) for t in rows]
+            ids = torch.tensor([[*t] + [0] * (q - len(t)) for t in rows])
         starts = self.lengths[:b]
-        if (offsets is not None or step_mask is not None) and any(
-            len(t) != q for t in rows
-        ):
+        if (offsets is not None or step_mask is not None) and min(counts) != q:
             raise ValueError("rows of different lengths need the default causal chain")
         if max(starts) + q > self.max_cache_len:
             raise ValueError(
@@ -241,7 +282,6 @@ class ModelRunner:
             step_mask = torch.ones(q, q, dtype=torch.bool).tril_()
         offs = torch.tensor(range(q) if offsets is None else offsets)
         begin = torch.tensor(starts).view(b, 1)
-        ids = torch.tensor([[*t] + [0] * (q - len(t)) for t in rows])
         inputs = (
             ids,
             begin + offs,
@@ -262,11 +302,22 @@ class ModelRunner:
                     strict=True,
                 ):
                     buffer.copy_(value)
+                if graph.extra is not None:
+                    graph.extra.copy_(self._extra_input())
                 graph.graph.replay()
             logits, hidden, self.aux = graph.logits, graph.hidden, graph.aux
-        for r, tokens in enumerate(rows):
-            self.lengths[r] += len(tokens)
+        for r, n in enumerate(counts):
+            self.lengths[r] += n
         return logits, hidden
+
+    def _static_extra(self, b: int, q: int) -> torch.Tensor | None:
+        """A further static input of a captured ``b x q`` step that :meth:`_eager` reads
+        (None: none; the EAGLE-3 draft's hidden states)."""
+        return None
+
+    def _extra_input(self) -> torch.Tensor:
+        """The value a replay copies into :attr:`CapturedGraph.extra`."""
+        raise NotImplementedError
 
     def prefill(
         self, row: int, tokens: Sequence[int]
@@ -332,8 +383,14 @@ class ModelRunner:
         return self.lm_head(hidden), hidden
 
     @torch.inference_mode()
-    def capture(self, lengths: Sequence[int], warmup: int = 2) -> None:
-        """Capture one CUDA graph per (rows 1..slots, step length in ``lengths``).
+    def capture(
+        self,
+        lengths: Sequence[int],
+        warmup: int = 2,
+        batches: Sequence[int] | None = None,
+    ) -> None:
+        """Capture one CUDA graph per (rows 1..slots, step length in ``lengths``); with
+        ``batches``, for those row counts only (a measurement of a few batch sizes).
 
         Call before any sequence is cached: warm-up and capture write scratch entries at
         positions ``[0, q)`` of every row. Afterwards :meth:`forward` replays the graph for
@@ -344,7 +401,7 @@ class ModelRunner:
         """
         if self.device.type != "cuda":
             raise RuntimeError(f"CUDA graphs need a CUDA device, not {self.device}")
-        for b in range(1, self.slots + 1):
+        for b in range(1, self.slots + 1) if batches is None else sorted(set(batches)):
             for q in sorted(set(lengths)):
                 self._graphs[(b, q)] = self._capture_one(b, q, warmup)
 
@@ -353,6 +410,7 @@ class ModelRunner:
         positions = torch.arange(q, device=self.device).expand(b, q).contiguous()
         slots = positions.clone()
         mask = self._mask([0] * b, torch.ones(q, q, dtype=torch.bool).tril_())
+        extra = self._static_extra(b, q)
         stream = torch.cuda.Stream(device=self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):
@@ -364,4 +422,6 @@ class ModelRunner:
             logits, hidden = self._eager(ids, positions, slots, mask, first=0)
             aux = self._gather_aux()
         logger.debug("captured a CUDA graph for %d rows x %d tokens", b, q)
-        return CapturedGraph(graph, ids, positions, slots, mask, logits, hidden, aux)
+        return CapturedGraph(
+            graph, ids, positions, slots, mask, logits, hidden, aux, extra
+        )

@@ -36,7 +36,11 @@ from trtbench.core.errors import ConfigError, TraceParseError
 from trtbench.core.export import write_csv
 from trtbench.core.run_dir import write_json_atomic
 from trtbench.profiling.memory.breakdown import write_memory_breakdown_csv
-from trtbench.profiling.memory.sampler import MemorySampler, write_memory_csv
+from trtbench.profiling.memory.sampler import (
+    MemorySampler,
+    memory_frame,
+    write_memory_csv,
+)
 from trtbench.profiling.traces.kineto import analyze_kineto_trace
 from trtbench.profiling.traces.table_io import write_trace_tables
 
@@ -45,6 +49,7 @@ logger = logging.getLogger(__name__)
 SUMMARY_VERSION = 1
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 GRAPH_SETTINGS = ("eager", "graphs")
+WARMUP_TOKENS = 12  # > 2 steps of every mode at its most tokens per step (engines.py)
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,7 @@ class ProofSettings:
     trace_dtypes: tuple[str, ...] = ("bfloat16",)
     keep_traces: bool = False
     memory_interval_ms: float = 100.0
+    repeats: int = 3
 
     @property
     def max_seq_len(self) -> int:
@@ -112,6 +118,7 @@ def check_settings(settings: ProofSettings) -> torch.device:
             )
     counts = {"--max-tokens": settings.max_tokens, "--prompt-len": settings.prompt_len}
     counts["--trace-steps"] = settings.trace_steps
+    counts["--repeats"] = settings.repeats
     counts |= {"--batch-sizes": min(settings.batch_sizes, default=0)}
     for name, value in counts.items():
         if value < 1:
@@ -192,6 +199,9 @@ def _run_config(settings, models, prompts, key, device, sampler, tmp) -> tuple:
     mode, dtype, batch, graphs = key.values()
     sampler.mark(f"run:{mode}:{dtype}:b{batch}:{graphs}")
     eng.reset_memory(device)
+    allocated_before = (
+        torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+    )
     t0 = time.perf_counter()
     engine = models.engine(
         mode,
@@ -206,16 +216,35 @@ def _run_config(settings, models, prompts, key, device, sampler, tmp) -> tuple:
     if graphs == "graphs" and not status.available:
         return {**row, "graphs_status": tab.NA}, None, None
     row["graphs_status"] = "captured" if graphs == "graphs" else "eager"
-    eng.time_decode(engine, prompts[: min(2, batch)], 4)  # warm-up
-    run = eng.time_decode(engine, prompts[:batch], settings.max_tokens)
-    row |= tab.timing_row(
-        run.rows, run.step_ns, run.step_tokens, batch, run.first_iteration_ns
+    # Warm-up at this configuration's shape: every row, enough steps for every step shape.
+    eng.time_decode(engine, prompts[:batch], WARMUP_TOKENS)
+    runs = [
+        eng.time_decode(engine, prompts[:batch], settings.max_tokens)
+        for _ in range(settings.repeats)
+    ]
+    run = runs[0]
+    row |= tab.repeated_timing_row(
+        [
+            tab.timing_row(
+                r.rows, r.step_ns, r.step_tokens, batch, r.first_iteration_ns
+            )
+            for r in runs
+        ]
     )
+    row["clock"] = run.clock
     row |= {
         "param_bytes": models.param_bytes(mode),
         "kv_cache_bytes": eng.kv_cache_bytes(engine),
     }
-    row |= eng.torch_memory(device) or {}
+    memory = eng.torch_memory(device)
+    if memory is not None:
+        # Every dtype's models stay loaded across configurations: the peak over this
+        # configuration alone is its increase over what was allocated at its reset, plus
+        # the weights its mode uses (so modes differ by their own models, not all loaded).
+        row |= memory
+        row["mode_peak_bytes"] = (
+            memory["torch_max_allocated_bytes"] - allocated_before + row["param_bytes"]
+        )
     trace = None
     if dtype in settings.trace_dtypes:
         sampler.mark(f"trace:{mode}:{dtype}:b{batch}:{graphs}")
@@ -266,7 +295,8 @@ def _lossless_rows(outputs, models, prompts, dtype, batch, graphs) -> list[dict]
 
 def _write_tables(out: Path, tables: _Tables) -> tuple[pd.DataFrame, ...]:
     """Write the three measurement CSVs (again after each batch size); return them."""
-    timing = tab.with_speedups(tab.typed_frame(tables.timing, tab.TIMING_SCHEMA))
+    timing = tab.typed_frame(tables.timing, tab.TIMING_SCHEMA)
+    timing = tab.with_graph_flags(tab.with_speedups(timing))
     lossless = tab.typed_frame(tables.lossless, tab.LOSSLESS_SCHEMA)
     kineto = tab.typed_frame(tables.kineto, tab.KINETO_SCHEMA)
     write_csv(timing, out / "decode_timing.csv", tab.TIMING_SCHEMA)
@@ -322,6 +352,45 @@ def _measure(settings, device, dirs, sampler, tables: _Tables) -> None:
             eng.reset_memory(device)
 
 
+class _NoSampler:
+    """Stands in for the in-process NVML sampler when ``memory_interval_ms`` is 0: NVML is
+    then sampled by another process (``scripts/gpu_suite.sh`` runs ``nvidia-smi``), not by
+    a thread of the measured one."""
+
+    def __enter__(self) -> _NoSampler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def mark(self, phase: str) -> None:
+        """No samples, no phases."""
+
+    def frame(self) -> pd.DataFrame:
+        return memory_frame([])
+
+    def info(self) -> dict[str, object]:
+        return {
+            "source": "off",
+            "unavailable_reason": "in-process sampler off (--memory-interval-ms 0): NVML "
+            "sampled by another process (gpu_suite.sh: nvml-proof.csv)",
+            "interval_ms": 0.0,
+            "samples": 0,
+        }
+
+
+def _sampler(settings: ProofSettings):
+    if settings.memory_interval_ms <= 0:
+        return _NoSampler()
+    return MemorySampler(
+        os.getpid(),
+        variant="gpu_proof",
+        interval_ms=settings.memory_interval_ms,
+        phase="load",
+        warn_unavailable=False,
+    )
+
+
 def run_gpu_proof(settings: ProofSettings) -> dict[str, object]:
     """Measure everything (module docstring) and write it under ``settings.out``.
 
@@ -336,13 +405,7 @@ def run_gpu_proof(settings: ProofSettings) -> dict[str, object]:
     device = check_settings(settings)
     dirs = eng.model_dirs(settings.models)
     tables = _Tables([], [], [])
-    with MemorySampler(
-        os.getpid(),
-        variant="gpu_proof",
-        interval_ms=settings.memory_interval_ms,
-        phase="load",
-        warn_unavailable=False,
-    ) as sampler:
+    with _sampler(settings) as sampler:
         _measure(settings, device, dirs, sampler, tables)
         sampler.mark("done")
     out = settings.out

@@ -55,8 +55,16 @@ TIMING_SCHEMA: tuple[Column, ...] = (
     Column("full_batch_steps", "decode steps over all batch_size rows", False),
     Column("full_batch_decode_ns", "their summed wall time (ns)", False),
     Column("full_batch_tokens", "tokens they emitted over all rows", False),
-    Column("step_ms_mean", "mean wall time of a full-batch decode step (ms)", False),
+    Column("step_ms_mean", "mean time of a full-batch decode step (ms)", False),
     Column("step_ms_median", "median of the same (ms)", False),
+    Column("clock", "cuda_events (CUDA) or host_perf_counter (CPU): what timed a step"),
+    Column("repeats", "timed runs of the configuration (after its warm-up)", False),
+    Column(
+        "step_ms_low",
+        "interval: the smallest step_ms_mean over the repeats (ms)",
+        False,
+    ),
+    Column("step_ms_high", "interval: the largest (ms)", False),
     Column("tokens_per_step", "full_batch_tokens / full_batch_steps (all rows)", False),
     Column("output_tok_s", "full_batch_tokens / full_batch_decode_ns x 1e9", False),
     Column(
@@ -89,6 +97,18 @@ TIMING_SCHEMA: tuple[Column, ...] = (
         "torch.cuda.max_memory_reserved over build + run (CUDA only)",
         False,
     ),
+    Column(
+        "mode_peak_bytes",
+        "this configuration's own peak: max allocated - allocated at its reset "
+        "(after reset_peak_memory_stats) + param_bytes of its mode (CUDA only)",
+        False,
+    ),
+    Column(
+        "graphs_vs_eager",
+        "graphs rows: eager step_ms_mean / graphs step_ms_mean (< 1: graphs slower)",
+        False,
+    ),
+    Column("graphs_flag", "graphs rows slower than eager: flagged, with the reason"),
 )
 
 LOSSLESS_SCHEMA: tuple[Column, ...] = (
@@ -159,7 +179,7 @@ INT_COLUMNS = frozenset(
     | {"all_steps", "param_bytes", "kv_cache_bytes", "torch_max_allocated_bytes"}
     | {"torch_max_reserved_bytes", "requests", "exact", "ties", "mismatches"}
     | {"first_divergence_min_tokens", "steps_requested", "steps_run"}
-    | {"decode_step_ranges", "steps_analyzed"}
+    | {"decode_step_ranges", "steps_analyzed", "repeats", "mode_peak_bytes"}
 )
 
 
@@ -209,6 +229,61 @@ def timing_row(
         else math.nan,
         "first_iteration_ms": first_iteration_ns / 1e6,
     }
+
+
+def repeated_timing_row(runs: Sequence[dict[str, object]]) -> dict[str, object]:
+    """One row from the :func:`timing_row` of each repeat: the repeat whose
+    ``step_ms_mean`` is the median (the lower median for an even count), so every figure
+    of the row comes from one run and agrees with the others (tok/s = tokens / time), plus
+    the interval ``step_ms_low..step_ms_high`` (min..max of ``step_ms_mean`` over repeats).
+    """
+    ordered = sorted(runs, key=lambda r: _num(r["step_ms_mean"]))
+    means = [_num(r["step_ms_mean"]) for r in ordered]
+    return {
+        **ordered[(len(ordered) - 1) // 2],
+        "repeats": len(runs),
+        "step_ms_low": means[0],
+        "step_ms_high": means[-1],
+    }
+
+
+def _num(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+
+
+GRAPHS_NOISE = (
+    "graphs slower than eager within the repeats' intervals (noise, not a cost)"
+)
+GRAPHS_SLOWER = (
+    "graphs slower than eager beyond the repeats' intervals: the replay's copies into its "
+    "static inputs and the step's eager remainder (host work, Medusa heads, acceptance) "
+    "cost more than the launches the graph saves at this shape (see kineto.csv)"
+)
+
+
+def with_graph_flags(timing: pd.DataFrame) -> pd.DataFrame:
+    """``graphs_vs_eager`` and ``graphs_flag`` on every graphs row whose eager twin (same
+    mode, dtype, batch size) ran (pure; a copy). A graphs row slower than eager is flagged
+    as noise when the two repeat intervals overlap, else as a real cost."""
+    out = timing.copy()
+    out["graphs_vs_eager"] = math.nan
+    out["graphs_flag"] = ""
+    keys = ["mode", "dtype", "batch_size"]
+    eager = out[out["graphs"] == "eager"].set_index(keys)
+    for i, row in out[out["graphs"] == "graphs"].iterrows():
+        key = tuple(row[k] for k in keys)
+        if key not in eager.index:
+            continue
+        twin = eager.loc[key]
+        ratio = _num(twin["step_ms_mean"]) / _num(row["step_ms_mean"])
+        out.at[i, "graphs_vs_eager"] = ratio
+        if ratio < 1:
+            overlap = _num(row["step_ms_low"]) <= _num(twin["step_ms_high"])
+            out.at[i, "graphs_flag"] = GRAPHS_NOISE if overlap else GRAPHS_SLOWER
+    return out
 
 
 def with_speedups(timing: pd.DataFrame) -> pd.DataFrame:
@@ -320,35 +395,73 @@ def _fmt(value: object, spec: str) -> str:
 def render_table(
     timing: pd.DataFrame, lossless: pd.DataFrame, kineto: pd.DataFrame
 ) -> str:
-    """A plain-text table, one line per configuration: step time, tok/s, speedup,
-    lossless, and (where traced) launch overhead, launch calls, graph launches and GPU idle
-    per step."""
+    """Plain-text tables. First the unprofiled runs, one line per configuration: step time
+    (its statistic said in the title: the median repeat's mean full-batch step, with the
+    min..max over repeats), tok/s and speedup of that same run, lossless, graphs vs eager
+    with a flag. Then, apart, the profiled runs (torch.profiler attached, which inflates
+    steps): launch overhead, launch calls, graph launches, GPU idle and the step's wall
+    time under the profiler — only comparable with each other."""
     keys = [c.name for c in CONFIG_COLUMNS]
     merged = timing.merge(lossless[[*keys, "lossless"]], on=keys, how="left")
-    if len(kineto):
-        cols = ["launch_overhead_mean_ns", "launch_calls_per_step"]
-        cols += ["graph_launches_per_step", "gpu_idle_mean_ns"]
-        merged = merged.merge(kineto[[*keys, *cols]], on=keys, how="left")
-    head = (
-        f"{'mode':13}{'dtype':9}{'batch':>6} {'graphs':7}{'step ms':>9}{'tok/s':>10}"
-        f"{'speedup':>8} {'lossless':9}{'launch us':>10}{'calls':>7}{'graphs':>7}"
-        f"{'idle us':>9}"
+    clocks = sorted({str(c) for c in timing.get("clock", pd.Series()).dropna()})
+    title = (
+        "Unprofiled runs. step ms: mean full-batch decode step of the median repeat "
+        f"[min..max of the repeats' means]; tok/s and speedup from that run; clock: "
+        f"{', '.join(clocks) or 'n/a'}"
     )
-    lines = [head, "-" * len(head)]
+    head = (
+        f"{'mode':13}{'dtype':9}{'batch':>6} {'graphs':7}{'step ms':>9}{'interval':>19}"
+        f"{'tok/s':>10}{'speedup':>8} {'lossless':9}{'g/e':>6} flag"
+    )
+    lines = [title, head, "-" * len(head)]
+    flags: dict[str, int] = {}
     for r in merged.to_dict("records"):
         loss = r.get("lossless")
         lossless_text = "base" if r["mode"] == "baseline" else _fmt(loss, "")
         status = r["graphs_status"]
         graphs = status if status in (NA, "error") else r["graphs"]
-        us = r.get("launch_overhead_mean_ns")
-        idle = r.get("gpu_idle_mean_ns")
+        low, high = r.get("step_ms_low"), r.get("step_ms_high")
+        interval = f"[{_fmt(low, '.3f')}..{_fmt(high, '.3f')}]"
+        flag = r.get("graphs_flag") or ""
+        mark = ""
+        if flag:
+            mark = f"*{flags.setdefault(flag, len(flags) + 1)}"
         lines.append(
             f"{r['mode']:13}{r['dtype']:9}{r['batch_size']:>6} {graphs:7}"
-            f"{_fmt(r.get('step_ms_mean'), '.3f'):>9}{_fmt(r.get('output_tok_s'), ',.0f'):>10}"
+            f"{_fmt(r.get('step_ms_mean'), '.3f'):>9}{interval:>19}"
+            f"{_fmt(r.get('output_tok_s'), ',.0f'):>10}"
             f"{_fmt(r.get('speedup_vs_baseline'), '.2f'):>8} {lossless_text:9}"
+            f"{_fmt(r.get('graphs_vs_eager'), '.2f'):>6} {mark}"
+        )
+    lines += [f"  *{n}: {text}" for text, n in flags.items()]
+    if len(kineto):
+        lines += ["", *render_profiled(kineto)]
+    return "\n".join(lines)
+
+
+def render_profiled(kineto: pd.DataFrame) -> list[str]:
+    """The profiled runs' table (see :func:`render_table`)."""
+    head = (
+        f"{'mode':13}{'dtype':9}{'batch':>6} {'graphs':7}{'wall ms':>9}{'launch us':>10}"
+        f"{'calls':>7}{'graphs':>7}{'idle us':>9}"
+    )
+    lines = [
+        "Profiled runs (torch.profiler attached: steps are slower than unprofiled; "
+        "compare only within this table). Means per step.",
+        head,
+        "-" * len(head),
+    ]
+    for r in kineto.to_dict("records"):
+        us, idle, wall = (
+            r.get(k)
+            for k in ("launch_overhead_mean_ns", "gpu_idle_mean_ns", "wall_mean_ns")
+        )
+        lines.append(
+            f"{r['mode']:13}{r['dtype']:9}{r['batch_size']:>6} {r['graphs']:7}"
+            f"{_fmt(wall / 1e6 if isinstance(wall, float) else None, '.3f'):>9}"
             f"{_fmt(us / 1e3 if isinstance(us, float) else None, '.1f'):>10}"
             f"{_fmt(r.get('launch_calls_per_step'), '.1f'):>7}"
             f"{_fmt(r.get('graph_launches_per_step'), '.1f'):>7}"
             f"{_fmt(idle / 1e3 if isinstance(idle, float) else None, '.1f'):>9}"
         )
-    return "\n".join(lines)
+    return lines

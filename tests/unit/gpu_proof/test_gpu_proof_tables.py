@@ -1,5 +1,5 @@
-"""The GPU proof's pure pieces on hand-worked cases: timing rows, speedups, the tie margin
-and the lossless rule."""
+"""The GPU proof's pure pieces on hand-worked cases: timing rows, repeats and their interval,
+speedups, graphs-slower-than-eager flags, the tie margin and the lossless rule."""
 
 from __future__ import annotations
 
@@ -9,9 +9,13 @@ import pandas as pd
 import pytest
 
 from tests.gpu.proof.tables import (
+    GRAPHS_NOISE,
+    GRAPHS_SLOWER,
     compare_outputs,
+    repeated_timing_row,
     tie_margin,
     timing_row,
+    with_graph_flags,
     with_speedups,
 )
 
@@ -83,3 +87,52 @@ def test_lossless_rule_excuses_ties_only_in_low_precision():
     assert (fp32.ties, fp32.mismatches, fp32.lossless) == (0, 2, False)
     same = compare_outputs(reference, reference, "float32", gap_at)
     assert same.lossless and same.exact == 3 and same.min_gap_at_divergence is None
+
+
+def test_repeats_keep_the_median_run_whole_and_its_interval():
+    # three repeats of 12, 10 and 30 ms per step: the median run is the 12 ms one, and its
+    # tok/s (from the same run) stays with it; the interval is 10..30.
+    runs = [
+        {"step_ms_mean": 12.0, "output_tok_s": 1000 / 12},
+        {"step_ms_mean": 10.0, "output_tok_s": 100.0},
+        {"step_ms_mean": 30.0, "output_tok_s": 1000 / 30},
+    ]
+    row = repeated_timing_row(runs)
+    assert row["step_ms_mean"] == 12.0
+    assert row["output_tok_s"] == pytest.approx(1000 / 12)
+    assert (row["step_ms_low"], row["step_ms_high"], row["repeats"]) == (10.0, 30.0, 3)
+    # an even count takes the lower median
+    assert repeated_timing_row(runs[:2])["step_ms_mean"] == 10.0
+
+
+def test_graphs_slower_than_eager_are_flagged_noise_or_cost():
+    def row(mode, graphs, mean, low, high):
+        return {
+            "mode": mode,
+            "dtype": "bfloat16",
+            "batch_size": 8,
+            "graphs": graphs,
+            "step_ms_mean": mean,
+            "step_ms_low": low,
+            "step_ms_high": high,
+        }
+
+    frame = pd.DataFrame(
+        [
+            row("baseline", "eager", 4.0, 3.9, 4.1),
+            row("baseline", "graphs", 1.0, 0.9, 1.1),  # 4x faster: no flag
+            row("medusa", "eager", 5.0, 4.8, 5.4),
+            row("medusa", "graphs", 5.2, 5.1, 5.3),  # slower, intervals overlap: noise
+            row("eagle3", "eager", 5.0, 4.9, 5.1),
+            row(
+                "eagle3", "graphs", 6.0, 5.8, 6.2
+            ),  # slower beyond the intervals: a cost
+        ]
+    )
+    got = with_graph_flags(frame).set_index(["mode", "graphs"])
+    assert got.loc[("baseline", "graphs"), "graphs_vs_eager"] == pytest.approx(4.0)
+    assert got.loc[("baseline", "graphs"), "graphs_flag"] == ""
+    assert got.loc[("medusa", "graphs"), "graphs_flag"] == GRAPHS_NOISE
+    assert got.loc[("eagle3", "graphs"), "graphs_vs_eager"] == pytest.approx(5 / 6)
+    assert got.loc[("eagle3", "graphs"), "graphs_flag"] == GRAPHS_SLOWER
+    assert got.loc[("eagle3", "eager"), "graphs_flag"] == ""
