@@ -187,9 +187,14 @@ def _from_rounds(
         if schedule.sequential
         else ""
     )
+    instance = (
+        f", with a server-instance SD of {schedule.instance_sd:.1%}"
+        if schedule.instance_sd > 0
+        else ""
+    )
     basis = (
         f"{level} interval of the paired {info.label} ratio over {pr.rounds} "
-        f"{DESIGN_BASIS.get(design, design)}{looks}"
+        f"{DESIGN_BASIS.get(design, design)}{looks}{instance}"
     )
     return Margin(
         over,

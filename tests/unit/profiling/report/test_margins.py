@@ -260,3 +260,29 @@ def test_crossover_without_intervals_uses_the_point_margin_only():
     assert cross.low is None and cross.high is None
     assert cross.basis.startswith("no interval")
     assert cross.estimate == pytest.approx(2 ** (2 + 0.325 / (1.325 - 0.71)))
+
+
+def test_a_margin_with_the_instance_term_is_wider_and_says_so():
+    from trtbench.profiling.loadtest.stats.decisions import LookSchedule
+
+    plain = margin_of(
+        row("spec", "c4", 500.0),
+        row("base", "c4", 100.0),
+        TOK,
+        True,
+        rounds=rounds_frame(RATIOS),
+        design="interleaved",
+    )
+    with_term = margin_of(
+        row("spec", "c4", 500.0),
+        row("base", "c4", 100.0),
+        TOK,
+        True,
+        rounds=rounds_frame(RATIOS),
+        design="interleaved",
+        schedule=LookSchedule(instance_sd=0.05),
+    )
+    assert with_term.ratio == pytest.approx(plain.ratio)
+    assert with_term.low < plain.low and with_term.high > plain.high
+    assert "server-instance SD of 5.0%" in with_term.basis
+    assert "server-instance" not in plain.basis
