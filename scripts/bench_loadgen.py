@@ -150,13 +150,17 @@ async def bare_round(url: str, requests: int, concurrency: int, tokens: int) -> 
 
 
 class ListSink:
-    """Keeps the request records (a round is a few thousand requests at most)."""
+    """Keeps every record as it comes (a round is a few thousand requests at most)."""
 
     def __init__(self) -> None:
         self.requests: list = []
+        self.responses: list = []
+        self.outputs: list = []
 
     def add(self, request, responses, output=None) -> None:
         self.requests.append(request)
+        self.responses.append(responses)
+        self.outputs.append(output)
 
 
 def prompts_for(tokens: int) -> list[Prompt]:

@@ -113,19 +113,18 @@ def columns_of(parsed: Sequence[ParsedResponse]) -> ParsedColumns:
 
 
 class _Layout:
-    """Where one layout's outputs are, as one pass pairing each output with its contents
-    finds them (a name's last output wins): ids (position, datatype), text position, counts
-    and server times (position, name, datatype), in output order; ``needs``: how many
-    contents it reads."""
+    """Where one layout's outputs are (a name's last output wins): ids (position,
+    datatype), text position, and per count or server time name (position, datatype);
+    ``needs``: how many contents it reads."""
 
-    def __init__(self, outputs: list) -> None:
-        self.outputs = outputs
+    def __init__(self, outputs: Sequence) -> None:
+        self.outputs = list(outputs)
         self.ids: tuple[int, str] | None = None
         self.text: int | None = None
-        self.counts: list[tuple[int, str, str]] = []
-        self.times: list[tuple[int, str, str]] = []
+        self.counts: dict[str, tuple[int, str]] = {}
+        self.times: dict[str, tuple[int, str]] = {}
         self.needs = 0
-        for i, output in enumerate(outputs):
+        for i, output in enumerate(self.outputs):
             name = output.name
             kind = _KIND.get(name)
             if kind is None:
@@ -136,23 +135,28 @@ class _Layout:
             elif kind == _TEXT:
                 self.text = i
             elif kind == _COUNTS:
-                self.counts.append((i, name, output.datatype))
+                self.counts[name] = (i, output.datatype)
             else:
-                self.times.append((i, name, output.datatype))
+                self.times[name] = (i, output.datatype)
+
+    def first_count(self, names: tuple[str, ...]) -> tuple[str, int, str] | None:
+        """The first of ``names`` this layout has: (name, position, datatype)."""
+        for name in names:
+            if name in self.counts:
+                return (name, *self.counts[name])
+        return None
 
 
 @dataclass
-class _Contents:
-    """The contents collected for one figure: response index, raw bytes, datatype."""
+class _Run:
+    """Consecutive responses ``start:stop`` sharing a layout and a number of contents;
+    ``columns[i]``: output ``i``'s contents, one per response."""
 
-    at: list[int] = field(default_factory=list)
-    raw: list[bytes] = field(default_factory=list)
-    dtype: list[str] = field(default_factory=list)
-
-    def add(self, at: int, raw: bytes, dtype: str) -> None:
-        self.at.append(at)
-        self.raw.append(raw)
-        self.dtype.append(dtype)
+    layout: _Layout
+    start: int
+    stop: int = 0
+    raws: list = field(default_factory=list)
+    columns: list[tuple[bytes, ...]] = field(default_factory=list)
 
 
 def parse_columns(
@@ -161,8 +165,15 @@ def parse_columns(
 ) -> ParsedColumns:
     """A request's responses (Triton messages, lean or not, or already parsed) as columns.
 
+    Consecutive responses with the same outputs (compared as serialized descriptions for
+    lean messages) and as many contents form a run: a run's contents are transposed into
+    one tuple per output and each figure read from its tuple at once.
     ``text_with_ids`` false: texts are decoded only when no response has ids (the records
     use the text only then: ``files/responses.py``).
+
+    Raises:
+        ValueError, KeyError: an ``output_ids`` tensor whose size is no multiple of its
+            datatype's, or of a datatype not in ``DTYPES`` (as ``parse_response``).
     """
     if any(isinstance(r, ParsedResponse) for r in responses):
         return columns_of([parse_response(r) for r in responses])
@@ -176,99 +187,116 @@ def parse_columns(
         cumulative=[False] * n,
         usage_tokens=[None] * n,
     )
-    ids, text = _Contents(), _Contents()
-    ids_at, ids_raw, ids_dtype = ids.at, ids.raw, ids.dtype
-    counts: dict[str, _Contents] = {}
-    times: list[tuple[int, str, bytes, str]] = []
-    layouts: dict[tuple[bytes, ...], _Layout] = {}
-    previous, layout = None, None
-    for at, response in enumerate(responses):
-        final = response.parameters.get(FINAL_PARAM)
-        cols.finals[at] = final is not None and final.bool_param
-        outputs = response.outputs
-        if type(response) is not LeanInferResponse:
-            layout = _Layout(list(outputs))
-        elif layout is None or outputs != previous:
-            key = tuple(outputs)
-            layout = layouts.get(key) or layouts.setdefault(
-                key, _Layout([output_description(o) for o in key])
-            )
-            previous = outputs
-        raws = response.raw_output_contents
-        use = layout
-        if use.needs > len(raws):  # fewer contents than outputs: pair what there is
-            use = _Layout(use.outputs[: len(raws)])
-        if use.ids is not None:
-            ids_at.append(at)
-            ids_raw.append(raws[use.ids[0]])
-            ids_dtype.append(use.ids[1])
-        if use.text is not None and (text_with_ids or use.ids is None):
-            text.add(at, raws[use.text], "BYTES")
-        for i, name, dtype in use.counts:
-            got = counts.get(name)
-            if got is None:
-                got = counts[name] = _Contents()
-            got.add(at, raws[i], dtype)
-        for i, name, dtype in use.times:
-            times.append((at, name, raws[i], dtype))
-    _read_ids(cols, ids)
-    _read_counts(cols, counts)
-    _read_times(cols, times)
+    runs = _runs(responses, cols.finals)
+    _read_ids(cols, runs)
+    for run in runs:
+        _read_counts(cols, run)
+    _read_times(cols, runs)
     if text_with_ids or cols.ids is None:
-        for at, raw in zip(text.at, text.raw, strict=True):
-            cols.texts[at] = tensor_text(raw)
+        for run in runs:
+            if run.layout.text is not None:
+                texts = map(tensor_text, run.columns[run.layout.text])
+                cols.texts[run.start : run.stop] = texts
     return cols
 
 
-def _read_ids(cols: ParsedColumns, ids: _Contents) -> None:
-    """Every response's ids: one ``np.frombuffer`` when they share a datatype."""
-    if not ids.at:
-        return
-    if len(set(ids.dtype)) == 1:
-        dtype = np.dtype(DTYPES[ids.dtype[0]])
-        sizes = [len(raw) for raw in ids.raw]
-        if not any(size % dtype.itemsize for size in sizes):
-            cols.ids = np.frombuffer(b"".join(ids.raw), dtype=dtype)
-            for at, size in zip(ids.at, sizes, strict=True):
-                cols.id_counts[at] = size // dtype.itemsize
-            return
-    arrays = list(map(_array, ids.raw, ids.dtype))
-    for at, array in zip(ids.at, arrays, strict=True):  # mixed datatypes
-        cols.id_counts[at] = int(array.size)
-    cols.ids = np.concatenate(arrays)
+def _runs(responses: Sequence, finals: list[bool]) -> list[_Run]:
+    """The responses' runs (their final flags set in ``finals`` on the way): per response
+    only its flag is read and its outputs compared with the previous response's."""
+    runs: list[_Run] = []
+    layouts: dict[tuple, _Layout] = {}
+    run = previous = None
+    raws: list = []
+    lean = LeanInferResponse
+    for at, response in enumerate(responses):
+        final = response.parameters.get(FINAL_PARAM)
+        if final is not None and final.bool_param:
+            finals[at] = True
+        outputs, contents = response.outputs, response.raw_output_contents
+        if (
+            run is None
+            or type(response) is not lean
+            or outputs != previous
+            or len(contents) != len(raws[-1])
+        ):
+            run = _Run(_layout(response, layouts, len(contents)), at)
+            raws = run.raws
+            runs.append(run)
+            previous = outputs
+        raws.append(contents)
+    for run in runs:
+        run.stop = run.start + len(run.raws)
+        run.columns = list(zip(*map(tuple, run.raws), strict=True))
+        run.raws = []
+    return runs
 
 
-def _array(raw: bytes, dtype: str) -> np.ndarray:
-    return np.frombuffer(raw, dtype=DTYPES[dtype])
+def _layout(response, layouts: dict[tuple, _Layout], contents: int) -> _Layout:
+    """The layout of ``response``'s outputs, paired with its first ``contents`` contents
+    (fewer contents than outputs: the outputs without contents are not read)."""
+    outputs = response.outputs
+    if type(response) is LeanInferResponse:
+        key = (*outputs, contents)
+        layout = layouts.get(key)
+        if layout is None:
+            found = [output_description(o) for o in outputs[:contents]]
+            layout = layouts[key] = _Layout(found)
+        return layout
+    return _Layout(list(outputs)[:contents])
 
 
-def _read_counts(cols: ParsedColumns, counts: dict[str, _Contents]) -> None:
-    """Draft and accepted counts: in a response, a per-response count wins over a running
-    total (the first of ``DRAFT_OUTPUTS`` / ``ACCEPTED_OUTPUTS`` it has: written last)."""
-    for name in (*DRAFT_OUTPUTS[::-1], *ACCEPTED_OUTPUTS[::-1]):
-        got = counts.get(name)
-        if got is None:
+def _read_ids(cols: ParsedColumns, runs: list[_Run]) -> None:
+    """Every response's ids: one ``np.frombuffer`` per run (per response where a size is
+    no multiple of the datatype's, which raises as ``parse_response`` does)."""
+    chunks = []
+    for run in runs:
+        if run.layout.ids is None:
             continue
-        if set(got.dtype) == {"INT32"} and set(map(len, got.raw)) == {4}:
-            values = np.frombuffer(b"".join(got.raw), dtype="<i4").tolist()
-        else:
-            values = list(map(tensor_count, got.raw, got.dtype))
-        if name in DRAFT_OUTPUTS:
-            total = name.startswith("total_")
-            for at, value in zip(got.at, values, strict=True):
-                cols.drafts[at], cols.cumulative[at] = value, total
-        else:
-            for at, value in zip(got.at, values, strict=True):
-                cols.accepted[at] = value
+        i, name = run.layout.ids
+        raws, dtype = run.columns[i], np.dtype(DTYPES[name])
+        sizes = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
+        if (sizes % dtype.itemsize).any():
+            bad = int(np.flatnonzero(sizes % dtype.itemsize)[0])
+            np.frombuffer(
+                raws[bad], dtype=dtype
+            )  # raises ValueError, as parse_response
+        chunks.append(np.frombuffer(b"".join(raws), dtype=dtype))
+        cols.id_counts[run.start : run.stop] = (sizes // dtype.itemsize).tolist()
+    if chunks:
+        cols.ids = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
 
 
-def _read_times(cols: ParsedColumns, times: list[tuple[int, str, bytes, str]]) -> None:
-    """The first positive value of each server time (a response's last output of a name
-    wins within it)."""
-    per_response: dict[tuple[int, str], int | None] = {}
-    for at, name, raw, dtype in times:
-        value = tensor_count(raw, dtype)
-        per_response[(at, _TIME_OF[name])] = value if value and value > 0 else None
-    for (_, field_name), value in sorted(per_response.items()):
-        if value is not None and getattr(cols, field_name) is None:
-            setattr(cols, field_name, value)
+def _count_values(raws: tuple[bytes, ...], dtype: str) -> list[int | None]:
+    """:func:`tensor_count` of each; one numpy call where all are one INT32."""
+    if dtype == "INT32" and set(map(len, raws)) == {4}:
+        return np.frombuffer(b"".join(raws), dtype="<i4").tolist()
+    return [tensor_count(raw, dtype) for raw in raws]
+
+
+def _read_counts(cols: ParsedColumns, run: _Run) -> None:
+    """A run's draft and accepted counts: the first of ``DRAFT_OUTPUTS`` /
+    ``ACCEPTED_OUTPUTS`` a response has (a per-response count wins over a running total)."""
+    span = slice(run.start, run.stop)
+    draft = run.layout.first_count(DRAFT_OUTPUTS)
+    if draft is not None:
+        name, i, dtype = draft
+        cols.drafts[span] = _count_values(run.columns[i], dtype)
+        cols.cumulative[span] = [name.startswith("total_")] * (run.stop - run.start)
+    accepted = run.layout.first_count(ACCEPTED_OUTPUTS)
+    if accepted is not None:
+        _, i, dtype = accepted
+        cols.accepted[span] = _count_values(run.columns[i], dtype)
+
+
+def _read_times(cols: ParsedColumns, runs: list[_Run]) -> None:
+    """Each server time: its first positive value, in response order."""
+    for name, field_name in _TIME_OF.items():
+        for run in runs:
+            where = run.layout.times.get(name)
+            if where is None:
+                continue
+            values = (tensor_count(raw, where[1]) for raw in run.columns[where[0]])
+            value = next((v for v in values if v is not None and v > 0), None)
+            if value is not None:
+                setattr(cols, field_name, value)
+                break

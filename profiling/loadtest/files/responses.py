@@ -17,6 +17,7 @@ the client's clock (``client_timing.server_ns_to_client``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trtbench.core.errors import LoadTestError
@@ -36,6 +37,7 @@ from trtbench.profiling.loadtest.clients.response_columns import (
 )
 from trtbench.profiling.loadtest.files.outputs import output_record
 from trtbench.profiling.loadtest.records.client_timing import server_ns_to_client
+from trtbench.profiling.loadtest.records.response_rows import ResponseRows
 from trtbench.profiling.loadtest.stats.metrics import remove_echo, strip_prompt_echo
 from trtbench.profiling.loadtest.workload.prompts import Prompt, TextTokenizer
 from trtbench.profiling.loadtest.workload.schedule import Tier
@@ -126,30 +128,35 @@ def _drop_prefix(chunks: list[str], chars: int) -> list[str]:
     return out
 
 
-def _spec_counts(parsed: ParsedColumns) -> list[tuple[int | None, int | None]]:
-    """Per-response (draft, accepted) counts; running totals turned into deltas.
+def _spec_counts(
+    parsed: ParsedColumns,
+) -> tuple[list[int | None], list[int | None]]:
+    """Per-response draft and accepted counts (two columns); running totals turned into
+    deltas.
 
     Where a stream carries per-response counts, running totals (also sent on a final
     response) are ignored so nothing is counted twice.
     """
-    rows = zip(parsed.drafts, parsed.accepted, parsed.cumulative, strict=True)
     if not any(parsed.cumulative):  # per-response counts only: as they are
-        return list(zip(parsed.drafts, parsed.accepted, strict=True))
+        return list(parsed.drafts), list(parsed.accepted)
     per_response = any(
         not total and draft is not None
         for draft, total in zip(parsed.drafts, parsed.cumulative, strict=True)
     )
-    out: list[tuple[int | None, int | None]] = []
+    drafts: list[int | None] = []
+    accepted: list[int | None] = []
     last = (0, 0)
-    for draft, accepted, total in rows:
+    rows = zip(parsed.drafts, parsed.accepted, parsed.cumulative, strict=True)
+    for draft, taken, total in rows:
         if total and per_response:
-            out.append((None, None))
-        elif total and draft is not None and accepted is not None:
-            out.append((draft - last[0], accepted - last[1]))
-            last = (draft, accepted)
-        else:
-            out.append((draft, accepted))
-    return out
+            draft = taken = None
+        elif total and draft is not None and taken is not None:
+            totals = (draft, taken)
+            draft, taken = draft - last[0], taken - last[1]
+            last = totals
+        drafts.append(draft)
+        accepted.append(taken)
+    return drafts, accepted
 
 
 def exchange_to_records(
@@ -160,7 +167,7 @@ def exchange_to_records(
     echo_possible: bool = False,
     clock_offset_ns: int | None = None,
     cumulative_text: bool = False,
-) -> tuple[RequestRecord, list[ResponseRecord]]:
+) -> tuple[RequestRecord, Sequence[ResponseRecord]]:
     """:func:`exchange_to_all_records` without the output record."""
     record, responses, _ = exchange_to_all_records(
         exchange,
@@ -182,7 +189,7 @@ def exchange_to_all_records(
     echo_possible: bool = False,
     clock_offset_ns: int | None = None,
     cumulative_text: bool = False,
-) -> tuple[RequestRecord, list[ResponseRecord], OutputRecord | None]:
+) -> tuple[RequestRecord, ResponseRows, OutputRecord | None]:
     """Turn one request's responses into records (pure apart from re-tokenizing).
 
     The third item is what the request generated, for the lossless gate
@@ -217,20 +224,18 @@ def exchange_to_all_records(
         else ([], 0, "")
     )
     times = [t for t, _ in exchange.responses]
-    spec = _spec_counts(parsed)
+    drafts_each, accepted_each = _spec_counts(parsed)
     v, tier, rid = slot.variant, slot.tier, slot.request_id
     label = tier.label  # a property: once, not per response
-    rows = zip(times, counts, parsed.finals, spec, strict=True)
-    responses = [
-        ResponseRecord(v, label, rid, i, t, n, final, d, a)
-        for i, (t, n, final, (d, a)) in enumerate(rows)
-    ]
+    responses = ResponseRows(
+        v, label, rid, times, counts, parsed.finals, drafts_each, accepted_each
+    )
     with_tokens = [i for i, n in enumerate(counts) if n > 0]
     error = exchange.error
     if error is None and not with_tokens:
         error = f"no output tokens in {len(parsed)} responses"
-    drafts = [s[0] for s in spec if s[0] is not None]
-    accepted = [s[1] for s in spec if s[1] is not None]
+    drafts = [d for d in drafts_each if d is not None]
+    accepted = [a for a in accepted_each if a is not None]
     named = parsed.named
     record = RequestRecord(
         variant=v,

@@ -102,6 +102,16 @@ ODD = [  # layouts changing mid-stream, totals, times, BYTES counts, unknown out
     ),
     message([("draft_tokens_accepted", [1, 2], "INT32")], final=True),
 ]
+RUNS = [  # one layout throughout, but a response short of contents, and times in two runs
+    message([("output_ids", [1], "INT32"), ("arrival_time_ns", [0], "INT64")]),
+    message(
+        [("output_ids", [2], "INT32"), ("arrival_time_ns", [4_000], "INT64")],
+        drop_raw=1,  # its time has no contents: not read
+    ),
+    message([("output_ids", [3], "INT32"), ("arrival_time_ns", [5_000], "INT64")]),
+    message([("output_ids", [4], "INT32"), ("arrival_time_ns", [6_000], "INT64")]),
+    message([], final=True),
+]
 TEXT_ONLY = [
     message([("text_output", "Hi th", "BYTES")]),
     message([("text_output", "ére", "BYTES")], final=True),
@@ -129,7 +139,9 @@ def same_columns(a, b) -> None:
 
 
 @pytest.mark.parametrize(
-    "stream", [SCRIPTED, ODD, TEXT_ONLY], ids=["scripted", "odd", "text"]
+    "stream",
+    [SCRIPTED, ODD, RUNS, TEXT_ONLY],
+    ids=["scripted", "odd", "runs", "text"],
 )
 @pytest.mark.parametrize("form", ["tritonclient", "lean"])
 def test_columns_equal_one_parse_per_response(stream, form) -> None:
@@ -158,7 +170,9 @@ def test_text_is_left_out_when_ids_carry_the_tokens() -> None:
     assert text.texts == ["Hi th", "ére"] and text.ids is None
 
 
-@pytest.mark.parametrize("stream", [SCRIPTED, ODD], ids=["scripted", "odd"])
+@pytest.mark.parametrize(
+    "stream", [SCRIPTED, ODD, RUNS], ids=["scripted", "odd", "runs"]
+)
 def test_records_from_lean_messages_equal_the_tritonclient_ones(stream) -> None:
     prompt = Prompt("t", "def f(): return 1", 8, 5, "words", input_ids=(100, 101))
     slot = RequestSlot("v", Tier(concurrency=2), 3, 1_000)
@@ -171,6 +185,8 @@ def test_records_from_lean_messages_equal_the_tritonclient_ones(stream) -> None:
 
     want, got = records(stream), records([lean(m) for m in stream])
     assert got == want
+    # each response parsed alone (the definition), then made into records
+    assert records([parse_response(m) for m in stream]) == want
     if stream is SCRIPTED:
         request, responses, output = got
         # ids 100..104 with the prompt's (100, 101) echoed first: 2 echoed, 3 tokens
@@ -181,3 +197,23 @@ def test_records_from_lean_messages_equal_the_tritonclient_ones(stream) -> None:
             0 + 1 + 2 + 0 + 1,
         )
         assert output.output_token_ids == "102 103 104"
+
+
+def test_a_run_of_one_layout_is_cut_where_contents_fall_short() -> None:
+    cols = parse_columns([lean(m) for m in RUNS])
+    assert cols.ids.tolist() == [1, 2, 3, 4]
+    assert cols.id_counts == [1, 1, 1, 1, None]
+    # 0 is unset; the second response's time has no contents: the third's is the first
+    assert cols.server_arrival_ns == 5_000
+
+
+@pytest.mark.parametrize("form", ["tritonclient", "lean"])
+def test_ids_of_a_size_no_datatype_divides_are_refused_as_one_parse_does(form) -> None:
+    bad = message([("output_ids", [1], "INT32")])
+    bad.raw_output_contents[0] = b"\x01\x00\x00"  # 3 bytes of INT32
+    stream = [message([("output_ids", [7], "INT32")]), bad]
+    messages = stream if form == "tritonclient" else [lean(m) for m in stream]
+    with pytest.raises(ValueError):
+        parse_response(messages[1])
+    with pytest.raises(ValueError):
+        parse_columns(messages)
