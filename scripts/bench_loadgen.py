@@ -29,6 +29,7 @@ CPU per response at most 1.10 times the bare loop's at every concurrency.
 
     .venv/bin/python scripts/bench_loadgen.py [--concurrency 8,256] [--tokens 128]
         [--responses 16384] [--rounds 3]
+    .venv/bin/python scripts/bench_loadgen.py --records   # records' CPU alone, no server
 """
 
 from __future__ import annotations
@@ -47,12 +48,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import tritonclient.grpc.aio as grpcaio
-from tritonclient.grpc import InferInput
+from tritonclient.grpc import InferInput, service_pb2
 
 from trtbench.profiling.loadtest.clients.grpc_client import probe_model
+from trtbench.profiling.loadtest.clients.lean_stream import LeanStreamResponse
+from trtbench.profiling.loadtest.clients.response_parse import Exchange
 from trtbench.profiling.loadtest.clients.target import LoadSettings, LoadTarget
 from trtbench.profiling.loadtest.driver.runner import run_load
 from trtbench.profiling.loadtest.driver.workers import run_workers
+from trtbench.profiling.loadtest.files.responses import (
+    RequestSlot,
+    exchange_to_all_records,
+)
 from trtbench.profiling.loadtest.records.record_sink import RecordFiles
 from trtbench.profiling.loadtest.workload.prompts import Prompt
 from trtbench.profiling.loadtest.workload.schedule import Tier
@@ -244,6 +251,45 @@ def _tier_cpu(result, whole: float) -> float:
 CLIENTS = ("trtbench w1", "bare aio", "trtbench w2")
 
 
+def records_cost(tokens: int, repeats: int = 7, number: int = 200) -> None:
+    """CPU µs per response of making one request's records from ``tokens`` lean responses
+    shaped as the scripted model's (text, one id, two INT32 counts; the last one final),
+    best of ``repeats`` (no server: the part of the client's cost trtbench adds)."""
+    messages = []
+    for i in range(tokens):
+        msg = service_pb2.ModelInferResponse(model_name=MODEL, id="r")
+        text = f"t{i} ".encode()
+        for name, dtype, raw in (
+            ("text_output", "BYTES", len(text).to_bytes(4, "little") + text),
+            ("output_ids", "INT32", np.int32(100 + i).tobytes()),
+            ("draft_tokens_proposed", "INT32", np.int32(4).tobytes()),
+            ("draft_tokens_accepted", "INT32", np.int32(i % 3).tobytes()),
+        ):
+            msg.outputs.add(name=name, datatype=dtype, shape=[1, 1])
+            msg.raw_output_contents.append(raw)
+        msg.parameters["triton_final_response"].bool_param = i == tokens - 1
+        wire = service_pb2.ModelStreamInferResponse(infer_response=msg)
+        messages.append(LeanStreamResponse.FromString(wire.SerializeToString()))
+    exchange = Exchange(
+        0, tokens, [(i, m.infer_response) for i, m in enumerate(messages)]
+    )
+    prompt, slot = (
+        prompts_for(tokens)[0],
+        RequestSlot("bench", Tier(concurrency=8), 0, 0),
+    )
+    best = float("inf")
+    for _ in range(repeats):
+        cpu = time.process_time()
+        for _ in range(number):
+            exchange_to_all_records(exchange, prompt, slot)
+        best = min(best, time.process_time() - cpu)
+    print(
+        f"records of a {tokens}-response request: {best / number / tokens * 1e6:.2f} us "
+        f"of CPU per response (best of {repeats} x {number}; load average "
+        f"{os.getloadavg()[0]:.1f})"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", default="8,256")
@@ -255,7 +301,15 @@ def main() -> int:
         help="responses per round (at least 2 requests per slot)",
     )
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--records",
+        action="store_true",
+        help="only the CPU of making a request's records (no server)",
+    )
     args = parser.parse_args()
+    if args.records:
+        records_cost(args.tokens)
+        return 0
     levels = [int(c) for c in args.concurrency.split(",")]
     rows: dict[tuple[int, str], list[dict]] = {}
     load = [os.getloadavg()[0]]
