@@ -12,7 +12,8 @@ writer ``scripts/bench_kineto_vs_hta.py`` used): 100 kernels per ``ProfilerStep#
 
 - ``trtbench analyze kineto TRACE --jobs J`` (the streamed reader; the CLI as users run it);
 - with ``--whole-file``: the whole-file reader (``KinetoTrace(path).analyze()`` and the three
-  tables written), as ``analyze kineto`` ran before issue 48;
+  tables written), as ``analyze kineto`` ran before issue 48 (up to ``--whole-file-max``
+  kernels: it needs about 4 GB per million), and whether the CLI's tables have its bytes;
 - with HTA installed (``--hta-python``, see ``scripts/bench_kineto_vs_hta.py``): HTA's
   ``TraceAnalysis`` + ``get_cuda_kernel_launch_stats``, stopped when its RSS passes
   ``--hta-limit-gib``;
@@ -171,6 +172,27 @@ def report(label: str, kernels: int, got: dict, targets: bool) -> None:
     )
 
 
+TABLES = ("kernel_launches.csv", "launch_summary.csv", "steps.csv")
+
+
+def same_tables(streamed: Path, whole: Path) -> str:
+    """``yes`` when each of :data:`TABLES` the CLI wrote under ``streamed`` (in the rank's
+    folder) has the bytes of the whole-file reader's in ``whole``; else what differs."""
+    differ = []
+    for name in TABLES:
+        found = sorted(streamed.rglob(name))
+        want = whole / name
+        if len(found) != 1 or not want.is_file():
+            differ.append(f"{name} missing ({len(found)} streamed)")
+        elif found[0].read_bytes() != want.read_bytes():
+            differ.append(f"{name} differs")
+    return (
+        "yes (byte for byte: " + ", ".join(TABLES) + ")"
+        if not differ
+        else "NO: " + "; ".join(differ)
+    )
+
+
 def scale(args: argparse.Namespace) -> None:
     """Write each size's trace, run the readers on it, print their figures."""
     work = Path(tempfile.mkdtemp(prefix="bench_kineto_", dir=args.workdir))
@@ -197,7 +219,7 @@ def scale(args: argparse.Namespace) -> None:
             ]
             cli += ["--out", str(out), "--jobs", str(args.jobs)]
             report(f"trtbench --jobs {args.jobs}", kernels, run_child(cli), True)
-            if args.whole_file:
+            if args.whole_file and kernels <= args.whole_file_max:
                 cmd = [
                     sys.executable,
                     "-c",
@@ -206,6 +228,9 @@ def scale(args: argparse.Namespace) -> None:
                     str(work / "whole"),
                 ]
                 report("trtbench whole-file reader", kernels, run_child(cmd), False)
+                print(
+                    f"  tables identical to the whole-file reader's: {same_tables(out, work / 'whole')}"
+                )
             if args.hta_python.exists():
                 folder = work / "hta"
                 folder.mkdir(exist_ok=True)
@@ -271,6 +296,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--plain", action="store_true", help=".json, not .json.gz")
     parser.add_argument("--whole-file", action="store_true")
+    parser.add_argument(
+        "--whole-file-max",
+        type=int,
+        default=1_000_000,
+        help="largest trace the whole-file reader is run on (about 4 GB per M kernels)",
+    )
     parser.add_argument(
         "--hta-python", type=Path, default=ROOT / ".venv-hta" / "bin" / "python"
     )

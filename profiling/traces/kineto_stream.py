@@ -31,6 +31,7 @@ event while it runs, in ``work_dir``.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import time
@@ -149,6 +150,8 @@ class _Collected:
         self.base_time_ns = int_or_none(stream.members.get("baseTimeNanoseconds")) or 0
         self.calls = {c: _joined(v, np.int64) for c, v in calls.items()}
         self.calls["name"] = self.calls["name"].astype(np.int32)
+        del calls
+        trim_heap()
         self.ranges = {"s_name": names} | {
             c: masked(_joined(v, np.int64)) for c, v in ranges.items()
         }
@@ -181,6 +184,20 @@ class _Collected:
         for row, key in self.call_keys:
             self.calls["corr"][row] = corr(key)
         return {row: corr(key) for row, key in self.gpu_keys}
+
+
+def trim_heap() -> bool:
+    """Give the free pages of glibc's heap back to the OS (``malloc_trim(0)``,
+    https://man7.org/linux/man-pages/man3/malloc_trim.3.html); returns whether it could.
+
+    The calls arrive as one small array per chunk and column, served from the heap (below
+    the mmap threshold), then are joined into one array each: the freed pieces stay resident
+    as holes in the heap unless trimmed. Elsewhere than glibc this does nothing.
+    """
+    try:
+        return bool(ctypes.CDLL(None).malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
 
 
 def _hashable(key: tuple) -> bool:

@@ -285,7 +285,9 @@ async def stream_request(
     request: service_pb2.ModelInferRequest,
     timeout_s: float,
 ) -> Exchange:
-    """Send on ``ModelStreamInfer``; collect responses until the final flag."""
+    """Send on ``ModelStreamInfer``; collect responses until the final flag (``stub`` may
+    be :func:`~trtbench.profiling.loadtest.clients.lean_stream.lean_stub`'s: responses in
+    their lean form, parsed when the request ends)."""
     responses: list[tuple[int, service_pb2.ModelInferResponse]] = []
     now = time.perf_counter_ns
     sent = now()
@@ -296,8 +298,10 @@ async def stream_request(
             if msg.error_message:
                 call.cancel()  # stop whatever the server still does for it
                 return Exchange(sent, t, responses, msg.error_message)
-            responses.append((t, msg.infer_response))
-            if msg.infer_response.parameters[FINAL_PARAM].bool_param:
+            response = msg.infer_response
+            responses.append((t, response))
+            final = response.parameters.get(FINAL_PARAM)
+            if final is not None and final.bool_param:
                 return Exchange(sent, t, responses)
     except grpc.aio.AioRpcError as exc:
         return Exchange(sent, now(), responses, _rpc_error(exc, timeout_s))

@@ -115,12 +115,15 @@ class Watcher:
         self._task = asyncio.ensure_future(self._loop())
 
     async def stop(self) -> None:
-        """Stop watching and wait for the task to end."""
-        for task in (self._task, self._pending):
-            if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        """Stop watching; a check in flight is let finish (each check has its deadline):
+        a gRPC call cancelled here would end in gRPC's poller after the event loop has
+        closed (``RuntimeError: Event loop is closed``)."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._pending is not None and not self._pending.done():
+            await self._pending  # _check_once turns a failed check into an answer
         self._task = self._pending = None
 
 

@@ -1,9 +1,9 @@
 """One Triton response → the parts the load-test metrics need (pure, on the hot path).
 
 The output names trtbench reads (TensorRT-LLM's names where they exist), the datatypes it
-decodes, :func:`parse_response`, which runs on the load generator's event loop for every
-response, and :class:`Exchange`, one request's responses (Triton's or OpenAI's, already parsed).
-The request side is ``grpc_client.py`` / ``openai_client.py``.
+decodes, :func:`parse_response` (one response; a request's at once:
+``response_columns.py``), and :class:`Exchange`, one request's responses (Triton's or
+OpenAI's, already parsed). The request side is ``grpc_client.py`` / ``openai_client.py``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 from tritonclient.grpc import service_pb2
+
+from trtbench.profiling.loadtest.clients.lean_stream import (
+    LeanInferResponse,
+    output_description,
+)
 
 TEXT_OUTPUT = "text_output"
 IDS_OUTPUT = "output_ids"
@@ -73,8 +78,9 @@ class ParsedResponse:
 class Exchange:
     """What came back for one request: (receive ns, response) pairs, in order.
 
-    A response is a Triton ``ModelInferResponse`` (parsed later, off the receive path) or
-    an already parsed :class:`ParsedResponse` (OpenAI SSE chunks, ``openai_client.py``).
+    A response is a Triton ``ModelInferResponse`` (parsed later, off the receive path; the
+    streamed ones in their lean form, ``lean_stream.py``) or an already parsed
+    :class:`ParsedResponse` (OpenAI SSE chunks, ``openai_client.py``).
     """
 
     sent_ns: int
@@ -92,12 +98,19 @@ def _deserialize_bytes(raw: bytes) -> list[bytes]:
     return out
 
 
+def tensor_text(raw: bytes) -> str:
+    """A BYTES tensor's elements joined and decoded (UTF-8, bad bytes replaced)."""
+    if len(raw) >= 4 and int.from_bytes(raw[:4], "little") == len(raw) - 4:
+        return raw[4:].decode(errors="replace")  # one element: no loop
+    return b"".join(_deserialize_bytes(raw)).decode(errors="replace")
+
+
 _SCALAR = {"INT32": "<i", "INT64": "<q", "UINT64": "<Q"}
 _COUNT_NAMES = frozenset(DRAFT_OUTPUTS + ACCEPTED_OUTPUTS)
 _TIME_NAMES = (ARRIVAL_OUTPUT, SCHEDULED_OUTPUT, FIRST_TOKEN_OUTPUT)
 
 
-def _count(raw: bytes, dtype: str) -> int | None:
+def tensor_count(raw: bytes, dtype: str) -> int | None:
     """The sum of an integer count tensor (one element in practice: no numpy for that).
 
     A BYTES tensor of decimal strings counts too: TensorRT-LLM's llmapi ``model.py``
@@ -124,28 +137,30 @@ def parse_response(
 ) -> ParsedResponse:
     """Token ids, text, final flag and speculative counts of one response (pure).
 
-    An empty final response has no outputs: ids and text are None. It runs on the load
-    generator's event loop for every response, so it makes one pass over the outputs and
-    reads scalar counts without numpy (~10 µs a response). An already parsed response
-    (OpenAI) comes back as it is.
+    An empty final response has no outputs: ids and text are None. An already parsed
+    response (OpenAI) comes back as it is. The load generator parses a whole request's
+    responses at once, into columns (:func:`~trtbench.profiling.loadtest.clients.
+    response_columns.parse_columns`, the same values, several times faster); this is the
+    definition it is tested against.
     """
     if isinstance(response, ParsedResponse):
         return response
     ids = text = None
     counts: dict[str, int | None] = {}
     times: dict[str, int | None] = {}
-    for output, raw in zip(
-        response.outputs, response.raw_output_contents, strict=False
-    ):
+    outputs = response.outputs
+    if type(response) is LeanInferResponse:  # outputs: serialized descriptions
+        outputs = [output_description(o) for o in outputs]
+    for output, raw in zip(outputs, response.raw_output_contents, strict=False):
         name = output.name
         if name == IDS_OUTPUT:
             ids = np.frombuffer(raw, dtype=DTYPES[output.datatype])
         elif name == TEXT_OUTPUT:
-            text = b"".join(_deserialize_bytes(raw)).decode(errors="replace")
+            text = tensor_text(raw)
         elif name in _COUNT_NAMES:
-            counts[name] = _count(raw, output.datatype)
+            counts[name] = tensor_count(raw, output.datatype)
         elif name in _TIME_NAMES:
-            times[name] = _count(raw, output.datatype)
+            times[name] = tensor_count(raw, output.datatype)
     draft = accepted = None
     cumulative = False
     for name in DRAFT_OUTPUTS:

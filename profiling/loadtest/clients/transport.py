@@ -19,6 +19,7 @@ from tritonclient.grpc import service_pb2_grpc
 from trtbench.core.errors import LoadTestError
 from trtbench.profiling.loadtest.clients.grpc_client import ENDPOINTS, build_request
 from trtbench.profiling.loadtest.clients.health import Health, grpc_ready_check
+from trtbench.profiling.loadtest.clients.lean_stream import lean_stub
 from trtbench.profiling.loadtest.clients.openai_client import OpenAITransport
 from trtbench.profiling.loadtest.clients.response_parse import (  # noqa: F401 (re-exported)
     UNAVAILABLE,
@@ -58,6 +59,9 @@ class Transport(Protocol):
         ...
 
 
+CLOSE_GRACE_S = 1.0
+
+
 class GrpcTransport:
     """Triton gRPC: a ``grpc.aio`` channel, requests built by ``grpc_client.build_request``
     and sent by ``ENDPOINTS[target.endpoint]``."""
@@ -74,11 +78,14 @@ class GrpcTransport:
 
     async def open(self) -> None:
         self.channel = grpc.aio.insecure_channel(self.target.url)
-        self.stub = service_pb2_grpc.GRPCInferenceServiceStub(self.channel)
+        self.stub = lean_stub(self.channel)  # streamed outputs parsed once per layout
 
     async def close(self) -> None:
+        """Close the channel once its calls have ended (a stream whose final response came
+        ends at once; at most :data:`CLOSE_GRACE_S`): a call cancelled by the close ends in
+        gRPC's poller after the event loop has closed (``Event loop is closed``)."""
         if self.channel is not None:
-            await self.channel.close()
+            await self.channel.close(grace=CLOSE_GRACE_S)
         self.channel = self.stub = None
 
     async def send(self, prompt: Prompt, request_id: str, timeout_s: float) -> Exchange:

@@ -115,7 +115,7 @@ class TierRunner:
 
     def records_of(
         self, slot: RequestSlot, exchange: Exchange
-    ) -> tuple[RequestRecord, list[ResponseRecord], OutputRecord | None]:
+    ) -> tuple[RequestRecord, Sequence[ResponseRecord], OutputRecord | None]:
         """The records of one request's exchange (the output: None when it failed;
         llmapi models send the text so far on each response)."""
         how = (self.echo_possible, self.clock_offset_ns, self.target.interface.llmapi)
@@ -132,9 +132,11 @@ class TierRunner:
         """Send one request; hand its records to the sink as soon as it ends
         (``on_end(end_ns)`` first: a capped open loop's slot is free from then).
 
-        Making the records (parsing each response) runs on the event loop, between
-        awaits: :func:`~trtbench.profiling.loadtest.clients.grpc_client.parse_response` is kept
-        cheap because that time delays the receive stamps of other requests in flight.
+        Making the records (parsing the responses) runs on the event loop, between
+        awaits: it is kept cheap (a request's responses parsed at once into columns,
+        :func:`~trtbench.profiling.loadtest.clients.response_columns.parse_columns`; its
+        response records kept as columns, ``records.response_rows``) because that time
+        delays the receive stamps of other requests in flight.
 
         Returns:
             The request's error (None: it succeeded).

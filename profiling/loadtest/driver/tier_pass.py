@@ -124,6 +124,7 @@ async def run_pass(
     runner.lag.pop_stats()  # this pass's loop lag only (others may have run in between)
     if runner.progress is not None:
         runner.progress.tier_started(variant, tier, runner.settings.requests_per_tier)
+    cpu = time.process_time()
     try:
         if tier.concurrency is not None:
             await runner.closed_loop(variant, tier)
@@ -131,6 +132,7 @@ async def run_pass(
             pass_seed = seed + one_pass.index + runner.repeat * n_tiers
             await runner.open_loop(variant, tier, pass_seed)
     finally:
+        runner.current.client_cpu_s = time.process_time() - cpu
         if runner.watcher is not None:
             await runner.watcher.verify()  # never settle a tier on a dead server
         after = await transport.spec_counters()

@@ -29,7 +29,11 @@ from trtbench.core.records import (
     OutputRecord,
     RequestRecord,
 )
-from trtbench.profiling.loadtest.clients.grpc_client import ParsedResponse
+from trtbench.profiling.loadtest.clients.response_columns import (
+    ParsedColumns,
+    columns_of,
+)
+from trtbench.profiling.loadtest.clients.response_parse import ParsedResponse
 from trtbench.profiling.loadtest.files.schemas import record_kinds
 from trtbench.profiling.loadtest.stats.metrics import strip_prompt_echo
 from trtbench.profiling.loadtest.workload.prompts import Prompt
@@ -82,24 +86,27 @@ def text_digest(text: str) -> str:
 
 
 def output_record(
-    parsed: Sequence[ParsedResponse],
+    parsed: ParsedColumns | Sequence[ParsedResponse],
     prompt: Prompt,
     record: RequestRecord,
     echo_possible: bool,
 ) -> OutputRecord | None:
     """The output of one request (None: it failed or carried neither ids nor text).
 
-    ``record`` is the request's record (its ``echoed_tokens`` says how many leading ids
-    were the prompt echoed back); ``echo_possible`` as in
+    ``parsed``: its responses (columns, :func:`~trtbench.profiling.loadtest.clients.
+    response_columns.parse_columns`, or one parsed response each); ``record`` is the
+    request's record (its ``echoed_tokens`` says how many leading ids were the prompt
+    echoed back); ``echo_possible`` as in
     :func:`~trtbench.profiling.loadtest.files.responses.exchange_to_records` (text: a leading
     copy of the prompt text is removed).
     """
     if record.error is not None:
         return None
-    chunks = [p.ids for p in parsed if p.ids is not None]
+    if not isinstance(parsed, ParsedColumns):
+        parsed = columns_of(parsed)
     head = (record.variant, record.tier, record.repeat, record.request_index)
-    if chunks:
-        ids = np.concatenate(chunks).astype(np.int64)[record.echoed_tokens :]
+    if parsed.ids is not None:
+        ids = parsed.ids.astype(np.int64)[record.echoed_tokens :]
         return OutputRecord(
             *head,
             request_id=record.request_id,
@@ -108,9 +115,9 @@ def output_record(
             output_digest=ids_digest(ids),
             output_token_ids=" ".join(map(str, ids.tolist())),
         )
-    if all(p.text is None for p in parsed):
+    if all(t is None for t in parsed.texts):
         return None
-    text = "".join(p.text or "" for p in parsed)
+    text = "".join(t or "" for t in parsed.texts)
     if echo_possible:
         text = text[strip_prompt_echo(text, prompt.text) :]
     return OutputRecord(

@@ -18,7 +18,7 @@ the client's clock (``client_timing.server_ns_to_client``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from trtbench.core.errors import LoadTestError
 from trtbench.core.records import (
@@ -30,12 +30,14 @@ from trtbench.core.records import (
 )
 from trtbench.profiling.loadtest.clients.grpc_client import Exchange
 from trtbench.profiling.loadtest.clients.llmapi_tensors import text_deltas
-from trtbench.profiling.loadtest.clients.response_parse import (
-    ParsedResponse,
-    parse_response,
+from trtbench.profiling.loadtest.clients.response_columns import (
+    SERVER_TIMES,
+    ParsedColumns,
+    parse_columns,
 )
 from trtbench.profiling.loadtest.files.outputs import output_record
 from trtbench.profiling.loadtest.records.client_timing import server_ns_to_client
+from trtbench.profiling.loadtest.records.response_rows import ResponseRows
 from trtbench.profiling.loadtest.stats.metrics import remove_echo, strip_prompt_echo
 from trtbench.profiling.loadtest.workload.prompts import Prompt, TextTokenizer
 from trtbench.profiling.loadtest.workload.schedule import Tier
@@ -63,32 +65,32 @@ class RequestSlot:
 
 
 def _token_counts(
-    parsed: Sequence[ParsedResponse],
+    parsed: ParsedColumns,
     prompt: Prompt,
     tokenizer: TextTokenizer | None,
     echo: bool,
 ) -> tuple[list[int], int, str]:
     """Per-response output tokens, echoed prompt tokens and the count's source."""
-    if any(p.ids is not None for p in parsed):
-        counts = [0 if p.ids is None else int(p.ids.size) for p in parsed]
+    if parsed.ids is not None:
+        counts = [0 if n is None else n for n in parsed.id_counts]
         echoed = 0
         if echo and prompt.input_ids:
-            joined = [int(t) for p in parsed if p.ids is not None for t in p.ids]
+            joined = parsed.ids.tolist()
             echoed = strip_prompt_echo(joined, list(prompt.input_ids))
         return remove_echo(counts, echoed), echoed, TOKEN_SOURCE_IDS
-    if all(p.text is None for p in parsed):
+    if all(t is None for t in parsed.texts):
         return [0] * len(parsed), 0, ""
     if tokenizer is None:
         raise LoadTestError(
             "the model returns text_output without output_ids; pass --tokenizer DIR so "
             "the text can be re-tokenized"
         )
-    chunks = [p.text or "" for p in parsed]
+    chunks = [t or "" for t in parsed.texts]
     echo_chars = strip_prompt_echo("".join(chunks), prompt.text) if echo else 0
     chunks = _drop_prefix(chunks, echo_chars)
     echoed = prompt.input_tokens if echo_chars else 0
     counts = tokenizer.tokens_per_chunk(chunks)
-    usage = [p.usage_tokens for p in parsed if p.usage_tokens is not None]
+    usage = [u for u in parsed.usage_tokens if u is not None]
     if usage:  # the server's total wins; re-tokenizing only splits it over the chunks
         counts = fit_total(counts, usage[-1])
     return counts, echoed, TOKEN_SOURCE_RETOKENIZED
@@ -126,30 +128,35 @@ def _drop_prefix(chunks: list[str], chars: int) -> list[str]:
     return out
 
 
-def _spec_counts(parsed: Sequence[ParsedResponse]) -> list[tuple[int | None, ...]]:
-    """Per-response (draft, accepted) counts; running totals turned into deltas.
+def _spec_counts(
+    parsed: ParsedColumns,
+) -> tuple[list[int | None], list[int | None]]:
+    """Per-response draft and accepted counts (two columns); running totals turned into
+    deltas.
 
     Where a stream carries per-response counts, running totals (also sent on a final
     response) are ignored so nothing is counted twice.
     """
+    if not any(parsed.cumulative):  # per-response counts only: as they are
+        return list(parsed.drafts), list(parsed.accepted)
     per_response = any(
-        not p.cumulative_counts and p.draft_tokens is not None for p in parsed
+        not total and draft is not None
+        for draft, total in zip(parsed.drafts, parsed.cumulative, strict=True)
     )
-    out: list[tuple[int | None, ...]] = []
+    drafts: list[int | None] = []
+    accepted: list[int | None] = []
     last = (0, 0)
-    for p in parsed:
-        pair = (p.draft_tokens, p.accepted_draft_tokens)
-        if p.cumulative_counts and per_response:
-            out.append((None, None))
-        elif p.cumulative_counts and None not in pair:
-            out.append((pair[0] - last[0], pair[1] - last[1]))
-            last = pair  # type: ignore[assignment]
-        else:
-            out.append(pair)
-    return out
-
-
-_SERVER_TIMES = ("server_arrival_ns", "server_scheduled_ns", "server_first_token_ns")
+    rows = zip(parsed.drafts, parsed.accepted, parsed.cumulative, strict=True)
+    for draft, taken, total in rows:
+        if total and per_response:
+            draft = taken = None
+        elif total and draft is not None and taken is not None:
+            totals = (draft, taken)
+            draft, taken = draft - last[0], taken - last[1]
+            last = totals
+        drafts.append(draft)
+        accepted.append(taken)
+    return drafts, accepted
 
 
 def exchange_to_records(
@@ -160,7 +167,7 @@ def exchange_to_records(
     echo_possible: bool = False,
     clock_offset_ns: int | None = None,
     cumulative_text: bool = False,
-) -> tuple[RequestRecord, list[ResponseRecord]]:
+) -> tuple[RequestRecord, Sequence[ResponseRecord]]:
     """:func:`exchange_to_all_records` without the output record."""
     record, responses, _ = exchange_to_all_records(
         exchange,
@@ -182,7 +189,7 @@ def exchange_to_all_records(
     echo_possible: bool = False,
     clock_offset_ns: int | None = None,
     cumulative_text: bool = False,
-) -> tuple[RequestRecord, list[ResponseRecord], OutputRecord | None]:
+) -> tuple[RequestRecord, ResponseRows, OutputRecord | None]:
     """Turn one request's responses into records (pure apart from re-tokenizing).
 
     The third item is what the request generated, for the lossless gate
@@ -204,41 +211,35 @@ def exchange_to_all_records(
     ``cumulative_text``: each response's ``text_output`` is all the text so far (Triton's
     llmapi model); only its new part counts for that response.
     """
-    parsed = [parse_response(r) for _, r in exchange.responses]
+    parsed = parse_columns([r for _, r in exchange.responses], text_with_ids=False)
     if cumulative_text:
-        new = text_deltas([p.text for p in parsed])
-        parsed = [replace(p, text=t) for p, t in zip(parsed, new, strict=True)]
+        parsed.texts = text_deltas(parsed.texts)
     arrival, scheduled, first = (
-        server_ns_to_client(
-            next((getattr(p, name) for p in parsed if getattr(p, name)), None),
-            clock_offset_ns,
-            exchange.sent_ns,
-        )
-        for name in _SERVER_TIMES
+        server_ns_to_client(getattr(parsed, name), clock_offset_ns, exchange.sent_ns)
+        for name in SERVER_TIMES
     )
     counts, echoed, source = (
         _token_counts(parsed, prompt, tokenizer, echo_possible)
-        if parsed
+        if len(parsed)
         else ([], 0, "")
     )
     times = [t for t, _ in exchange.responses]
-    spec = _spec_counts(parsed)
+    drafts_each, accepted_each = _spec_counts(parsed)
     v, tier, rid = slot.variant, slot.tier, slot.request_id
-    rows = zip(times, counts, parsed, spec, strict=True)
-    responses = [
-        ResponseRecord(v, tier.label, rid, i, t, n, p.final, d, a)
-        for i, (t, n, p, (d, a)) in enumerate(rows)
-    ]
+    label = tier.label  # a property: once, not per response
+    responses = ResponseRows(
+        v, label, rid, times, counts, parsed.finals, drafts_each, accepted_each
+    )
     with_tokens = [i for i, n in enumerate(counts) if n > 0]
     error = exchange.error
     if error is None and not with_tokens:
         error = f"no output tokens in {len(parsed)} responses"
-    drafts = [s[0] for s in spec if s[0] is not None]
-    accepted = [s[1] for s in spec if s[1] is not None]
-    named = next((p for p in parsed if p.counts_source), None)
+    drafts = [d for d in drafts_each if d is not None]
+    accepted = [a for a in accepted_each if a is not None]
+    named = parsed.named
     record = RequestRecord(
         variant=v,
-        tier=tier.label,
+        tier=label,
         concurrency=tier.concurrency,
         request_rate_per_s=tier.request_rate_per_s,
         request_id=rid,

@@ -41,6 +41,11 @@ class TierOutcome:
         spec_counts: per pass, the server's speculative counters' delta over the pass
             (:mod:`~trtbench.profiling.loadtest.clients.server_counts`); None for a pass that lost a
             scrape; empty when the server exports none.
+        client_cpu_s: CPU seconds (user + system, every thread) the client process spent
+            sending and receiving the tier's requests and making their records, from its
+            first send to its last end (summed over passes and client processes; process
+            start-up, warmup and the server's counter reads not included); None when not
+            measured.
     """
 
     tier: str
@@ -51,6 +56,7 @@ class TierOutcome:
     reason: str = ""
     loop_lag: LagStats | None = None
     spec_counts: tuple[SpecCounters | None, ...] = ()
+    client_cpu_s: float | None = None
 
     def line(self) -> str:
         """``N requests, F failed[, U unfinished], <status>[ (<reason>)]`` (for the log)."""
@@ -82,6 +88,12 @@ class LoadResult:
     @property
     def request_count(self) -> int:
         return sum(t.requests for t in self.tiers)
+
+
+def cpu_sum(*seconds: float | None) -> float | None:
+    """The sum of the measured ``client_cpu_s`` values (None when none is)."""
+    present = [s for s in seconds if s is not None]
+    return sum(present) if present else None
 
 
 def settle_tier(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from trtbench.core.records import OutputRecord, RequestRecord, ResponseRecord
+from trtbench.profiling.loadtest.records.response_rows import ResponseRows
 
 DEFAULT_CHUNK_ROWS = 2048
 
@@ -62,7 +63,7 @@ class _CsvAppender:
         if new:
             self.writer.writerow(self.names)
             self.file.flush()
-        self.rows: list[list[Any]] = []
+        self.rows: list[Sequence[Any]] = []
 
     def add(self, record: Any) -> None:
         self.rows.append([_cell(getattr(record, n)) for n in self.names])
@@ -114,8 +115,11 @@ class CsvRecordSink:
     ) -> None:
         assert self._requests is not None and self._responses is not None
         self._requests.add(request)
-        for response in responses:
-            self._responses.add(response)
+        if isinstance(responses, ResponseRows):  # its rows, no record made
+            self._responses.rows.extend(responses.cells())
+        else:
+            for response in responses:
+                self._responses.add(response)
         if output is not None and self._outputs is not None:
             self._outputs.add(output)
         self.request_rows += 1

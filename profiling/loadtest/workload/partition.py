@@ -37,6 +37,7 @@ from trtbench.profiling.loadtest.records.loop_lag import worst_lag
 from trtbench.profiling.loadtest.records.outcome import (
     LoadResult,
     TierOutcome,
+    cpu_sum,
     settle_tier,
 )
 
@@ -113,8 +114,8 @@ def merge_results(
 ) -> LoadResult:
     """One :class:`LoadResult` from the workers' results (tier passes matched by position).
 
-    Per tier pass: ``requests``, ``failed`` and ``unfinished`` are summed (the event-loop
-    lag is the worst worker's), then the status
+    Per tier pass: ``requests``, ``failed``, ``unfinished`` and ``client_cpu_s`` are summed
+    (the event-loop lag is the worst worker's), then the status
     is settled on the sums (:func:`~trtbench.profiling.loadtest.records.outcome.settle_tier`) with
     the first stop signal and server failure of any worker or of the parent: a stop
     anywhere makes the pass ``interrupted``, a dead server ``partial``/``failed``. A worker
@@ -156,5 +157,6 @@ def merge_results(
             summed, stop if stopped else None, failure if broken else None
         )
         lag = worst_lag(*(t.loop_lag for _, t in parts))
-        merged.tiers.append(replace(settled, loop_lag=lag))
+        cpu = cpu_sum(*(t.client_cpu_s for _, t in parts))
+        merged.tiers.append(replace(settled, loop_lag=lag, client_cpu_s=cpu))
     return merged

@@ -37,6 +37,7 @@ from trtbench.profiling.loadtest.records.outcome import (
     TIER_PARTIAL,
     LoadResult,
     TierOutcome,
+    cpu_sum,
 )
 from trtbench.profiling.loadtest.workload.schedule import Tier
 
@@ -94,7 +95,7 @@ def merge_passes(outcomes: Sequence[TierOutcome]) -> list[TierOutcome]:
     """One outcome per tier label (first-seen order) from the outcomes of its passes.
 
     The status is the worst pass's (:data:`SEVERITY`) with that pass's reason; requests,
-    failed and unfinished add up; the event-loop lag is the worst pass's; the server's
+    failed, unfinished and client CPU add up; the event-loop lag is the worst pass's; the server's
     speculative counts of the passes are kept side by side (``spec_counts``).
     """
     merged: dict[str, TierOutcome] = {}
@@ -111,6 +112,7 @@ def merge_passes(outcomes: Sequence[TierOutcome]) -> list[TierOutcome]:
             unfinished=old.unfinished + o.unfinished,
             loop_lag=worst_lag(old.loop_lag, o.loop_lag),
             spec_counts=old.spec_counts + o.spec_counts,
+            client_cpu_s=cpu_sum(old.client_cpu_s, o.client_cpu_s),
         )
     return list(merged.values())
 

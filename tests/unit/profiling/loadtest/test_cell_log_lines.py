@@ -11,6 +11,7 @@ import contextlib
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterator
 
 from tests.support.sse_server import serving, streaming
@@ -89,7 +90,8 @@ def test_each_pass_leaves_one_line_with_its_figures(caplog):
             RequestOptions(),
             API_CHAT,
         )
-        run_load(
+        cpu = time.process_time()
+        result = run_load(
             target,
             [Prompt("t", "Hello", 5, 3, "words")],
             [Tier(concurrency=1), Tier(concurrency=2)],
@@ -98,6 +100,10 @@ def test_each_pass_leaves_one_line_with_its_figures(caplog):
             sink=sink,
             health=lambda: Health(),
         )
+        cpu = time.process_time() - cpu
+    # each tier's client CPU (its two passes) is a part of the process's over the run
+    tier_cpu = [t.client_cpu_s for t in result.tiers]
+    assert len(tier_cpu) == 2 and all(s > 0 for s in tier_cpu) and sum(tier_cpu) <= cpu
     lines = [r.getMessage() for r in caplog.records if r.name.endswith("tier_pass")]
     assert len(lines) == 4  # 2 tiers × 2 rounds: one line each
     seen = set()

@@ -98,3 +98,27 @@ def test_a_check_that_raises_is_a_sick_answer_not_a_crash():
 
     asyncio.run(main())
     assert got == ["health check failed (RuntimeError: boom)"]
+
+
+def test_stop_lets_a_check_in_flight_finish():
+    # a gRPC check cancelled at the stop would end in gRPC's poller after the loop closed
+    ended: list[str] = []
+
+    async def slow() -> h.Health:
+        try:
+            await asyncio.sleep(0.2)
+        except asyncio.CancelledError:
+            ended.append("cancelled")
+            raise
+        ended.append("answered")
+        return h.Health()
+
+    async def main() -> None:
+        watcher = h.Watcher(slow, lambda reason: None)
+        verify = asyncio.ensure_future(watcher.verify())  # a check now in flight
+        await asyncio.sleep(0)
+        await watcher.stop()
+        assert ended == ["answered"]
+        verify.cancel()
+
+    asyncio.run(main())

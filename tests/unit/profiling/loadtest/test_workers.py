@@ -254,3 +254,20 @@ def test_merged_workers_and_passes_keep_the_worst_event_loop_lag():
         [TierOutcome("c2", loop_lag=busy), TierOutcome("c2", loop_lag=calm)]
     )
     assert passes[0].loop_lag.p99_ms == 7.5 and passes[0].loop_lag.samples == 150
+
+
+def test_client_cpu_adds_up_over_client_processes_and_passes():
+    from trtbench.profiling.loadtest.records.outcome import LoadResult, TierOutcome
+    from trtbench.profiling.loadtest.workload.partition import merge_results
+    from trtbench.profiling.loadtest.workload.repeats import merge_passes
+
+    a = LoadResult(tiers=[TierOutcome("c2", requests=4, client_cpu_s=1.25)])
+    b = LoadResult(tiers=[TierOutcome("c2", requests=3, client_cpu_s=0.5)])
+    assert merge_results([a, b]).tiers[0].client_cpu_s == 1.75
+    unmeasured = LoadResult(tiers=[TierOutcome("c2", requests=3)])
+    assert merge_results([unmeasured]).tiers[0].client_cpu_s is None
+    assert merge_results([a, unmeasured]).tiers[0].client_cpu_s == 1.25
+    passes = merge_passes(
+        [TierOutcome("c2", client_cpu_s=2.0), TierOutcome("c2", client_cpu_s=0.25)]
+    )
+    assert passes[0].client_cpu_s == 2.25
