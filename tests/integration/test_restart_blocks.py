@@ -48,7 +48,10 @@ def restarted_run(tiny_models, tmp_path_factory):
     out = root / "out"
     stdout = io.StringIO()
     try:
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(io.StringIO()):
+        with (
+            contextlib.redirect_stdout(stdout),
+            contextlib.redirect_stderr(io.StringIO()),
+        ):
             main(["run", str(write_spec(root, spec)), "--out", str(out)])
         code = 0
     except SystemExit as exc:
@@ -73,7 +76,9 @@ def test_records_of_both_blocks_are_kept(restarted_run):
         mine = req[req["variant"] == name]
         assert sorted(mine["repeat"].unique()) == [0, 1]
     rounds = pd.read_csv(out / "loadtest" / "rounds.csv")
-    assert sorted(rounds.groupby(["variant", "tier"])["round"].nunique().unique()) == [2]
+    assert sorted(rounds.groupby(["variant", "tier"])["round"].nunique().unique()) == [
+        2
+    ]
 
 
 def test_run_json_records_the_instance_term_and_the_starts(restarted_run):

@@ -31,7 +31,7 @@ def test_rows_are_the_records_built_by_hand() -> None:
     got = rows()
     assert len(got) == 3
     assert list(got) == BY_HAND
-    assert got == BY_HAND and BY_HAND == got
+    assert got == BY_HAND and BY_HAND == got  # noqa: SIM300 (both operand orders)
     assert (got[0], got[-1], got[1:]) == (BY_HAND[0], BY_HAND[2], BY_HAND[1:])
     assert got != BY_HAND[:2] and got != [*BY_HAND[:2], BY_HAND[0]]
     assert [r.tokens for r in got] == [2, 0, 1]
