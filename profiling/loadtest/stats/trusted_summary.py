@@ -194,7 +194,7 @@ def summarize_trusted(
         )
     summary = in_tier_order(summarize(req, resp, slos, baseline, statuses))
     passes = per_pass(req, resp, baseline, statuses, summary)
-    summary = repeat_stats(summary, passes, level_at, instance)
+    summary = repeat_stats(summary, passes, level_at, instance, baseline)
     summary = pd.concat([summary, n_ok_flags(summary)], axis=1)
     summary["measurement_window"] = window_label(warmup_s)
     sources = token_sources(req)

@@ -210,6 +210,7 @@ def repeat_stats(
     per_pass: pd.DataFrame,
     level_at: Callable[[int], float] | None = None,
     instance: tuple[float, Callable[[int], int]] | None = None,
+    baseline: str | None = None,
 ) -> pd.DataFrame:
     """Add ``repeats_count``, the mean and interval of each :data:`REPEATED` column, and
     ``repeat_ci_note`` to ``summary`` (one row per variant × tier).
@@ -225,7 +226,8 @@ def repeat_stats(
         instance: (τ, round → server instance) of the run (``LookSchedule.instance_sd``,
             ``instance_of``): the speedup intervals (a ratio between two variants' servers)
             then carry the instance term (:func:`instance_interval`, over the passes'
-            ``repeat`` = round). None or τ = 0: none.
+            ``repeat`` = round). None or τ = 0: none. The ``baseline`` row's speedups
+            (the baseline over itself, one server: exactly 1) never carry it.
 
     ``repeats_count`` counts the passes with at least one measured request. Speedup
     intervals are given for complete tiers only (the pass speedups are NaN otherwise).
@@ -249,7 +251,8 @@ def repeat_stats(
             k = int(np.sum(~np.isnan(v) & (v > 0)))
             level = CONFIDENCE if level_at is None else max(CONFIDENCE, level_at(k))
             mean, low, high, _ = log_t_interval(v, min(level, CONFIDENCE_CAP))
-            if instance and instance[0] > 0 and name in SPEEDUPS and k >= 2:
+            between = row["variant"] != baseline  # the baseline over itself: no term
+            if instance and instance[0] > 0 and name in SPEEDUPS and k >= 2 and between:
                 ok = ~np.isnan(v) & (v > 0)
                 blocks = np.array([instance[1](int(r)) for r in measured["repeat"]])
                 m, lo, hi = instance_interval(

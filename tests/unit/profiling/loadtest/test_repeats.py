@@ -403,3 +403,23 @@ def test_speedup_intervals_carry_the_instance_term_and_single_figures_do_not():
     plain = repeat_stats(summary, passes).iloc[0]
     col = "output_token_throughput_tokens_per_s_ci95_low"
     assert row[col] == plain[col]
+
+
+def test_the_baseline_over_itself_carries_no_instance_term():
+    from trtbench.profiling.loadtest.workload.repeats import repeat_stats
+
+    summary = pd.DataFrame(
+        {"variant": ["base"], "tier": ["c1"], "tier_status": ["complete"]}
+    )
+    passes = pd.DataFrame(
+        {
+            "variant": ["base"] * 3,
+            "tier": ["c1"] * 3,
+            "repeat": [0, 1, 2],
+            "request_count": [8, 8, 8],
+            "tpot_speedup_ratio": [1.0, 1.0, 1.0],
+        }
+    )
+    row = repeat_stats(summary, passes, None, (0.05, lambda r: 0), "base").iloc[0]
+    assert row["tpot_speedup_ratio_ci95_low"] == pytest.approx(1.0)
+    assert row["tpot_speedup_ratio_ci95_high"] == pytest.approx(1.0)
