@@ -243,6 +243,10 @@ class TritonServer(ManagedProcess):
 
     def _waiting_for(self) -> str | None:
         urls = self._ready_urls()
+        if "--allow-metrics=false" not in self.config.extra_args:
+            # Triton opens its metrics port after HTTP and gRPC: a scraper started at
+            # "ready" found it refusing connections.
+            urls["metrics"] = self.metrics_url
         waiting = [name for name, url in urls.items() if http_get(url, 2.0)[0]]
         return ", ".join(waiting) or None
 
