@@ -225,14 +225,15 @@ def check_variant(
     deploy = deploy if deploy is not None else load_deploy_spec(rd)
     repo = rd.model_repo(variant)
     files = render_variant(rd, variant, deploy)
-    if changed := changed_model_files(read_manifest(rd.engine_dir(variant))):
+    manifest = read_manifest(rd.engine_dir(variant))
+    if changed := changed_model_files(manifest):
         raise DeployError(
             f"variant {variant}: {len(changed)} model file(s) changed since the build "
             f"(first: {changed[0]}); the engine no longer matches its model: rebuild with "
             f"`trtbench build SPEC --out {rd.root}`"
         )
     ensure_valid(validate_files(files), f"{repo} (as rendered)")
-    _ensure_model_dirs(rd, variant, files)
+    _ensure_model_dirs(rd, variant, files, manifest)
     if repo.exists():
         ensure_valid(validate_repository(repo), str(repo))
     meta = RepoMetadata.model_validate_json(files[METADATA_NAME])
@@ -254,8 +255,14 @@ def gone_model_dirs(manifest: BuildManifest, files: Mapping[str, str]) -> list[s
     ]
 
 
-def _ensure_model_dirs(rd: RunDir, variant: str, files: Mapping[str, str]) -> None:
-    if gone := gone_model_dirs(read_manifest(rd.engine_dir(variant)), files):
+def _ensure_model_dirs(
+    rd: RunDir,
+    variant: str,
+    files: Mapping[str, str],
+    manifest: BuildManifest | None = None,
+) -> None:
+    manifest = manifest or read_manifest(rd.engine_dir(variant))
+    if gone := gone_model_dirs(manifest, files):
         raise DeployError(
             f"variant {variant}: its {gone[0]} is gone and the repository loads it when "
             f"the server starts; put it back, or rebuild with `trtbench build SPEC --out "
