@@ -4,6 +4,7 @@ one core the whole time, and with a burner started halfway through the run (a dr
 
 Usage: .venv/bin/python scripts/aa_check.py [--rounds 18] [--block 3] [--out runs/aa]
        [--designs interleaved,sequential] [--conditions idle,burner,halfway] [--race N]
+       [--spec YOUR_SPEC.yaml --twins NAME[,NAME]]
 
 ``--race N`` reads the run's rounds in blocks of N, each replayed as a race of
 ``loadtest.rounds: auto`` with budget N (``race_readings``): per tier and pair, the class
@@ -23,6 +24,14 @@ the demo. The printed rate is the share of twin comparisons called significant (
 two-sided), with its 95 % Clopper-Pearson interval; "power" is the share of blocks where
 ``medusa-slow`` is significantly slower than ``medusa-a`` (a 9 % loss).
 
+``--spec`` builds the A/A spec from a user's own bench spec instead (its models, backends,
+servers, traffic and settings): each variant named by ``--twins`` (default: the spec's first
+two) runs as twins ``NAME-a`` / ``NAME-b``, and where the first one runs on the reference
+engine behind Triton a third copy ``NAME-slow`` with ``handicap: 0.1`` measures the power (no
+other stack can slow a variant by a known amount, so elsewhere only twins are measured);
+``--tiers`` and ``--requests`` replace the spec's when given. This is how a team measures the
+instance spread ``loadtest.instance_sd`` of its own stack (docs/aa_check.md).
+
 Prints one row per design and condition, and writes ``OUT/aa_results.md``. Figures measured
 while building trtbench are in docs/aa_check.md.
 """
@@ -37,6 +46,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,18 +54,37 @@ import pandas as pd
 import yaml
 from scipy import stats
 
+from trtbench.core.stacks import REFERENCE, TRITON
 from trtbench.profiling.loadtest.stats.decisions import (
     LookSchedule,
     decide_pair,
     recorded_schedule,
 )
 from trtbench.profiling.report.paired import paired_ratio
+from trtbench.spec.bench import PATH_KEYS, load_spec, resolve_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 TWINS = (("base-a", "base-b"), ("medusa-a", "medusa-b"))
 TREE = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]
 COLUMN = "output_tokens_per_s"
 DONE = re.compile(r"tier_pass: .* \(round \d+\): ")
+HANDICAP = 0.1
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """The comparisons an A/A run reads: twin pairs (identical variants) and the power
+    pair (a variant over its ``handicap`` copy; None: no slowed copy)."""
+
+    twins: tuple[tuple[str, str], ...]
+    slow: tuple[str, str] | None
+
+    def all(self) -> list[tuple[str, str]]:
+        """Twin pairs, then the power pair."""
+        return [*self.twins, *([self.slow] if self.slow else [])]
+
+
+TINY = Pairs(TWINS, ("medusa-a", "medusa-slow"))
 
 
 def spec_text(
@@ -107,6 +136,68 @@ def spec_text(
     )
 
 
+def twin_spec(
+    path: Path,
+    names: list[str],
+    design: str,
+    rounds: int,
+    tiers: list[int] | None,
+    requests: int | None,
+    restart_every: int | None = None,
+    instance_sd: float | None = None,
+) -> tuple[str, Pairs]:
+    """The A/A spec built from the user's spec at ``path`` (module docstring) as YAML, and
+    the pairs to read: ``names`` twinned (None or empty: the first two variants), a
+    ``handicap`` copy of the first where the reference engine behind Triton runs it; the
+    loadtest's design, rounds (fixed), tiers and requests per cell replaced.
+
+    Raises:
+        SystemExit: the spec does not load (trtbench's one-line message) or names no such
+            variant.
+    """
+    try:
+        spec = load_spec(path)
+    except Exception as exc:  # ConfigError: its one line
+        raise SystemExit(f"--spec {path}: {exc}") from None
+    data = resolve_paths(
+        yaml.safe_load(path.read_text()), path.resolve().parent, PATH_KEYS
+    )
+    raws = {raw.get("name"): raw for raw in data["variants"]}
+    given = {v.name: (v, raws[v.name]) for v in spec.variants if v.name in raws}
+    names = names or list(given)[:2]
+    unknown = [n for n in names if n not in given]
+    if unknown:
+        raise SystemExit(
+            f"--twins: {', '.join(unknown)} not a variant of {path}; "
+            f"pick from {', '.join(given)}"
+        )
+    variants, twins = [], []
+    for name in names:
+        raw = given[name][1]
+        variants += [{**raw, "name": f"{name}-a"}, {**raw, "name": f"{name}-b"}]
+        twins.append((f"{name}-a", f"{name}-b"))
+    first, raw = given[names[0]]
+    slow = None
+    if spec.backend_of(first) == REFERENCE and first.server == TRITON:
+        variants.append({**raw, "name": f"{names[0]}-slow", "handicap": HANDICAP})
+        slow = (f"{names[0]}-a", f"{names[0]}-slow")
+    loadtest = {
+        k: v for k, v in (data.get("loadtest") or {}).items() if k not in ("repeats",)
+    }
+    loadtest.pop("budget", None)
+    loadtest |= {"design": design, "rounds": rounds}
+    if tiers:
+        loadtest["concurrency"] = tiers
+    if requests:
+        loadtest["requests_per_tier"] = requests
+    if restart_every:
+        loadtest["restart_every"] = restart_every
+    if instance_sd is not None:
+        loadtest["instance_sd"] = instance_sd
+    out = {**data, "name": f"aa-{design}", "variants": variants, "loadtest": loadtest}
+    return yaml.safe_dump(out, sort_keys=False), Pairs(tuple(twins), slow)
+
+
 def burner() -> subprocess.Popen:
     """A busy loop on one core (the house's standard noise)."""
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -150,23 +241,25 @@ def run_one(spec: Path, out: Path, condition: str, cells: int) -> float:
     return time.monotonic() - start
 
 
-def block_readings(rounds: pd.DataFrame, block: int) -> pd.DataFrame:
-    """One row per block × tier × comparison: its ratio, interval and verdict."""
+def block_readings(
+    rounds: pd.DataFrame, block: int, pairs: Pairs = TINY
+) -> pd.DataFrame:
+    """One row per block × tier × comparison (``pairs``): its ratio, interval and
+    verdict."""
     rows = []
     rounds = rounds.assign(block=rounds["round"] // block)
     for b, part in rounds.groupby("block"):
         if part["round"].nunique() < block:
             continue  # a last, short block
         for tier in sorted(part["tier"].unique()):
-            pairs = [*TWINS, ("medusa-a", "medusa-slow")]
-            for a, c in pairs:
+            for a, c in pairs.all():
                 pr = paired_ratio(part, a, c, tier, COLUMN)
                 rows.append(
                     {
                         "block": b,
                         "tier": tier,
                         "pair": f"{a}/{c}",
-                        "twin": (a, c) in TWINS,
+                        "twin": (a, c) in pairs.twins,
                         "ratio": pr.ratio,
                         "significant": bool(
                             pr.low is not None and (pr.low > 1 or pr.high < 1)
@@ -178,9 +271,10 @@ def block_readings(rounds: pd.DataFrame, block: int) -> pd.DataFrame:
 
 
 def race_readings(
-    rounds: pd.DataFrame, budget: int, schedule: LookSchedule
+    rounds: pd.DataFrame, budget: int, schedule: LookSchedule, pairs: Pairs = TINY
 ) -> pd.DataFrame:
-    """One row per block of ``budget`` rounds × tier × comparison, each block replayed as a
+    """One row per block of ``budget`` rounds × tier × comparison (``pairs``), each block
+    replayed as a
     race of ``rounds: auto`` with that budget: the pair's per-round ratios are decided at
     the race's looks (``schedule``: ``LookSchedule(budget)`` with the run's instance term,
     ``decide_pair``: the code a live race runs) and the first look that decides ends it;
@@ -194,7 +288,7 @@ def race_readings(
     for b in range((rounds["round"].max() - first + 1) // budget):
         block = range(first + b * budget, first + (b + 1) * budget)
         for tier in sorted(rounds["tier"].unique()):
-            for a, c in [*TWINS, ("medusa-a", "medusa-slow")]:
+            for a, c in pairs.all():
                 ratios = np.array(
                     [
                         figure.get((r, tier, a), np.nan)
@@ -214,7 +308,7 @@ def race_readings(
                         "block": b,
                         "tier": tier,
                         "pair": f"{a}/{c}",
-                        "twin": (a, c) in TWINS,
+                        "twin": (a, c) in pairs.twins,
                         "decision": decision,
                         "rounds_used": used,
                         "low": low,
@@ -224,7 +318,9 @@ def race_readings(
     return pd.DataFrame(rows)
 
 
-def instance_sd(rounds: pd.DataFrame, every: int) -> tuple[float, int]:
+def instance_sd(
+    rounds: pd.DataFrame, every: int, twins: tuple[tuple[str, str], ...] = TWINS
+) -> tuple[float, int]:
     """τ, the SD of a twin pair's log ratio between server instances, from a run that
     started fresh servers every ``every`` rounds: per twin pair and tier, the variance of
     the instances' mean log ratios less the part the rounds' own spread explains
@@ -234,7 +330,7 @@ def instance_sd(rounds: pd.DataFrame, every: int) -> tuple[float, int]:
     figure = rounds.set_index(["round", "tier", "variant"])[COLUMN]
     between, within, df_b, df_w = 0.0, 0.0, 0, 0
     for tier in sorted(rounds["tier"].unique()):
-        for a, c in TWINS:
+        for a, c in twins:
             logs = pd.Series(
                 {
                     r: np.log(
@@ -287,7 +383,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=18)
     p.add_argument("--block", type=int, default=3)
-    p.add_argument("--tiers", default="1,4")
+    p.add_argument(
+        "--tiers",
+        default=None,
+        help="concurrency tiers (default: 1,4; with --spec: its own)",
+    )
     p.add_argument("--designs", default="interleaved,sequential")
     p.add_argument("--conditions", default="idle,burner,halfway")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "aa")
@@ -299,7 +399,12 @@ def main() -> None:
         help="replay blocks of N rounds as races of rounds: auto (budget N) instead of "
         "reading blocks of --block rounds at 95 %%",
     )
-    p.add_argument("--requests", type=int, default=16, help="requests per cell")
+    p.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        help="requests per cell (default: 16; with --spec: its own)",
+    )
     p.add_argument(
         "--restart-every",
         type=int,
@@ -312,9 +417,20 @@ def main() -> None:
         default=None,
         help="the spec's loadtest.instance_sd (default: trtbench's), used by the replay",
     )
+    p.add_argument(
+        "--spec",
+        type=Path,
+        default=None,
+        help="build the twins from this bench spec (yours) instead of the tiny CPU spec",
+    )
+    p.add_argument(
+        "--twins",
+        default="",
+        help="variants of --spec to twin, comma-separated (default: its first two)",
+    )
     args = p.parse_args()
     cache = Path(os.environ.get("TRTBENCH_CACHE", Path.home() / ".cache" / "trtbench"))
-    tiers = [int(t) for t in args.tiers.split(",")]
+    tiers = [int(t) for t in args.tiers.split(",")] if args.tiers else None
     args.out.mkdir(parents=True, exist_ok=True)
     lines = [
         "| design | condition | twins called significant | median abs log ratio "
@@ -331,9 +447,11 @@ def main() -> None:
     print(lines[0])
     for design in args.designs.split(","):
         spec = args.out / f"aa-{design}.yaml"
-        spec.write_text(
-            spec_text(
-                cache,
+        if args.spec:
+            names = [n for n in args.twins.split(",") if n]
+            text, pairs = twin_spec(
+                args.spec,
+                names,
                 design,
                 args.rounds,
                 tiers,
@@ -341,10 +459,24 @@ def main() -> None:
                 args.restart_every,
                 args.instance_sd,
             )
-        )
+        else:
+            text, pairs = (
+                spec_text(
+                    cache,
+                    design,
+                    args.rounds,
+                    tiers or [1, 4],
+                    args.requests or 16,
+                    args.restart_every,
+                    args.instance_sd,
+                ),
+                TINY,
+            )
+        spec.write_text(text)
+        n_tiers = len(yaml.safe_load(text)["loadtest"].get("concurrency") or [1])
         for condition in args.conditions.split(","):
             out = args.out / f"{design}-{condition}"
-            cells = 5 * len(tiers) * args.rounds
+            cells = (2 * len(pairs.twins) + bool(pairs.slow)) * n_tiers * args.rounds
             wall = run_one(spec, out, condition, cells)
             if args.race:
                 table = pd.read_csv(out / "loadtest" / "rounds.csv")
@@ -356,9 +488,9 @@ def main() -> None:
                     instance_sd=recorded.instance_sd,
                     restart_every=recorded.restart_every,
                 )
-                races = race_readings(table, args.race, schedule)
+                races = race_readings(table, args.race, schedule, pairs)
                 if args.restart_every:
-                    tau, df = instance_sd(table, args.restart_every)
+                    tau, df = instance_sd(table, args.restart_every, pairs.twins)
                     print(f"instance SD from {df} df: {tau:.4f}", flush=True)
                     lines.append(
                         f"<!-- {design}-{condition}: instance SD {tau:.4f}, {df} df -->"
@@ -369,7 +501,7 @@ def main() -> None:
                 races.to_csv(out / "aa_races.csv", index=False)
                 continue
             readings = block_readings(
-                pd.read_csv(out / "loadtest" / "rounds.csv"), args.block
+                pd.read_csv(out / "loadtest" / "rounds.csv"), args.block, pairs
             )
             twins = readings[readings["twin"]]
             slow = readings[~readings["twin"]]

@@ -1,16 +1,17 @@
 """Run the demo (``scripts/demo.sh``) several times in a row and print whether its answer holds.
 
 Usage: .venv/bin/python scripts/demo_repeat.py [--times 5] [--burner] [--out runs/repeat]
+       [--spec examples/tiny-cpu.yaml]
 
 Each run goes to ``OUT/runN`` (removed first). ``--burner`` keeps one core busy with
 ``python -c 'while True: pass'`` for the whole series (the standard busy-host check of
 docs/aa_check.md). Per run it prints the exit status, minutes, the recommended variant, each
 tier's best variant (``*`` where its margin over the runner-up is significant, i.e. the run
 claims the order), how many of the comparisons the answer rests on (each tier's best over
-the baseline and over the runner-up) were decided and in how many rounds (``rounds:
-auto``), and the follow-up's verdict with its ratios; then whether every run
-exited 0 and whether every tier whose best was called significantly ahead named the same
-variant in every run.
+the baseline and over the runner-up, once where the runner-up is the baseline) were decided
+and in how many rounds (``rounds: auto``), and the follow-up's verdict with its ratios; then
+whether every run exited 0 and whether every tier whose best was called significantly ahead
+named the same variant in every run.
 """
 
 from __future__ import annotations
@@ -39,10 +40,14 @@ def summarize(run: Path) -> dict:
         for t in doc.get("tiers") or []:
             runner = t.get("runner_up") or {}
             out["tiers"][t["tier"]] = (t.get("best"), bool(runner.get("significant")))
-            for m in (t.get("over_baseline"), runner or None):
-                if m:  # the comparisons the answer rests on, and how many are settled
-                    out["comparisons"] += 1
-                    out["decided"] += m.get("decision") in DECIDED
+            settled = {  # the comparisons the answer rests on, each once (the
+                # runner-up may be the baseline), and whether each is settled
+                m.get("over"): m.get("decision") in DECIDED
+                for m in (t.get("over_baseline"), runner or None)
+                if m
+            }
+            out["comparisons"] += len(settled)
+            out["decided"] += sum(settled.values())
     design = run / "run.json"
     if design.is_file():
         stopping = json.loads(design.read_text()).get("design", {}).get("stopping")
@@ -64,7 +69,11 @@ def main() -> int:
     p.add_argument("--times", type=int, default=5)
     p.add_argument("--burner", action="store_true")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "repeat")
+    p.add_argument(
+        "--spec", type=Path, default=None, help="the demo's spec (default: demo.sh's)"
+    )
     args = p.parse_args()
+    spec = [str(args.spec.resolve())] if args.spec else []
     burner = None
     if args.burner:
         burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # noqa: S603
@@ -78,7 +87,7 @@ def main() -> int:
             log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("w") as fh:
                 code = subprocess.call(  # noqa: S603 - our own script
-                    ["bash", str(ROOT / "scripts" / "demo.sh"), str(run)],
+                    ["bash", str(ROOT / "scripts" / "demo.sh"), str(run), *spec],
                     stdout=fh,
                     stderr=subprocess.STDOUT,
                     cwd=ROOT,

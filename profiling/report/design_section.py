@@ -63,12 +63,17 @@ def _starts(design: Mapping[str, Any]) -> str:
 
 def instance_text(instance: Any) -> str:
     """The sentence on the server-instance term of the intervals between variants (run.json
-    ``design.instance``; ``profiling/loadtest/stats/decisions.py``, "Server instances"):
-    empty where the run recorded none (made before the term)."""
+    ``design.instance``; ``profiling/loadtest/stats/decisions.py``, "Server instances");
+    a run that recorded none (made before the term) is said to lack it."""
     if not isinstance(instance, Mapping) or not isinstance(
         instance.get("sd"), (int, float)
     ):
-        return ""
+        return (
+            " This run was recorded before intervals carried a server-instance term: "
+            "its intervals between variants leave out how much two server processes of "
+            'one variant differ (docs/aa_check.md, "Server instances"), so they are '
+            "narrower than a run made now would state."
+        )
     sd = float(instance["sd"])
     if sd <= 0:
         return " Intervals between variants carry no server-instance term (instance_sd: 0)."

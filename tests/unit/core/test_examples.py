@@ -35,7 +35,8 @@ def test_the_demo_example_races_five_methods_in_interleaved_rounds():
     design = resolve_design(spec, spec.variants)
     # rounds by need, within a budget that keeps the demo short
     assert (design.name, design.stop_when_decided) == ("interleaved", True)
-    assert (design.rounds, design.max_minutes) == (12, 1.5)
+    assert (design.rounds, design.max_minutes) == (36, 2.5)
+    assert spec.loadtest.restart_every == 3  # fresh servers at every look
 
 
 def test_the_suite_demo_is_a_cut_of_the_example():
