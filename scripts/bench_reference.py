@@ -48,7 +48,7 @@ from trtbench.builders.reference.loading import (
 )
 from trtbench.builders.reference.medusa_heads import load_medusa_heads
 from trtbench.builders.reference.runner import ModelRunner
-from trtbench.builders.reference.tiny_models import ensure_tiny_models
+from trtbench.builders.tiny.tiny_models import ensure_tiny_models
 from trtbench.core.paths import tiny_models_dir
 
 EXAMPLE_TREE = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]  # examples/tiny-cpu.yaml
@@ -96,8 +96,8 @@ def parse_args() -> argparse.Namespace:
 
 def held_out_prompts(tokenizer, count: int, length: int) -> list[list[int]]:
     """Windows of held-out standard-library source (files the tiny models never saw)."""
-    from trtbench.builders.reference.tiny_corpus import select_corpus
-    from trtbench.builders.reference.tiny_recipe import Recipe
+    from trtbench.builders.tiny.tiny_corpus import select_corpus
+    from trtbench.builders.tiny.tiny_recipe import Recipe
 
     _, held_out = select_corpus(Recipe())
     prompts: list[list[int]] = []

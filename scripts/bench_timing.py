@@ -57,7 +57,7 @@ TESTS = [
     "tests/integration/test_open_loop_cap_live.py",
     "tests/unit/profiling/loadtest/test_health.py",
     "tests/unit/core/test_run_lock.py",
-    "tests/unit/builders/reference/test_tiny_models.py::"
+    "tests/unit/builders/tiny/test_tiny_models.py::"
     "test_complete_cache_is_reused_quickly_without_torch",
     "tests/unit/profiling/loadtest/test_client_timing.py",
 ]

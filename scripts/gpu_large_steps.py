@@ -101,8 +101,8 @@ def build_models(spec: str, dtype: torch.dtype, device: torch.device) -> dict:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from trtbench.builders.reference.medusa_heads import MedusaHeads
-    from trtbench.builders.reference.tiny_eagle import make_draft
-    from trtbench.builders.reference.tiny_recipe import EagleRecipe
+    from trtbench.builders.tiny.tiny_eagle import make_draft
+    from trtbench.builders.tiny.tiny_recipe import EagleRecipe
     from trtbench.plan.calibrate_run import calibration_config
 
     shape = calibration_config(spec)

@@ -33,7 +33,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from trtbench.builders.reference.tiny_models import ensure_tiny_models, read_quality
+from trtbench.builders.tiny.tiny_models import ensure_tiny_models, read_quality
 from trtbench.core.errors import TrtbenchError
 from trtbench.core.paths import tiny_models_dir
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import psutil
 
-from trtbench.builders.reference.tiny_models import ensure_tiny_models
+from trtbench.builders.tiny.tiny_models import ensure_tiny_models
 from trtbench.core.paths import tiny_models_dir
 from trtbench.triton_repo.interface import read_repo_metadata
 

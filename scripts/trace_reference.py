@@ -48,7 +48,7 @@ def tiny_engine(mode: str, slots: int, device: str):
         resolve_device,
     )
     from trtbench.builders.reference.medusa_heads import load_medusa_heads
-    from trtbench.builders.reference.tiny_models import ensure_tiny_models
+    from trtbench.builders.tiny.tiny_models import ensure_tiny_models
     from trtbench.core.paths import tiny_models_dir
 
     dirs = ensure_tiny_models(tiny_models_dir())

@@ -15,7 +15,7 @@ import pytest
 def tiny_models() -> dict[str, Path]:
     """Paths of the small real models: ``{"target", "draft", "medusa", "eagle3"}`` (made on
     first use; a spec's ``models:`` takes the first three: ``run_specs.spec_models``)."""
-    from trtbench.builders.reference.tiny_models import ensure_tiny_models
+    from trtbench.builders.tiny.tiny_models import ensure_tiny_models
     from trtbench.core.paths import tiny_models_dir
 
     return ensure_tiny_models(tiny_models_dir())

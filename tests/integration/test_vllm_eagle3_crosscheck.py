@@ -80,7 +80,7 @@ def tokens(steps) -> list[int]:
 def chain_margin(target, eagle, seq: list[int], k: int) -> float:
     """The smallest top-1 − top-2 margin of the k chained drafts after ``seq``, recomputed
     without a cache (as ``test_eagle3_lossless.chain_without_cache``)."""
-    from trtbench.builders.reference.tiny_eagle import target_aux
+    from trtbench.builders.tiny.tiny_eagle import target_aux
 
     aux = target_aux(target, torch.tensor([seq[:-1]]), eagle.layer_ids)[0]
     ids, hidden, least = list(seq[1:]), eagle.fc(aux), float("inf")

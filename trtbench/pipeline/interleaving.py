@@ -16,12 +16,13 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from trtbench.core.run_dir import RunDir
+from trtbench.pipeline.context import RunContext
 from trtbench.pipeline.loadtest import record_files, settings_of, tiers_of
-from trtbench.pipeline.serving import Collected, Served, served
-from trtbench.pipeline.stages import DEPLOY, RunProgress
+from trtbench.pipeline.serving import Served, served
+from trtbench.pipeline.stages import DEPLOY
 from trtbench.profiling.loadtest.driver.interleave import Lane, run_interleaved
 from trtbench.profiling.loadtest.driver.round_plans import (
     InstanceBlocks,
@@ -33,49 +34,43 @@ from trtbench.profiling.loadtest.records.record_sink import CsvRecordSink
 from trtbench.profiling.loadtest.workload.design import Cell
 from trtbench.profiling.loadtest.workload.prompts import Prompt
 from trtbench.profiling.loadtest.workload.repeats import combine_results
-from trtbench.spec.bench import BenchSpec, VariantSpec
+from trtbench.spec.bench import VariantSpec
 
 log = logging.getLogger(__name__)
 
 
 def serve_interleaved(
-    rd: RunDir,
-    spec: BenchSpec,
-    variants: Sequence[VariantSpec],
+    ctx: RunContext,
     cells: Sequence[Cell] | RacePlan,
     prompts: list[Prompt] | None,
-    progress: RunProgress | None,
-    got: Collected,
-    nsys: Any,
     stage: tuple[str, int, str, bool],
 ) -> None:
-    """Measure ``cells`` (or a race) in the interleaved design (module docstring); results,
-    samples and timings go to ``got``.
+    """Measure ``cells`` (or a race) of ``ctx.variants`` in the interleaved design (module
+    docstring); results, samples and timings go to ``ctx.got``.
 
     Args:
-        rd, spec, progress, got, nsys: as for
-            :func:`~trtbench.pipeline.measuring.measure_variants` (``nsys``: the first
-            block's servers only).
-        variants: in spec order.
+        ctx: the run (:class:`~trtbench.pipeline.context.RunContext`); ``ctx.nsys``: the
+            first block's servers only.
         cells: the fixed design's cells, or the race.
         prompts: the preflight's prompts (None: made from the first variant's tokenizer).
         stage: the load test's progress stage (started once the first block is up).
 
     Raises:
         DeployError, ServerStartError, LoadTestError, ConfigError: a server could not be
-            deployed, started or measured (what finished is kept in ``got``).
+            deployed, started or measured (what finished is kept in ``ctx.got``).
     """
-    every = spec.loadtest.restart_every
+    every = ctx.spec.loadtest.restart_every
     if every is None:  # one set of servers for the whole run
-        _serve_block(rd, spec, variants, cells, prompts, progress, got, nsys, stage)
+        _serve_block(ctx, ctx.variants, cells, prompts, ctx.nsys, stage)
         return
     blocks = InstanceBlocks(
         cells if isinstance(cells, RacePlan) else RoundByRound(cells), every
     )
     first = True
+    got = ctx.got
     while blocks.start_block():
         names = set(blocks.variants)
-        mine = [v for v in variants if v.name in names]
+        mine = [v for v in ctx.variants if v.name in names]
         if not first:
             log.info(
                 "fresh servers for rounds from %d: %s",
@@ -83,14 +78,11 @@ def serve_interleaved(
                 ", ".join(blocks.variants),
             )
         prompts = _serve_block(
-            rd,
-            spec,
+            ctx,
             mine,
             blocks,
             prompts,
-            progress,
-            got,
-            nsys if first else None,
+            ctx.nsys if first else None,
             stage if first else None,
         )
         if any(got.results[v.name].interrupted for v in mine if v.name in got.results):
@@ -100,12 +92,9 @@ def serve_interleaved(
 
 def _start_at_once(
     stack: contextlib.ExitStack,
-    rd: RunDir,
-    spec: BenchSpec,
+    ctx: RunContext,
     variants: Sequence[VariantSpec],
     prompts: list[Prompt] | None,
-    progress: RunProgress | None,
-    got: Collected,
 ) -> list[Served]:
     """Start ``variants``' servers at once (a thread each; their prompts are known) and
     register each started one on ``stack``, so that a failed start, or a signal while
@@ -121,7 +110,7 @@ def _start_at_once(
     entered: dict[str, tuple[Any, Served]] = {}
 
     def start(v: VariantSpec) -> None:
-        cm = served(rd, spec, v, prompts, progress, got)
+        cm = served(ctx, v, prompts)
         entered[v.name] = (cm, cm.__enter__())
 
     errors: list[BaseException | None] = []
@@ -140,37 +129,28 @@ def _start_at_once(
 
 def _start_block(
     stack: contextlib.ExitStack,
-    rd: RunDir,
-    spec: BenchSpec,
+    ctx: RunContext,
     variants: Sequence[VariantSpec],
     prompts: list[Prompt] | None,
-    progress: RunProgress | None,
-    got: Collected,
-    nsys: Any,
+    nsys: Path | None,
     stage: tuple[str, int, str, bool] | None,
 ) -> list[Served]:
     """The block's servers, started and registered on ``stack``: the first block's first
     server alone (it makes the prompts when none were given, and says once what the memory
     sampler lacks), then the others at once (one after another under nsys); a later
     block's all at once. The deploy stage counts each (the first block)."""
+    progress = ctx.progress
     first: list[Served] = []
     if stage is not None and variants:
-        first = [
-            stack.enter_context(
-                served(rd, spec, variants[0], prompts, progress, got, nsys)
-            )
-        ]
+        first = [stack.enter_context(served(ctx, variants[0], prompts, nsys))]
         prompts = first[0].prompts
         if progress is not None:
             progress.advance(variants[0].name)
     rest = variants[len(first) :]
     if nsys is not None:
-        others = [
-            stack.enter_context(served(rd, spec, v, prompts, progress, got, nsys))
-            for v in rest
-        ]
+        others = [stack.enter_context(served(ctx, v, prompts, nsys)) for v in rest]
     else:
-        others = _start_at_once(stack, rd, spec, rest, prompts, progress, got)
+        others = _start_at_once(stack, ctx, rest, prompts)
     if progress is not None and stage is not None:
         for v in rest:
             progress.advance(v.name)
@@ -178,30 +158,27 @@ def _start_block(
 
 
 def _serve_block(
-    rd: RunDir,
-    spec: BenchSpec,
+    ctx: RunContext,
     variants: Sequence[VariantSpec],
     cells: Sequence[Cell] | RoundPlan,
     prompts: list[Prompt] | None,
-    progress: RunProgress | None,
-    got: Collected,
-    nsys: Any,
+    nsys: Path | None,
     stage: tuple[str, int, str, bool] | None,
 ) -> list[Prompt] | None:
-    """Start ``variants``' servers side by side, run ``cells`` on them, stop them; results
-    merged into ``got``. ``stage``: the load test's progress stage, started here (the
-    first block; None: a later block, which appends to the records and the stage)."""
+    """Start ``variants``' servers side by side (under ``nsys``, if given), run ``cells``
+    on them, stop them; results merged into ``ctx.got``. ``stage``: the load test's
+    progress stage, started here (the first block; None: a later block, which appends to
+    the records and the stage)."""
+    spec, progress, got = ctx.spec, ctx.progress, ctx.got
     with contextlib.ExitStack() as stack:
         lanes, stops = [], []
         if progress is not None and stage is not None:
             progress.start(DEPLOY, len(variants), "server")
-        up = _start_block(
-            stack, rd, spec, variants, prompts, progress, got, nsys, stage
-        )
+        up = _start_block(stack, ctx, variants, prompts, nsys, stage)
         for v, s in zip(variants, up, strict=True):
             stops.append(s.stop_soon)
             prompts = s.prompts
-            files = record_files(rd, v.name)
+            files = record_files(ctx.rd, v.name)
             if stage is not None:
                 for path in (files.requests, files.responses, files.outputs):
                     path.unlink(missing_ok=True)

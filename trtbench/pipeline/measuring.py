@@ -21,11 +21,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trtbench.core.run_dir import RunDir
+from trtbench.pipeline.context import RunContext
 from trtbench.pipeline.interleaving import serve_interleaved
 from trtbench.pipeline.loadtest import tiers_of
-from trtbench.pipeline.serving import Collected, measure_variant
-from trtbench.pipeline.stages import RunProgress, load_test_stage
+from trtbench.pipeline.serving import measure_variant
+from trtbench.pipeline.stages import load_test_stage
 from trtbench.profiling.loadtest.driver.round_plans import (
     RacePlan,
 )
@@ -112,25 +112,19 @@ def _passes(cells: Sequence[Cell]) -> list[TierPass]:
     return [TierPass(c.round, c.tier_index, c.tier) for c in cells]
 
 
-def race_plan(
-    rd: RunDir,
-    spec: BenchSpec,
-    variants: Sequence[VariantSpec],
-    record: dict[str, Any],
-    progress: RunProgress | None = None,
-    cells: Sequence[Cell] = (),
-) -> RacePlan:
+def race_plan(ctx: RunContext, record: dict[str, Any]) -> RacePlan:
     """The race of a ``rounds: auto`` run; it rewrites run.json ``design`` (``order``:
     the cells handed out so far; ``stopping``: how the race stands) after every round.
-    ``cells``: the fixed plan's cells, whose (variant, tier) pairs the race keeps to
-    (empty: every variant at every tier)."""
+    The race keeps to the (variant, tier) pairs of ``ctx.cells`` (empty: every variant at
+    every tier)."""
 
     told: list[bool] = []
+    spec, progress, cells = ctx.spec, ctx.progress, ctx.cells
 
     def written(plan: RacePlan) -> None:
         record["order"] = order_json(plan.cells)
         record["stopping"] = {**record.get("stopping", {}), **plan.as_json()}
-        rd.update_run_json("design", record)
+        ctx.rd.update_run_json("design", record)
         log.info("race: %s", round_line(plan))
         if plan.resolution and not told:
             told.append(True)
@@ -139,7 +133,7 @@ def race_plan(
             progress.retotal(*bound)
 
     return RacePlan(
-        [v.name for v in variants],
+        [v.name for v in ctx.variants],
         tiers_of(spec.loadtest),
         spec.loadtest.seed,
         LookSchedule(
@@ -214,36 +208,25 @@ def _restart_every(design: ResolvedDesign, spec: BenchSpec) -> int | None:
     return 1 if design.name == ROUNDS else None
 
 
-def measure_variants(
-    rd: RunDir,
-    spec: BenchSpec,
-    variants: Sequence[VariantSpec],
-    prompts: list[Prompt] | None,
-    progress: RunProgress | None,
-    got: Collected,
-    nsys: Any = None,
-    plan: tuple[ResolvedDesign, list[Cell]] | None = None,
-) -> dict[str, Any]:
-    """Measure ``variants`` in the run's design; results, samples and cell timings go to
-    ``got`` (module docstring).
+def measure_variants(ctx: RunContext, prompts: list[Prompt] | None) -> dict[str, Any]:
+    """Measure ``ctx.variants`` in ``ctx.design``; results, samples and cell timings go to
+    ``ctx.got`` (module docstring).
 
     Args:
-        rd, spec, progress, got: as for :func:`~trtbench.pipeline.serving.measure_variant`.
-        variants: in spec order.
+        ctx: the run (:class:`~trtbench.pipeline.context.RunContext`); ``ctx.nsys``: each
+            server under its own session (with ``rounds`` the first round's servers only).
         prompts: the preflight's prompts (None: made from the first variant's tokenizer).
-        nsys: the nsys executable (``profile.nsys``: each server under its own session;
-            with ``rounds`` the first round's servers only).
-        plan: :func:`plan_design`'s result (default: planned here).
 
     Returns:
         run.json's ``design`` record (also written there before the first server starts).
 
     Raises:
-        ConfigError, DeployError, ServerStartError, LoadTestError: as ``measure_variant``
-            (what finished is kept in ``got``); ConfigError also for a design the variants
-            cannot have.
+        ConfigError, DeployError, ServerStartError, LoadTestError: as
+            :func:`~trtbench.pipeline.serving.measure_variant` (what finished is kept in
+            ``ctx.got``).
     """
-    design, cells = plan or plan_design(spec, variants)
+    spec, variants, design, cells = ctx.spec, ctx.variants, ctx.design, ctx.cells
+    got, progress = ctx.got, ctx.progress
     record = {
         **design.as_json(),
         "server_starts": server_starts(
@@ -257,7 +240,7 @@ def measure_variants(
         "output_length": "fixed" if spec.loadtest.fixed_output_len else "natural",
         "order": order_json(cells),
     }
-    rd.update_run_json("design", record)
+    ctx.rd.update_run_json("design", record)
     log.info("%s", design_line(design, len(variants), spec))
     stage = (
         load_test_stage(design.rounds, design.stop_when_decided),
@@ -268,14 +251,9 @@ def measure_variants(
     if design.name == INTERLEAVED:
         if design.stop_when_decided:
             record["order"] = []
-            plan = race_plan(rd, spec, variants, record, progress, cells)
-            serve_interleaved(
-                rd, spec, variants, plan, prompts, progress, got, nsys, stage
-            )
+            serve_interleaved(ctx, race_plan(ctx, record), prompts, stage)
             return record
-        serve_interleaved(
-            rd, spec, variants, cells, prompts, progress, got, nsys, stage
-        )
+        serve_interleaved(ctx, cells, prompts, stage)
         return record
     if progress is not None:  # its servers start inside the load test
         progress.start(*stage)
@@ -284,24 +262,16 @@ def measure_variants(
         for r in range(design.rounds):
             for name in dict.fromkeys(c.variant for c in cells if c.round == r):
                 mine = rounds_of(cells, name)[r]
+                nsys = ctx.nsys if r == 0 else None
                 prompts = measure_variant(
-                    rd,
-                    spec,
-                    by_name[name],
-                    prompts,
-                    progress,
-                    got,
-                    nsys if r == 0 else None,
-                    _passes(mine),
+                    ctx, by_name[name], prompts, nsys, _passes(mine)
                 )
                 if got.results[name].interrupted:
                     return record
         return record
     for v in variants:  # sequential
         mine = [c for c in cells if c.variant == v.name]
-        prompts = measure_variant(
-            rd, spec, v, prompts, progress, got, nsys, _passes(mine)
-        )
+        prompts = measure_variant(ctx, v, prompts, ctx.nsys, _passes(mine))
         if got.results[v.name].interrupted:
             break
         if (

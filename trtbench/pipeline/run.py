@@ -30,6 +30,7 @@ from trtbench.core import methods
 from trtbench.core.errors import TrtbenchError
 from trtbench.core.run_dir import RunDir
 from trtbench.core.stop_signals import StopSignal, signal_name
+from trtbench.pipeline.context import RunContext
 from trtbench.pipeline.loadtest import (
     LoadtestOutcome,
     failure_lines,
@@ -136,10 +137,14 @@ def run_bench(
         progress.start(BUILD, len(names), "variant")
     build_variants(spec, names, None, out, checked=checked, on_built=built)
     got = Collected(meter=HostLoadMeter(own_tree, try_open_nvml()[0]))
+    design, cells = plan
+    ctx = RunContext(
+        out, spec, tuple(selected), design, tuple(cells), progress, got, nsys
+    )
     failure: TrtbenchError | None = None
     stopped: int | None = None
     try:
-        measure_variants(out, spec, selected, prompts, progress, got, nsys, plan)
+        measure_variants(ctx, prompts)
     except TrtbenchError as exc:
         failure = exc
     except (

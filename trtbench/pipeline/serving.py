@@ -26,7 +26,7 @@ from typing import Protocol
 import pandas as pd
 
 from trtbench.core import stacks
-from trtbench.core.run_dir import RunDir
+from trtbench.pipeline.context import RunContext
 from trtbench.pipeline.deploy import deploy_variant, server_config
 from trtbench.pipeline.loadtest import connect, make_prompts, measure, open_tokenizer
 from trtbench.pipeline.preflight import check_served_prompts
@@ -241,16 +241,13 @@ class Served:
 
 @contextlib.contextmanager
 def served(
-    rd: RunDir,
-    spec: BenchSpec,
+    ctx: RunContext,
     variant: VariantSpec,
     prompts: list[Prompt] | None,
-    progress: RunProgress | None,
-    got: Collected,
     nsys: Path | None = None,
 ) -> Iterator[Served]:
     """Deploy and start ``variant``'s server inside its samplers and connect to it; on exit
-    stop it and keep what its samplers read in ``got`` (appended to an earlier start's).
+    stop it and keep what its samplers read in ``ctx.got`` (appended to an earlier start's).
 
     With ``nsys`` (``profile.nsys``) a Triton server runs under an nsys session that records
     the profiled tier; the trace is analyzed once the server is stopped. The memory sampler
@@ -258,8 +255,9 @@ def served(
 
     Raises:
         DeployError, ServerStartError, LoadTestError, ConfigError: the variant could not be
-            deployed, started or connected to (what was sampled is kept in ``got``).
+            deployed, started or connected to (what was sampled is kept in ``ctx.got``).
     """
+    rd, spec, progress, got = ctx.rd, ctx.spec, ctx.progress, ctx.got
     start = time.monotonic()
     warn, got.warned_nvml = not got.warned_nvml, True  # NVML missing: one WARNING
     capture: TierCapture | None = None
@@ -324,34 +322,32 @@ def served(
 
 
 def measure_variant(
-    rd: RunDir,
-    spec: BenchSpec,
+    ctx: RunContext,
     variant: VariantSpec,
     prompts: list[Prompt] | None,
-    progress: RunProgress | None,
-    got: Collected,
     nsys: Path | None = None,
     passes: Sequence[TierPass] | None = None,
 ) -> list[Prompt]:
-    """Serve ``variant`` and run ``passes`` on it (default: every tier, every repeat); its
-    result in ``got`` (merged with an earlier start's: the ``rounds`` design serves a
-    variant once per round).
+    """Serve ``variant`` (under ``nsys``, if given) and run ``passes`` on it (default: every
+    tier, every repeat); its result in ``ctx.got`` (merged with an earlier start's: the
+    ``rounds`` design serves a variant once per round).
 
     Returns:
         The prompts used (made here from the variant's tokenizer when ``prompts`` is None).
 
     Raises:
         DeployError, ServerStartError, LoadTestError, ConfigError: the variant could not be
-            deployed, started or measured (what was sampled is kept in ``got``).
+            deployed, started or measured (what was sampled is kept in ``ctx.got``).
     """
+    got = ctx.got
     earlier = got.results.get(variant.name)
-    with served(rd, spec, variant, prompts, progress, got, nsys) as s:
+    with served(ctx, variant, prompts, nsys) as s:
         result = measure(
             s.target,
-            spec.loadtest,
+            ctx.spec.loadtest,
             variant.name,
             s.prompts,
-            rd,
+            ctx.rd,
             s.tokenizer,
             s.marking,
             health=s.health,

@@ -22,7 +22,7 @@ from trtbench.builders.reference.eagle3 import load_eagle3
 from trtbench.builders.reference.engine import ReferenceEngine
 from trtbench.builders.reference.loading import load_causal_lm, make_engine
 from trtbench.builders.reference.medusa_heads import load_medusa_heads
-from trtbench.builders.reference.tiny_models import ensure_tiny_models, model_paths
+from trtbench.builders.tiny.tiny_models import ensure_tiny_models, model_paths
 from trtbench.core.errors import ConfigError
 from trtbench.core.paths import tiny_models_dir
 
@@ -157,8 +157,8 @@ def proof_prompts(tokenizer, count: int, length: int) -> list[list[int]]:
     Raises:
         ConfigError: the held-out text is too short for ``count`` prompts.
     """
-    from trtbench.builders.reference.tiny_corpus import select_corpus
-    from trtbench.builders.reference.tiny_recipe import Recipe
+    from trtbench.builders.tiny.tiny_corpus import select_corpus
+    from trtbench.builders.tiny.tiny_recipe import Recipe
 
     _, held_out = select_corpus(Recipe())
     texts = [tokenizer(t, verbose=False)["input_ids"] for t in held_out]

@@ -491,7 +491,7 @@ def test_private_use_detector(tmp_path: Path):
     probe = tmp_path / "probe.py"
     probe.write_text(
         "from trtbench.cli import _hidden\n"
-        "from trtbench.builders.reference import tiny_models as tm\n"
+        "from trtbench.builders.tiny import tiny_models as tm\n"
         "tm._secret()\n"
         "self._fine = 1\n"
     )

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from tests.support.random_llama import float64_family
-from trtbench.builders.reference.tiny_eagle import make_draft, train_eagle3
-from trtbench.builders.reference.tiny_recipe import EagleRecipe
+from trtbench.builders.tiny.tiny_eagle import make_draft, train_eagle3
+from trtbench.builders.tiny.tiny_recipe import EagleRecipe
 
 
 @pytest.fixture(scope="module")

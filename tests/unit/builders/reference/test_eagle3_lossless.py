@@ -19,7 +19,7 @@ import torch
 from tests.support.random_llama import greedy_oracle
 from trtbench.builders.reference.kv_blocks import KvCacheSettings
 from trtbench.builders.reference.loading import make_engine
-from trtbench.builders.reference.tiny_eagle import target_aux
+from trtbench.builders.tiny.tiny_eagle import target_aux
 
 VOCAB = 64
 MARGIN = 1e-6

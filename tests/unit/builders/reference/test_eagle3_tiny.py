@@ -143,9 +143,9 @@ def real(tiny_models, eagle_dir):
 
 def heldout_prompts(tokenizer, count: int) -> list[list[int]]:
     """The first held-out prompts quality.json measured (same windows, same seed)."""
-    from trtbench.builders.reference import tiny_corpus as tc
-    from trtbench.builders.reference.tiny_recipe import Recipe
-    from trtbench.builders.reference.tiny_training import random_windows
+    from trtbench.builders.tiny import tiny_corpus as tc
+    from trtbench.builders.tiny.tiny_recipe import Recipe
+    from trtbench.builders.tiny.tiny_training import random_windows
 
     r = Recipe()
     stream = tc.encode_stream(tokenizer, tc.select_corpus(r)[1])

@@ -19,7 +19,7 @@ from trtbench.builders.reference.loading import (
     load_causal_lm,
     weight_problems,
 )
-from trtbench.builders.reference.tiny_training import load_llama
+from trtbench.builders.tiny.tiny_training import load_llama
 from trtbench.core.errors import BuildError
 
 F32, CPU = torch.float32, torch.device("cpu")

@@ -1,7 +1,7 @@
 """The recipe of the tiny models: every knob, and the cache key made from them.
 
-Shared by :mod:`trtbench.builders.reference.tiny_models` (the cache) and
-:mod:`trtbench.builders.reference.tiny_training` (the training steps), so neither imports
+Shared by :mod:`trtbench.builders.tiny.tiny_models` (the cache) and
+:mod:`trtbench.builders.tiny.tiny_training` (the training steps), so neither imports
 the other's module for it.
 """
 

@@ -2,7 +2,7 @@
 
 Data: the target's greedy continuations (``tiny_training.greedy_dataset``: ``tokens`` and
 ``labels``, the target's argmax at each position) and the frozen target's aux states (the
-residual stream after the layers of :func:`~trtbench.builders.reference.tiny_recipe.
+residual stream after the layers of :func:`~trtbench.builders.tiny.tiny_recipe.
 eagle_layer_ids`, ``eagle3.py``'s semantics), computed once.
 
 Unrolled draft (:func:`unroll`; EAGLE-3's training-time test, Li et al. 2025, arXiv
@@ -33,8 +33,8 @@ from trtbench.builders.reference.eagle3 import (
     load_eagle3,
     save_eagle3,
 )
-from trtbench.builders.reference.tiny_recipe import EagleRecipe, eagle_layer_ids
-from trtbench.builders.reference.tiny_training import run_adamw
+from trtbench.builders.tiny.tiny_recipe import EagleRecipe, eagle_layer_ids
+from trtbench.builders.tiny.tiny_training import run_adamw
 
 
 class _Blocks:

@@ -19,13 +19,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from tests.support.data import REPO_ROOT
 from tests.support.timing import report_timing
-from trtbench.builders.reference import cpu_threads
-from trtbench.builders.reference import tiny_models as tm
-from trtbench.builders.reference.cpu_threads import ThreadChooser
 from trtbench.builders.reference.medusa_heads import (
     load_medusa_heads,
     read_medusa_config,
 )
+from trtbench.builders.tiny import cpu_threads
+from trtbench.builders.tiny import tiny_models as tm
+from trtbench.builders.tiny.cpu_threads import ThreadChooser
 
 REPO = REPO_ROOT
 
@@ -153,7 +153,7 @@ def test_complete_cache_is_reused_quickly_without_torch(tiny_models):
     root = tiny_models["target"].parent
     code = (
         "import sys, time; from pathlib import Path; t = time.perf_counter();"
-        "from trtbench.builders.reference.tiny_models import ensure_tiny_models;"
+        "from trtbench.builders.tiny.tiny_models import ensure_tiny_models;"
         f"p = ensure_tiny_models(Path({str(root)!r}));"
         "print(time.perf_counter() - t, 'torch' in sys.modules, sorted(p))"
     )

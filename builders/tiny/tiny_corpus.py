@@ -1,6 +1,6 @@
 """The corpus and tokenizer of the tiny models: standard-library sources and a byte-level BPE.
 
-The first steps of :mod:`trtbench.builders.reference.tiny_training` (which re-exports every
+The first steps of :mod:`trtbench.builders.tiny.tiny_training` (which re-exports every
 name here), kept apart so that module holds the models and their training loops and both stay
 within the size budget. Imported only when something must be built.
 """
@@ -16,7 +16,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from trtbench.builders.reference.tiny_recipe import Recipe
+from trtbench.builders.tiny.tiny_recipe import Recipe
 
 SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")  # ids 0..3, the Llama convention
 

@@ -1,6 +1,6 @@
-"""Training steps behind :mod:`trtbench.builders.reference.tiny_models`.
+"""Training steps behind :mod:`trtbench.builders.tiny.tiny_models`.
 
-Corpus → byte-level BPE tokenizer (both in :mod:`~trtbench.builders.reference.tiny_corpus`)
+Corpus → byte-level BPE tokenizer (both in :mod:`~trtbench.builders.tiny.tiny_corpus`)
 → target Llama (next-token loss) → target greedy continuations → draft Llama
 distilled on them, and Medusa heads on the frozen target's hidden states → quality on held-out
 files. Everything is seeded from :class:`Recipe`; torch and transformers are imported by the
@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from trtbench.builders.reference.cpu_threads import ThreadChooser
 from trtbench.builders.reference.hf_load import cache_keyword, returned_cache
 from trtbench.builders.reference.loading import from_pretrained_checked
 from trtbench.builders.reference.medusa_heads import (  # noqa: F401  (re-exported)
@@ -30,7 +29,8 @@ from trtbench.builders.reference.medusa_heads import (  # noqa: F401  (re-export
     load_medusa_heads,
     save_medusa_heads,
 )
-from trtbench.builders.reference.tiny_recipe import Recipe
+from trtbench.builders.tiny.cpu_threads import ThreadChooser
+from trtbench.builders.tiny.tiny_recipe import Recipe
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ Builds hold an exclusive ``fcntl`` lock on ``root/.lock`` (``tiny_cache.py``). A
 each part's training steps to an optional :class:`BuildProgress` (this module never prints;
 ``scripts/make_tiny_models.py`` draws the bars) and logs its phases at INFO.
 
-Recipe (:class:`~trtbench.builders.reference.tiny_recipe.Recipe`): corpus = top-level Python
+Recipe (:class:`~trtbench.builders.tiny.tiny_recipe.Recipe`): corpus = top-level Python
 standard-library ``*.py`` files on this machine (~1.8 MB train, ~0.2 MB held out, every 8th file);
 byte-level BPE (2048 ids, ``<unk> <s> </s> <pad>`` = 0..3); target Llama 3 layers × 192 wide
 trained 600 steps on 16 × 64-token windows; greedy continuations (32-token prompt + 64 tokens) of
@@ -48,9 +48,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from trtbench.builders.reference.medusa_config import add_vllm_keys
-from trtbench.builders.reference.tiny_cache import LOCK_NAME as LOCK_NAME
-from trtbench.builders.reference.tiny_cache import exclusive_lock, replace_dir
-from trtbench.builders.reference.tiny_recipe import (
+from trtbench.builders.tiny.tiny_cache import LOCK_NAME as LOCK_NAME
+from trtbench.builders.tiny.tiny_cache import exclusive_lock, replace_dir
+from trtbench.builders.tiny.tiny_recipe import (
     RECIPE_VERSION,
     EagleRecipe,
     Recipe,
@@ -211,8 +211,8 @@ class _Session:
     def __init__(
         self, root: Path, parts: list[str], recipes: tuple[Recipe, EagleRecipe]
     ) -> None:
-        from trtbench.builders.reference import tiny_corpus as tc
-        from trtbench.builders.reference import tiny_training as tt
+        from trtbench.builders.tiny import tiny_corpus as tc
+        from trtbench.builders.tiny import tiny_training as tt
 
         self.tt, self.tc, self.root = tt, tc, root
         self.recipe, self.eagle_recipe = recipes
@@ -271,7 +271,7 @@ class _Session:
             progress.start(part, steps or getattr(r, f"{part}_steps"))
             on_step = functools.partial(progress.advance, part)
         if part == "eagle3":
-            from trtbench.builders.reference.tiny_eagle import build_part
+            from trtbench.builders.tiny.tiny_eagle import build_part
 
             model, losses = build_part(
                 self.target,
@@ -321,7 +321,7 @@ class _Session:
             self.draft = tt.load_llama(self.root / "draft")
         if not hasattr(self, "heads"):
             self.heads = tt.load_medusa_heads(self.root / "medusa")
-        from trtbench.builders.reference.tiny_eagle import part_quality
+        from trtbench.builders.tiny.tiny_eagle import part_quality
 
         eagle = part_quality(
             getattr(self, "eagle", None) or self.root / "eagle3",
@@ -359,7 +359,7 @@ def _build(
     progress: BuildProgress | None,
 ) -> None:
     """Build ``parts`` (in PARTS order), then write quality.json and, last, complete.json."""
-    from trtbench.builders.reference.cpu_threads import all_cores_threads
+    from trtbench.builders.tiny.cpu_threads import all_cores_threads
 
     wall0, cpu0 = time.perf_counter(), time.process_time()
     logger.info("building tiny models %s under %s (recipe %s)", parts, root, key)

@@ -17,8 +17,8 @@ import pytest
 from rich.console import Console
 
 from tests.support.data import REPO_ROOT
-from trtbench.builders.reference import tiny_models as tm
-from trtbench.builders.reference.tiny_recipe import EagleRecipe, Recipe
+from trtbench.builders.tiny import tiny_models as tm
+from trtbench.builders.tiny.tiny_recipe import EagleRecipe, Recipe
 
 SMALL = Recipe(
     train_bytes=40_000,

@@ -10,7 +10,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-logger = logging.getLogger("trtbench.builders.reference.tiny_models")
+logger = logging.getLogger("trtbench.builders.tiny.tiny_models")
 
 LOCK_NAME = ".lock"
 
