@@ -1,4 +1,5 @@
-"""``trtbench plan``: predict draft-target, Medusa, EAGLE-3, MTP, n-gram vs baseline before building."""
+"""``trtbench plan``: predict draft-target, Medusa, EAGLE-3, MTP, n-gram, suffix decoding vs
+baseline before building."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import click
 from click_option_group import optgroup
 from pydantic import ValidationError
 
+from trtbench.plan.chain_kinds import chain_methods
+from trtbench.plan.chain_modes import option_flag
 from trtbench.plan.engines import ENGINES
 from trtbench.plan.gpus import gpu_preset_names
 from trtbench.plan.model_shapes import model_preset_names
@@ -65,6 +68,27 @@ def _defaulted(flag: str, help: str, **kwargs: Any) -> Any:
     return optgroup.option(
         flag, default=_default(name), show_default=True, help=help, **kwargs
     )
+
+
+def _chain_options(command: Any) -> Any:
+    """Each chain method's options, in the methods' order (``chain_kinds``): ``--MODE``, its
+    rates, then its kind's own (``--eagle3-layers``, …, ``--ngram-lookup-us``), so a new chain
+    method of a known kind has them with no code here."""
+    decorators = []
+    for method, kind in chain_methods():
+        decorators.append(
+            optgroup.option(option_flag(method.name), help=kind.help(method))
+        )
+        for option in kind.options:
+            flag = option.flag(method.name)
+            text = option.help.format(label=method.label)
+            if option.default is None:
+                decorators.append(optgroup.option(flag, type=option.type, help=text))
+            else:
+                decorators.append(_defaulted(flag, text, type=option.type))
+    for decorator in reversed(decorators):  # as if stacked above the function
+        command = decorator(command)
+    return command
 
 
 def validation_error(exc: ValidationError) -> click.BadParameter:
@@ -153,42 +177,7 @@ def validation_error(exc: ValidationError) -> click.BadParameter:
 @optgroup.group(
     "EAGLE-3, MTP, n-gram (per-position acceptance: 'a1,a2,a3', 'ALPHAxK' or 'default')"
 )
-@optgroup.option(
-    "--eagle3",
-    help="Plan EAGLE-3 with these rates ('default': 0.8,0.7,0.6, assumed; 'E@K': a published "
-    "acceptance length E with K drafts); K = number of rates.",
-)
-@_defaulted("--eagle3-layers", "Decoder layers of the EAGLE-3 head.", type=int)
-@optgroup.option(
-    "--eagle3-vocab",
-    type=int,
-    help="Draft vocabulary of the EAGLE-3 LM head (default: the target's).",
-)
-@_defaulted(
-    "--eagle3-topk",
-    "EAGLE tree: candidates each node expands (SGLang speculative_eagle_topk; 1: a chain).",
-    type=int,
-)
-@_defaulted(
-    "--eagle3-tokens",
-    "EAGLE tree: drafted tokens verified per step (speculative_num_draft_tokens - 1; "
-    "0: the chain's K). Depth = the number of rates.",
-    type=int,
-)
-@optgroup.option(
-    "--mtp",
-    help="Plan MTP with these rates ('default': 0.85, DeepSeek-V3's 2nd-token acceptance).",
-)
-@_defaulted(
-    "--mtp-layers", "MTP modules in memory (num_nextn_predict_layers).", type=int
-)
-@optgroup.option(
-    "--ngram",
-    help="n-gram (prompt lookup) chain rates (default: 0.5,0.4,0.3, assumed).",
-)
-@_defaulted(
-    "--ngram-lookup-us", "CPU lookup time per sequence per step (assumed).", type=float
-)
+@_chain_options
 @optgroup.group("Workload")
 @optgroup.option(
     "--concurrency",

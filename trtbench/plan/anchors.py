@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from trtbench.core import methods
 from trtbench.core.data_files import read_csv_checked
 from trtbench.core.errors import DataFileError
 from trtbench.core.export import Column
+from trtbench.core.methods import METHODS
 from trtbench.plan.engines import (
     DEFAULT_ENGINE,
     ENGINES,
@@ -35,6 +35,7 @@ from trtbench.plan.engines import (
     engine_terms,
     read_engine_terms,
 )
+from trtbench.plan.inputs import CHAIN_PLAN, DRAFT_MODEL_PLAN, MEDUSA_PLAN, planner_of
 from trtbench.plan.planner import PlanInputs, estimate_step, speedup_at
 from trtbench.plan.settings import PlanSettings, plan_inputs
 
@@ -42,22 +43,13 @@ ANCHORS_CSV = Path(__file__).with_name("data") / "anchors.csv"
 SPEEDUP, TOKENS = "speedup", "tokens_per_s_user"
 FIT, HOLDOUT = "fit", "holdout"
 FIX = "fix the row in trtbench/plan/data/anchors.csv (docs/planner.md)"
-MODES = (
-    methods.BASELINE,
-    methods.DRAFT_TARGET,
-    methods.MEDUSA,
-    methods.EAGLE3,
-    methods.MTP,
-    methods.NGRAM,
-)
+MODES = tuple(METHODS)  # every method is planned (by the arithmetic it declares)
 
 ANCHOR_SCHEMA: tuple[Column, ...] = (
     Column("id", "row name", kind="str"),
     Column("role", "fit (the terms were fitted to it) | holdout", kind="str"),
     Column("engine", "serving stack (trtbench plan --engine)", kind="str"),
-    Column(
-        "method", "baseline | draft_target | medusa | eagle3 | mtp | ngram", kind="str"
-    ),
+    Column("method", " | ".join(MODES), kind="str"),
     Column("model", "target: a planner preset or sizes", kind="str"),
     Column("draft", "draft model (draft_target)", False, kind="str"),
     Column("gpu", "GPU preset", kind="str"),
@@ -156,16 +148,17 @@ def anchor_settings(row: pd.Series, overheads: bool = True) -> PlanSettings:
         "engine": row["engine"],
         "no_overheads": not overheads,
     }
-    if method == methods.DRAFT_TARGET:
+    plan = planner_of(method)  # the arithmetic the method declares
+    if plan == DRAFT_MODEL_PLAN:
         options |= {
             "draft": row["draft"],
             "draft_len": int(row["draft_len"]),
             "alpha": float(acceptance),
         }
-    elif method == methods.MEDUSA:
+    elif plan == MEDUSA_PLAN:
         options["medusa_accuracies"] = acceptance
-    elif method in (methods.EAGLE3, methods.MTP, methods.NGRAM):
-        options[method] = acceptance
+    elif plan == CHAIN_PLAN:
+        options[method] = acceptance  # its rates option (chain_kinds)
     if (tree := _tree(row)) is not None:
         options["eagle3_topk"], options["eagle3_tokens"] = tree
     return PlanSettings(**options)

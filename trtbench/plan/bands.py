@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from trtbench.plan.anchors import HOLDOUT, SPEEDUP, covered, read_anchors, score
-from trtbench.plan.planner import BASELINE, Plan
+from trtbench.plan.inputs import drafts
+from trtbench.plan.planner import Plan
 
 LEVEL = 0.8
 MIN_ROWS = 3
@@ -115,13 +116,13 @@ def plan_uncertainty(
             rows, engine, r.mode, r.concurrency, None, column
         )
         for r in plan.rows
-        if r.mode != BASELINE
+        if drafts(r.mode)
     }
     notes = []
     for batch, mode in plan.recommended.items():
         if (
             mode in plan.inputs.modes
-            and mode != BASELINE
+            and drafts(mode)
             and not covered(anchors, mode, batch)
         ):
             have = sorted(set(anchors[anchors["method"] == mode]["concurrency"]))

@@ -1,22 +1,25 @@
-"""EAGLE-3, MTP and n-gram drafting for the planner: acceptance chains and draft costs.
+"""Chain drafting for the planner (EAGLE-3, MTP, n-gram, suffix decoding): acceptance chains
+and draft costs.
 
-Every one of the three proposes a chain of K tokens per step, verified in one target pass of
+Every chain method proposes a chain of K tokens per step, verified in one target pass of
 K+1 tokens. Expected tokens per step from per-position acceptance rates ``a_1..a_K`` (``a_j``:
 the chance position j is accepted once 1..j-1 were)::
 
     E = 1 + Σ_{j=1..K} Π_{i<=j} a_i        (a_i = α gives Leviathan's (1-α^(K+1))/(1-α))
 
-Draft cost per drafted token (a roofline pass over a "head" shape, ``planner.forward_pass_cost``):
+Draft cost per drafted token (a roofline pass over a "head" shape,
+``planner.forward_pass_cost``), by the kind of drafter the method declares (``chain_kinds``):
 
-* ``eagle3``: ``layers`` (default 1) decoder layer(s) of the target's size + the fusion fc
-  (3H -> H) + its own LM head (H x draft vocab, default the target's vocabulary) — EAGLE-3
-  (Li et al. 2025, arXiv 2503.01840). Its weights and its layers' KV cache add to memory.
-* ``mtp``: one MTP module per drafted token — a decoder layer of the target's size + the
-  projection (2H -> H) — and the target's shared LM head (read again, no extra memory);
-  ``num_nextn_predict_layers`` modules (default 1) sit in memory with their KV cache, reused in
+* an EAGLE-3 head (``eagle3``): ``layers`` (default 1) decoder layer(s) of the target's size
+  + the fusion fc (3H -> H) + its own LM head (H x draft vocab, default the target's
+  vocabulary) — EAGLE-3 (Li et al. 2025, arXiv 2503.01840). Its weights and its layers' KV
+  cache add to memory.
+* MTP modules (``mtp``): one MTP module per drafted token — a decoder layer of the target's
+  size + the projection (2H -> H) — and the target's shared LM head (read again, no extra
+  memory); ``num_nextn_predict_layers`` modules (default 1) sit in memory with their KV cache, reused in
   turn when K exceeds them (DeepSeek-V3 tech report, arXiv 2412.19437, §2.2).
-* ``ngram``: no model; a CPU prompt lookup of ``lookup_s`` per sequence per step (default
-  10 µs, an assumption).
+* a lookup (every ``free`` method: ``ngram``'s prompt lookup, ``suffix``'s suffix trees): no
+  model; a CPU lookup of ``lookup_s`` per sequence per step (default 10 µs, an assumption).
 
 On a mixture-of-experts target an MTP module is a MoE layer (DeepSeek-V3's is): its pass
 reads the experts its tokens touch (``moe_shapes``); an EAGLE-3 head is a dense layer the
@@ -35,11 +38,12 @@ draft's own confidence — and ``E = 1 + Σ_nodes Π a(rank)`` (``medusa_tree``)
 acceptance length replaces the model: rates given as ``E@K`` (``2.82@3``: E = 2.82 with K =
 3 drafts or tree depth 3) set tokens per step to E (a chain's α solved from E).
 
-Default rates (override with ``--eagle3``, ``--mtp``, ``--ngram`` followed by rates): EAGLE-3
-``0.8,0.7,0.6`` (K = 3 as TensorRT-LLM's EAGLE-3 examples, E = 2.70: an assumption of the
+Default rates (each method's own ``Method.default_rates``; override with ``--eagle3``,
+``--mtp``, ``--ngram``, ``--suffix`` followed by rates): EAGLE-3 ``0.8,0.7,0.6`` (K = 3 as TensorRT-LLM's EAGLE-3 examples, E = 2.70: an assumption of the
 order of published chain acceptance); MTP ``0.85`` (DeepSeek-V3 §5.4.3: the second token is
 accepted 85-90 % of the time); n-gram ``0.5,0.4,0.3`` (E = 1.76: an assumption; prompt lookup
-depends on how much of the output copies the prompt).
+depends on how much of the output copies the prompt); suffix decoding the same ``0.5,0.4,0.3``
+(n-gram's assumption).
 """
 
 from __future__ import annotations
@@ -49,13 +53,19 @@ from dataclasses import dataclass, replace
 from trtbench.builders.medusa_tree import expected_acceptance_length
 from trtbench.core import methods
 from trtbench.core.errors import ConfigError
-from trtbench.core.methods import CHAIN_METHODS, EAGLE3, MTP, NGRAM
+from trtbench.core.methods import CHAIN_METHODS
 from trtbench.plan.model_shapes import ModelShape
 from trtbench.plan.speculation import fit_alpha, greedy_medusa_tree
 
-CHAIN_MODES = CHAIN_METHODS  # (eagle3, mtp, ngram)
+CHAIN_MODES = CHAIN_METHODS  # every method whose Method.planner is "chain"
 DEFAULT_RATES: dict[str, tuple[float, ...]] = methods.DEFAULT_RATES  # each method's own
 DEFAULT_LOOKUP_S = 10e-6
+
+
+def option_flag(mode: str) -> str:
+    """The ``trtbench plan`` option of a chain method's rates: ``--`` + its name, ``_`` as
+    ``-`` (``--eagle3``); its kind's options follow as ``--eagle3-topk``."""
+    return "--" + mode.replace("_", "-")
 
 
 def chain_tokens_per_step(rates: tuple[float, ...]) -> float:
@@ -121,22 +131,22 @@ def parse_rates(text: str, mode: str) -> tuple[float, ...]:
             "'0.8,0.7,0.6' or 'ALPHAxK' like '0.8x4'"
         ) from None
     if not rates:
-        raise ConfigError(f"--{mode} {text!r} gives no acceptance rates")
+        raise ConfigError(f"{option_flag(mode)} {text!r} gives no acceptance rates")
     chain_tokens_per_step(rates)
     return rates
 
 
 @dataclass(frozen=True)
 class ChainSetup:
-    """One chain-drafting mode (EAGLE-3, MTP or n-gram).
+    """One chain-drafting mode (EAGLE-3, MTP, n-gram, suffix decoding: :data:`CHAIN_MODES`).
 
     Attributes:
-        mode: ``eagle3`` | ``mtp`` | ``ngram``.
+        mode: the chain method's name.
         rates: per-position acceptance a_1..a_K (K = draft length).
-        head: the shape one drafted token's pass reads (None: n-gram, no model).
+        head: the shape one drafted token's pass reads (None: a lookup, no model).
         extra_params: weights the mode adds to memory.
         kv_layers: layers of KV cache the mode adds (the target's KV width per layer).
-        lookup_s: CPU time per sequence per step (n-gram).
+        lookup_s: CPU time per sequence per step (a lookup).
         tree_topk: candidates each tree node expands (1: a chain).
         tree_tokens: drafted tokens the tree verifies (0: a chain of K).
         measured_tokens_per_step: a published acceptance length (``E@K``) in place of the
@@ -210,8 +220,9 @@ def with_tree(chain: ChainSetup, topk: int, tokens: int) -> ChainSetup:
     Raises:
         ConfigError: top-k or tokens below 1 / 0, or a tree on n-gram.
     """
+    flag = option_flag(chain.mode)
     if topk < 1 or tokens < 0:
-        raise ConfigError("--eagle3-topk must be >= 1 and --eagle3-tokens >= 0")
+        raise ConfigError(f"{flag}-topk must be >= 1 and {flag}-tokens >= 0")
     if chain.head is None and (topk > 1 or tokens > chain.draft_len):
         raise ConfigError("an n-gram proposer drafts a chain; trees need a draft head")
     return replace(chain, tree_topk=topk, tree_tokens=tokens)
@@ -251,24 +262,26 @@ def _head(
 
 
 def eagle3_setup(
+    mode: str,
     target: ModelShape,
     rates: tuple[float, ...],
     layers: int = 1,
     vocab: int | None = None,
 ) -> ChainSetup:
-    """EAGLE-3 head: ``layers`` target-sized layers + fc 3H x H + LM head H x vocab."""
+    """``mode`` drafting with an EAGLE-3 head: ``layers`` target-sized layers + fc 3H x H +
+    LM head H x vocab."""
     h, v = target.hidden, vocab or target.vocab
     params = layers * layer_params(target) + 3 * h * h + h * v
     head = _head(target, "eagle3-head", params, layers, v)
-    return ChainSetup(EAGLE3, rates, head, params, layers)
+    return ChainSetup(mode, rates, head, params, layers)
 
 
 def mtp_setup(
-    target: ModelShape, rates: tuple[float, ...], modules: int = 1
+    mode: str, target: ModelShape, rates: tuple[float, ...], modules: int = 1
 ) -> ChainSetup:
-    """MTP: per drafted token one module (layer + 2H x H projection) and the shared LM head;
-    on a MoE target the module's layer is a MoE layer (every expert in memory, the experts
-    its tokens touch read per pass)."""
+    """``mode`` drafting with MTP modules: per drafted token one module (layer + 2H x H
+    projection) and the shared LM head; on a MoE target the module's layer is a MoE layer
+    (every expert in memory, the experts its tokens touch read per pass)."""
     h, v = target.hidden, target.vocab
     module = layer_params(target) + 2 * h * h
     head = _head(target, "mtp-module", module + h * v, 1, v)
@@ -276,13 +289,14 @@ def mtp_setup(
         moe = replace(target.moe, layers=1)
         module = moe.layer_params + 2 * h * h
         head = replace(head, params=module + h * v, moe=moe)
-    return ChainSetup(MTP, rates, head, modules * module, modules)
+    return ChainSetup(mode, rates, head, modules * module, modules)
 
 
-def ngram_setup(
-    rates: tuple[float, ...], lookup_s: float = DEFAULT_LOOKUP_S
+def lookup_setup(
+    mode: str, rates: tuple[float, ...], lookup_s: float = DEFAULT_LOOKUP_S
 ) -> ChainSetup:
-    """n-gram (prompt lookup): no model, ``lookup_s`` of CPU per sequence per step."""
+    """``mode`` drafting by a lookup in tokens already seen (n-gram's prompt lookup, suffix
+    decoding's trees): no model, no memory, ``lookup_s`` of CPU per sequence per step."""
     if lookup_s < 0:
-        raise ConfigError("--ngram-lookup-us must be >= 0")
-    return ChainSetup(NGRAM, rates, None, 0.0, 0, lookup_s)
+        raise ConfigError(f"{option_flag(mode)}-lookup-us must be >= 0")
+    return ChainSetup(mode, rates, None, 0.0, 0, lookup_s)

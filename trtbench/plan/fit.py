@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trtbench.core import methods
+from trtbench.plan.inputs import DRAFT_MODEL_PLAN, MEDUSA_PLAN, planner_of
 from trtbench.plan.speculation import (
     expected_tokens_per_step,
     fit_alpha,
@@ -81,7 +81,8 @@ def fit_variant(rows: pd.DataFrame, info: VariantInfo) -> VariantFit | None:
     ``rows`` are the variant's summary.csv rows with the speedup column filled against the
     baseline; a variant without a measured E or speedup at any tier returns None.
     """
-    if info.mode not in (methods.DRAFT_TARGET, methods.MEDUSA):
+    plan = planner_of(info.mode)  # the arithmetic the method declares
+    if plan not in (DRAFT_MODEL_PLAN, MEDUSA_PLAN):
         return None
     e = tokens_per_step(rows)
     weights = rows.get("verify_steps_count")  # token-weighted; older files: per request
@@ -91,9 +92,9 @@ def fit_variant(rows: pd.DataFrame, info: VariantInfo) -> VariantFit | None:
     pooled = _pooled(e, weights)
     if np.isnan(pooled):
         return None
-    gamma = info.draft_len if info.mode == methods.DRAFT_TARGET else info.tree_nodes
+    gamma = info.draft_len if plan == DRAFT_MODEL_PLAN else info.tree_nodes
     alpha = None
-    if info.mode == methods.DRAFT_TARGET and gamma:
+    if plan == DRAFT_MODEL_PLAN and gamma:
         alpha = fit_alpha(min(max(pooled, 1.0), gamma + 1.0), gamma)
     ref = rows[e.notna() & rows[TPOT_SPEEDUP].notna()]
     ratio, tier = None, None
@@ -105,18 +106,24 @@ def fit_variant(rows: pd.DataFrame, info: VariantInfo) -> VariantFit | None:
     return VariantFit(info.name, info.mode, gamma, pooled, alpha, ratio, tier)
 
 
+def _leviathan(fit: VariantFit) -> bool:
+    """A draft model's fit with α and γ: Leviathan's E and speedup apply."""
+    drafted = planner_of(fit.mode) == DRAFT_MODEL_PLAN
+    return drafted and fit.alpha is not None and bool(fit.draft_len)
+
+
 def predicted_speedup(fit: VariantFit) -> float:
     """Speedup the fitted model predicts: ``E(α, γ)/(γc + 1)`` or ``E / v`` (NaN: unfitted)."""
     if fit.cost_ratio is None:
         return float("nan")
-    if fit.mode == methods.DRAFT_TARGET and fit.alpha is not None and fit.draft_len:
+    if _leviathan(fit):
         return leviathan_speedup(fit.alpha, fit.draft_len, fit.cost_ratio)
     return fit.tokens_per_step / fit.cost_ratio if fit.cost_ratio > 0 else float("nan")
 
 
 def predicted_tokens_per_step(fit: VariantFit) -> float:
     """E predicted by the fit (the pooled measurement for Medusa)."""
-    if fit.mode == methods.DRAFT_TARGET and fit.alpha is not None and fit.draft_len:
+    if _leviathan(fit):
         return expected_tokens_per_step(fit.alpha, fit.draft_len)
     return fit.tokens_per_step
 

@@ -1,13 +1,16 @@
 """What the planner is asked: model, GPUs, workload and the speculative setups, and their checks.
 
-Modes: ``baseline``, ``draft_target`` (a draft model), ``medusa`` (heads + tree), and the chain
-modes ``eagle3``, ``mtp``, ``ngram`` (``chain_modes``). Parallelism (``parallel``) splits every
+Modes are the methods (``core.methods``), each planned by the arithmetic it declares
+(``Method.planner``, :func:`planner_of`): the reference (``baseline``), a draft model
+(``draft_target``), heads + tree (``medusa``), and the chains (``eagle3``, ``mtp``, ``ngram``,
+``suffix``: ``chain_modes``, ``chain_kinds``). Parallelism (``parallel``) splits every
 model over ``tp * pp`` GPUs; the draft model and the heads are split over the same group.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import get_args
 
 from trtbench.builders.medusa_tree import (
     Choices,
@@ -15,7 +18,8 @@ from trtbench.builders.medusa_tree import (
     validate_choices,
 )
 from trtbench.core.errors import ConfigError
-from trtbench.core.methods import BASELINE, DRAFT_TARGET, MEDUSA
+from trtbench.core.methods import METHODS, method_of, names_where
+from trtbench.core.methods.method import Planner
 from trtbench.plan.calibration import Calibration
 from trtbench.plan.chain_modes import ChainSetup, chain_tokens_per_step
 from trtbench.plan.gpus import GpuSpec
@@ -42,6 +46,30 @@ DTYPE_BYTES = {
 FOUR_BIT = ("fp4", "int4")
 """Weight types whose KV cache stays BF16 under ``--kv-dtype auto`` (4-bit weights, 16-bit
 activations and cache, as AWQ deployments and NVFP4 checkpoints run)."""
+
+
+REFERENCE_PLAN, DRAFT_MODEL_PLAN, MEDUSA_PLAN, CHAIN_PLAN = get_args(Planner)
+"""The planner's arithmetics a method declares (``Method.planner``): the reference step (one
+target pass per token), a draft model's γ passes + a verify, Medusa's heads + tree verify,
+a chain of K drafts (``chain_modes``)."""
+REFERENCE = names_where(planner=REFERENCE_PLAN)[0]
+"""The reference row: every speedup is its TPOT over a mode's, the recommendation falls back
+to it and ``--qps`` compares each mode with it at its own B. It is the method whose arithmetic
+is the reference step (the one that drafts nothing): one row the planner means by name, not
+a test of each mode (that is ``Method.drafts``)."""
+
+
+def planner_of(mode: object) -> str | None:
+    """The arithmetic ``mode`` is planned by (``Method.planner``; None: not a method)."""
+    method = method_of(mode)
+    return method.planner if method is not None else None
+
+
+def drafts(mode: str) -> bool:
+    """Whether ``mode`` drafts: every mode but the reference (``Method.drafts``; a chain of a
+    name no method has, a library caller's, drafts too)."""
+    method = method_of(mode)
+    return method is None or method.drafts
 
 
 def medusa_head_params(target: ModelShape, num_heads: int, num_layers: int) -> float:
@@ -85,9 +113,10 @@ class PlanInputs:
     ``engine``: the serving stack whose terms (``machinery``, ``compute_efficiency``,
     launch mode) were chosen (``engines``; empty: given directly).
 
-    ``chains``: EAGLE-3 / MTP / n-gram setups, one per mode. ``parallel``: the GPU group
-    (default one GPU). ``overhead_bytes``: per-GPU memory held back for the runtime (CUDA
-    context, NCCL buffers), on top of the modelled weights, KV and logits.
+    ``chains``: the chain methods' setups (EAGLE-3, MTP, n-gram, suffix decoding), one per
+    mode. ``parallel``: the GPU group (default one GPU). ``overhead_bytes``: per-GPU memory
+    held back for the runtime (CUDA context, NCCL buffers), on top of the modelled weights, KV
+    and logits.
     ``calibration``: target passes measured on a device (``calibration``; None: roofline).
     """
 
@@ -168,12 +197,24 @@ class PlanInputs:
     def decode_context_len(self) -> float:
         return self.input_len + self.output_len / 2
 
+    def set_up(self, mode: str) -> bool:
+        """Whether ``mode`` is planned: the reference always, a draft-model or Medusa
+        method with its setup given, a chain method with its chain (:meth:`chain`)."""
+        plan = planner_of(mode)
+        if plan == REFERENCE_PLAN:
+            return True
+        if plan == DRAFT_MODEL_PLAN:
+            return self.draft is not None
+        if plan == MEDUSA_PLAN:
+            return self.medusa is not None
+        return self.chain(mode) is not None
+
     @property
     def modes(self) -> tuple[str, ...]:
-        extra = ((DRAFT_TARGET,) if self.draft else ()) + (
-            (MEDUSA,) if self.medusa else ()
-        )
-        return (BASELINE, *extra, *(c.mode for c in self.chains))
+        """The modes planned: those of :meth:`set_up` in the methods' order, the chains in
+        the order of :attr:`chains`."""
+        fixed = (m for m in METHODS if planner_of(m) != CHAIN_PLAN and self.set_up(m))
+        return (*fixed, *(c.mode for c in self.chains))
 
     def chain(self, mode: str) -> ChainSetup | None:
         """The chain setup of ``mode`` (None when not planned)."""
@@ -181,9 +222,10 @@ class PlanInputs:
 
     def draft_len_of(self, mode: str) -> int:
         """Extra tokens a sequence's KV holds during a step: γ, tree nodes or K (0: baseline)."""
-        if mode == DRAFT_TARGET and self.draft:
+        plan = planner_of(mode)
+        if plan == DRAFT_MODEL_PLAN and self.draft:
             return self.draft.draft_len
-        if mode == MEDUSA and self.medusa:
+        if plan == MEDUSA_PLAN and self.medusa:
             return len(self.medusa.choices)
         chain = self.chain(mode)
         return chain.verify_tokens - 1 if chain else 0

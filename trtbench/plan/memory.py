@@ -11,14 +11,22 @@ Per GPU of a ``tp * pp`` group (``parallel`` module doc for the split)::
 
 K is the draft length (γ, Medusa tree nodes, or the chain's K). Models with KV: the target,
 the draft model (draft_target), the EAGLE-3 layers or MTP modules (one target-width layer
-each); Medusa heads and n-gram hold none.
+each); Medusa heads and a lookup (n-gram, suffix decoding) hold none. Which applies is the
+arithmetic the method declares (``inputs.planner_of``) and, of a chain, what its kind put in
+its setup (``chain_kinds``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trtbench.plan.inputs import DRAFT_TARGET, MEDUSA, PlanInputs, medusa_head_params
+from trtbench.plan.inputs import (
+    DRAFT_MODEL_PLAN,
+    MEDUSA_PLAN,
+    PlanInputs,
+    medusa_head_params,
+    planner_of,
+)
 from trtbench.plan.parallel import kv_share
 
 LOGIT_BYTES = 4.0  # FP32 logits
@@ -39,10 +47,12 @@ class MemoryEstimate:
 
 
 def extra_params(inputs: PlanInputs, mode: str) -> float:
-    """Parameters a mode adds to the target: draft model, Medusa heads, EAGLE-3 / MTP layers."""
-    if mode == DRAFT_TARGET and inputs.draft:
+    """Parameters a mode adds to the target: draft model, Medusa heads, a chain's drafter
+    (EAGLE-3 / MTP layers; none for a lookup)."""
+    plan = planner_of(mode)
+    if plan == DRAFT_MODEL_PLAN and inputs.draft:
         return inputs.draft.model.params
-    if mode == MEDUSA and inputs.medusa:
+    if plan == MEDUSA_PLAN and inputs.medusa:
         m = inputs.medusa
         return medusa_head_params(inputs.target, m.num_heads, m.num_layers)
     chain = inputs.chain(mode)
@@ -54,7 +64,7 @@ def kv_bytes_per_token_per_gpu(inputs: PlanInputs, mode: str) -> float:
     kvb, tp, pp = inputs.kv_bytes_per_element, inputs.parallel.tp, inputs.parallel.pp
     target = inputs.target
     per_token = target.kv_bytes_per_token(kvb) * kv_share(target, tp)
-    if mode == DRAFT_TARGET and inputs.draft:
+    if planner_of(mode) == DRAFT_MODEL_PLAN and inputs.draft:
         d, draft = inputs.draft.model, inputs.draft_parallel
         # the draft's KV on one GPU of its own group (all of its layers there when it runs on
         # fewer GPUs than the target, one stage)
@@ -74,7 +84,7 @@ def estimate_memory(inputs: PlanInputs, mode: str, batch: int) -> MemoryEstimate
     seq = inputs.input_len + inputs.output_len + k
     weights = inputs.target.params * wb / gpus
     extra = extra_params(inputs, mode) * wb / gpus
-    if mode == DRAFT_TARGET and inputs.draft:  # on a GPU of the draft's own group
+    if planner_of(mode) == DRAFT_MODEL_PLAN and inputs.draft:  # the draft's own group
         extra = extra_params(inputs, mode) * wb / inputs.draft_parallel.gpus
     kv_seq = kv_bytes_per_token_per_gpu(inputs, mode) * seq
     logits_seq = (1 + k) * inputs.target.vocab * LOGIT_BYTES

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from trtbench.core import methods
 from trtbench.core.errors import ConfigError
 from trtbench.core.export import Column, records_to_frame, write_csv
 from trtbench.plan.calibration import (
@@ -18,6 +17,7 @@ from trtbench.plan.calibration import (
     read_calibration,
 )
 from trtbench.plan.fit import VariantFit, fit_run
+from trtbench.plan.inputs import DRAFT_MODEL_PLAN, MEDUSA_PLAN, planner_of
 from trtbench.plan.planner import (
     MedusaSetup,
     Plan,
@@ -81,17 +81,17 @@ def _roofline_for_run(
         fit = next(f for f in fits if f.variant == row["variant"])
         info = run.variants[fit.variant]
         batch = int(row["concurrency"]) if pd.notna(row["concurrency"]) else 0
-        setup = inputs
-        if fit.mode == methods.DRAFT_TARGET and inputs.draft and fit.alpha is not None:
+        setup, plan = inputs, planner_of(fit.mode)
+        if plan == DRAFT_MODEL_PLAN and inputs.draft and fit.alpha is not None:
             d = replace(inputs.draft, alpha=fit.alpha, draft_len=fit.draft_len or 1)
             setup = replace(inputs, draft=d)
-        elif fit.mode == methods.MEDUSA and info.medusa_choices:
+        elif plan == MEDUSA_PLAN and info.medusa_choices:
             heads = info.medusa_heads or max(len(c) for c in info.medusa_choices)
             layers = info.medusa_layers or 1
             m = MedusaSetup(heads, layers, info.medusa_choices, (), fit.tokens_per_step)
             setup = replace(inputs, medusa=m)
-        usable = (fit.mode == methods.DRAFT_TARGET and setup.draft) or (
-            fit.mode == methods.MEDUSA and setup.medusa
+        usable = (plan == DRAFT_MODEL_PLAN and setup.draft) or (
+            plan == MEDUSA_PLAN and setup.medusa
         )
         if batch < 1 or not usable:
             predicted.append(float("nan"))

@@ -48,16 +48,19 @@ from dataclasses import dataclass, field
 from trtbench.core.errors import ConfigError
 from trtbench.plan.calibration import calibrated_pass_s
 from trtbench.plan.inputs import (
-    BASELINE,
-    DRAFT_TARGET,
+    DRAFT_MODEL_PLAN,
     DTYPE_BYTES,
-    MEDUSA,
+    MEDUSA_PLAN,
+    REFERENCE,
+    REFERENCE_PLAN,
     DraftSetup,
     MedusaSetup,
     PlanInputs,
     check_inputs,
     check_medusa,
+    drafts,
     medusa_head_params,
+    planner_of,
 )
 from trtbench.plan.memory import (
     MemoryEstimate,
@@ -70,10 +73,8 @@ from trtbench.plan.parallel import Parallelism, communication_s, kv_share
 from trtbench.plan.speculation import expected_tokens_per_step, optimal_draft_len
 
 __all__ = [
-    "BASELINE",
-    "DRAFT_TARGET",
     "DTYPE_BYTES",
-    "MEDUSA",
+    "REFERENCE",
     "DraftSetup",
     "MedusaSetup",
     "MemoryEstimate",
@@ -168,10 +169,11 @@ def estimate_step(inputs: PlanInputs, mode: str, batch: int) -> StepEstimate:
     """
     target, machinery = inputs.target, inputs.machinery
     every = machinery.every_step_s(batch)
-    if mode == BASELINE:
+    plan = planner_of(mode)  # the arithmetic the method declares (Method.planner)
+    if plan == REFERENCE_PLAN:
         cost = forward_pass_cost(inputs, target, batch, 1)
         return StepEstimate(cost.time_s + every, 1.0, cost.bound, cost.communication_s)
-    if mode == DRAFT_TARGET and inputs.draft:
+    if plan == DRAFT_MODEL_PLAN and inputs.draft:
         d = inputs.draft
         draft = forward_pass_cost(inputs, d.model, batch, 1, inputs.draft_parallel)
         verify = forward_pass_cost(inputs, target, batch, d.draft_len + 1)
@@ -180,7 +182,7 @@ def estimate_step(inputs: PlanInputs, mode: str, batch: int) -> StepEstimate:
         comm = d.draft_len * draft.communication_s + verify.communication_s
         e = expected_tokens_per_step(d.alpha, d.draft_len)
         return StepEstimate(step, e, verify.bound, comm)
-    if mode == MEDUSA and inputs.medusa:
+    if plan == MEDUSA_PLAN and inputs.medusa:
         m = inputs.medusa
         q = 1 + len(m.choices)
         verify = forward_pass_cost(inputs, target, batch, q)
@@ -230,8 +232,9 @@ class PlanRow:
 
 
 def speedup_at(inputs: PlanInputs, mode: str, batch: int) -> float:
-    """Baseline TPOT / ``mode`` TPOT at concurrency ``batch`` (1.0 for the baseline)."""
-    base = estimate_step(inputs, BASELINE, batch)
+    """Baseline TPOT / ``mode`` TPOT at concurrency ``batch`` (1.0 for the baseline, the
+    reference row)."""
+    base = estimate_step(inputs, REFERENCE, batch)
     step = estimate_step(inputs, mode, batch)
     return (base.step_s / base.tokens_per_step) / (step.step_s / step.tokens_per_step)
 
@@ -294,7 +297,7 @@ def recommend(rows: Sequence[PlanRow]) -> str:
     best = max(fitting, key=lambda r: r.speedup_ratio)
     if best.speedup_ratio > 1.0:
         return best.mode
-    return BASELINE if any(r.mode == BASELINE for r in fitting) else best.mode
+    return REFERENCE if any(r.mode == REFERENCE for r in fitting) else best.mode
 
 
 def make_plan(inputs: PlanInputs) -> Plan:
@@ -312,7 +315,7 @@ def make_plan(inputs: PlanInputs) -> Plan:
         b: recommend([r for r in rows if r.concurrency == b])
         for b in inputs.concurrencies
     }
-    spec_modes = [m for m in inputs.modes if m != BASELINE]
+    spec_modes = [m for m in inputs.modes if drafts(m)]
     cost_ratio = optimal = None
     if inputs.draft:
         d = inputs.draft

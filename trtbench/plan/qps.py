@@ -19,7 +19,12 @@ from dataclasses import dataclass
 
 from trtbench.core.errors import ConfigError
 from trtbench.plan.memory import max_fitting_concurrency
-from trtbench.plan.planner import BASELINE, PlanInputs, estimate_step, forward_pass_cost
+from trtbench.plan.planner import (
+    REFERENCE,
+    PlanInputs,
+    estimate_step,
+    forward_pass_cost,
+)
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,7 @@ def qps_points(inputs: PlanInputs, rates: tuple[float, ...]) -> list[QpsPoint]:
     out = []
     for qps in rates:
         points = {m: qps_point(inputs, m, qps) for m in inputs.modes}
-        base = points[BASELINE]
+        base = points[REFERENCE]
         for point in points.values():
             ok = not (point.saturated or base.saturated)
             ratio = base.tpot_s / point.tpot_s if ok else float("nan")

@@ -9,24 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from trtbench.builders.medusa_tree import per_rank_accuracies, resolve_choices
 from trtbench.core.errors import ConfigError
+from trtbench.plan.chain_kinds import chain_fields, chain_methods, given_options
 from trtbench.plan.chain_modes import (
-    EAGLE3,
-    MTP,
-    NGRAM,
     ChainSetup,
-    eagle3_setup,
-    mtp_setup,
-    ngram_setup,
+    option_flag,
     parse_rates,
     with_published_length,
-    with_tree,
 )
 from trtbench.plan.engines import (
     DEFAULT_ENGINE,
@@ -88,8 +84,8 @@ DType = Literal["float16", "bfloat16", "fp8", "fp4", "int4"]
 KvDType = Literal["auto", "float16", "bfloat16", "fp8"]
 
 
-class PlanSettings(BaseModel):
-    """Options of ``trtbench plan`` (see the command's help for each)."""
+class _PlanOptions(BaseModel):
+    """The options of ``trtbench plan`` before the chain methods' (:class:`PlanSettings`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -117,15 +113,20 @@ class PlanSettings(BaseModel):
     link_gbs: float | None = Field(default=None, gt=0.0)
     allreduce_latency_us: float = Field(default=10.0, ge=0.0)
     overhead_gib: float = Field(default=0.0, ge=0.0)
-    eagle3: str | None = None
-    eagle3_layers: int = Field(default=1, ge=1)
-    eagle3_vocab: int | None = Field(default=None, ge=1)
-    eagle3_topk: int = Field(default=1, ge=1, le=64)
-    eagle3_tokens: int = Field(default=0, ge=0, le=1024)
-    mtp: str | None = None
-    mtp_layers: int = Field(default=1, ge=1)
-    ngram: str | None = None
-    ngram_lookup_us: float = Field(default=10.0, ge=0.0)
+
+
+_WithChains = create_model("_WithChains", __base__=_PlanOptions, **chain_fields())
+
+
+class PlanSettings(_WithChains):
+    """Options of ``trtbench plan`` (see the command's help for each).
+
+    After ``overhead_gib`` come each chain method's, in the methods' order
+    (``chain_kinds.chain_fields``): ``MODE``, its rates (None: not planned), and its kind's
+    ``MODE_NAME`` options (``eagle3``, ``eagle3_layers``, …, ``ngram_lookup_us``,
+    ``suffix``, ``suffix_lookup_us``); then ``engine`` and the rest.
+    """
+
     engine: str = DEFAULT_ENGINE
     cuda_graphs: bool | None = None
     kernels_per_layer: float | None = Field(default=None, ge=0.0)
@@ -238,39 +239,25 @@ def parallelism(settings: PlanSettings, gpu: GpuSpec) -> Parallelism:
 
 
 def chain_setups(settings: PlanSettings, target: ModelShape) -> tuple[ChainSetup, ...]:
-    """EAGLE-3, MTP and n-gram setups for the modes given (``chain_modes``).
+    """The setups of the chain methods given rates (``--MODE``), in the methods' order, each
+    built by its kind (``chain_kinds``).
 
     Raises:
-        ConfigError: rates that do not parse, prefixed with the option, or a tree shape
-            without ``--eagle3``.
+        ConfigError: rates that do not parse, prefixed with the option, or a kind's option
+            its kind refuses (an EAGLE tree shape without the method's rates).
     """
     out = []
-    tree = settings.eagle3_topk > 1 or settings.eagle3_tokens > 0
-    if tree and settings.eagle3 is None:
-        raise ConfigError(
-            "--eagle3-topk / --eagle3-tokens shape an EAGLE-3 tree; give --eagle3 RATES "
-            "as well (the number of rates is the tree's depth)"
+    for method, kind in chain_methods():
+        text: str | None = getattr(settings, method.name)
+        given = given_options(method, kind, settings)
+        if kind.check is not None:
+            kind.check(method, given, text is not None)
+        if text is None:
+            continue
+        rates = resolve_option(
+            option_flag(method.name), partial(parse_rates, text, method.name)
         )
-    if settings.eagle3 is not None:
-        text = settings.eagle3
-        rates = resolve_option("--eagle3", lambda: parse_rates(text, EAGLE3))
-        chain = eagle3_setup(
-            target, rates, settings.eagle3_layers, settings.eagle3_vocab
-        )
-        chain = resolve_option(
-            "--eagle3-topk",
-            lambda: with_tree(chain, settings.eagle3_topk, settings.eagle3_tokens),
-        )
-        out.append(with_published_length(chain, text))
-    if settings.mtp is not None:
-        text = settings.mtp
-        rates = resolve_option("--mtp", lambda: parse_rates(text, MTP))
-        chain = mtp_setup(target, rates, settings.mtp_layers)
-        out.append(with_published_length(chain, text))
-    if settings.ngram is not None:
-        text = settings.ngram
-        rates = resolve_option("--ngram", lambda: parse_rates(text, NGRAM))
-        chain = ngram_setup(rates, settings.ngram_lookup_us * 1e-6)
+        chain = kind.build(method, target, rates, given)
         out.append(with_published_length(chain, text))
     return tuple(out)
 

@@ -326,7 +326,8 @@ def fit_tiers(
     rows: list[dict] = []
     for name, group in summary.groupby("variant", sort=False):
         info = variants.get(str(name), VariantInfo(str(name)))
-        if str(name) == baseline or info.mode == methods.BASELINE:
+        method = methods.method_of(info.mode)
+        if str(name) == baseline or (method is not None and not method.drafts):
             continue
         got = _variant_rows(group, info, curve, acceptance, base_tpot)
         if any(r["e_source"] == "tokens_per_response" for r in got):

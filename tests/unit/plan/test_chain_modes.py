@@ -9,13 +9,13 @@ from click.testing import CliRunner
 from tests.support.run_factory import summary_row, write_build, write_summary
 from trtbench.cli import cli, main
 from trtbench.core.errors import ConfigError
+from trtbench.core.methods import EAGLE3, MTP, NGRAM
 from trtbench.plan.chain_modes import (
-    EAGLE3,
     chain_tokens_per_step,
     eagle3_setup,
     layer_params,
+    lookup_setup,
     mtp_setup,
-    ngram_setup,
     parse_rates,
 )
 from trtbench.plan.gpus import GPUS
@@ -55,11 +55,13 @@ def test_head_sizes_of_llama_3_8b():
     assert layer_params(LLAMA8) == LAYER
     # EAGLE-3: layer + fc 3 x 4096^2 (50,331,648) + LM head 525,336,576 = 793,772,032;
     # with a 32,000-token draft vocabulary the LM head is 131,072,000 -> 399,507,456.
-    assert eagle3_setup(LLAMA8, (0.8,)).extra_params == 793_772_032
-    assert eagle3_setup(LLAMA8, (0.8,), vocab=32_000).extra_params == 399_507_456
+    assert eagle3_setup(EAGLE3, LLAMA8, (0.8,)).extra_params == 793_772_032
+    assert (
+        eagle3_setup(EAGLE3, LLAMA8, (0.8,), vocab=32_000).extra_params == 399_507_456
+    )
     # MTP module: layer + projection 2 x 4096^2 = 251,658,240 in memory; a drafted token
     # also reads the shared LM head: 776,994,816.
-    mtp = mtp_setup(LLAMA8, (0.85,), modules=2)
+    mtp = mtp_setup(MTP, LLAMA8, (0.85,), modules=2)
     assert mtp.extra_params == 2 * 251_658_240
     assert mtp.head.params == 251_658_240 + LM_HEAD == 776_994_816
 
@@ -67,7 +69,7 @@ def test_head_sizes_of_llama_3_8b():
 def test_eagle3_step_hand_worked():
     # 3 head passes (793,772,032 x 2 B + 1001 x 4096 B of its one layer's KV) + a 4-token
     # verify; all memory-bound on one H100 (3.35e12 B/s).
-    setup = eagle3_setup(LLAMA8, (0.8, 0.7, 0.6))
+    setup = eagle3_setup(EAGLE3, LLAMA8, (0.8, 0.7, 0.6))
     step = estimate_step(_inputs(setup), EAGLE3, 1)
     head_bytes = 793_772_032 * 2 + 1001 * 4096
     assert step.step_s == pytest.approx((3 * head_bytes + TARGET_BYTES) / 3.35e12)
@@ -76,7 +78,7 @@ def test_eagle3_step_hand_worked():
 
 def test_ngram_step_is_lookup_plus_verify():
     # 4 sequences x 10 µs of CPU lookup + the verify of 4 sequences x 4 tokens.
-    setup = ngram_setup((0.5, 0.4, 0.3))
+    setup = lookup_setup(NGRAM, (0.5, 0.4, 0.3))
     step = estimate_step(_inputs(setup), "ngram", 4)
     verify = (16_060_522_496 + 4 * 1001 * 131_072) / 3.35e12
     assert step.step_s == pytest.approx(4 * 10e-6 + verify)
@@ -86,7 +88,7 @@ def test_ngram_step_is_lookup_plus_verify():
 def test_mtp_memory_adds_modules_and_their_kv():
     # 1 module: 251,658,240 x 2 B of weights; KV per token 131,072 + one layer's 4096 B,
     # over 1000 + 2 + K=1 tokens = 135,168 x 1003 = 135,573,504 B.
-    mem = estimate_memory(_inputs(mtp_setup(LLAMA8, (0.85,))), "mtp", 1)
+    mem = estimate_memory(_inputs(mtp_setup(MTP, LLAMA8, (0.85,))), "mtp", 1)
     assert mem.extra_weights_bytes == 503_316_480
     assert mem.kv_per_sequence_bytes == 135_573_504
     # logits of 1 + K = 2 tokens: 2 x 128,256 x 4 B

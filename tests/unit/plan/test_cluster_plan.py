@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from trtbench.cli import cli, main
 from trtbench.core.errors import ConfigError
+from trtbench.core.methods import BASELINE
 from trtbench.plan.gpus import GPUS
 from trtbench.plan.model_shapes import resolve_model
 from trtbench.plan.overheads import PURE_ROOFLINE
@@ -22,7 +23,6 @@ from trtbench.plan.parallel import (
     kv_share,
 )
 from trtbench.plan.planner import (
-    BASELINE,
     PlanInputs,
     estimate_memory,
     estimate_step,

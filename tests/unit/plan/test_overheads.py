@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from tests.support.synth_nsys import write_graph_node_export
 from trtbench.cli import cli, main
 from trtbench.core.errors import ConfigError, DataFileError
+from trtbench.core.methods import BASELINE, DRAFT_TARGET
 from trtbench.plan.gpus import GPUS
 from trtbench.plan.model_shapes import resolve_model
 from trtbench.plan.overheads import (
@@ -22,8 +23,6 @@ from trtbench.plan.overheads import (
 )
 from trtbench.plan.parallel import Parallelism
 from trtbench.plan.planner import (
-    BASELINE,
-    DRAFT_TARGET,
     DraftSetup,
     PlanInputs,
     check_inputs,

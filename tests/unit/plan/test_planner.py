@@ -9,13 +9,11 @@ from dataclasses import replace
 import pytest
 
 from trtbench.core.errors import ConfigError
+from trtbench.core.methods import BASELINE, DRAFT_TARGET, MEDUSA
 from trtbench.plan.gpus import GPUS, get_gpu
 from trtbench.plan.model_shapes import resolve_model, shape_from_config_file
 from trtbench.plan.overheads import PURE_ROOFLINE
 from trtbench.plan.planner import (
-    BASELINE,
-    DRAFT_TARGET,
-    MEDUSA,
     DraftSetup,
     MedusaSetup,
     PlanInputs,
