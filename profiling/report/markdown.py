@@ -162,14 +162,6 @@ def _no_gpu(v: pd.Series) -> bool:
     return v.get("cuda_graphs") == "unavailable" or "cuda" in reason or "gpu" in reason
 
 
-def _stack_has(v: pd.Series, column: str, fact: str) -> bool:
-    """Whether the row's ``server`` or ``backend`` (``column``) has ``fact``, an attribute
-    of its :class:`~trtbench.core.stacks.Server` / ``Backend`` (False: none recorded)."""
-    table = stacks.SERVER_STACKS if column == "server" else stacks.BACKEND_STACKS
-    name = v.get(column)
-    return isinstance(name, str) and bool(getattr(table.get(name), fact, False))
-
-
 def run_notes(
     variants: pd.DataFrame,
     tiers: pd.DataFrame,
@@ -204,14 +196,14 @@ def run_notes(
     cpu = [
         f"`{v['variant']}`"
         for _, v in variants.iterrows()
-        if _stack_has(v, "backend", "reference_engine")
-        and not _stack_has(v, "server", "own_engine")
+        if stacks.has("backend", v.get("backend"), "reference_engine")
+        and not stacks.has("server", v.get("server"), "own_engine")
         and _no_gpu(v)
     ]
     vllm_cpu = [
         f"`{v['variant']}`"
         for _, v in variants.iterrows()
-        if _stack_has(v, "server", "own_engine") and _no_gpu(v)
+        if stacks.has("server", v.get("server"), "own_engine") and _no_gpu(v)
     ]
     if vllm_cpu:
         notes.append(
@@ -226,7 +218,8 @@ def run_notes(
     stand_in = [
         f"`{v['variant']}`"
         for _, v in variants.iterrows()
-        if _stack_has(v, "backend", "llmapi") and v.get("runtime") == "reference"
+        if stacks.has("backend", v.get("backend"), "llmapi")
+        and v.get("runtime") == "reference"
     ]
     if stand_in:
         notes.append(

@@ -213,6 +213,15 @@ def backend(name: str) -> Backend:
     return BACKEND_STACKS[name]
 
 
+def has(kind: Literal["server", "backend"], name: object, fact: str) -> bool:
+    """Whether the server (``kind="server"``) or backend called ``name`` has ``fact``, a
+    boolean attribute of its record; False where ``name`` is none of them (a CSV row's
+    missing value, a name this version does not know)."""
+    table = SERVER_STACKS if kind == "server" else BACKEND_STACKS
+    record = table.get(name) if isinstance(name, str) else None
+    return bool(getattr(record, fact, False))
+
+
 def load(path: str) -> Callable[..., Any]:
     """The function a ``module:function`` path names (:attr:`Server.launch`,
     :attr:`Backend.build`, ...), its module imported now.

@@ -84,10 +84,11 @@ def test_what_each_server_is():
             "trtllm_serve",
         ),
     }
-    assert {s.label for s in stacks.SERVER_STACKS.values()} == {
-        "Triton",
-        "vLLM",
-        "trtllm-serve",
+    labels = {name: s.label for name, s in stacks.SERVER_STACKS.items()}
+    assert labels == {
+        "triton": "Triton",
+        "vllm": "vLLM",
+        "trtllm-serve": "trtllm-serve",
     }
 
 
@@ -141,6 +142,21 @@ def test_the_paths_name_the_functions_that_start_build_and_render():
         "trtllm": render_trtllm,
         "trtllm-pytorch": render_llmapi,
     }
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "fact", "expected"),
+    [
+        ("server", "vllm", "own_engine", True),
+        ("server", "triton", "own_engine", False),
+        ("backend", "trtllm-pytorch", "llmapi", True),
+        ("server", float("nan"), "own_engine", False),  # a CSV row without a server
+        ("backend", None, "reference_engine", False),
+        ("backend", "tensorrt", "engines", False),  # a name this version does not know
+    ],
+)
+def test_a_report_row_asks_what_its_server_or_backend_is(kind, name, fact, expected):
+    assert stacks.has(kind, name, fact) is expected
 
 
 @pytest.mark.parametrize(
