@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from trtbench.core.errors import ConfigError
 
@@ -38,6 +38,7 @@ TensorRT-LLM's LLM API (its PyTorch backend)."""
 BACKENDS = (REFERENCE, TRTLLM, TRTLLM_PYTORCH)
 
 ClientProtocol = Literal["triton-grpc", "openai"]
+Record = TypeVar("Record")
 
 
 @dataclass(frozen=True)
@@ -193,11 +194,7 @@ def server(name: str) -> Server:
     Raises:
         ConfigError: ``name`` is no server (one line naming the known ones).
     """
-    if name not in SERVER_STACKS:
-        raise ConfigError(
-            f"server {name!r} is unknown; use one of {', '.join(SERVERS)}"
-        )
-    return SERVER_STACKS[name]
+    return _named(SERVER_STACKS, "server", name)
 
 
 def backend(name: str) -> Backend:
@@ -206,11 +203,13 @@ def backend(name: str) -> Backend:
     Raises:
         ConfigError: ``name`` is no backend (one line naming the known ones).
     """
-    if name not in BACKEND_STACKS:
-        raise ConfigError(
-            f"backend {name!r} is unknown; use one of {', '.join(BACKENDS)}"
-        )
-    return BACKEND_STACKS[name]
+    return _named(BACKEND_STACKS, "backend", name)
+
+
+def _named(table: dict[str, Record], kind: str, name: str) -> Record:
+    if name not in table:
+        raise ConfigError(f"{kind} {name!r} is unknown; use one of {', '.join(table)}")
+    return table[name]
 
 
 def has(kind: Literal["server", "backend"], name: object, fact: str) -> bool:
