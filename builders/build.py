@@ -28,7 +28,7 @@ from trtbench.core.methods import METHODS
 from trtbench.core.run_dir import RunDir
 from trtbench.core.units import format_bytes
 from trtbench.spec.bench import BenchSpec, VariantSpec
-from trtbench.spec.llmapi import LLMAPI_BACKEND, variant_backend_problem
+from trtbench.spec.llmapi import variant_backend_problem
 from trtbench.spec.serving import trtllm_serve_problem
 
 logger = logging.getLogger(__name__)
@@ -37,18 +37,13 @@ Builder = Callable[..., BuildManifest]
 
 
 def backend_builder(backend: str) -> Builder:
-    """The build function of ``backend`` (``reference`` imports torch lazily)."""
-    if backend == LLMAPI_BACKEND:
-        from trtbench.builders.trtllm.llmapi_build import build_llmapi_variant
+    """The build function of ``backend`` (:attr:`~trtbench.core.stacks.Backend.build`,
+    imported now: ``reference`` imports torch lazily).
 
-        return build_llmapi_variant
-    if backend == stacks.TRTLLM:
-        from trtbench.builders.trtllm.backend import build_trtllm_variant
-
-        return build_trtllm_variant
-    from trtbench.builders.reference.build import build_reference_variant
-
-    return build_reference_variant
+    Raises:
+        ConfigError: ``backend`` is no backend.
+    """
+    return stacks.load(stacks.backend(backend).build)
 
 
 def check_variants(
@@ -80,10 +75,10 @@ def check_variants(
         variants = spec.select(tuple(names))
         backends = {v.name: variant_backend(spec, v, backend) for v in variants}
         check_engine_path_version(
-            spec, [v for v in variants if backends[v.name] == stacks.TRTLLM]
+            spec, [v for v in variants if stacks.backend(backends[v.name]).engines]
         )
         check_llmapi_plans(
-            spec, [v for v in variants if backends[v.name] == LLMAPI_BACKEND]
+            spec, [v for v in variants if stacks.backend(backends[v.name]).llmapi]
         )
         return [
             backend_builder(backends[v.name])(
@@ -138,7 +133,7 @@ def build_variants(
     backends = {v.name: variant_backend(spec, v, backend) for v in variants}
     if dry_run:
         check_engine_path_version(
-            spec, [v for v in variants if backends[v.name] == stacks.TRTLLM]
+            spec, [v for v in variants if stacks.backend(backends[v.name]).engines]
         )
     elif not checked:
         check_variants(spec, names, backend, out)
@@ -171,12 +166,14 @@ def variant_backend(spec: BenchSpec, variant: VariantSpec, override: str | None)
     """
     chosen = override or spec.backend_of(variant)
     where = f"variants[{spec.variants.index(variant)}]"
-    if variant.server == stacks.VLLM and chosen != stacks.REFERENCE:
+    serving = stacks.server(variant.server)
+    if serving.own_engine and chosen not in serving.backends:
         via = f" (--backend {override})" if override else ""
+        checks = serving.backends[0]
         raise ConfigError(
-            f"{where}.server: vllm serves the Hugging Face directories of models.*, which "
-            f"the reference build checks; backend {chosen}{via} builds for Triton: set "
-            f"{where}.backend: reference or drop server: vllm"
+            f"{where}.server: {serving.name} serves the Hugging Face directories of "
+            f"models.*, which the {checks} build checks; backend {chosen}{via} builds for "
+            f"Triton: set {where}.backend: {checks} or drop server: {serving.name}"
         )
     problem = trtllm_serve_problem(variant.server, chosen, where)
     if problem or (problem := variant_backend_problem(variant, chosen, where)):
@@ -300,7 +297,7 @@ def describe_build(manifest: BuildManifest, dry_run: bool = False) -> str:
     if dry_run:
         checked = (
             "plan passed the TensorRT-LLM contract checks"
-            if manifest.backend in (stacks.TRTLLM, LLMAPI_BACKEND)
+            if stacks.backend(manifest.backend).tensorrt_llm
             else "inputs checked"
         )
         return f"would build {head}, {cg} ({checked}; nothing written)"

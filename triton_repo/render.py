@@ -23,8 +23,6 @@ from trtbench.triton_repo import interface as io
 from trtbench.triton_repo.interface import RepoMetadata
 from trtbench.triton_repo.manifest_fields import base_metadata, variant_int
 from trtbench.triton_repo.pbtxt import python_model_files, render_python_model
-from trtbench.triton_repo.render_llmapi import render_llmapi
-from trtbench.triton_repo.render_trtllm import render_trtllm
 
 if TYPE_CHECKING:  # plain data handed over by the caller (build.json)
     from trtbench.builders.manifest import BuildManifest
@@ -96,8 +94,5 @@ def render_repository(
         DeployError: the manifest lacks what its mode needs (draft engine, Medusa tree) or
             asks for a mode this deployer does not serve.
     """
-    if manifest.backend == stacks.REFERENCE:
-        return render_reference(manifest, engine_dir, deploy)
-    if manifest.backend == stacks.TRTLLM_PYTORCH:
-        return render_llmapi(manifest, engine_dir, deploy)
-    return render_trtllm(manifest, engine_dir, deploy)
+    render = stacks.load(stacks.backend(manifest.backend).repository)
+    return render(manifest, engine_dir, deploy)

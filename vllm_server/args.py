@@ -292,7 +292,9 @@ def check_vllm_variants(
         ConfigError: see :func:`speculative_config` and
             :func:`trtbench.spec.serving.resolve_vllm_python`.
     """
-    served = [v for v in variants if v.server == stacks.VLLM]
+    served = [
+        v for v in variants if stacks.server(v.server).executable == "vllm_python"
+    ]
     for v in served:
         speculative_config(v, models)
     return resolve_vllm_python(python) if served and find_python else None

@@ -239,7 +239,7 @@ def engine_from_manifest(
     from trtbench.builders.reference.eagle3 import load_eagle3
     from trtbench.builders.reference.medusa_heads import load_medusa_heads
 
-    if manifest.backend != stacks.REFERENCE:
+    if not stacks.backend(manifest.backend).reference_engine:
         raise BuildError(
             f"engine {manifest.name!r} was built for backend {manifest.backend}, not the "
             "reference engine; serve it with that backend or rebuild with --backend reference"

@@ -346,7 +346,7 @@ def render_engine_inspection(path: Path, as_json: bool = False) -> str:
     path = Path(path)
     if (path / MANIFEST_NAME).is_file() and not (path / "config.json").is_file():
         manifest = read_manifest(path)
-        if manifest.backend == stacks.REFERENCE:
+        if stacks.backend(manifest.backend).reference_engine:
             summary = reference_summary(manifest)
             if as_json:
                 return json.dumps([summary], indent=2)

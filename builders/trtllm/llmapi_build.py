@@ -55,12 +55,11 @@ from trtbench.builders.trtllm.llmapi_plan import (
     llm_args_for,
     render_llm_call,
 )
-from trtbench.core import methods
+from trtbench.core import methods, stacks
 from trtbench.core.errors import ConfigError
 from trtbench.core.json_files import read_json_object
 from trtbench.core.run_dir import RunDir, atomic_target
 from trtbench.spec.bench import BenchSpec, VariantSpec
-from trtbench.spec.serving import TRTLLM_SERVE
 
 log = logging.getLogger(__name__)
 OPTIONS_NAME = "llm_api.yaml"
@@ -239,7 +238,8 @@ def counters_unset(
 ) -> list[str]:
     """One line when a ``server: trtllm-serve`` variant's plan lacks a counter option its
     contract does not list (none when set by hand through ``llm_api_options``)."""
-    missing = counter_options(contract)[1] if variant.server == TRTLLM_SERVE else []
+    counted = stacks.server(variant.server).llmapi_counters
+    missing = counter_options(contract)[1] if counted else []
     missing = [name for name in missing if name not in args]
     if not missing:
         return []

@@ -28,11 +28,10 @@ from typing import Any
 
 from trtbench.builders.trtllm.llmapi_contract import LlmApiContract, check_llm_args
 from trtbench.builders.trtllm.llmapi_files import check_llm_api_yaml
-from trtbench.core import methods
+from trtbench.core import methods, stacks
 from trtbench.core.errors import ConfigError
 from trtbench.core.methods import LLMAPI_DECODING_TYPES
 from trtbench.spec.bench import BenchSpec, VariantSpec
-from trtbench.spec.serving import TRTLLM_SERVE
 
 DECODING_TYPES = LLMAPI_DECODING_TYPES  # mode → speculative_config.decoding_type
 MTP_KEY = "num_nextn_predict_layers"  # DeepSeek-V3 config.json: MTP modules after the last layer
@@ -178,7 +177,7 @@ def llm_args_for(
             "enable_block_reuse": spec.deploy.enable_kv_cache_reuse,
         },
     }
-    if variant.server == TRTLLM_SERVE:
+    if stacks.server(variant.server).llmapi_counters:
         args |= counter_options(contract)[0]
     if methods.METHODS[variant.mode].drafts:
         args["speculative_config"] = _speculative_config(

@@ -196,14 +196,14 @@ def run_notes(
     cpu = [
         f"`{v['variant']}`"
         for _, v in variants.iterrows()
-        if v.get("backend") == stacks.REFERENCE
-        and v.get("server") != stacks.VLLM
+        if stacks.has("backend", v.get("backend"), "reference_engine")
+        and not stacks.has("server", v.get("server"), "own_engine")
         and _no_gpu(v)
     ]
     vllm_cpu = [
         f"`{v['variant']}`"
         for _, v in variants.iterrows()
-        if v.get("server") == stacks.VLLM and _no_gpu(v)
+        if stacks.has("server", v.get("server"), "own_engine") and _no_gpu(v)
     ]
     if vllm_cpu:
         notes.append(
@@ -218,7 +218,8 @@ def run_notes(
     stand_in = [
         f"`{v['variant']}`"
         for _, v in variants.iterrows()
-        if v.get("backend") == stacks.TRTLLM_PYTORCH and v.get("runtime") == "reference"
+        if stacks.has("backend", v.get("backend"), "llmapi")
+        and v.get("runtime") == "reference"
     ]
     if stand_in:
         notes.append(

@@ -10,6 +10,7 @@ import click
 from trtbench.commands.claim import claim_run_dir
 from trtbench.commands.logs import log_to_run_dir
 from trtbench.commands.options import run_dir_argument, variants_option
+from trtbench.core import stacks
 from trtbench.core.errors import BuildError, DeployError
 from trtbench.core.run_dir import RunDir
 from trtbench.core.run_lock import run_dir_lock
@@ -21,8 +22,7 @@ from trtbench.pipeline.deploy import (
     serve_variants,
 )
 from trtbench.pipeline.preflight import preflight_deploy
-from trtbench.pipeline.trtllm_deploy import describe_trtllm_serve
-from trtbench.pipeline.vllm_deploy import describe_vllm, group_by_server, recorded_spec
+from trtbench.pipeline.vllm_deploy import group_by_server, recorded_spec
 from trtbench.triton_repo.server import TritonServer
 from trtbench.trtllm_server.server import TrtllmServer
 from trtbench.vllm_server.server import VllmServer
@@ -167,9 +167,12 @@ def deploy(
     for item in deploy_run(run_dir, variants, spec, write=not check):
         meta = item.metadata
         click.echo(_describe(item.variant, item.repo, meta.model_name, meta.streaming))
-    groups = group_by_server(rd, select_variants(rd, variants))
-    own = [(n, describe_vllm) for n in groups["vllm"]]
-    own += [(n, describe_trtllm_serve) for n in groups["trtllm-serve"]]
+    own = [
+        (name, stacks.load(path))
+        for kind, group in group_by_server(rd, select_variants(rd, variants)).items()
+        if (path := stacks.server(kind).describe) is not None
+        for name in group
+    ]
     if own:
         bench = recorded_spec(rd, spec)
         for name, describe in own:

@@ -27,12 +27,7 @@ from trtbench.builders.trtllm.llmapi_files import check_llm_api_yaml
 from trtbench.core import stacks
 from trtbench.core.errors import ConfigError, DeployError
 from trtbench.core.run_dir import RunDir
-from trtbench.pipeline.trtllm_deploy import trtllm_server_for
-from trtbench.pipeline.vllm_deploy import (
-    group_by_server,
-    recorded_spec,
-    vllm_server_for,
-)
+from trtbench.pipeline.vllm_deploy import group_by_server, recorded_spec
 from trtbench.spec.bench import DeploySpec
 from trtbench.spec.llmapi import runtime_problem
 from trtbench.triton_repo.interface import (
@@ -162,14 +157,15 @@ def render_variant(
     engine_dir = rd.engine_dir(variant)
     manifest = read_manifest(engine_dir)
     server = manifest.variant.get("server")
-    if server in (stacks.VLLM, stacks.TRTLLM_SERVE):
-        label = "vLLM" if server == stacks.VLLM else stacks.TRTLLM_SERVE
+    serving = stacks.server(server or stacks.TRITON)  # none recorded: Triton
+    if not serving.model_repository:
+        label = serving.label
         raise DeployError(
             f"variant {variant} is served by {label} (server: {server}) and has no Triton "
             f"repository; `trtbench deploy --serve` or `trtbench run` start its {label} "
             "server"
         )
-    if manifest.backend == stacks.TRTLLM_PYTORCH:
+    if stacks.backend(manifest.backend).llmapi:
         problem = runtime_problem(manifest.mode, deploy.llmapi_runtime, variant)
         if problem:
             raise ConfigError(problem)
@@ -270,6 +266,17 @@ def _ensure_model_dirs(
         )
 
 
+def _with_repository(rd: RunDir, names: Sequence[str]) -> list[str]:
+    """The variants of ``names`` whose server is served from a Triton model repository
+    (:attr:`~trtbench.core.stacks.Server.model_repository`), in the given order."""
+    return [
+        name
+        for kind, group in group_by_server(rd, names).items()
+        if stacks.server(kind).model_repository
+        for name in group
+    ]
+
+
 def deploy_run(
     run_dir: RunDir | Path,
     variants: Sequence[str] = (),
@@ -294,7 +301,7 @@ def deploy_run(
     rd = as_run_dir(run_dir)
     deploy = deploy if deploy is not None else load_deploy_spec(rd)
     out = []
-    for name in group_by_server(rd, select_variants(rd, variants))["triton"]:
+    for name in _with_repository(rd, select_variants(rd, variants)):
         if write:
             repo = deploy_variant(rd, name, deploy)
             out.append(DeployedVariant(name, repo, read_repo_metadata(repo)))
@@ -391,15 +398,18 @@ def serve_variants(
             f"fixed ports ({', '.join(map(str, fixed))}) cannot serve {len(names)} variants "
             "at once; pass one --variant or leave the ports out to pick free ones"
         )
-    groups = group_by_server(rd, names)
-    own = groups["vllm"] + groups["trtllm-serve"]
+    launch = {
+        name: stacks.server(kind).launch
+        for kind, group in group_by_server(rd, names).items()
+        for name in group
+    }
+    own = [name for name in names if launch[name] is not None]
     spec = recorded_spec(rd, deploy) if own else None
     with contextlib.ExitStack() as stack:
         servers: list[tuple[str, TritonServer | VllmServer | TrtllmServer]] = []
         for name in names:
-            if name in own and spec is not None:
-                make = vllm_server_for if name in groups["vllm"] else trtllm_server_for
-                server = make(rd, name, spec, deploy.http_port)
+            if (path := launch[name]) is not None and spec is not None:
+                server = stacks.load(path)(rd, name, spec, deploy.http_port)
                 servers.append((name, stack.enter_context(server)))
             else:
                 servers.append(

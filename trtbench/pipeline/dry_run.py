@@ -29,7 +29,7 @@ from trtbench.profiling.loadtest.workload.design import Cell
 from trtbench.profiling.loadtest.workload.prompts import Prompt
 from trtbench.spec.bench import BenchSpec, VariantSpec
 from trtbench.spec.design import ResolvedDesign
-from trtbench.spec.llmapi import ENGINE_PATH_IMAGE, LLMAPI_BACKEND
+from trtbench.spec.llmapi import ENGINE_PATH_IMAGE
 from trtbench.spec.serving import GET_TRTLLM_SERVE
 
 
@@ -100,7 +100,7 @@ def contract_line(spec: BenchSpec, variants: Sequence[VariantSpec]) -> str | Non
     """Which TensorRT-LLM version the LLM-API variants' options were checked against, and
     where it came from (``trtllm_version``, the installed tensorrt_llm, or the newest
     contract trtbench has — then the image's own version may differ); None without one."""
-    if not any(spec.backend_of(v) == LLMAPI_BACKEND for v in variants):
+    if not any(stacks.backend(spec.backend_of(v)).llmapi for v in variants):
         return None
     chosen, _ = resolve_trtllm_version(spec)
     why = {
@@ -129,8 +129,8 @@ def missing_here(spec: BenchSpec, variants: Sequence[VariantSpec]) -> list[str]:
     importing = [
         v.name
         for v in variants
-        if spec.backend_of(v) == stacks.TRTLLM
-        or (_runs_tensorrt_llm(spec, v) and v.server == stacks.TRITON)
+        if stacks.backend(spec.backend_of(v)).engines
+        or (_runs_tensorrt_llm(spec, v) and stacks.server(v.server).model_repository)
     ]
     out = []
     if on_trtllm and not gpu_capabilities():
@@ -147,13 +147,14 @@ def missing_here(spec: BenchSpec, variants: Sequence[VariantSpec]) -> list[str]:
 
 
 def _runs_tensorrt_llm(spec: BenchSpec, v: VariantSpec) -> bool:
-    backend = spec.backend_of(v)
-    if backend == stacks.TRTLLM:
+    backend = stacks.backend(spec.backend_of(v))
+    if backend.engines:
         return True
     reference_served = (
-        v.server == stacks.TRITON and spec.deploy.llmapi_runtime == "reference"
+        stacks.server(v.server).model_repository
+        and spec.deploy.llmapi_runtime == "reference"
     )
-    return backend == LLMAPI_BACKEND and not reference_served
+    return backend.llmapi and not reference_served
 
 
 def _names(names: Sequence[str]) -> str:

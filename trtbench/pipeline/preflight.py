@@ -35,12 +35,8 @@ from trtbench.profiling.loadtest.workload.prompts import (
     check_prompt_limits,
 )
 from trtbench.spec.bench import BenchSpec, DeploySpec, LoadtestSpec, VariantSpec
-from trtbench.spec.llmapi import LLMAPI_BACKEND, runtime_problem
-from trtbench.spec.serving import (
-    TRTLLM_SERVE,
-    resolve_trtllm_serve,
-    resolve_vllm_python,
-)
+from trtbench.spec.llmapi import runtime_problem
+from trtbench.spec.serving import resolve_trtllm_serve, resolve_vllm_python
 from trtbench.triton_repo.binary import find_tritonserver
 from trtbench.triton_repo.interface import RepoMetadata
 from trtbench.triton_repo.ports import choose_ports
@@ -199,8 +195,7 @@ def check_mpirun(spec: BenchSpec, variants: Sequence[VariantSpec]) -> None:
     wide = [
         v.name
         for v in variants
-        if v.tp_size * v.pp_size > 1
-        and spec.backend_of(v) in (stacks.TRTLLM, LLMAPI_BACKEND)
+        if v.tp_size * v.pp_size > 1 and stacks.backend(spec.backend_of(v)).tensorrt_llm
     ]
     if wide and shutil.which(spec.deploy.mpirun) is None:
         raise ConfigError(
@@ -218,10 +213,12 @@ def check_llmapi_variants(spec: BenchSpec, variants: Sequence[VariantSpec]) -> N
         ConfigError: a mode or field the backend lacks, a plan the contract refuses, or a
             mode the reference engine cannot serve yet with ``llmapi_runtime: reference``.
     """
-    llmapi = [v for v in variants if variant_backend(spec, v, None) == LLMAPI_BACKEND]
+    llmapi = [
+        v for v in variants if stacks.backend(variant_backend(spec, v, None)).llmapi
+    ]
     runtime = spec.deploy.llmapi_runtime  # who runs Triton's llmapi model
     for v in llmapi:
-        if v.server != stacks.TRITON:
+        if not stacks.server(v.server).model_repository:
             continue  # trtllm-serve runs TensorRT-LLM itself, whatever llmapi_runtime says
         where = f"variants[{spec.variants.index(v)}]"
         if problem := runtime_problem(v.mode, runtime, where):
@@ -395,23 +392,42 @@ def preflight_run(
     check_workers(spec.loadtest, "loadtest.workers")
     check_runtime(needs, lambda: check_nsys(spec), (NotAvailableError,))
     check_run_dir(run_dir)
-    if any(
-        v.server == stacks.TRITON for v in selected
-    ):  # vLLM- and trtllm-serve-only runs need no tritonserver
+    if _run_by(selected, "tritonserver"):  # vLLM- and trtllm-serve-only runs need none
         tritonserver = spec.deploy.tritonserver
         check_runtime(
             needs, lambda: check_tritonserver(tritonserver, "deploy.tritonserver")
         )
-    served = [v.name for v in selected if v.server == TRTLLM_SERVE]
+    served = _run_by(selected, "trtllm_serve")
     check_runtime(needs, lambda: check_trtllm_serve(spec.deploy.trtllm_serve, served))
     check_runtime(needs, lambda: check_mpirun(spec, selected))
     check_llmapi_variants(spec, selected)
     check_variants(spec, [v.name for v in selected], None, run_dir, source)
     check_vllm_variants(spec.deploy.vllm_python, selected, spec.models, False)
-    if any(v.server == stacks.VLLM for v in selected):
+    if _run_by(selected, "vllm_python"):
         check_runtime(needs, lambda: resolve_vllm_python(spec.deploy.vllm_python))
     check_ports(spec.deploy)
     return check_spec_prompts(spec, selected, target_tokenizer(spec))
+
+
+def _run_by(variants: Sequence[VariantSpec], executable: str) -> list[str]:
+    """The names of ``variants`` whose server runs from ``deploy.<executable>``
+    (:attr:`~trtbench.core.stacks.Server.executable`)."""
+    return [
+        v.name for v in variants if stacks.server(v.server).executable == executable
+    ]
+
+
+def _grouped_run_by(
+    servers: Mapping[str, Sequence[str]] | None, executable: str
+) -> list[str]:
+    """The variants of ``servers`` (server → variant names) whose server runs from
+    ``deploy.<executable>``."""
+    return [
+        name
+        for kind, names in (servers or {}).items()
+        if stacks.server(kind).executable == executable
+        for name in names
+    ]
 
 
 def preflight_build(run_dir: RunDir, dry_run: bool = False) -> None:
@@ -452,10 +468,12 @@ def preflight_deploy(
     if write:
         check_run_dir(RunDir(run_dir), "RUN_DIR")
     if serve:
-        if servers is None or servers.get("triton"):
+        if servers is None or _grouped_run_by(servers, "tritonserver"):
             field = "--tritonserver" if tritonserver_option else "deploy.tritonserver"
             check_tritonserver(deploy.tritonserver, field)
-        check_trtllm_serve(deploy.trtllm_serve, (servers or {}).get(TRTLLM_SERVE, []))
+        check_trtllm_serve(
+            deploy.trtllm_serve, _grouped_run_by(servers, "trtllm_serve")
+        )
         check_ports(deploy)
 
 

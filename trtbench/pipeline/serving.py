@@ -32,8 +32,6 @@ from trtbench.pipeline.loadtest import connect, make_prompts, measure, open_toke
 from trtbench.pipeline.preflight import check_served_prompts
 from trtbench.pipeline.stages import RunProgress, cell_label
 from trtbench.pipeline.tier_capture import TierCapture, analyze_capture, capture_for
-from trtbench.pipeline.trtllm_deploy import trtllm_server_for, trtllm_tokenizer_dir
-from trtbench.pipeline.vllm_deploy import vllm_server_for, vllm_tokenizer_dir
 from trtbench.profiling.loadtest.clients.health import Health, HealthCheck
 from trtbench.profiling.loadtest.clients.target import API_COMPLETIONS, LoadTarget
 from trtbench.profiling.loadtest.files.rounds_table import CellTiming
@@ -263,13 +261,10 @@ def served(
     capture: TierCapture | None = None
     meta: RepoMetadata | None = None
     server: TritonServer | OpenAIServer
-    if variant.server == stacks.VLLM:
-        server = vllm_server_for(rd, variant.name, spec)
-        tokenizer = open_tokenizer(vllm_tokenizer_dir(rd, variant.name))
-        prompts = prompts or make_prompts(spec.loadtest, tokenizer)
-    elif variant.server == stacks.TRTLLM_SERVE:
-        server = trtllm_server_for(rd, variant.name, spec)
-        tokenizer = open_tokenizer(trtllm_tokenizer_dir(rd, variant.name))
+    serving = stacks.server(variant.server)
+    if serving.launch is not None and serving.tokenizer_dir is not None:
+        server = stacks.load(serving.launch)(rd, variant.name, spec)
+        tokenizer = open_tokenizer(stacks.load(serving.tokenizer_dir)(rd, variant.name))
         prompts = prompts or make_prompts(spec.loadtest, tokenizer)
     else:
         repo = deploy_variant(rd, variant.name, spec.deploy)
@@ -287,7 +282,7 @@ def served(
     samplers: list = []
     try:
         with sampled(server, variant.name, spec, warn) as samplers:
-            target, how = _connect(server, spec, tokenizer, meta)
+            target, how = _connect(server, serving, spec, tokenizer, meta)
             log.info(
                 "%s: serving %s (ready after %.1f s)",
                 variant.name,
@@ -362,6 +357,7 @@ def measure_variant(
 
 def _connect(
     server: TritonServer | OpenAIServer,
+    serving: stacks.Server,
     spec: BenchSpec,
     tokenizer: TextTokenizer | None,
     meta: RepoMetadata | None,
@@ -370,7 +366,7 @@ def _connect(
     Triton over gRPC (endpoint from its repository's ``meta``), vLLM and trtllm-serve over
     OpenAI completions with token ids."""
     fixed = spec.loadtest.fixed_output_len
-    if isinstance(server, (VllmServer, TrtllmServer)) or meta is None:
+    if serving.protocol == "openai" or meta is None:
         target = connect(
             server.base_url,
             server.model_name,
@@ -378,8 +374,7 @@ def _connect(
             has_tokenizer=tokenizer is not None,
             fixed_output_len=fixed,
         )
-        who = "trtllm-serve" if isinstance(server, TrtllmServer) else "vLLM"
-        return target, f"{server.model_name} with {who} at {server.base_url}"
+        return target, f"{server.model_name} with {serving.label} at {server.base_url}"
     target = connect(
         server.grpc_url,
         meta.model_name,

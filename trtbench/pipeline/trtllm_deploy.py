@@ -19,6 +19,7 @@ from pathlib import Path
 from trtbench.builders.manifest import BuildManifest, read_manifest
 from trtbench.builders.trtllm.llmapi_contract import load_llmapi_contract
 from trtbench.builders.trtllm.llmapi_files import check_llm_api_yaml
+from trtbench.core import stacks
 from trtbench.core.errors import DeployError
 from trtbench.core.run_dir import RunDir
 from trtbench.spec.bench import BenchSpec
@@ -38,7 +39,7 @@ def _built(run_dir: RunDir, variant: str) -> tuple[BuildManifest, dict]:
     build (``backend: trtllm-pytorch`` with a version)."""
     manifest = read_manifest(run_dir.engine_dir(variant))
     block = (manifest.model_extra or {}).get("tensorrt_llm") or {}
-    if manifest.backend != TRTLLM_SERVE_BACKEND or not block.get("version"):
+    if not stacks.backend(manifest.backend).llmapi or not block.get("version"):
         raise DeployError(
             f"variant {variant} (server: trtllm-serve) was built with backend "
             f"{manifest.backend}, which writes no llm_api.yaml; build it again with "

@@ -21,7 +21,6 @@ from typing import get_args
 from pydantic import TypeAdapter, ValidationError
 
 from trtbench.builders.manifest import read_manifest
-from trtbench.core import stacks
 from trtbench.core.errors import ConfigError
 from trtbench.core.run_dir import RunDir
 from trtbench.spec.bench import BenchSpec, DeploySpec, VariantSpec
@@ -41,15 +40,6 @@ def server_of(run_dir: RunDir, variant: str) -> str:
     """
     manifest = read_manifest(run_dir.engine_dir(variant))
     return str(manifest.variant.get("server") or "triton")
-
-
-def served_by_vllm(run_dir: RunDir, variant: str) -> bool:
-    """Whether the built ``variant`` is a ``server: vllm`` one (its build.json says so).
-
-    Raises:
-        BuildError: the variant is not built (no or invalid build.json).
-    """
-    return server_of(run_dir, variant) == stacks.VLLM
 
 
 def group_by_server(run_dir: RunDir, names: Sequence[str]) -> dict[str, list[str]]:

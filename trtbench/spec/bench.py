@@ -321,7 +321,7 @@ class BenchSpec(ReportFields, _Strict):
             backend = self.backend_of(v)
             if problem := trtllm_serve_problem(v.server, backend, where):
                 raise ValueError(problem)
-            if v.server != stacks.VLLM and (
+            if not stacks.server(v.server).own_engine and (
                 problem := variant_backend_problem(v, backend, where)
             ):
                 raise ValueError(problem)

@@ -152,11 +152,11 @@ class ResolvedDesign:
 
 
 def _reference_served(spec: Any, variant: Any) -> bool:
-    backend = spec.backend_of(variant)
-    if variant.server != stacks.TRITON:
+    backend = stacks.backend(spec.backend_of(variant))
+    if not stacks.server(variant.server).model_repository:
         return False
-    return backend == stacks.REFERENCE or (
-        backend == stacks.TRTLLM_PYTORCH and spec.deploy.llmapi_runtime == "reference"
+    return backend.reference_engine or (
+        backend.llmapi and spec.deploy.llmapi_runtime == "reference"
     )
 
 

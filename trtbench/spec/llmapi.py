@@ -217,15 +217,15 @@ def variant_backend_problem(v: _Variant, backend: str, where: str) -> str | None
 
 
 def _specific_problem(v: _Variant, backend: str, where: str) -> str | None:
-    if getattr(v, "handicap", 0.0) and (
-        backend != stacks.REFERENCE
-        or getattr(v, "server", stacks.TRITON) != stacks.TRITON
+    if getattr(v, "handicap", 0.0) and not (
+        stacks.backend(backend).reference_engine
+        and stacks.server(getattr(v, "server", stacks.TRITON)).model_repository
     ):
         return (
             f"{where}.handicap: only the reference engine served by Triton applies it "
             "(a calibration slowdown); remove it or use backend: reference"
         )
-    if backend == LLMAPI_BACKEND:
+    if stacks.backend(backend).llmapi:
         if v.mode == methods.MEDUSA:
             return f"{where}.mode: {MEDUSA_ON_LLMAPI}"
         if v.draft_acceptance != "tokens":
@@ -250,7 +250,7 @@ def _specific_problem(v: _Variant, backend: str, where: str) -> str | None:
                 "max_matching_ngram_size instead"
             )
         return None
-    reference = backend == stacks.REFERENCE
+    reference = stacks.backend(backend).reference_engine
     if v.mode in LLMAPI_ONLY_MODES and not (
         reference and v.mode not in REFERENCE_LACKS
     ):

@@ -95,7 +95,8 @@ def trtllm_serve_problem(server: str, backend: str, where: str) -> str | None:
 
     ``where`` names the variant in the message (``variants[2]``).
     """
-    if server != TRTLLM_SERVE or backend == TRTLLM_SERVE_BACKEND:
+    serving = stacks.server(server)
+    if serving.own_engine or backend in serving.backends:
         return None
     return (
         f"{where}.server: trtllm-serve serves the LLM-API options of backend "
