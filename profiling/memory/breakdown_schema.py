@@ -8,10 +8,11 @@ target's pool, so its pool share is counted on the target's blocks).
 from __future__ import annotations
 
 from trtbench.core.export import Column
+from trtbench.core.methods import METHODS
 
 MEMORY_BREAKDOWN_SCHEMA: tuple[Column, ...] = (
     Column("variant", "variant name"),
-    Column("mode", "baseline, draft_target, medusa, eagle3 or ngram"),
+    Column("mode", "the variant's method (spec mode): " + ", ".join(METHODS)),
     Column("target_weights_bytes", "target model weight files", required=False),
     Column(
         "draft_weights_bytes",

@@ -11,6 +11,7 @@ import pandas as pd
 
 from trtbench.core.errors import ConfigError
 from trtbench.core.export import Column, records_to_frame, write_csv
+from trtbench.core.methods import METHODS
 from trtbench.plan.calibration import (
     Calibration,
     check_calibration,
@@ -49,7 +50,7 @@ class PlanResult:
 
 
 PLAN_SCHEMA: tuple[Column, ...] = (
-    Column("mode", "baseline | draft_target | medusa | eagle3 | mtp | ngram"),
+    Column("mode", " | ".join(METHODS)),  # every method module, in the spec's order
     Column("concurrency", "concurrent sequences B"),
     Column("step_time_ms", "predicted time of one decoding step (roofline)"),
     Column("tokens_per_step", "expected tokens per step (draft chain or Medusa tree)"),
