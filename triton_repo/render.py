@@ -52,7 +52,7 @@ def render_reference(
             "cpu_threads": str(REFERENCE_CPU_THREADS),
         },
     )
-    speculative = manifest.mode != methods.BASELINE
+    speculative = not methods.drafts_nothing(manifest.mode)
     meta = RepoMetadata(
         **base_metadata(manifest),
         model_name="ensemble",

@@ -173,7 +173,7 @@ def render_llmapi(
         outputs=tensor_types(lio.LLMAPI_OUTPUTS),
         output_ids=False,
         speculative_counts="none"
-        if manifest.mode == methods.BASELINE
+        if methods.drafts_nothing(manifest.mode)
         else "perf_metrics",
         perf_metrics_outputs=lio.perf_output_names(runtime),
         extra_inputs=dict(lio.REQUEST_EXTRAS),

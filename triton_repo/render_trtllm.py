@@ -131,7 +131,8 @@ def trtllm_parameters(
         ),
         "executor_worker_path": EXECUTOR_WORKER,
     }
-    if manifest.mode == methods.MEDUSA:
+    method = methods.method_of(manifest.mode)
+    if method is not None and method.tree:  # Medusa's heads' tree
         if manifest.medusa is None:
             raise DeployError(
                 f"build.json of {manifest.name} has no medusa section; rebuild the variant"
@@ -251,7 +252,8 @@ def render_trtllm(
             f"variant {manifest.name}: mode eagle is not deployable by trtbench yet; "
             "use baseline, draft_target or medusa"
         )
-    draft_target = manifest.mode == methods.DRAFT_TARGET
+    method = methods.method_of(manifest.mode)
+    draft_target = method is not None and method.draft_engine
     fraction = deploy.kv_cache_free_gpu_mem_fraction / (2 if draft_target else 1)
     target = engine_path(manifest, engine_dir, "target")
     files = render_pipeline(manifest, deploy)
@@ -279,7 +281,8 @@ def render_trtllm(
 
 def trtllm_metadata(manifest: BuildManifest, trt_models: list[str]) -> RepoMetadata:
     """What a client needs to drive a TensorRT-LLM repository."""
-    draft_target = manifest.mode == methods.DRAFT_TARGET
+    method = methods.method_of(manifest.mode)
+    draft_target = method is not None and method.draft_engine
     models = ["ensemble", "preprocessing", "postprocessing", *trt_models]
     if draft_target:
         models.append("tensorrt_llm_bls")
@@ -295,11 +298,7 @@ def trtllm_metadata(manifest: BuildManifest, trt_models: list[str]) -> RepoMetad
         streaming=not draft_target,
         inputs=io.tensor_types(inputs),
         outputs=io.tensor_types(outputs),
-        speculative_counts=(
-            methods.METHODS[manifest.mode].engine_counts
-            if manifest.mode in methods.METHODS
-            else "none"
-        ),
+        speculative_counts=method.engine_counts if method is not None else "none",
         perf_metrics_outputs=perf,
         extra_inputs={"num_draft_tokens": num_draft_tokens(manifest)}
         if draft_target

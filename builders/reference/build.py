@@ -7,15 +7,21 @@ therefore means checking everything a load would trip over, up front, with one-l
 paths, ``config.json``, draft/target vocabulary and tokenizer, Medusa heads against the
 target, the tree against the heads and ``max_draft_len``, an EAGLE-3 checkpoint against the
 target (``eagle3.check_eagle3``), and options the reference engine cannot honour.
+
+A method's own checks and build notes live in its module of ``builders/reference/methods/``
+(the hooks ``check_models`` and ``build_notes``, found by :func:`method_hook`); this module
+holds the checks they share and never names a method.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +44,6 @@ from trtbench.core.errors import ConfigError, ModelMismatchError
 from trtbench.core.json_files import read_json_object
 from trtbench.core.run_dir import RunDir
 from trtbench.spec.bench import BenchSpec, VariantSpec
-from trtbench.spec.speculation import ngram_window
 
 logger = logging.getLogger(__name__)
 
@@ -237,8 +242,67 @@ def cuda_graphs_at_build(requested: bool) -> CudaGraphs:
     )
 
 
-def _reference_notes(variant: VariantSpec, eagle_check: Any = None) -> dict[str, str]:
-    """How the reference engine realises this variant (recorded, never silently dropped)."""
+@dataclass(frozen=True)
+class ModelCheck:
+    """What a method's ``check_models`` hook is given (:func:`method_hook`).
+
+    Attributes:
+        spec: the bench spec (its model dirs); variant: the variant built; index: its
+            place in ``spec.variants`` (messages name ``variants[index]``).
+        target, target_vocab, target_config: the checked target dir, its tokenizer's
+            vocabulary and its config.json (:func:`check_target`).
+    """
+
+    spec: BenchSpec
+    variant: VariantSpec
+    index: int
+    target: Path
+    target_vocab: dict[str, int]
+    target_config: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class MethodModels:
+    """What a method's ``check_models`` hook found.
+
+    Attributes:
+        roles: role → checked dir of each model the method loads beside the target
+            (build.json's ``models``: ``draft``, ``medusa``, ``eagle3``).
+        draft_len: K, build.json's ``max_draft_len`` (None: the method drafts nothing).
+        medusa: build.json's ``medusa`` section (a ``MedusaInfo``: heads and tree).
+        checked: what the check of the method's own checkpoint says, for its build note.
+    """
+
+    roles: dict[str, Path] = field(default_factory=dict)
+    draft_len: int | None = None
+    medusa: MedusaInfo | None = None
+    checked: Any = None
+
+
+def method_hook(mode: str, name: str) -> Callable[..., Any] | None:
+    """The function ``name`` of the reference engine's module of method ``mode`` (the
+    module its ``Method.reference_decoder`` names, imported on demand); None: the method
+    is not on the reference engine or its module has no such hook.
+
+    Hooks: ``check_models(ModelCheck) -> MethodModels`` (default :func:`default_models`)
+    and ``build_notes(VariantSpec, MethodModels) -> dict[str, str]`` (default: none).
+    """
+    path = methods.METHODS[mode].reference_decoder
+    if path is None:
+        return None
+    return getattr(importlib.import_module(path.partition(":")[0]), name, None)
+
+
+def default_models(check: ModelCheck) -> MethodModels:
+    """A method without a ``check_models`` hook loads no model of its own; its K is the
+    variant's ``draft_len`` when it drafts."""
+    drafts = methods.METHODS[check.variant.mode].drafts
+    return MethodModels(draft_len=check.variant.draft_len if drafts else None)
+
+
+def _reference_notes(variant: VariantSpec, found: MethodModels) -> dict[str, str]:
+    """How the reference engine realises this variant (recorded, never silently dropped):
+    the engine's own notes, the method's (its ``build_notes`` hook), adaptive speculation."""
     notes = {
         "engine_dir": "build.json only; the model dirs are loaded in place",
         "batching": (
@@ -248,27 +312,8 @@ def _reference_notes(variant: VariantSpec, eagle_check: Any = None) -> dict[str,
         ),
         "decoding": "greedy",
     }
-    if variant.mode == methods.DRAFT_TARGET:
-        notes["draft_acceptance"] = (
-            f"{variant.draft_acceptance}: under greedy decoding both rules accept a draft "
-            "token iff it is the target's argmax, so the engine compares tokens"
-        )
-    if variant.mode == methods.NGRAM:
-        low, high = ngram_window(
-            variant.prompt_lookup_min,
-            variant.prompt_lookup_max,
-            variant.max_matching_ngram_size,
-        )
-        notes["ngram"] = (
-            f"prompt lookup: suffixes of {high} down to {low} tokens searched in the "
-            f"request's own prompt + output, the earliest occurrence drafts up to "
-            f"{variant.draft_len} tokens (vLLM's rule); no match drafts nothing"
-        )
-    if variant.mode == methods.EAGLE3:
-        notes["eagle3"] = (
-            f"EAGLE-3 chain of {variant.draft_len} drafts per step from "
-            f"{variant.speculative_model} (checked against the target: {eagle_check})"
-        )
+    if (build_notes := method_hook(variant.mode, "build_notes")) is not None:
+        notes.update(build_notes(variant, found))
     if variant.speculation is not None:
         notes["speculation"] = (
             "adaptive: the draft length of a step follows the active batch size "
@@ -348,33 +393,14 @@ def build_reference_variant(
     check_reference_options(variant, index)
     models = spec.models
     target, target_vocab, target_config = check_target(models.target)
-    roles: dict[str, Path | None] = {"target": target, "draft": None, "medusa": None}
-    medusa, draft_len, eagle = None, None, None
-    if variant.mode == methods.DRAFT_TARGET:
-        where = "speculative_model" if variant.speculative_model else "models.draft"
-        path = variant.speculative_model or models.draft
-        roles["draft"] = check_model_dir(path, where, "draft model")
-        check_draft(roles["draft"], where, target_config, target_vocab)
-        draft_len = variant.draft_len
-    elif variant.mode == methods.MEDUSA:
-        roles["medusa"] = check_model_dir(
-            models.medusa, "models.medusa", "Medusa heads"
-        )
-        medusa, draft_len = check_medusa(target, roles["medusa"], variant, index)
-    elif methods.METHODS[variant.mode].free_drafts:  # a lookup: no model of its own
-        draft_len = variant.draft_len
-    elif variant.mode == methods.EAGLE3:
-        from trtbench.builders.reference.eagle3 import check_eagle3
-
-        field = f"variants[{index}].speculative_model"
-        roles["eagle3"] = check_model_dir(
-            variant.speculative_model, field, "EAGLE-3 checkpoint"
-        )
-        try:
-            eagle = check_eagle3(roles["eagle3"], target_config)
-        except ConfigError as exc:
-            raise ConfigError(f"{field}: {exc}") from None
-        draft_len = variant.draft_len
+    check = ModelCheck(spec, variant, index, target, target_vocab, target_config)
+    found = (method_hook(variant.mode, "check_models") or default_models)(check)
+    roles: dict[str, Path | None] = {
+        "target": target,
+        "draft": None,
+        "medusa": None,
+        **found.roles,
+    }
     if variant.kv_cache_budget_bytes is not None:
         caching = [roles[r] for r in ("target", "draft", "eagle3") if roles.get(r)]
         _check_kv_budget(spec, variant, caching)
@@ -386,10 +412,10 @@ def build_reference_variant(
             "kv_cache_free_gpu_mem_fraction": spec.deploy.kv_cache_free_gpu_mem_fraction,
         },
         mode=variant.mode,
-        max_draft_len=draft_len,
+        max_draft_len=found.draft_len,
         models=files,
         tokenizer_dir=str(target.resolve()),
-        medusa=medusa,
+        medusa=found.medusa,
         cuda_graphs=cuda_graphs_at_build(variant.cuda_graphs),
         versions=library_versions(),
         host={**host_info(), "gpus": _gpus()},
@@ -399,7 +425,7 @@ def build_reference_variant(
             "vocab_size": len(target_vocab),
             "vocab_sha256": vocab_sha256(target_vocab),
         },
-        reference=_reference_notes(variant, eagle),
+        reference=_reference_notes(variant, found),
     )
     manifest.build_seconds = (time.perf_counter_ns() - t0) / 1e9
     if not dry_run:

@@ -241,7 +241,7 @@ def engine_from_llm_args(
     )
     target = load_causal_lm(plan.target, dtype, dev)
     draft = eagle3 = None
-    if plan.mode == methods.EAGLE3 and plan.draft:
+    if METHODS[plan.mode].drafter == "eagle3_head" and plan.draft:
         from trtbench.builders.reference.eagle3 import load_eagle3
 
         eagle3 = load_eagle3(plan.draft, target, dtype, dev)

@@ -92,7 +92,7 @@ def check_plan(
     for engine in plan.engines:
         check_engine(engine, contract, plan.name, capability)
         check_build_argv(build_argv(engine), contract)
-    if plan.mode == methods.DRAFT_TARGET:
+    if methods.METHODS[plan.mode].draft_engine:
         check_draft_pair(plan.name, plan.engines)
 
 
@@ -119,10 +119,8 @@ def _models(
     plan: VariantPlan, spec: BenchSpec, describe: Callable[[Path], ModelFiles] | None
 ) -> dict[str, Any]:
     roles = {"target": spec.models.target, "draft": None, "medusa": None}
-    if plan.mode == methods.DRAFT_TARGET:
-        roles["draft"] = spec.models.draft
-    if plan.mode == methods.MEDUSA:
-        roles["medusa"] = spec.models.medusa
+    if (own := methods.METHODS[plan.mode].models_dir) is not None:
+        roles[own[0]] = getattr(spec.models, own[0])  # the dir its drafter loads
     return {
         role: None
         if path is None
@@ -134,14 +132,15 @@ def _models(
 def _trtllm_block(
     plan: VariantPlan, version: str, results: list[StepResult]
 ) -> dict[str, Any]:
+    method = methods.METHODS[plan.mode]
     return {
         "version": version,
         "speculative_decoding_mode": {
             e.role: e.expect.speculative_decoding_mode for e in plan.engines
         },
-        "tree_attention": TREE_ATTENTION if plan.mode == methods.MEDUSA else None,
+        "tree_attention": TREE_ATTENTION if method.tree else None,
         "draft_acceptance": plan.draft_acceptance
-        if plan.mode == methods.DRAFT_TARGET
+        if method.owns("draft_acceptance")
         else None,
         "gather_generation_logits": {
             e.role: e.expect.gather_generation_logits for e in plan.engines

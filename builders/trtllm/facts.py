@@ -62,6 +62,13 @@ def _heads_facts(directory: Path, target_vocab: int | None) -> tuple[int, int]:
     return heads, layers
 
 
+def _loads(modes: set[str], field: str) -> bool:
+    """Whether a method of ``modes`` drafts with the spec's ``models.<field>``
+    (``Method.models_dir``)."""
+    dirs = [m.models_dir for m in map(methods.method_of, modes) if m is not None]
+    return any(d is not None and d[0] == field for d in dirs)
+
+
 def read_model_facts(models: ModelsSpec, modes: set[str]) -> ModelFacts:
     """Read the config.json of the target, and of the draft / heads when ``modes`` need them.
 
@@ -78,7 +85,7 @@ def read_model_facts(models: ModelsSpec, modes: set[str]) -> ModelFacts:
         "target_vocab": vocab,
         "target_dtype": dtype if isinstance(dtype, str) else None,
     }
-    if methods.DRAFT_TARGET in modes:
+    if _loads(modes, "draft"):
         if models.draft is None:
             raise ConfigError(
                 "a draft_target variant needs models.draft (a draft model dir); add it"
@@ -90,7 +97,7 @@ def read_model_facts(models: ModelsSpec, modes: set[str]) -> ModelFacts:
                 f"has {vocab}; use a draft trained with the target's tokenizer"
             )
         facts.update(draft_dir=str(models.draft), draft_vocab=draft_vocab)
-    if methods.MEDUSA in modes:
+    if _loads(modes, "medusa"):
         if models.medusa is None:
             raise ConfigError(
                 "a medusa variant needs models.medusa (a Medusa heads dir); add it"

@@ -146,17 +146,21 @@ def _model_dir(path: Path, field: str, what: str) -> None:
 
 
 def model_roles(spec: BenchSpec, variant: VariantSpec) -> dict[str, tuple[Path, str]]:
-    """role → (model dir, the spec field naming it) of a trtllm-pytorch variant."""
+    """role → (model dir, the spec field naming it) of a trtllm-pytorch variant.
+
+    A method's own checkpoint (``Method.needs_draft_model``) is the variant's
+    ``speculative_model``, else its ``Method.models_dir``; its role is that dir's field
+    (``draft``), or ``speculative_model`` for a method with none (EAGLE-3)."""
     roles = {"target": (spec.models.target, "models.target")}
-    if variant.mode == methods.DRAFT_TARGET:
-        if variant.speculative_model is not None:
-            field = f"{_where(spec, variant)}.speculative_model"
-            roles["draft"] = (variant.speculative_model, field)
-        elif spec.models.draft is not None:
-            roles["draft"] = (spec.models.draft, "models.draft")
-    if variant.mode == methods.EAGLE3 and variant.speculative_model is not None:
+    method = methods.METHODS[variant.mode]
+    if not method.needs_draft_model:
+        return roles
+    own = method.models_dir[0] if method.models_dir else None
+    if variant.speculative_model is not None:
         field = f"{_where(spec, variant)}.speculative_model"
-        roles["speculative_model"] = (variant.speculative_model, field)
+        roles[own or "speculative_model"] = (variant.speculative_model, field)
+    elif own is not None and getattr(spec.models, own) is not None:
+        roles[own] = (getattr(spec.models, own), f"models.{own}")
     return roles
 
 

@@ -276,7 +276,7 @@ def _medusa_step(
         variant,
         str(ckpt),
         facts.target_dir,
-        mode=METHODS[methods.MEDUSA].engine_mode,
+        mode=METHODS[variant.mode].engine_mode,
         draft_len=draft_len,
         logits=False,
         spec_config=spec,
@@ -290,14 +290,15 @@ def _plain_steps(
 ) -> tuple[EngineStep, ...]:
     """baseline: one engine at the root; draft_target: target/ (DTE, K) and draft/."""
     target = facts.target_dir
-    if variant.mode == methods.BASELINE:
+    method = METHODS[variant.mode]
+    if not method.drafts:
         step = _plain_step(
             variant,
             "target",
             target,
             target,
             root,
-            mode=METHODS[methods.BASELINE].engine_mode,
+            mode=method.engine_mode,
             draft_len=0,
             logits=False,
         )
@@ -312,7 +313,7 @@ def _plain_steps(
             target,
             target,
             root / "target",
-            mode=METHODS[methods.DRAFT_TARGET].engine_mode,
+            mode=method.engine_mode,
             draft_len=variant.draft_len,
             logits=logits,
         ),
@@ -322,7 +323,7 @@ def _plain_steps(
             facts.draft_dir,
             facts.draft_dir,
             root / "draft",
-            mode=METHODS[methods.BASELINE].engine_mode,
+            mode=METHODS[methods.BASELINE].engine_mode,  # a plain engine
             draft_len=0,
             logits=logits,
         ),
@@ -345,7 +346,7 @@ def plan_variant(
     """
     root = Path(engine_root)
     choices = heads = layers = None
-    if variant.mode != methods.MEDUSA:
+    if not METHODS[variant.mode].tree:
         steps = _plain_steps(variant, facts, root)
     else:
         if facts.medusa_dir is None:

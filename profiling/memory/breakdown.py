@@ -300,10 +300,9 @@ def load_variant_inputs(
         fields[("models", key, "path")] = str
         fields[("models", key, "bytes")] = int
     check_json_fields(manifest, build_json, fields, fix=fix)
-    if (
-        manifest.get("mode") != methods.EAGLE3
-    ):  # speculative_model is eagle3's checkpoint only
-        keys["eagle3"] = ("eagle3",)
+    method = methods.method_of(manifest.get("mode"))
+    if method is None or method.drafter != "eagle3_head":
+        keys["eagle3"] = ("eagle3",)  # speculative_model is an EAGLE-3 head's only
     models = manifest.get("models") or {}
     weights: dict[str, int | None] = {}
     per_token: dict[str, int | None] = {}

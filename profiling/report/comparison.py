@@ -99,7 +99,7 @@ def tier_table(
     modes = dict(zip(variants["variant"], variants["mode"], strict=True))
     mode = s["variant"].map(modes)
     steps = tokens_per_step(s)
-    steps = steps.where(~(mode == methods.BASELINE) | steps.notna(), 1.0)
+    steps = steps.where(~mode.isin(methods.NON_DRAFTING) | steps.notna(), 1.0)
     tpot_speedup, tput_speedup = _numeric(s, TPOT_SPEEDUP), _numeric(s, TPUT_SPEEDUP)
     out = pd.DataFrame(
         {
@@ -149,7 +149,9 @@ def crossovers(tiers: pd.DataFrame) -> pd.DataFrame:
     < 1; NaN: never) and ``crossover_interpolated`` (log2-linear crossing of 1; NaN: never,
     or below the lowest tier where even that tier is slower)."""
     rows = []
-    spec = tiers[(tiers["mode"] != methods.BASELINE) & tiers["concurrency"].notna()]
+    spec = tiers[
+        ~tiers["mode"].isin(methods.NON_DRAFTING) & tiers["concurrency"].notna()
+    ]
     for variant, group in spec.groupby("variant", sort=True):
         g = group.dropna(subset=["speedup_ratio"]).sort_values("concurrency")
         first, interp = float("nan"), float("nan")

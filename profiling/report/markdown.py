@@ -246,7 +246,7 @@ def run_notes(
         f"`{r['variant']}` {r['tier']}: {int(r['error_count'])} failed requests."
         for _, r in bad.iterrows()
     ]
-    spec = tiers[tiers["mode"].notna() & (tiers["mode"] != methods.BASELINE)]
+    spec = tiers[tiers["mode"].notna() & ~tiers["mode"].isin(methods.NON_DRAFTING)]
     if len(spec) and spec["tokens_per_step"].isna().all():
         notes.append(
             "No tokens-per-step figure: the server reported no draft counts and no variant streamed."

@@ -149,7 +149,7 @@ def speedup(
     """The objective's paired ratio over the baseline per speculative variant with its
     interval, on a log y axis; y = 1 and each crossover (``crossover_interpolated``) are
     lines, not traces (``colors``: :data:`Colors`)."""
-    spec = tiers[tiers["mode"] != methods.BASELINE]
+    spec = tiers[~tiers["mode"].isin(methods.NON_DRAFTING)]
     title = f"Speedup: {ratio} over the baseline (below 1: speculation does not pay)"
     page = vs_load(
         spec,
@@ -373,7 +373,7 @@ def page_figures(
     ]
     if has_baseline:
         out.insert(0, speedup(t, crossover, ratio, colors))
-    spec = t[t["mode"] != methods.BASELINE]
+    spec = t[~t["mode"].isin(methods.NON_DRAFTING)]
     if len(spec):
         out.append(
             vs_load(

@@ -152,7 +152,7 @@ def plot_speedup(
     ``speedup_ratio`` holds (``ratios.ratio_name``: the report's objective; the default:
     the load test's TPOT speedup, throughput where a variant does not stream)."""
     xcol, xlabel = _x_axis(tiers)
-    spec = tiers[(tiers["mode"] != methods.BASELINE) & tiers[xcol].notna()]
+    spec = tiers[~tiers["mode"].isin(methods.NON_DRAFTING) & tiers[xcol].notna()]
     colors = variant_colors(tiers["variant"].unique())
     fig, ax = plt.subplots(figsize=FIGSIZE)
     ax.axhline(1.0, color="0.3", lw=1, label="baseline (1x)")
@@ -308,7 +308,7 @@ def plot_launch_overhead(launches: pd.DataFrame, path: Path) -> Path:
 
 def plot_acceptance(tiers: pd.DataFrame, path: Path) -> Path:
     """Tokens per step (acceptance length) per speculative variant against concurrency."""
-    spec = tiers[tiers["mode"] != methods.BASELINE]
+    spec = tiers[~tiers["mode"].isin(methods.NON_DRAFTING)]
     return plot_vs_load(
         spec if len(spec) else tiers,
         path,

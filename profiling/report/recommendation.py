@@ -376,7 +376,7 @@ def recommend(
     chosen = best_per_tier(frame, info, baseline, margin)
     # a variant whose method was not recorded (a server trtbench did not build: `trtbench
     # loadtest --variant`) competes too; only the baseline's method and name are out
-    speculative = frame["mode"].isna() | (frame["mode"] != methods.BASELINE)
+    speculative = frame["mode"].isna() | ~frame["mode"].isin(methods.NON_DRAFTING)
     spec = sorted(set(frame.loc[speculative, "variant"].astype(str)))
     if baseline is not None:
         spec = [v for v in spec if v != baseline]

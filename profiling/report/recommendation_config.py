@@ -44,10 +44,11 @@ from trtbench.spec.serving import VLLM_METHODS
 ACCEPT_THRESHOLD = 0.5
 LOOKUP_ACCEPT_THRESHOLD = 0.1  # n-gram: well above the verified token's cost share
 TRTLLM_DECODING = {
-    **methods.LLMAPI_DECODING_TYPES,
-    methods.MEDUSA: "Medusa",  # the engine path's MedusaDecodingConfig (1.2.1)
+    m.name: m.trtllm_decoding_type
+    for m in methods.METHODS.values()
+    if m.trtllm_decoding_type is not None
 }
-"""mode → the TensorRT-LLM ``decoding_type`` of its config snippet."""
+"""mode → the TensorRT-LLM ``decoding_type`` of its config snippet (either path's)."""
 DRAFT_LEN_FIELD = {
     m.name: m.draft_length
     for m in methods.METHODS.values()

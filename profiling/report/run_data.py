@@ -67,7 +67,7 @@ class RunData:
         loadtest --baseline``) where it names a variant, else one named ``baseline``, else
         None."""
         for info in self.variants.values():
-            if info.mode == methods.BASELINE:
+            if methods.drafts_nothing(info.mode):
                 return info.name
         named = self.run.get("baseline")
         if isinstance(named, str) and named in self.variants:

@@ -84,21 +84,17 @@ def _gpu_count(build: dict[str, Any]) -> int | None:
 
 
 def mode_from_name(name: str) -> str | None:
-    """Guess a mode from a variant name (``medusa…``, ``draft…``/``dtm…``, ``baseline…``).
+    """Guess a mode from a variant name (``Method.name_hints``: ``medusa…``,
+    ``draft…``/``dtm…``, ``baseline…``).
 
     Only for what no file records: a ``trtbench loadtest`` run against a server trtbench did
     not build, or an AIPerf artifact directory. A run that built its variants reads the
     mode from build.json; a guess is marked (``mode_source`` ``name``) and the report says so.
     """
     low = name.lower()
-    for token, mode in (
-        ("medusa", methods.MEDUSA),
-        ("draft", methods.DRAFT_TARGET),
-        ("dtm", methods.DRAFT_TARGET),
-        ("baseline", methods.BASELINE),
-    ):
-        if token in low:
-            return mode
+    for method in reversed(methods.METHODS.values()):  # Method.name_hints, later first
+        if any(token in low for token in method.name_hints):
+            return method.name
     return None
 
 
@@ -122,6 +118,8 @@ def variant_info(
         mode, source = repo.get("mode") or built.get("mode"), "metadata"
     if not mode:
         mode, source = mode_from_name(name), "name"
+    method = methods.method_of(mode)
+    tree = method is not None and method.tree  # Medusa's heads' tree
     medusa = build.get("medusa") or {}
     choices = medusa.get("choices") or repo.get("medusa_choices")
     draft_len = (
@@ -141,9 +139,9 @@ def variant_info(
         server=(build.get("variant") or {}).get("server"),
         runtime=repo.get("runtime"),
         draft_len=int(draft_len) if mode in DRAFTING_MODES and draft_len else None,
-        tree_nodes=len(choices) if mode == methods.MEDUSA and choices else None,
+        tree_nodes=len(choices) if tree and choices else None,
         medusa_choices=tuple(tuple(int(k) for k in c) for c in choices)
-        if mode == methods.MEDUSA and choices
+        if tree and choices
         else None,
         medusa_heads=medusa.get("num_heads"),
         medusa_layers=medusa.get("num_layers"),

@@ -177,7 +177,7 @@ def draw_plots(
                 plots.plot_speedup(t, a.crossover, plots_dir / "speedup.png", ratio),
             ),
         )
-    if (t["mode"] != methods.BASELINE).any():
+    if (~t["mode"].isin(methods.NON_DRAFTING)).any():
         out.append(
             ("Tokens per step", plots.plot_acceptance(t, plots_dir / "acceptance.png"))
         )

@@ -88,7 +88,9 @@ def _write_profiles(rd: RunDir, got: Collected, order: list[str]) -> None:
 def baseline_of(spec: BenchSpec, names: list[str]) -> str | None:
     """The first measured variant whose mode is baseline (the speedups' reference)."""
     baselines = (
-        v.name for v in spec.variants if v.mode == methods.BASELINE and v.name in names
+        v.name
+        for v in spec.variants
+        if methods.drafts_nothing(v.mode) and v.name in names
     )
     return next(baselines, None)
 

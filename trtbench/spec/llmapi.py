@@ -27,10 +27,11 @@ LLMAPI_BACKEND = stacks.TRTLLM_PYTORCH
 LLMAPI_ONLY_MODES = methods.LLMAPI_ONLY_MODES  # + the reference backend, but for MTP
 LAST_ENGINE_PATH_VERSION = "1.3.0rc20"
 ENGINE_PATH_IMAGE = "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
-MEDUSA_ON_LLMAPI = (
-    "Medusa runs only on the TensorRT engine path: use backend: trtllm (TensorRT-LLM <= "
+ENGINE_PATH_ONLY = (
+    "{label} runs only on the TensorRT engine path: use backend: trtllm (TensorRT-LLM <= "
     f"{LAST_ENGINE_PATH_VERSION}; NGC {ENGINE_PATH_IMAGE} carries 1.2.1)"
 )
+"""The refusal of a ``Method.engine_path_only`` method on the LLM API (Medusa)."""
 LLMAPI_PATH_KEYS = (
     "speculative_model",
     "llmapi_model_dir",
@@ -226,8 +227,9 @@ def _specific_problem(v: _Variant, backend: str, where: str) -> str | None:
             "(a calibration slowdown); remove it or use backend: reference"
         )
     if stacks.backend(backend).llmapi:
-        if v.mode == methods.MEDUSA:
-            return f"{where}.mode: {MEDUSA_ON_LLMAPI}"
+        method = methods.method_of(v.mode)
+        if method is not None and method.engine_path_only:
+            return f"{where}.mode: {ENGINE_PATH_ONLY.format(label=method.label)}"
         if v.draft_acceptance != "tokens":
             return (
                 f"{where}.draft_acceptance: {v.draft_acceptance} is an engine-path option; "

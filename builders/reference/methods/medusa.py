@@ -1,10 +1,30 @@
-"""Medusa's decoder: the heads' tree, verified with tree attention."""
+"""Medusa's decoder: the heads' tree, verified with tree attention; its build checks the
+heads against the target and the tree against the heads."""
 
 from __future__ import annotations
 
 from trtbench.builders.medusa_tree import build_tree
+from trtbench.builders.reference.build import (
+    MethodModels,
+    ModelCheck,
+    check_medusa,
+    check_model_dir,
+)
 from trtbench.builders.reference.decoding import BaselineDecoder, MedusaDecoder
 from trtbench.builders.reference.methods.parts import DecoderParts, missing
+
+
+def check_models(check: ModelCheck) -> MethodModels:
+    """The heads (``models.medusa``) against the target; the tree against the heads and
+    ``max_draft_len`` (K: the tree's node count unless set).
+
+    Raises:
+        ConfigError: a missing heads dir or a bad tree (naming the field).
+        ModelMismatchError: heads that do not fit the target.
+    """
+    heads = check_model_dir(check.spec.models.medusa, "models.medusa", "Medusa heads")
+    medusa, draft_len = check_medusa(check.target, heads, check.variant, check.index)
+    return MethodModels(roles={"medusa": heads}, draft_len=draft_len, medusa=medusa)
 
 
 def make_decoder(parts: DecoderParts) -> BaselineDecoder:

@@ -249,6 +249,121 @@ def test_the_guard_passes_what_is_not_a_literal_comparison(source):
     assert not named_literals(source)
 
 
+METHOD_CONSTANTS = {"BASELINE", "DRAFT_TARGET", "MEDUSA", "EAGLE3", "MTP", "NGRAM"}
+"""The method-name constants of ``trtbench.core.methods``: only the methods' own folder
+compares a value with one; everything else asks the method (``methods.METHODS[mode]``)."""
+CONSTANTS_ALLOWED = ("trtbench/plan/", "trtbench/commands/plan.py")
+"""Temporary: the planner still branches on these constants, and its rework removes them;
+drop this allow-list with it."""
+
+
+def _constant_bindings(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """(the names a module binds ``trtbench.core.methods`` to, ``methods`` always; the
+    names it binds the method constants to, ``from trtbench.core.methods import MEDUSA``)."""
+    modules, constants = {"methods", "trtbench.core.methods"}, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "trtbench.core":
+            modules |= {a.asname or a.name for a in node.names if a.name == "methods"}
+        elif (
+            isinstance(node, ast.ImportFrom) and node.module == "trtbench.core.methods"
+        ):
+            constants |= {
+                a.asname or a.name for a in node.names if a.name in METHOD_CONSTANTS
+            }
+        elif isinstance(node, ast.Import):
+            modules |= {
+                a.asname
+                for a in node.names
+                if a.name == "trtbench.core.methods" and a.asname
+            }
+    return modules, constants
+
+
+def method_constants(source: str) -> list[tuple[int, str]]:
+    """(line, code) of each comparison (``==``, ``!=``, ``in``, ``not in``, a ``match``
+    case) of a value with a method-name constant of ``trtbench.core.methods`` (alone or in
+    a tuple / list / set), and of each dict with such a constant among its keys."""
+    tree = ast.parse(source)
+    modules, constants = _constant_bindings(tree)
+
+    def named(node: ast.AST | None) -> bool:
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(named(e) for e in node.elts)
+        if isinstance(node, ast.Name):
+            return node.id in constants
+        return (
+            isinstance(node, ast.Attribute)
+            and node.attr in METHOD_CONSTANTS
+            and ast.unparse(node.value) in modules
+        )
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            ops = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
+            operands = [node.left, *node.comparators]
+            if any(isinstance(op, ops) for op in node.ops) and any(
+                map(named, operands)
+            ):
+                found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.MatchValue) and named(node.value):
+            found.append((node.lineno, ast.unparse(node.value)))
+        elif isinstance(node, ast.Dict) and any(map(named, node.keys)):
+            found.append((node.lineno, ast.unparse(node)[:80]))
+    return found
+
+
+def test_no_module_outside_the_methods_branches_on_a_method_constant():
+    """A method is one module: the rest of trtbench asks the method (``Method``'s
+    attributes, its reference-engine module's hooks) and never compares a mode with
+    ``methods.MEDUSA`` & co. nor keys a table by them. Read from the syntax tree of every
+    module of every package folder outside ``trtbench/core/methods/``."""
+    found = [
+        f"{relative}:{line}: {code}"
+        for folder in PACKAGE_FOLDERS
+        for path in sorted((REPO_ROOT / folder).rglob("*.py"))
+        if not (relative := str(path.relative_to(REPO_ROOT))).startswith(
+            ("trtbench/core/methods/", *CONSTANTS_ALLOWED)
+        )
+        for line, code in method_constants(path.read_text())
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "if variant.mode == methods.MEDUSA: pass",
+        "ok = tiers[tiers['mode'] != methods.BASELINE]",
+        "if methods.DRAFT_TARGET in modes: pass",
+        "if mode not in (methods.EAGLE3,\n    methods.NGRAM): pass",
+        "from trtbench.core.methods import MTP as M\nok = mode == M",
+        "from trtbench.core import methods as m\nok = row.get('mode') != m.BASELINE",
+        "import trtbench.core.methods\nok = mode == trtbench.core.methods.MEDUSA",
+        "types = {**methods.LLMAPI_DECODING_TYPES, methods.MEDUSA: 'Medusa'}",
+        "match mode:\n    case methods.NGRAM: pass",
+    ],
+)
+def test_the_guard_sees_a_branch_on_a_method_constant(source):
+    assert method_constants(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "if methods.METHODS[variant.mode].tree: pass",
+        "mode = METHODS[methods.BASELINE].engine_mode",
+        "return methods.BASELINE",
+        "ok = ~tiers['mode'].isin(methods.NON_DRAFTING)",
+        "if manifest.mode == methods.LEGACY_EAGLE: pass",
+        "if mode == SpeculativeDecodingMode.MEDUSA: pass",
+        "MEDUSA = 4\nok = flags == MEDUSA",
+    ],
+)
+def test_the_guard_passes_what_asks_the_method(source):
+    assert not method_constants(source)
+
+
 def test_each_method_has_its_constant_label_and_drafter():
     from trtbench.core import methods
 
@@ -338,6 +453,23 @@ def test_the_questions_a_method_answers():
         methods.method_of("eagle") is None and methods.method_of(float("nan")) is None
     )
     assert methods.method_of("mtp") is METHODS["mtp"]
+    # TensorRT-LLM's engine path: draft-target is two engines (DRAFT_TOKENS_EXTERNAL),
+    # Medusa runs there only; its decoding_type is the LLM API's, else the engine path's
+    assert where("draft_engine") == {"draft_target"}
+    assert where("engine_path_only") == {"medusa"}
+    assert {n: METHODS[n].trtllm_decoding_type for n in WRITTEN_OUT} == {
+        "baseline": None,
+        "draft_target": "DraftTarget",
+        "medusa": "Medusa",
+        "eagle3": "Eagle3",
+        "mtp": "MTP",
+        "ngram": "NGram",
+    }
+    # "is it the baseline": a method that drafts nothing; a missing value or a mode that
+    # is no method (build.json's legacy eagle) speculates, as `mode != "baseline"` said
+    assert methods.NON_DRAFTING == ("baseline",)
+    asked = ("baseline", "ngram", "eagle", None, float("nan"))
+    assert [methods.drafts_nothing(m) for m in asked] == [True, *[False] * 4]
 
 
 def test_a_backend_the_registry_does_not_list_is_refused_without_a_rule_of_its_own(

@@ -71,6 +71,9 @@ LLMAPI_ONLY_MODES = names_where(llmapi_only=True)
 """Methods TensorRT-LLM runs on its LLM-API path only (the reference backend may too)."""
 K_FROM_MAX_DRAFT_LEN = names_where(draft_length="max_draft_len")
 """Methods whose draft length K is the variant's ``max_draft_len``."""
+NON_DRAFTING = names_where(drafts=False)
+"""Methods that draft nothing (the baseline): ``~frame["mode"].isin(NON_DRAFTING)`` asks a
+column what :func:`drafts_nothing` asks one mode (a missing or unknown mode speculates)."""
 CHAIN_METHODS = names_where(planner="chain")
 """Methods the planner predicts as a chain with per-position acceptance rates."""
 DEFAULT_RATES = {m.name: m.default_rates for m in METHODS.values() if m.default_rates}
@@ -102,6 +105,13 @@ def method_of(mode: object) -> Method | None:
     """The method of ``mode`` (a variant's ``mode``; None: not a method, e.g. a missing
     value of a CSV row or the legacy ``eagle``)."""
     return METHODS.get(mode) if isinstance(mode, str) else None
+
+
+def drafts_nothing(mode: object) -> bool:
+    """Whether ``mode`` is a method that drafts nothing (the baseline); a missing value or
+    a mode that is not a method (the legacy ``eagle``) is taken to speculate."""
+    method = method_of(mode)
+    return method is not None and not method.drafts
 
 
 def label(mode: str | None) -> str:

@@ -16,5 +16,6 @@ METHOD = Method(
     planner="baseline",
     drafter="none",
     label="baseline",
+    name_hints=("baseline",),
     reference_decoder="trtbench.builders.reference.methods.baseline:make_decoder",
 )

@@ -21,5 +21,6 @@ METHOD = Method(
     fields=("max_draft_len", "speculative_model", "draft_acceptance"),
     engine_counts="per_response",
     models_dir=("draft", "a draft model dir"),
+    name_hints=("draft", "dtm"),
     reference_decoder="trtbench.builders.reference.methods.draft_target:make_decoder",
 )

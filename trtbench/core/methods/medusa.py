@@ -20,5 +20,7 @@ METHOD = Method(
     fields=("max_draft_len", "medusa_choices"),
     engine_counts="perf_metrics",
     models_dir=("medusa", "a Medusa heads dir"),
+    engine_decoding_type="Medusa",
+    name_hints=("medusa",),
     reference_decoder="trtbench.builders.reference.methods.medusa:make_decoder",
 )

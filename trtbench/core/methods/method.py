@@ -66,6 +66,8 @@ class Method:
         default_rates: the planner's per-position acceptance rates of a ``chain``.
         reference_decoder: ``module:function`` of the reference engine's decoder factory
             (``trtbench.builders.reference.decoders``' signature); None: not on that engine.
+            The module also holds the reference build's optional hooks of the method
+            (``check_models``, ``build_notes``: ``builders/reference/build.py``).
         vllm_options: the ``--speculative-config`` keys after ``method`` from the variant
             alone (None: ``vllm_server/args.py`` builds them from the drafter, or vLLM does
             not serve the method).
@@ -75,6 +77,11 @@ class Method:
             as its peers default them).
         models_dir: ``(field of the spec's models, what it holds)``: the directory its
             drafter loads when the variant names no ``speculative_model`` (None: none).
+        engine_decoding_type: TensorRT-LLM's ``decoding_type`` of its engine-path decoding
+            config where it has no LLM-API one (Medusa: ``Medusa``, 1.2.1's
+            ``MedusaDecodingConfig``), for the recommendation's config snippet.
+        name_hints: words that mark a variant name as this method when no file records
+            the mode (a server trtbench did not build); a later method's are tried first.
     """
 
     name: str
@@ -98,6 +105,8 @@ class Method:
         default_factory=dict, compare=False
     )
     models_dir: tuple[str, str] | None = None
+    engine_decoding_type: str | None = None
+    name_hints: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.spec_fields:
@@ -138,6 +147,26 @@ class Method:
             and self.engine_mode is None
             and self.llmapi_decoding_type is not None
         )
+
+    @property
+    def engine_path_only(self) -> bool:
+        """Whether TensorRT-LLM runs it on its engine path only (not the LLM API)."""
+        return (
+            self.drafts
+            and self.engine_mode is not None
+            and self.llmapi_decoding_type is None
+        )
+
+    @property
+    def draft_engine(self) -> bool:
+        """Whether the engine path builds it as two engines, the target verifying what a
+        separate draft engine proposes (``DRAFT_TOKENS_EXTERNAL``)."""
+        return self.engine_mode == "DRAFT_TOKENS_EXTERNAL"
+
+    @property
+    def trtllm_decoding_type(self) -> str | None:
+        """TensorRT-LLM's ``decoding_type`` of the method on either path (None: neither)."""
+        return self.llmapi_decoding_type or self.engine_decoding_type
 
     def owns(self, field: str) -> bool:
         """Whether ``field`` (a variant field) belongs to this method (:attr:`fields`)."""
