@@ -252,9 +252,6 @@ def test_the_guard_passes_what_is_not_a_literal_comparison(source):
 METHOD_CONSTANTS = {"BASELINE", "DRAFT_TARGET", "MEDUSA", "EAGLE3", "MTP", "NGRAM"}
 """The method-name constants of ``trtbench.core.methods``: only the methods' own folder
 compares a value with one; everything else asks the method (``methods.METHODS[mode]``)."""
-CONSTANTS_ALLOWED = ("trtbench/plan/", "trtbench/commands/plan.py")
-"""Temporary: the planner still branches on these constants, and its rework removes them;
-drop this allow-list with it."""
 
 
 def _constant_bindings(tree: ast.AST) -> tuple[set[str], set[str]]:
@@ -323,7 +320,7 @@ def test_no_module_outside_the_methods_branches_on_a_method_constant():
         for folder in PACKAGE_FOLDERS
         for path in sorted((REPO_ROOT / folder).rglob("*.py"))
         if not (relative := str(path.relative_to(REPO_ROOT))).startswith(
-            ("trtbench/core/methods/", *CONSTANTS_ALLOWED)
+            ("trtbench/core/methods/",)
         )
         for line, code in method_constants(path.read_text())
     ]
