@@ -195,6 +195,8 @@ def same_tables(streamed: Path, whole: Path) -> str:
 
 def scale(args: argparse.Namespace) -> None:
     """Write each size's trace, run the readers on it, print their figures."""
+    if args.workdir is not None:
+        args.workdir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="bench_kineto_", dir=args.workdir))
     try:
         for kernels in (int(k) for k in args.sizes.split(",")):

@@ -196,14 +196,22 @@ class ParkedBatches:
             self._writer = self._sink = None
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
-        """Every batch, in order, as copied ``numpy`` columns; call :meth:`close` first."""
+        """Every batch, in order, as copied ``numpy`` columns; call :meth:`close` first.
+
+        Each batch is read through a memory map of its own, closed before the batch is
+        handed out: the pages a map has touched count in the process's resident memory
+        while it is open, so one map over the whole file would end up holding the file.
+        """
         if not self.rows:
             return
         with pa.memory_map(str(self.path)) as source:
-            reader = pa.ipc.open_file(source)
-            for i in range(reader.num_record_batches):
-                batch = reader.get_batch(i)
-                yield {
+            count = pa.ipc.open_file(source).num_record_batches
+        for i in range(count):
+            with pa.memory_map(str(self.path)) as source:
+                batch = pa.ipc.open_file(source).get_batch(i)
+                columns = {
                     name: batch.column(name).to_numpy().copy()
                     for name in batch.schema.names
                 }
+                del batch  # nothing refers to the map once it closes
+            yield columns
