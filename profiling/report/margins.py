@@ -145,6 +145,17 @@ def _no_interval_basis(row: pd.Series, info: ObjectiveInfo) -> str:
     return NO_REPEATS
 
 
+def level_text(level: float) -> str:
+    """A confidence level as text, with the digits it needs never to read 100 %: 0.95 →
+    ``95 %``, 0.9948 → ``99.5 %``, 0.99965 → ``99.97 %`` (a finite interval is below 100 %).
+    """
+    for digits in range(3, 9):
+        text = f"{100 * level:.{digits}g}"
+        if float(text) < 100 or level >= 1:
+            return f"{text} %"
+    return f"{100 * level} %"
+
+
 def _from_rounds(
     best: pd.Series,
     other: pd.Series,
@@ -181,7 +192,7 @@ def _from_rounds(
             pr.rounds,
             equivalence_margin=equivalence,
         )
-    level = f"{100 * pr.level:.3g} %"
+    level = level_text(pr.level)
     looks = (
         " (rounds by need: the level of its look keeps 95 % coverage under stopping)"
         if schedule.sequential

@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from trtbench.pipeline.stages import cell_label
+from trtbench.pipeline.stages import CELL, cell_label
 from trtbench.profiling.loadtest.workload.schedule import Tier
 
 PLAIN_GAP_S = 30.0
@@ -164,8 +164,9 @@ class StageLines:
             self._write(stage.text(now))
 
     def retotal(self, total: int, at_most: bool) -> None:
-        """The stage's total changed (a race dropped cells, or ended)."""
-        if self._stage is not None:
+        """The stage's total of cells changed (a race dropped cells, or ended); a stage of
+        other units keeps its own (a race is planned while the build's line is up)."""
+        if self._stage is not None and self._stage.unit == CELL:
             self._stage.total, self._stage.at_most = total, at_most
 
     def stop(self) -> None:

@@ -25,7 +25,7 @@ from trtbench.pipeline.context import RunContext
 from trtbench.pipeline.interleaving import serve_interleaved
 from trtbench.pipeline.loadtest import tiers_of
 from trtbench.pipeline.serving import measure_variant
-from trtbench.pipeline.stages import load_test_stage
+from trtbench.pipeline.stages import CELL, load_test_stage
 from trtbench.profiling.loadtest.driver.round_plans import (
     RacePlan,
 )
@@ -245,7 +245,7 @@ def measure_variants(ctx: RunContext, prompts: list[Prompt] | None) -> dict[str,
     stage = (
         load_test_stage(design.rounds, design.stop_when_decided),
         len(cells),
-        "cell",
+        CELL,
         design.stop_when_decided,
     )
     if design.name == INTERLEAVED:

@@ -14,6 +14,8 @@ from typing import Protocol
 BUILD, DEPLOY, LOAD_TEST = "build", "deploy", "load test"
 """The stages of a run, in order (the ``rounds`` and ``sequential`` designs start servers
 inside the load test: no deploy stage of their own)."""
+CELL = "cell"
+"""The load test's unit: a race's totals count cells (:meth:`RunProgress.retotal`)."""
 
 
 class RunProgress(Protocol):
@@ -30,7 +32,9 @@ class RunProgress(Protocol):
         ...
 
     def retotal(self, total: int, at_most: bool) -> None:
-        """The stage's total is now ``total`` (a race dropped cells, or ended)."""
+        """The stage's total is now ``total`` cells (a race dropped cells, or ended); a
+        stage counting other units ignores it (a race with fresh servers per block is
+        planned before the load test's stage starts, while the build's is current)."""
         ...
 
     def stop(self) -> None:

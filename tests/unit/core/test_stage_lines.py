@@ -133,6 +133,21 @@ def test_a_stage_stopped_before_its_total_says_so():
     )
 
 
+def test_a_race_planned_during_the_build_leaves_the_build_line_alone():
+    # with fresh servers per block the race hands out its first round before the load
+    # test's stage starts: its bound (36 rounds x 20 cells) is not the build's total
+    clock = Clock()
+    progress, out = plain(clock)
+    with progress:
+        progress.start(BUILD, 5, "variant")
+        for k in range(5):
+            clock.now += 1.0
+            progress.advance(f"v{k}")
+        progress.retotal(720, True)
+        progress.stop()
+    assert out.getvalue().splitlines()[-1] == "build: 5 of 5 variants in 0:05"
+
+
 def test_trtbench_loadtest_counts_each_tier_pass_as_a_cell():
     clock = Clock()
     progress, out = plain(clock)

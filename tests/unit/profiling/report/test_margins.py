@@ -286,3 +286,20 @@ def test_a_margin_with_the_instance_term_is_wider_and_says_so():
     assert with_term.low < plain.low and with_term.high > plain.high
     assert "server-instance SD of 5.0%" in with_term.basis
     assert "server-instance" not in plain.basis
+
+
+@pytest.mark.parametrize(
+    "level, text",
+    [
+        (0.95, "95 %"),
+        (0.9947916, "99.5 %"),
+        (0.99965, "99.97 %"),
+        (0.999996, "99.9996 %"),
+    ],
+)
+def test_a_level_never_reads_100_percent(level, text):
+    from trtbench.profiling.report.margins import level_text
+
+    assert (
+        level_text(level) == text
+    )  # a finite interval is below 100 % (rounded up: wrong)
