@@ -147,7 +147,7 @@ def whole_run_interference(rounds: pd.DataFrame | None) -> str | None:
     who = (
         f"Every cell of this run ({len(rounds)} of {len(rounds)}: variant × tier × round)"
         if len(flagged) == len(rounds)
-        else f"Every (variant, tier) of this run ({len(flagged)} of {len(rounds)} cells)"
+        else f"{len(flagged)} of this run's {len(rounds)} cells, in every (variant, tier),"
     )
     return (
         f"**{who} ran while other processes took more than {OTHER_SHARE_LIMIT:.0%} of the "

@@ -217,7 +217,7 @@ def test_interference_on_every_variant_and_tier_is_one_sentence():
     assert interference_lines(rows) == []
     said = whole_run_interference(rows)
     assert said.startswith(
-        "**Every (variant, tier) of this run (3 of 4 cells) ran while"
+        "**3 of this run's 4 cells, in every (variant, tier), ran while"
     )
     assert "(up to 30%)" in said
     rows["interference_flag"] = True
