@@ -61,7 +61,7 @@ from trtbench.profiling.loadtest.stats.decisions import (
     recorded_schedule,
 )
 from trtbench.profiling.report.paired import paired_ratio
-from trtbench.spec.bench import PATH_KEYS, load_spec, resolve_paths
+from trtbench.spec.bench import PATH_KEYS, load_spec, override_loadtest, resolve_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 TWINS = (("base-a", "base-b"), ("medusa-a", "medusa-b"))
@@ -181,20 +181,19 @@ def twin_spec(
     if spec.backend_of(first) == REFERENCE and first.server == TRITON:
         variants.append({**raw, "name": f"{names[0]}-slow", "handicap": HANDICAP})
         slow = (f"{names[0]}-a", f"{names[0]}-slow")
-    loadtest = {
-        k: v for k, v in (data.get("loadtest") or {}).items() if k not in ("repeats",)
+    fields: dict[str, object] = {"design": design, "rounds": rounds}
+    given = {
+        "concurrency": tiers,
+        "requests_per_tier": requests,
+        "restart_every": restart_every,
     }
-    loadtest.pop("budget", None)
-    loadtest |= {"design": design, "rounds": rounds}
-    if tiers:
-        loadtest["concurrency"] = tiers
-    if requests:
-        loadtest["requests_per_tier"] = requests
-    if restart_every:
-        loadtest["restart_every"] = restart_every
-    if instance_sd is not None:
-        loadtest["instance_sd"] = instance_sd
-    out = {**data, "name": f"aa-{design}", "variants": variants, "loadtest": loadtest}
+    fields |= {k: v for k, v in given.items() if v}  # none or 0: the spec's own
+    if instance_sd is not None:  # 0 drops the term
+        fields["instance_sd"] = instance_sd
+    # the CLI's own override: a fixed number of rounds replaces either spelling and drops
+    # the budget of rounds: auto
+    out = override_loadtest(data, fields)
+    out = {**out, "name": f"aa-{design}", "variants": variants}
     return yaml.safe_dump(out, sort_keys=False), Pairs(tuple(twins), slow)
 
 
