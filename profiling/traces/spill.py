@@ -167,7 +167,7 @@ class ParkedBatches:
         self.path = self.folder / "batches.arrow"
         self._sink: pa.NativeFile | None = None
         self._writer: pa.ipc.RecordBatchFileWriter | None = None
-        self.rows = 0
+        self.rows = self.batches = 0
 
     def __enter__(self) -> ParkedBatches:
         return self
@@ -187,6 +187,7 @@ class ParkedBatches:
             self._writer = pa.ipc.new_file(self._sink, batch.schema)
         self._writer.write_batch(batch)
         self.rows += n
+        self.batches += 1
 
     def close(self) -> None:
         """Finish the file (appending after this is an error)."""
@@ -202,11 +203,7 @@ class ParkedBatches:
         handed out: the pages a map has touched count in the process's resident memory
         while it is open, so one map over the whole file would end up holding the file.
         """
-        if not self.rows:
-            return
-        with pa.memory_map(str(self.path)) as source:
-            count = pa.ipc.open_file(source).num_record_batches
-        for i in range(count):
+        for i in range(self.batches):
             with pa.memory_map(str(self.path)) as source:
                 batch = pa.ipc.open_file(source).get_batch(i)
                 columns = {
