@@ -6,10 +6,13 @@ baseline at c2. Here its ``trtbench variant`` snippet also gets ``handicap: 9.0`
 step the engine waits nine times the step's own duration, so the recommended config serves
 about a tenth of the tokens per second it would.
 
-The follow-up serves it beside ngram (c1) and the baseline (c2), a race of up to 5
+The follow-up serves it beside ngram (c1) and the baseline (c2), a race of up to 9
 interleaved rounds; each round's ratio recommended / best is near 1/10 whatever else the
 host does (both sides of a round are measured back to back), so the interval over rounds
-lies far below 1 at both tiers (a race may decide that after 3 rounds);
+lies far below 1 at both tiers (a race may decide that after 3 rounds, as it does on a
+quiet host). Up to 9, not 5: with two test sessions on 2 cores, one round's best cell was
+stalled so long that its ratio came out above 1, and 5 rounds left c2's interval at
+[0.05, 1.93]; more rounds outweigh one such round;
 the confirmation in fresh rounds says so again, and the command exits 1 naming c1 and c2.
 The effect is made this large on purpose: with a 4x slowdown and 3 rounds, one round in
 which the host stalled the best variant's cell (seen: 0.17 s became 1.2 s) left a tier's
@@ -29,7 +32,7 @@ from tests.support.followup_runs import make_run
 
 pytestmark = pytest.mark.integration
 
-ROUNDS = 5
+ROUNDS = 9
 
 
 def test_a_config_ten_times_slower_fails_the_gate(tmp_path, tiny_models, capsys):

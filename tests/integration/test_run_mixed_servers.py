@@ -16,14 +16,15 @@ Skipped, with the reason, without a vLLM interpreter (``bash scripts/bootstrap_v
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
-import psutil
 import pytest
 
 from tests.support.cli import run_cli
 from tests.support.run_specs import reference_run_spec, write_spec
 from trtbench.core.errors import ConfigError
+from trtbench.core.proctree import group_members
 from trtbench.spec.serving import resolve_vllm_python
 
 pytestmark = pytest.mark.integration
@@ -70,14 +71,13 @@ def mixed_run(tiny_models, tmp_path_factory):
     return spec_path, out
 
 
-def _vllm_processes(run_dir) -> list[psutil.Process]:
-    """Processes whose command line names this run's vLLM log or served model."""
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if "vllm" in cmd and "--served-model-name vllm-dt" in cmd:
-            found.append(p)
-    return found
+def _vllm_groups_left(log: str) -> list[int]:
+    """Living processes of the run's vLLM servers: each server is the leader of its own
+    process group (its PID, from the run's log), and its engine-core children are in it.
+    Only this run's: another run on the host (a second test session) has its own groups."""
+    leaders = [int(m) for m in re.findall(r"vLLM server pid (\d+)", log)]
+    assert leaders, "the run's log names no vLLM server"
+    return [pid for leader in leaders for pid in group_members(leader)]
 
 
 def test_deploy_check_prints_the_vllm_command_line(mixed_run, capsys):
@@ -102,7 +102,7 @@ def test_run_measures_both_stacks_side_by_side(mixed_run, capsys):
     # the stage line says servers came up; which one served what is in the run's log
     log = (out / "trtbench.log").read_text()
     assert "vllm-dt: serving vllm-dt with vLLM at http://127.0.0.1:" in log
-    assert not _vllm_processes(out), "a vLLM process outlived the run"
+    assert not _vllm_groups_left(log), "a vLLM process outlived the run"
 
     summary = pd.read_csv(out / "loadtest" / "summary.csv")
     got = {(r.variant, r.tier) for r in summary.itertuples()}

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import ClassVar, TypeVar
 
 from trtbench.core.errors import ServerStartError
-from trtbench.core.proctree import tree_cpu_ticks
+from trtbench.core.proctree import group_members, tree_cpu_ticks
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,7 @@ STALL_CPU_S = 0.5
 (an idle tritonserver with its stubs uses well under 0.1 s a minute)."""
 NO_ERROR_LINES = "no error lines in the log since its start"
 _DYING_S = 0.1  # how long health() waits for a process that stopped answering to exit
+_GROUP_GONE_S = 30.0  # how long stop waits for a SIGKILLed group's members to exit
 
 # No proxy: the server is on this host (or an address given literally), never behind one.
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -429,7 +430,26 @@ class ManagedProcess:
                 raise
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
+        self._wait_group_gone(proc.pid)
         return proc.returncode
+
+    def _wait_group_gone(self, pgid: int) -> None:
+        """Until no member of process group ``pgid`` is alive: SIGKILL is delivered
+        asynchronously, and a child that holds much memory (vLLM's engine core) takes a
+        while to exit on a busy host; stop returns once its ports and memory are free.
+        Warns after ``_GROUP_GONE_S`` and returns (a process in uninterruptible sleep)."""
+        deadline = time.monotonic() + _GROUP_GONE_S
+        while left := group_members(pgid):
+            if time.monotonic() > deadline:
+                log.warning(
+                    "%s: %d process(es) of its group still alive %.0f s after SIGKILL: %s",
+                    self.wording.label,
+                    len(left),
+                    _GROUP_GONE_S,
+                    " ".join(map(str, left)),
+                )
+                return
+            time.sleep(0.02)
 
     def __enter__(self: _Server) -> _Server:
         return self.start()

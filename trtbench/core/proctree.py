@@ -64,6 +64,27 @@ def process_tree(root: int, proc: Path = PROC) -> list[int]:
     return descendants(root, parent_map(proc))
 
 
+def group_members(pgid: int, proc: Path = PROC) -> list[int]:
+    """PIDs of the living processes in process group ``pgid`` (sorted; [] when none).
+
+    proc(5): ``/proc/<pid>/stat`` field 3 is the state and field 5 the process group ID.
+    A zombie (``Z``) or dead (``X``) process has exited and holds no memory or port, so it
+    is not counted: its parent may reap it any time later (an orphan is reaped by init).
+    """
+    out = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # the process exited between listing and reading
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+            out.append(int(entry.name))
+    return sorted(out)
+
+
 def rss_bytes(pid: int, proc: Path = PROC) -> int | None:
     """Resident set size of one process in bytes (None when it is gone or unreadable)."""
     try:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from tests.support.managed_children import NotedChild, child_wording
+from trtbench.core.proctree import group_members
 
 CHILD = """
 import os, signal, sys, time
@@ -109,3 +110,78 @@ def test_signal_stop_of_an_ended_or_unstarted_process_does_nothing(tmp_path):
     p.stop()
     p.signal_stop()  # ended
     assert len(p.stamps("term")) == 1
+
+
+PARENT_OF_STUBBORN = """
+import os, signal, subprocess, sys, time
+out = sys.argv[1]
+child = subprocess.Popen([sys.executable, "-c",
+    "import signal, sys, time\\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n"
+    "open(sys.argv[1], 'a').write('child up\\\\n')\\n"
+    "while True: time.sleep(1)\\n", out])
+while "child up" not in open(out).read():
+    time.sleep(0.05)
+with open(out, "a") as f:
+    f.write(f"pid {child.pid}\\nready\\n")
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+while True:
+    time.sleep(0.05)
+"""
+"""A leader that exits on SIGTERM, and its child (same process group) that ignores SIGTERM
+and would live on, as a server's worker that outlives its front end."""
+
+
+class LeavesAChild(NotedChild):
+    wording = child_wording("leaves-a-child")
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder / "process.log", ready_timeout_s=60.0)
+        self.notes = folder / "notes.txt"
+        self.notes.touch()
+
+    def _next_argv(self) -> list[str]:
+        return [sys.executable, "-c", PARENT_OF_STUBBORN, str(self.notes)]
+
+
+def test_stop_returns_once_no_member_of_the_group_lives(tmp_path):
+    p = LeavesAChild(tmp_path).start()
+    [child] = [
+        int(x.split()[1])
+        for x in p.notes.read_text().splitlines()
+        if x.startswith("pid ")
+    ]
+    assert p.process is not None
+    pgid = p.process.pid
+    assert child in group_members(pgid)  # the child is in the leader's group
+    try:
+        assert p.stop() == 0  # the leader exits on SIGTERM
+    finally:
+        p.stop()
+    # the child ignored SIGTERM; the group's SIGKILL reached it before stop returned
+    assert group_members(pgid) == []
+
+
+def _fake_proc(root: Path, rows: dict[int, str]) -> Path:
+    for pid, stat in rows.items():
+        (root / str(pid)).mkdir(parents=True)
+        (root / str(pid) / "stat").write_text(stat)
+    (root / "self").mkdir()  # not a PID: skipped
+    return root
+
+
+def test_group_members_reads_state_and_group_after_the_last_parenthesis(tmp_path):
+    # proc(5): pid (comm) state ppid pgrp ...; a comm may hold spaces and parentheses
+    proc = _fake_proc(
+        tmp_path / "proc",
+        {
+            10: "10 (tritonserver) S 1 10 10 0",
+            11: "11 (stub (a) b) R 10 10 10 0",
+            12: "12 (gone) Z 10 10 10 0",  # a zombie: exited
+            13: "13 (other) S 1 13 13 0",
+            14: "14 (10) S 1 7 7 0",  # its name is the group's number, its group is not
+        },
+    )
+    assert group_members(10, proc) == [10, 11]
+    assert group_members(13, proc) == [13]
+    assert group_members(99, proc) == []
