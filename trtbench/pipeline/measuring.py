@@ -182,8 +182,11 @@ def resolution_line(plan: RacePlan) -> str:
             )
             parts.append(f"{label} ±{span} %")
     most = plan.schedule.max_rounds
+    how = ""
+    if plan.pace_s is not None and plan.max_minutes is not None:
+        how = f" ({plan.max_minutes:g} min at {plan.pace_s:.1f} s a round)"
     return (
-        f"budget {most} rounds resolves (from the spread of the first "
+        f"budget {most} rounds{how} resolves (from the spread of the first "
         f"{MIN_ROUNDS} rounds, leader vs each other variant): "
         + ("; ".join(parts) or "nothing yet")
     )

@@ -8,17 +8,20 @@ still in the race (:func:`~trtbench.profiling.loadtest.stats.racing.race_tier`);
 each cell's output tok/s as the cell ends, and stops when every tier is settled, when
 ``max_rounds`` rounds ran, or when ``max_minutes`` have passed since the first round began
 (checked between rounds: a round that started runs to its end; the first 3 rounds, the
-first look, always run, so that every comparison has an interval).
+first look, always run, so that every comparison has an interval). With ``max_minutes``,
+the first look also fixes the race's last look to the rounds the budget holds at the pace
+so far (:func:`~trtbench.profiling.loadtest.stats.decisions.planned_rounds`), so that the
+looks spend their error rate on rounds the run will measure.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from trtbench.profiling.loadtest.stats.decisions import LookSchedule
+from trtbench.profiling.loadtest.stats.decisions import LookSchedule, planned_rounds
 from trtbench.profiling.loadtest.stats.racing import (
     TierRace,
     budget_resolution,
@@ -149,7 +152,8 @@ class RacePlan:
 
     Attributes:
         variants: in spec order; tiers: the spec's tiers; seed: the load test's seed.
-        schedule, margin: as for :func:`race_tier`.
+        schedule, margin: as for :func:`race_tier`; with ``max_minutes``, the first look
+            replaces the schedule's ``max_rounds`` by the planned last look.
         max_minutes: the time budget (None: none).
         tiers_of_variant: variant → the tier labels it is measured at (None: every tier;
             the follow-up measures each best fixed variant at its own tiers).
@@ -161,6 +165,9 @@ class RacePlan:
         resolution: tier label → variant → the smallest ratio the whole budget would tell
             from 1 (:func:`~trtbench.profiling.loadtest.stats.racing.budget_resolution`),
             from the spread of the first look (3 rounds); empty before it.
+        budget_rounds: the spec's ``max_rounds`` (the schedule's, before any planning).
+        pace_s: seconds per round up to the first look, when it planned the last look
+            (None: not planned).
     """
 
     variants: Sequence[str]
@@ -180,8 +187,11 @@ class RacePlan:
     _round: int = 0
     _started: float | None = None
     _failed: set[tuple[str, str]] = field(default_factory=set)
+    budget_rounds: int | None = None
+    pace_s: float | None = None
 
     def __post_init__(self) -> None:
+        self.budget_rounds = self.schedule.max_rounds
         only = self.tiers_of_variant
         self._active = {
             t.label: tuple(
@@ -228,6 +238,24 @@ class RacePlan:
                     figs, race.leader, self.schedule
                 )
 
+    def _plan_last_look(self, now: float) -> None:
+        """At the first look of a race with a time budget, before any comparison: fix the
+        last look (``schedule.max_rounds``) to the rounds the budget holds at this pace."""
+        most = self.schedule.max_rounds
+        if (
+            self.max_minutes is None
+            or most is None
+            or self.pace_s is not None
+            or self._started is None
+            or self._round < MIN_ROUNDS
+            or not self.schedule.is_look(self._round)
+        ):
+            return
+        elapsed = max(now - self._started, 1e-6)
+        self.pace_s = elapsed / self._round
+        last = planned_rounds(elapsed, self._round, 60.0 * self.max_minutes, most)
+        self.schedule = replace(self.schedule, max_rounds=last)
+
     def next_round(self) -> Sequence[Cell]:
         if self.stopped_because is not None:
             return []
@@ -236,11 +264,14 @@ class RacePlan:
             self._started = now
         else:
             self._drop_failed()
+            self._plan_last_look(now)
             self._decide()
             if not any(self._active.values()):
                 self.stopped_because = SETTLED
             elif self._round >= (self.schedule.max_rounds or 0):
-                self.stopped_because = MAX_ROUNDS
+                # a last look planned below the spec's max_rounds: the time budget's
+                planned = self.schedule.max_rounds != self.budget_rounds
+                self.stopped_because = MAX_MINUTES if planned else MAX_ROUNDS
             elif (
                 self.max_minutes is not None
                 and self._round >= MIN_ROUNDS  # the first look always comes
@@ -278,7 +309,15 @@ class RacePlan:
         """run.json ``design.stopping``'s outcome: rounds run, why the race stopped (None:
         still running, or stopped by a signal or a dead server) and, per tier, the leader,
         each comparison's class and the variants still measured at the end."""
+        planned = {}
+        if self.pace_s is not None:
+            planned = {
+                "max_rounds": self.schedule.max_rounds,
+                "budget_max_rounds": self.budget_rounds,
+                "pace_s": round(self.pace_s, 3),
+            }
         return {
+            **planned,
             "rounds_run": self._round,
             "stopped_because": self.stopped_because,
             "tiers": {

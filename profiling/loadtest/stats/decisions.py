@@ -32,6 +32,18 @@ the correlation between looks, which a group-sequential boundary would use; the 
 are therefore a little wider than they need be, never narrower.) Looking after every block
 rather than every round spends α on fewer looks: each is narrower (docs/aa_check.md).
 
+**The last look of a time budget.** ``N`` is where the looks spend their last α. With
+``max_minutes`` the run may stop long before ``max_rounds``: at 19 of 36 rounds the next
+look (21) holds α · ((21/36)² − (18/36)²) = 0.45 % — a 99.55 % interval, about 1.6 times
+as wide as the 95 % one, although no later look ever comes. So a race with a time budget
+fixes ``N`` once, at its first look and before it forms any comparison, to the rounds the
+budget holds at the pace of its first rounds (server starts included), rounded up to a
+look (:func:`planned_rounds`; at most ``max_rounds``). ``N`` comes from the clock, never
+from a comparison's figures, and the α_n of every ``N`` add up to α, so the union bound
+below is unchanged; rounded up, a budget spent a round or two before ``N`` states the last
+look's level, the largest share. The run records ``N`` (run.json ``design.stopping.
+max_rounds``; the spec's in ``budget_max_rounds``).
+
 A run that stops between looks — its time budget spent, a signal, a dead server: none of
 them chosen by its figures — states its interval at the level of the look it did not reach
 (the next one), so the looks it made and that one still share α. A look at fewer than 3
@@ -226,6 +238,36 @@ def decide_pair(
     if math.isnan(low):
         return PairDecision(mean, None, None, n, level, OPEN)
     return PairDecision(mean, low, high, n, level, classify(low, high, margin))
+
+
+def planned_rounds(
+    elapsed_s: float, rounds_run: int, budget_s: float, max_rounds: int
+) -> int:
+    """``N`` for a race with a time budget (module docstring, "The last look of a time
+    budget"): the rounds ``budget_s`` holds at the pace of the first ``rounds_run``,
+    rounded up to a multiple of ``LOOK_EVERY``, at least ``rounds_run`` and
+    ``MIN_ROUNDS``, at most ``max_rounds``.
+
+    Args:
+        elapsed_s: seconds from the race's start (before its first servers start) to the
+            end of round ``rounds_run``.
+        rounds_run: rounds measured so far (≥ 1).
+        budget_s: ``max_minutes`` in seconds.
+        max_rounds: the budget's ``max_rounds`` (≥ ``MIN_ROUNDS``).
+
+    Example: 3 rounds in 36 s, a 150 s budget: 12.5 rounds fit, so ``N`` = 15.
+
+    Raises:
+        ValueError: ``rounds_run`` < 1, or a time that is not positive.
+    """
+    if rounds_run < 1 or not elapsed_s > 0 or not budget_s > 0:
+        raise ValueError(
+            f"need rounds_run >= 1 and positive times, got {rounds_run}, "
+            f"{elapsed_s}, {budget_s}"
+        )
+    fit = budget_s * rounds_run / elapsed_s
+    looks = LOOK_EVERY * math.ceil(fit / LOOK_EVERY - 1e-9)
+    return max(min(looks, max_rounds), rounds_run, MIN_ROUNDS)
 
 
 def resolution_text(low: float | None, high: float | None) -> str:

@@ -21,6 +21,7 @@ from trtbench.profiling.loadtest.stats.decisions import (
     LookSchedule,
     classify,
     decide_pair,
+    planned_rounds,
     resolution_text,
 )
 
@@ -52,6 +53,24 @@ def test_the_looks_spend_five_percent_in_all():
     s8 = LookSchedule(max_rounds=8)
     assert s8.looks() == (3, 6, 8)
     assert s8.alpha_at(8) == pytest.approx(0.05 * (64 - 36) / 64)
+
+
+def test_the_last_look_of_a_time_budget_is_the_rounds_it_holds_rounded_up_to_a_look():
+    # 3 rounds in 36 s (12 s each), 150 s: 12.5 rounds fit; rounded up to a look: 15
+    assert planned_rounds(36.0, 3, 150.0, 36) == 15
+    assert planned_rounds(36.0, 3, 144.0, 36) == 12  # exactly 12 fit: 12, not 15
+    assert planned_rounds(36.0, 3, 150.0, 12) == 12  # never past max_rounds
+    assert (
+        planned_rounds(36.0, 3, 150.0, 14) == 14
+    )  # a budget not on a look: its own end
+    assert planned_rounds(100.0, 3, 150.0, 36) == 6  # 4.5 fit
+    assert planned_rounds(1000.0, 3, 150.0, 36) == 3  # the first look is the last
+    # spread over 15 instead of 36 rounds, a stop at 13 states look 15's level:
+    # α (1 − (12/15)²) = 1.8 % instead of α ((15/36)² − (12/36)²) = 0.31 %
+    assert LookSchedule(15).alpha_at(13) == pytest.approx(0.05 * (1 - 0.64))
+    assert LookSchedule(36).alpha_at(13) == pytest.approx(0.05 * (225 - 144) / 1296)
+    with pytest.raises(ValueError, match="rounds_run"):
+        planned_rounds(0.0, 3, 150.0, 36)
 
 
 def test_a_budget_below_three_rounds_is_refused():

@@ -5,6 +5,8 @@ compared with the fixed design's round (``plan_cells``), which it must equal."""
 
 from __future__ import annotations
 
+import pytest
+
 from trtbench.profiling.loadtest.driver.round_plans import (
     MAX_ROUNDS,
     SETTLED,
@@ -109,7 +111,8 @@ def test_a_spent_time_budget_still_lets_the_first_look_come():
     from trtbench.profiling.loadtest.driver.round_plans import MAX_MINUTES
 
     # a budget of no time at all, and a race that stays open (a and b alternate ±2 %):
-    # three rounds run, so every comparison gets an interval, then the time stops it
+    # three rounds run, so every comparison gets an interval, then the time stops it; its
+    # first look is its last (planned from the pace: 3 rounds), spending the whole 5 %
     plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(12), 0.05, max_minutes=1e-12)
     rounds = drive(
         plan,
@@ -118,6 +121,8 @@ def test_a_spent_time_budget_still_lets_the_first_look_come():
         ),
     )
     assert len(rounds) == 3 and plan.stopped_because == MAX_MINUTES
+    assert plan.schedule.max_rounds == 3 and plan.schedule.alpha_at(3) == pytest.approx(0.05)
+    assert plan.as_json()["budget_max_rounds"] == 12
 
 
 def test_a_race_keeps_each_variant_to_its_own_tiers():
@@ -184,3 +189,38 @@ def test_a_race_settled_at_the_first_look_starts_no_second_block():
         InstanceBlocks(plan, 3), lambda v, t, r: {"base": 1.0, "a": 1.5, "b": 1.2}[v]
     )
     assert [r for _, r in got] == [[0, 1, 2]] and plan.stopped_because == SETTLED
+
+
+def test_a_time_budget_fixes_the_last_look_at_the_first_look(monkeypatch):
+    # A clock that moves 12 s per round; budget 150 s; an open race (a and b alternate
+    # ±10 %). The first look (36 s) plans the last look: 12.5 rounds fit, so 15. Time is
+    # spent after round 13 (156 s): the intervals are stated at look 15's level.
+    from trtbench.profiling.loadtest.driver import round_plans
+
+    clock = [0.0]
+    monkeypatch.setattr(round_plans.time, "monotonic", lambda: clock[0])
+    plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(36), 0.05, max_minutes=2.5)
+    rounds = []
+    while batch := plan.next_round():
+        rounds.append(batch)
+        for c in batch:
+            flip = (c.variant == "a") == (c.round % 2 == 0)
+            f = 1.0 if c.variant == "base" else (1.1 if flip else 0.9)
+            plan.cell_done(c, BASE[c.round % len(BASE)] * f)
+        clock[0] += 12.0
+    assert len(rounds) == 13 and plan.stopped_because == round_plans.MAX_MINUTES
+    assert plan.schedule.max_rounds == 15 and plan.pace_s == 12.0
+    assert plan.schedule.level_at(13) == pytest.approx(1 - 0.05 * (1 - (12 / 15) ** 2))
+    got = plan.as_json()
+    assert (got["max_rounds"], got["budget_max_rounds"], got["pace_s"]) == (
+        15,
+        36,
+        12.0,
+    )
+
+
+def test_without_a_time_budget_the_last_look_is_max_rounds():
+    plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(9), 0.05)
+    drive(plan, lambda v, t, r: 1.0 if v == "base" else (1.02 if r % 2 else 0.98))
+    assert plan.schedule.max_rounds == 9 and plan.pace_s is None
+    assert "budget_max_rounds" not in plan.as_json()
