@@ -4,8 +4,10 @@ end on the small real models (``trtbench run``, two variants, two rounds, k = 1)
 What must hold (docs/measurement.md, "Server instances"): each round runs on its own set of
 server processes (two starts in each server's log, two distinct pids), the records of the
 first block survive the second's start (requests.csv holds both rounds), rounds.csv has both
-rounds of every cell, and run.json's design records the term and the starts
-(``design.instance``, ``server_starts`` = variants × blocks).
+rounds of every cell, run.json's design records the term and the starts
+(``design.instance``, ``server_starts`` = variants × blocks), and the first block's servers,
+stopped while the second's load, had exited before the second block's first cell began (no
+cell measured beside a server that is not its own).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import contextlib
 import io
 import json
 import re
+from datetime import datetime
 
 import pandas as pd
 import pytest
@@ -87,3 +90,26 @@ def test_run_json_records_the_instance_term_and_the_starts(restarted_run):
     assert design["instance"] == {"sd": 0.02, "restart_every": 1}
     assert len(design["order"]) == 4  # 2 rounds x 2 variants x 1 tier
     assert design["server_starts"] == 4  # 2 variants x 2 blocks
+
+
+def test_a_blocks_servers_have_exited_before_the_next_block_measures(restarted_run):
+    out, _ = restarted_run
+    log = (out / "trtbench.log").read_text()
+    stamp = r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) "
+
+    def when(text: str) -> datetime:  # the log's local time, as an aware datetime
+        return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").astimezone()
+
+    started = [int(p) for p in re.findall(r"tritonserver pid (\d+), log", log)]
+    exited = {
+        int(pid): when(t)
+        for t, pid in re.findall(stamp + r".*tritonserver pid (\d+) exited", log, re.M)
+    }
+    assert set(exited) == set(started)  # every server's exit is logged once it is gone
+    first_block = started[:2]  # the first two starts are the first block's
+    rounds = pd.read_csv(out / "loadtest" / "rounds.csv")
+    second = min(
+        datetime.fromisoformat(t)
+        for t in rounds.loc[rounds["round"] == 1, "started_at"]
+    )
+    assert max(exited[p] for p in first_block) < second

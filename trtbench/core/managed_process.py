@@ -212,6 +212,8 @@ class ManagedProcess:
         self._log_offset = 0
         # The process :meth:`signal_stop` sent SIGTERM to (stop() does not send it again).
         self._terminated: subprocess.Popen[bytes] | None = None
+        # The process whose exit was logged.
+        self._reported: subprocess.Popen[bytes] | None = None
 
     # --- what a subclass supplies -------------------------------------------------------
 
@@ -430,14 +432,24 @@ class ManagedProcess:
                 raise
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        self._wait_group_gone(proc.pid)
+        gone = self._wait_group_gone(proc.pid)
+        if self._reported is not proc:  # once per process, however often stopped
+            self._reported = proc
+            log.info(
+                "%s pid %d %s%s",
+                self.wording.label,
+                proc.pid,
+                exit_text(proc.returncode),
+                "" if gone else " (a process of its group lives on)",
+            )
         return proc.returncode
 
-    def _wait_group_gone(self, pgid: int) -> None:
+    def _wait_group_gone(self, pgid: int) -> bool:
         """Until no member of process group ``pgid`` is alive: SIGKILL is delivered
         asynchronously, and a child that holds much memory (vLLM's engine core) takes a
         while to exit on a busy host; stop returns once its ports and memory are free.
-        Warns after ``_GROUP_GONE_S`` and returns (a process in uninterruptible sleep)."""
+        Warns after ``_GROUP_GONE_S`` and returns False (a process in uninterruptible
+        sleep); True once none is left."""
         deadline = time.monotonic() + _GROUP_GONE_S
         while left := group_members(pgid):
             if time.monotonic() > deadline:
@@ -448,8 +460,9 @@ class ManagedProcess:
                     _GROUP_GONE_S,
                     " ".join(map(str, left)),
                 )
-                return
+                return False
             time.sleep(0.02)
+        return True
 
     def __enter__(self: _Server) -> _Server:
         return self.start()

@@ -2,12 +2,16 @@
 one set for the whole run or (``loadtest.restart_every``) a fresh set per block of rounds
 (docs/measurement.md, "Server instances").
 
-A block's servers start side by side — the first block's first server alone (it makes the
-prompts when none were given), then the others at once, a thread each (one after another
-under nsys); a later block's all at once — and stop side by side; the records of every block stream into the same files (the first block
-starts them afresh) and the results of the blocks are merged per variant. A race
-(``rounds: auto``) decides before a block's servers start and starts only the variants it
-still measures (:class:`~trtbench.profiling.loadtest.driver.round_plans.InstanceBlocks`).
+A block's servers start side by side — all at once, a thread each; when no prompts were
+given, the first block's first server alone (it makes them), then the others; one after
+another under nsys — and stop side by side. A block's servers are signalled to stop as its
+last cell ends and the next block's start at once: the old ones unload (about 2 s each of
+waiting, little CPU) while the new ones load, and are waited for once the new ones are up,
+before the next cell runs, so no cell is measured beside a server that is not its own. The
+records of every block stream into the same files (the first block starts them afresh) and
+the results of the blocks are merged per variant. A race (``rounds: auto``) decides before a
+block's servers start and starts only the variants it still measures
+(:class:`~trtbench.profiling.loadtest.driver.round_plans.InstanceBlocks`).
 """
 
 from __future__ import annotations
@@ -61,33 +65,40 @@ def serve_interleaved(
     """
     every = ctx.spec.loadtest.restart_every
     if every is None:  # one set of servers for the whole run
-        _serve_block(ctx, ctx.variants, cells, prompts, ctx.nsys, stage)
+        _serve_block(ctx, ctx.variants, cells, prompts, ctx.nsys, stage)[1].close()
         return
     blocks = InstanceBlocks(
         cells if isinstance(cells, RacePlan) else RoundByRound(cells), every
     )
     first = True
     got = ctx.got
-    while blocks.start_block():
-        names = set(blocks.variants)
-        mine = [v for v in ctx.variants if v.name in names]
-        if not first:
-            log.info(
-                "fresh servers for rounds from %d: %s",
-                blocks.first_round,
-                ", ".join(blocks.variants),
+    # The last block's servers, signalled but not yet waited for (module docstring).
+    retiring = contextlib.ExitStack()
+    with retiring:
+        while blocks.start_block():
+            names = set(blocks.variants)
+            mine = [v for v in ctx.variants if v.name in names]
+            if not first:
+                log.info(
+                    "fresh servers for rounds from %d: %s",
+                    blocks.first_round,
+                    ", ".join(blocks.variants),
+                )
+            prompts, retiring = _serve_block(
+                ctx,
+                mine,
+                blocks,
+                prompts,
+                ctx.nsys if first else None,
+                stage if first else None,
+                retiring,
             )
-        prompts = _serve_block(
-            ctx,
-            mine,
-            blocks,
-            prompts,
-            ctx.nsys if first else None,
-            stage if first else None,
-        )
-        if any(got.results[v.name].interrupted for v in mine if v.name in got.results):
-            return
-        first = False
+            if any(
+                got.results[v.name].interrupted for v in mine if v.name in got.results
+            ):
+                break
+            first = False
+        retiring.close()
 
 
 def _start_at_once(
@@ -135,16 +146,15 @@ def _start_block(
     nsys: Path | None,
     stage: tuple[str, int, str, bool] | None,
 ) -> list[Served]:
-    """The block's servers, started and registered on ``stack``: the first block's first
-    server alone (it makes the prompts when none were given, and says once what the memory
-    sampler lacks), then the others at once (one after another under nsys); a later
-    block's all at once. The deploy stage counts each (the first block)."""
+    """The block's servers, started and registered on ``stack``: all at once; when no
+    prompts were given, the first server alone (it makes them), then the others; one after
+    another under nsys. The deploy stage counts each (the first block)."""
     progress = ctx.progress
     first: list[Served] = []
-    if stage is not None and variants:
+    if variants and (prompts is None or nsys is not None):
         first = [stack.enter_context(served(ctx, variants[0], prompts, nsys))]
         prompts = first[0].prompts
-        if progress is not None:
+        if progress is not None and stage is not None:
             progress.advance(variants[0].name)
     rest = variants[len(first) :]
     if nsys is not None:
@@ -164,43 +174,57 @@ def _serve_block(
     prompts: list[Prompt] | None,
     nsys: Path | None,
     stage: tuple[str, int, str, bool] | None,
-) -> list[Prompt] | None:
-    """Start ``variants``' servers side by side (under ``nsys``, if given), run ``cells``
-    on them, stop them; results merged into ``ctx.got``. ``stage``: the load test's
-    progress stage, started here (the first block; None: a later block, which appends to
-    the records and the stage)."""
+    retiring: contextlib.ExitStack | None = None,
+) -> tuple[list[Prompt] | None, contextlib.ExitStack]:
+    """Start ``variants``' servers side by side (under ``nsys``, if given), wait for the
+    ``retiring`` servers of the last block to exit, run ``cells``, signal the servers to
+    stop; results merged into ``ctx.got``. ``stage``: the load test's progress stage,
+    started here (the first block; None: a later block, which appends to the records and
+    the stage).
+
+    Returns:
+        The prompts, and this block's servers (signalled to stop; closing the stack waits
+        for them). On an error every server of both blocks is stopped before it propagates.
+    """
     spec, progress, got = ctx.spec, ctx.progress, ctx.got
-    with contextlib.ExitStack() as stack:
-        lanes, stops = [], []
-        if progress is not None and stage is not None:
-            progress.start(DEPLOY, len(variants), "server")
-        up = _start_block(stack, ctx, variants, prompts, nsys, stage)
-        for v, s in zip(variants, up, strict=True):
-            stops.append(s.stop_soon)
-            prompts = s.prompts
-            files = record_files(ctx.rd, v.name)
-            if stage is not None:
-                for path in (files.requests, files.responses, files.outputs):
-                    path.unlink(missing_ok=True)
-            sink = stack.enter_context(CsvRecordSink(files))
-            lanes.append(Lane(v.name, s.target, sink, s.tokenizer, s.marking, s.health))
-        # First when the stack unwinds: every server is signalled before the first stop
-        # waits, so they shut down side by side.
-        for stop in stops:
-            stack.callback(stop)
-        if progress is not None and stage is not None:
-            progress.start(*stage)
-        results = run_interleaved(
-            lanes,
-            prompts or [],
-            tiers_of(spec.loadtest),
-            settings_of(spec.loadtest),
-            cells,
-            spec.loadtest.seed,
-        )
-    for name, result in results.items():
-        earlier = got.results.get(name)
-        got.results[name] = (
-            result if earlier is None else combine_results(earlier, result)
-        )
-    return prompts
+    with contextlib.ExitStack() as servers:
+        if retiring is not None:
+            servers.enter_context(retiring)
+        with contextlib.ExitStack() as stack:
+            lanes, stops = [], []
+            if progress is not None and stage is not None:
+                progress.start(DEPLOY, len(variants), "server")
+            up = _start_block(servers, ctx, variants, prompts, nsys, stage)
+            if retiring is not None:
+                retiring.close()  # the last block's servers: exited while these loaded
+            for v, s in zip(variants, up, strict=True):
+                stops.append(s.stop_soon)
+                prompts = s.prompts
+                files = record_files(ctx.rd, v.name)
+                if stage is not None:
+                    for path in (files.requests, files.responses, files.outputs):
+                        path.unlink(missing_ok=True)
+                sink = stack.enter_context(CsvRecordSink(files))
+                lanes.append(
+                    Lane(v.name, s.target, sink, s.tokenizer, s.marking, s.health)
+                )
+            # First when the stack unwinds: every server is signalled before any is
+            # waited for, so they shut down side by side.
+            for stop in stops:
+                stack.callback(stop)
+            if progress is not None and stage is not None:
+                progress.start(*stage)
+            results = run_interleaved(
+                lanes,
+                prompts or [],
+                tiers_of(spec.loadtest),
+                settings_of(spec.loadtest),
+                cells,
+                spec.loadtest.seed,
+            )
+        for name, result in results.items():
+            earlier = got.results.get(name)
+            got.results[name] = (
+                result if earlier is None else combine_results(earlier, result)
+            )
+        return prompts, servers.pop_all()

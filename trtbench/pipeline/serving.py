@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -87,6 +88,15 @@ class Collected:
     cells: list[CellTiming] = field(default_factory=list)
     warned_nvml: bool = False
     meter: HostLoadMeter = field(default_factory=lambda: HostLoadMeter(own_tree))
+
+    _nvml_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def first_to_warn(self) -> bool:
+        """Whether this server's memory sampler is the first of the run (it alone warns
+        that NVML is missing); safe when servers start in threads."""
+        with self._nvml_lock:
+            first, self.warned_nvml = not self.warned_nvml, True
+        return first
 
     def keep_samples(self, variant: str, samplers: list) -> None:
         """Keep what ``variant``'s samplers read (after an earlier start's, if any)."""
@@ -257,7 +267,7 @@ def served(
     """
     rd, spec, progress, got = ctx.rd, ctx.spec, ctx.progress, ctx.got
     start = time.monotonic()
-    warn, got.warned_nvml = not got.warned_nvml, True  # NVML missing: one WARNING
+    warn = got.first_to_warn()  # NVML missing: one WARNING
     capture: TierCapture | None = None
     meta: RepoMetadata | None = None
     server: TritonServer | OpenAIServer
