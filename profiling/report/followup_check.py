@@ -296,7 +296,7 @@ def skipped_document(
         "passed": None,
         "reason": (
             f"the recommended config is the run's variant `{source}` as it was measured "
-            "(no speculation: policy): the run's own interleaved rounds compared it with "
+            "(no `speculation:` policy added to it): the run's own interleaved rounds compared it with "
             "the best fixed variant of every tier, side by side (report: Recommendation); "
             "measuring it again would compare it with itself where it was best "
             "(`trtbench follow-up --force` does)"

@@ -388,9 +388,11 @@ PRESET_ALIASES = {
 
 
 def model_preset_names() -> str:
-    """The model presets (:data:`PRESET_CONFIGS`) as ``a, b, c``: what ``--model``'s help
-    and the error of :func:`resolve_model` list."""
-    return ", ".join(PRESET_CONFIGS)
+    """The model presets (:data:`PRESET_CONFIGS`) as ``a, b, c``, then each alias as
+    ``alias = preset``: what ``--model``'s help and the error of :func:`resolve_model`
+    list."""
+    aliases = (f"{a} = {p}" for a, p in PRESET_ALIASES.items())
+    return ", ".join([*PRESET_CONFIGS, *aliases])
 
 
 def resolve_model(spec: str | Path) -> ModelShape:
