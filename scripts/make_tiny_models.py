@@ -9,7 +9,8 @@ well under a second when the cache is complete; a build from scratch takes 1.5â€
 
 While building, stderr shows one bar per model built (training steps done/total, elapsed time)
 under the ``[tiny-models]`` log lines; when stderr is not a terminal (CI logs) the log lines
-come as plain lines and the bars once, in their final state. The summary goes to stdout;
+come as plain lines, each model's steps as a line at every quarter done, and the bars once,
+in their final state. The summary goes to stdout;
 with ``--brief`` (``scripts/bootstrap.sh``) a complete cache is one line, the models' quality
 only after a build.
 """
@@ -42,6 +43,8 @@ class Bars:
     """A ``BuildProgress`` drawn by ``rich``: one bar per model built, shown from the first one.
 
     A context manager: leaving it stops the display (nothing is drawn if no model was built).
+    Off a terminal, where bars are drawn only at the end, a plain line says each quarter of a
+    model's steps done (``[tiny-models] target: 150/600 steps``).
     """
 
     def __init__(self, console: Console) -> None:
@@ -54,6 +57,7 @@ class Bars:
             console=console,
         )
         self.tasks: dict[str, TaskID] = {}
+        self.console = console
 
     def __enter__(self) -> Bars:
         return self
@@ -75,7 +79,18 @@ class Bars:
 
     def advance(self, part: str, steps: int = 1) -> None:
         """Move the bar of ``part`` by ``steps``."""
+        task = self.progress.tasks[self.tasks[part]]
+        before = int(task.completed)
         self.progress.advance(self.tasks[part], steps)
+        total, done = int(task.total or 0), before + steps
+        if self.console.is_terminal or total <= 0 or done >= total:
+            return
+        if done * 4 // total > before * 4 // total:
+            self.console.print(
+                f"[tiny-models] {part}: {done}/{total} steps",
+                markup=False,
+                highlight=False,
+            )
 
     def finish(self, part: str) -> None:
         """Stop the clock of ``part``."""

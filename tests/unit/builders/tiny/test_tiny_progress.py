@@ -158,7 +158,7 @@ def load_script():
     return module
 
 
-def test_script_bars_print_steps_done_of_total_once_off_a_terminal():
+def test_script_bars_print_quarters_then_steps_done_of_total_off_a_terminal():
     script = load_script()
     out = io.StringIO()
     console = Console(file=out, force_terminal=False, width=80)
@@ -170,9 +170,17 @@ def test_script_bars_print_steps_done_of_total_once_off_a_terminal():
         bars.start("draft", 3)
         bars.advance("draft", 2)
     lines = out.getvalue().splitlines()
-    assert len(lines) == 2
-    assert lines[0].startswith("target ") and " 5/5 steps 0:00:0" in lines[0]
-    assert lines[1].startswith("draft ") and " 2/3 steps 0:00:0" in lines[1]
+    # a line as each quarter of a model's steps is passed (5 steps: 2, 3, 4 pass 1/4, 2/4,
+    # 3/4; the last step is the bar's), then the bars once
+    assert lines[:4] == [
+        "[tiny-models] target: 2/5 steps",
+        "[tiny-models] target: 3/5 steps",
+        "[tiny-models] target: 4/5 steps",
+        "[tiny-models] draft: 2/3 steps",
+    ]
+    assert len(lines) == 6
+    assert lines[4].startswith("target ") and " 5/5 steps 0:00:0" in lines[4]
+    assert lines[5].startswith("draft ") and " 2/3 steps 0:00:0" in lines[5]
 
 
 def test_script_bars_draw_nothing_when_nothing_is_built():
