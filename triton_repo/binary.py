@@ -12,6 +12,7 @@ as the interpreter's standard library).
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import sys
 import sysconfig
@@ -94,10 +95,11 @@ def find_tritonserver(
 
 
 def _link(link: Path, target: Path) -> None:
-    """Point ``link`` at ``target`` atomically (safe when two servers prepare at once)."""
+    """Point ``link`` at ``target`` atomically (safe when two servers prepare at once, in
+    two processes or two threads of one: each writes its own temporary link)."""
     if link.is_symlink() and Path(os.readlink(link)) == target:
         return
-    tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
+    tmp = link.with_name(f".{link.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(target)
     os.replace(tmp, link)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -234,6 +235,20 @@ def test_pytriton_binary_gets_its_stub_and_libpython_first(tmp_path):
     assert env["LD_LIBRARY_PATH"].split(":")[0] == sysconfig.get_config_var("LIBDIR")
     assert env["LD_LIBRARY_PATH"].endswith(":/x")
     assert env["PATH"] == f"{Path(sys.executable).parent}:/usr/bin"
+
+
+def test_servers_started_in_threads_prepare_one_backend_dir_at_once(tmp_path):
+    # A block's servers start in threads of one process: each thread's temporary link must
+    # be its own (they were named by the PID only, and a thread's rename took another's).
+    binary = find_tritonserver(None, {"PATH": ""}, ngc_path=tmp_path / "none")
+    for attempt in range(10):
+        dest = tmp_path / f"backends{attempt}"
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            done = [pool.submit(prepare_backend_dir, binary, dest) for _ in range(8)]
+            assert [f.result() for f in done] == [dest] * 8
+        stub = dest / "python" / "triton_python_backend_stub"
+        assert stub.resolve().is_file()
+        assert not list((dest / "python").glob(".*.tmp"))  # none left behind
 
 
 def test_log_errors_from_a_model_that_raises_on_init():
