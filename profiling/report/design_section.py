@@ -96,14 +96,13 @@ def _rounds(design: Mapping[str, Any]) -> str:
     if not isinstance(stop, Mapping) or stop.get("rounds_run") is None:
         return f"{design.get('rounds')} round(s)"
     why = f", stopped: {stop['stopped_because']}" if stop.get("stopped_because") else ""
-    most = stop.get("max_rounds")
-    pace = stop.get("pace_s")
-    if stop.get("budget_max_rounds") is not None and isinstance(pace, (int, float)):
-        most = (
-            f"{most}: the rounds {stop.get('max_minutes')} min held at the first look's "
-            f"pace, {pace:.1f} s a round; max_rounds {stop['budget_max_rounds']}"
-        )
-    budget = f"rounds: auto, up to {most}{why}"
+    minutes = stop.get("max_minutes")
+    within = (
+        f" or {minutes:g} min"
+        if isinstance(minutes, (int, float)) and not isinstance(minutes, bool)
+        else ""
+    )
+    budget = f"rounds: auto, up to {stop.get('max_rounds')}{within}{why}"
     return f"{stop['rounds_run']} round(s) ({budget})"
 
 

@@ -181,10 +181,10 @@ def resolution_line(plan: RacePlan) -> str:
                 f"–{pct[-1]:.1f}" if pct[-1] > pct[0] + 0.05 else ""
             )
             parts.append(f"{label} ±{span} %")
-    most = plan.schedule.max_rounds
+    most = plan.expected_rounds or plan.schedule.max_rounds
     how = ""
-    if plan.pace_s is not None and plan.max_minutes is not None:
-        how = f" ({plan.max_minutes:g} min at {plan.pace_s:.1f} s a round)"
+    if plan.max_minutes is not None and most != plan.schedule.max_rounds:
+        how = f" (what {plan.max_minutes:g} min hold at the pace so far)"
     return (
         f"budget {most} rounds{how} resolves (from the spread of the first "
         f"{MIN_ROUNDS} rounds, leader vs each other variant): "

@@ -8,17 +8,17 @@ still in the race (:func:`~trtbench.profiling.loadtest.stats.racing.race_tier`);
 each cell's output tok/s as the cell ends, and stops when every tier is settled, when
 ``max_rounds`` rounds ran, or when ``max_minutes`` have passed since the first round began
 (checked between rounds: a round that started runs to its end; the first 3 rounds, the
-first look, always run, so that every comparison has an interval). With ``max_minutes``,
-the first look also fixes the race's last look to the rounds the budget holds at the pace
-so far (:func:`~trtbench.profiling.loadtest.stats.decisions.planned_rounds`), so that the
-looks spend their error rate on rounds the run will measure.
+first look, always run, so that every comparison has an interval). Each look is made at
+the share of the budget used so far (rounds, or minutes when those run out sooner), and the
+look at which the budget ends spends what is left of the error rate
+(``stats/decisions.py``, "A time budget").
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from trtbench.profiling.loadtest.stats.decisions import LookSchedule, planned_rounds
@@ -152,8 +152,8 @@ class RacePlan:
 
     Attributes:
         variants: in spec order; tiers: the spec's tiers; seed: the load test's seed.
-        schedule, margin: as for :func:`race_tier`; with ``max_minutes``, the first look
-            replaces the schedule's ``max_rounds`` by the planned last look.
+        schedule, margin: as for :func:`race_tier`; each look made is added to the
+            schedule (``LookSchedule.made``).
         max_minutes: the time budget (None: none).
         tiers_of_variant: variant → the tier labels it is measured at (None: every tier;
             the follow-up measures each best fixed variant at its own tiers).
@@ -165,9 +165,9 @@ class RacePlan:
         resolution: tier label → variant → the smallest ratio the whole budget would tell
             from 1 (:func:`~trtbench.profiling.loadtest.stats.racing.budget_resolution`),
             from the spread of the first look (3 rounds); empty before it.
-        budget_rounds: the spec's ``max_rounds`` (the schedule's, before any planning).
-        pace_s: seconds per round up to the first look, when it planned the last look
-            (None: not planned).
+        expected_rounds: the rounds the budget is expected to hold, from the first look
+            (:func:`~trtbench.profiling.loadtest.stats.decisions.planned_rounds` with a
+            time budget, else ``max_rounds``); what :attr:`resolution` is computed at.
     """
 
     variants: Sequence[str]
@@ -187,11 +187,10 @@ class RacePlan:
     _round: int = 0
     _started: float | None = None
     _failed: set[tuple[str, str]] = field(default_factory=set)
-    budget_rounds: int | None = None
-    pace_s: float | None = None
+    expected_rounds: int | None = None
+    _last_look: tuple[int, float] = (0, 0.0)
 
     def __post_init__(self) -> None:
-        self.budget_rounds = self.schedule.max_rounds
         only = self.tiers_of_variant
         self._active = {
             t.label: tuple(
@@ -220,9 +219,51 @@ class RacePlan:
                 v for v in active if (label, v) not in self._failed
             )
 
-    def _decide(self) -> None:
-        if not self.schedule.is_look(self._round):
-            return  # between looks: every cell still in the race runs again
+    def _ending(self, now: float) -> str | None:
+        """Why the budget ends the race after this round (None: it does not): its
+        ``max_rounds``; or, once the first look has come, its minutes: spent, or too few
+        left for the rounds up to the next look at the pace since the last one (the look
+        now is then the last, and spends the rest of α: a look just before the end would
+        leave the last one almost nothing)."""
+        n = self._round
+        if n >= (self.schedule.max_rounds or 0):
+            return MAX_ROUNDS
+        if self.max_minutes is None or self._started is None or n < MIN_ROUNDS:
+            return None
+        elapsed, budget = now - self._started, 60.0 * self.max_minutes
+        if elapsed >= budget:
+            return MAX_MINUTES
+        if self.schedule.is_look(n):
+            n_last, e_last = self._last_look
+            following = next(m for m in self.schedule.looks() if m > n)
+            pace = (elapsed - e_last) / (n - n_last)
+            if elapsed + pace * (following - n) > budget:
+                return MAX_MINUTES
+        return None
+
+    def _fraction(self, now: float) -> float:
+        """The budget used so far, ``max(n / N, elapsed / max_minutes)`` (decisions.py, "A
+        time budget"); below 1 unless the budget ends here."""
+        t = self._round / (self.schedule.max_rounds or self._round)
+        if self.max_minutes is not None and self._started is not None:
+            t = max(t, (now - self._started) / (60.0 * self.max_minutes))
+        return min(t, 1.0)
+
+    def _look(self, t: float, now: float) -> None:
+        """Make a look at information fraction ``t``: record it in the schedule, then
+        decide every tier whose still-measured variants all have figures."""
+        self.schedule = self.schedule.looked(self._round, t)
+        if self._started is not None:
+            self._last_look = (self._round, now - self._started)
+        if self.expected_rounds is None and self.schedule.max_rounds is not None:
+            self.expected_rounds = self.schedule.max_rounds
+            if self.max_minutes is not None and self._started is not None:
+                self.expected_rounds = planned_rounds(
+                    max(now - self._started, 1e-6),
+                    self._round,
+                    60.0 * self.max_minutes,
+                    self.schedule.max_rounds,
+                )
         for tier in self.tiers:
             active = self._active[tier.label]
             if not active:
@@ -233,28 +274,10 @@ class RacePlan:
             race = race_tier(tier.label, figs, active, self.schedule, self.margin)
             self.races[tier.label] = race
             self._active[tier.label] = race.active
-            if tier.label not in self.resolution and self._round >= MIN_ROUNDS:
+            if tier.label not in self.resolution:
                 self.resolution[tier.label] = budget_resolution(
-                    figs, race.leader, self.schedule
+                    figs, race.leader, self.schedule, rounds=self.expected_rounds
                 )
-
-    def _plan_last_look(self, now: float) -> None:
-        """At the first look of a race with a time budget, before any comparison: fix the
-        last look (``schedule.max_rounds``) to the rounds the budget holds at this pace."""
-        most = self.schedule.max_rounds
-        if (
-            self.max_minutes is None
-            or most is None
-            or self.pace_s is not None
-            or self._started is None
-            or self._round < MIN_ROUNDS
-            or not self.schedule.is_look(self._round)
-        ):
-            return
-        elapsed = max(now - self._started, 1e-6)
-        self.pace_s = elapsed / self._round
-        last = planned_rounds(elapsed, self._round, 60.0 * self.max_minutes, most)
-        self.schedule = replace(self.schedule, max_rounds=last)
 
     def next_round(self) -> Sequence[Cell]:
         if self.stopped_because is not None:
@@ -264,20 +287,16 @@ class RacePlan:
             self._started = now
         else:
             self._drop_failed()
-            self._plan_last_look(now)
-            self._decide()
+            ending = self._ending(now)
+            if self._round >= MIN_ROUNDS and (
+                ending or self.schedule.is_look(self._round)
+            ):
+                # between looks every cell still in the race runs again
+                self._look(1.0 if ending else self._fraction(now), now)
             if not any(self._active.values()):
                 self.stopped_because = SETTLED
-            elif self._round >= (self.schedule.max_rounds or 0):
-                # a last look planned below the spec's max_rounds: the time budget's
-                planned = self.schedule.max_rounds != self.budget_rounds
-                self.stopped_because = MAX_MINUTES if planned else MAX_ROUNDS
-            elif (
-                self.max_minutes is not None
-                and self._round >= MIN_ROUNDS  # the first look always comes
-                and now - self._started >= 60.0 * self.max_minutes
-            ):
-                self.stopped_because = MAX_MINUTES
+            else:
+                self.stopped_because = ending
             if self.stopped_because is not None:
                 if self.on_round is not None:
                     self.on_round(self)
@@ -309,15 +328,8 @@ class RacePlan:
         """run.json ``design.stopping``'s outcome: rounds run, why the race stopped (None:
         still running, or stopped by a signal or a dead server) and, per tier, the leader,
         each comparison's class and the variants still measured at the end."""
-        planned = {}
-        if self.pace_s is not None:
-            planned = {
-                "max_rounds": self.schedule.max_rounds,
-                "budget_max_rounds": self.budget_rounds,
-                "pace_s": round(self.pace_s, 3),
-            }
         return {
-            **planned,
+            "looks": [[n, t] for n, t in self.schedule.made],
             "rounds_run": self._round,
             "stopped_because": self.stopped_because,
             "tiers": {

@@ -32,21 +32,25 @@ the correlation between looks, which a group-sequential boundary would use; the 
 are therefore a little wider than they need be, never narrower.) Looking after every block
 rather than every round spends α on fewer looks: each is narrower (docs/aa_check.md).
 
-**The last look of a time budget.** ``N`` is where the looks spend their last α. With
-``max_minutes`` the run may stop long before ``max_rounds``: at 19 of 36 rounds the next
-look (21) holds α · ((21/36)² − (18/36)²) = 0.45 % — a 99.55 % interval, about 1.6 times
-as wide as the 95 % one, although no later look ever comes. So a race with a time budget
-fixes ``N`` once, at its first look and before it forms any comparison, to the rounds the
-budget holds at the pace of its first rounds (server starts included), rounded up to a
-look (:func:`planned_rounds`; at most ``max_rounds``). ``N`` comes from the clock, never
-from a comparison's figures, and the α_n of every ``N`` add up to α, so the union bound
-below is unchanged; rounded up, a budget spent a round or two before ``N`` states the last
-look's level, the largest share. The run records ``N`` (run.json ``design.stopping.
-max_rounds``; the spec's in ``budget_max_rounds``).
+**A time budget.** With ``max_minutes`` a run may stop long before ``max_rounds``; spread
+over ``N`` rounds, the looks would leave most of α to looks that never come (at 13 of 36
+rounds, the next look holds α · ((15/36)² − (12/36)²) = 0.31 %). So a race with a time budget
+measures its progress in the budget it has used: the look after ``n`` rounds, ``e`` seconds
+into a budget of ``B``, is at the information fraction ``t = max(n / N, e / B)`` (calendar time
+as the information scale, as Lan & DeMets 1983 allow) and spends α · (F(t) − F(t_prev)); the
+look at which the budget ends has ``t = 1`` and spends the rest: ``n = N``; the time spent,
+whatever ``n``; or too little time left for the rounds up to the next look at the pace since
+the last one (a look just before the end would otherwise leave the last one almost nothing). The fractions come from the clock and the round count, never from a
+comparison's figures, and they add up to α, so the union bound below holds. The looks made,
+``(n, t)``, are recorded (run.json ``design.stopping.looks``) and every interval of the run is
+stated from them (:attr:`LookSchedule.made`). A cell's length enters ``e``, so ``t`` is not
+strictly independent of the figures; a slow cell moves ``t`` by its share of the budget (about
+1 % for a 1.5 s cell in 2.5 minutes), and the level by far less.
 
-A run that stops between looks — its time budget spent, a signal, a dead server: none of
-them chosen by its figures — states its interval at the level of the look it did not reach
-(the next one), so the looks it made and that one still share α. A look at fewer than 3
+A run that stops between looks — a signal, a dead server: none of them chosen by its
+figures — makes no more looks, so its intervals after the last look spend the rest of α
+(with recorded looks; a run that recorded none states the level of the look it did not reach,
+the next one). A look at fewer than 3
 rounds decides nothing. A run with a fixed number of rounds looks once, at the end: its
 interval is the plain 95 % one. docs/aa_check.md states what the looks cost in width
 against a fixed design.
@@ -65,7 +69,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -101,14 +105,26 @@ class LookSchedule:
             (a run recorded before trtbench added it).
         restart_every: the rounds each set of server processes measures before fresh
             ones start (None: one set for the whole run).
+        made: the looks made so far, ``(rounds, t)`` with ``t`` the information fraction
+            (module docstring, "A time budget"); empty: ``t = n / max_rounds`` at every
+            look (a run recorded before trtbench recorded its looks).
     """
 
     max_rounds: int | None = None
     alpha: float = 1.0 - CONFIDENCE
     instance_sd: float = 0.0
     restart_every: int | None = None
+    made: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
+        t_prev = 0.0
+        for n, t in self.made:
+            if n < MIN_ROUNDS or not t_prev <= t <= 1.0:
+                raise ValueError(
+                    f"looks must be at {MIN_ROUNDS}+ rounds with fractions rising to at "
+                    f"most 1, got {self.made}"
+                )
+            t_prev = t
         if self.max_rounds is not None and self.max_rounds < MIN_ROUNDS:
             raise ValueError(
                 f"max_rounds must be at least {MIN_ROUNDS}, got {self.max_rounds}"
@@ -151,10 +167,27 @@ class LookSchedule:
             return 0.0
         if self.max_rounds is None:
             return self.alpha
+        if self.made:
+            return self._made_alpha_at(n)
         looks = self.looks()
         k = next((i for i, m in enumerate(looks) if m >= n), len(looks) - 1)
         before = 0.0 if k == 0 else (looks[k - 1] / self.max_rounds) ** SPENDING_POWER
         return self.alpha * ((looks[k] / self.max_rounds) ** SPENDING_POWER - before)
+
+    def _made_alpha_at(self, n: int) -> float:
+        """α_n from the looks made: the share of the first made at ``n`` rounds or later;
+        past the last one (the run ended between looks), the rest of α."""
+        k = next((i for i, (m, _) in enumerate(self.made) if m >= n), None)
+        before = self.made[k - 1][1] if k else 0.0
+        if k is None:
+            before = self.made[-1][1]
+        upto = 1.0 if k is None else self.made[k][1]
+        return self.alpha * (upto**SPENDING_POWER - before**SPENDING_POWER)
+
+    def looked(self, rounds: int, t: float) -> LookSchedule:
+        """This schedule with one more look made (``t`` rounded to 6 decimals, as
+        run.json keeps it)."""
+        return replace(self, made=(*self.made, (rounds, round(t, 6))))
 
     def level_at(self, n: int) -> float:
         """The confidence level of the interval stated at ``n`` paired rounds."""
@@ -243,10 +276,10 @@ def decide_pair(
 def planned_rounds(
     elapsed_s: float, rounds_run: int, budget_s: float, max_rounds: int
 ) -> int:
-    """``N`` for a race with a time budget (module docstring, "The last look of a time
-    budget"): the rounds ``budget_s`` holds at the pace of the first ``rounds_run``,
-    rounded up to a multiple of ``LOOK_EVERY``, at least ``rounds_run`` and
-    ``MIN_ROUNDS``, at most ``max_rounds``.
+    """The rounds a time budget holds at the pace so far, rounded up to a multiple of
+    ``LOOK_EVERY``, at least ``rounds_run`` and ``MIN_ROUNDS``, at most ``max_rounds``: what
+    the run says its budget can resolve after the first look (a guide: later rounds measure
+    fewer cells and go faster).
 
     Args:
         elapsed_s: seconds from the race's start (before its first servers start) to the
@@ -255,7 +288,7 @@ def planned_rounds(
         budget_s: ``max_minutes`` in seconds.
         max_rounds: the budget's ``max_rounds`` (≥ ``MIN_ROUNDS``).
 
-    Example: 3 rounds in 36 s, a 150 s budget: 12.5 rounds fit, so ``N`` = 15.
+    Example: 3 rounds in 36 s, a 150 s budget: 12.5 rounds fit, so 15.
 
     Raises:
         ValueError: ``rounds_run`` < 1, or a time that is not positive.
@@ -286,7 +319,8 @@ def recorded_schedule(design: Mapping[str, Any] | None) -> LookSchedule:
     """The looks of a run from its run.json ``design``: a race (``stopping.max_rounds``,
     ``rounds: auto``) or a fixed design (one look at 95 %; also for a run that recorded
     none, or a value that is not a budget); with the ``instance`` term it recorded
-    (``{"sd": τ, "restart_every": k or null}``; none recorded: no term)."""
+    (``{"sd": τ, "restart_every": k or null}``; none recorded: no term) and the looks it
+    made (``stopping.looks``; none recorded: α spread over ``max_rounds``)."""
     if not isinstance(design, Mapping):
         design = {}
     stopping = design.get("stopping")
@@ -295,6 +329,9 @@ def recorded_schedule(design: Mapping[str, Any] | None) -> LookSchedule:
         isinstance(most, int) and not isinstance(most, bool) and most >= MIN_ROUNDS
     ):
         most = None
+    made = _recorded_looks(
+        stopping.get("looks") if isinstance(stopping, Mapping) else None
+    )
     inst = design.get("instance")
     sd, every = 0.0, None
     if isinstance(inst, Mapping):
@@ -303,4 +340,28 @@ def recorded_schedule(design: Mapping[str, Any] | None) -> LookSchedule:
             sd = float(given) if 0.0 <= given < 1.0 else 0.0
         if isinstance(k, int) and not isinstance(k, bool) and k >= 1:
             every = k
-    return LookSchedule(most, instance_sd=sd, restart_every=every)
+    return LookSchedule(
+        most, instance_sd=sd, restart_every=every, made=made if most else ()
+    )
+
+
+def _recorded_looks(value: Any) -> tuple[tuple[int, float], ...]:
+    """run.json ``design.stopping.looks`` (``[[rounds, t], …]``) as looks made; () when
+    absent or not a valid record (the schedule then spreads α over ``max_rounds``)."""
+    if not isinstance(value, list):
+        return ()
+    out: list[tuple[int, float]] = []
+    for item in value:
+        if not (isinstance(item, list) and len(item) == 2):
+            return ()
+        n, t = item
+        if isinstance(n, bool) or not isinstance(n, int):
+            return ()
+        if isinstance(t, bool) or not isinstance(t, (int, float)):
+            return ()
+        out.append((n, float(t)))
+    try:
+        LookSchedule(MIN_ROUNDS, made=tuple(out))
+    except ValueError:
+        return ()
+    return tuple(out)

@@ -147,16 +147,18 @@ def budget_resolution(
     leader: str,
     schedule: LookSchedule,
     higher_is_better: bool = True,
+    rounds: int | None = None,
 ) -> dict[str, float]:
     """What the whole budget can resolve at one tier, from the spread so far: for each
-    other variant, :func:`resolvable_ratio` at ``schedule.max_rounds`` rounds with the SD of
-    its log ratios to ``leader`` over the rounds measured (3 or more pairs; others left
-    out). The figure assumes the spread stays as it was: a guide, not a bound.
+    other variant, :func:`resolvable_ratio` at ``rounds`` (default ``schedule.max_rounds``)
+    rounds with the SD of its log ratios to ``leader`` over the rounds measured (3 or more
+    pairs; others left out). The figure assumes the spread stays as it was: a guide, not a
+    bound.
 
     Returns:
         variant → the smallest ratio (> 1) the budget would tell from 1.
     """
-    most = schedule.max_rounds
+    most = rounds or schedule.max_rounds
     if most is None or leader not in figures:
         return {}
     out = {}

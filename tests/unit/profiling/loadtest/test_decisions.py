@@ -55,7 +55,24 @@ def test_the_looks_spend_five_percent_in_all():
     assert s8.alpha_at(8) == pytest.approx(0.05 * (64 - 36) / 64)
 
 
-def test_the_last_look_of_a_time_budget_is_the_rounds_it_holds_rounded_up_to_a_look():
+def test_looks_made_at_fractions_of_a_time_budget_spend_their_shares():
+    # looks made after 3, 6, 9 rounds at t = 0.3, 0.5, 0.8 of the budget, the last at 11
+    # (t = 1): α (t² − t_prev²) each, 5 % in all
+    s = LookSchedule(36, made=((3, 0.3), (6, 0.5), (9, 0.8), (11, 1.0)))
+    assert s.alpha_at(3) == pytest.approx(0.05 * 0.09)
+    assert s.alpha_at(6) == pytest.approx(0.05 * (0.25 - 0.09))
+    assert s.alpha_at(5) == s.alpha_at(6)  # a pair with fewer rounds: the look's at 6
+    assert s.alpha_at(11) == pytest.approx(0.05 * (1 - 0.64))
+    assert sum(s.alpha_at(n) for n, _ in s.made) == pytest.approx(0.05)
+    # stopped by a signal after 7 rounds, no look since 6: the rest of α, 0.05 · (1 − 0.25)
+    cut = LookSchedule(36, made=((3, 0.3), (6, 0.5)))
+    assert cut.alpha_at(7) == pytest.approx(0.05 * 0.75)
+    assert cut.looked(9, 0.8123456789).made[-1] == (9, 0.812346)
+    with pytest.raises(ValueError, match="fractions rising"):
+        LookSchedule(36, made=((3, 0.5), (6, 0.4)))
+
+
+def test_the_rounds_a_time_budget_holds_rounded_up_to_a_look():
     # 3 rounds in 36 s (12 s each), 150 s: 12.5 rounds fit; rounded up to a look: 15
     assert planned_rounds(36.0, 3, 150.0, 36) == 15
     assert planned_rounds(36.0, 3, 144.0, 36) == 12  # exactly 12 fit: 12, not 15
@@ -65,10 +82,6 @@ def test_the_last_look_of_a_time_budget_is_the_rounds_it_holds_rounded_up_to_a_l
     )  # a budget not on a look: its own end
     assert planned_rounds(100.0, 3, 150.0, 36) == 6  # 4.5 fit
     assert planned_rounds(1000.0, 3, 150.0, 36) == 3  # the first look is the last
-    # spread over 15 instead of 36 rounds, a stop at 13 states look 15's level:
-    # α (1 − (12/15)²) = 1.8 % instead of α ((15/36)² − (12/36)²) = 0.31 %
-    assert LookSchedule(15).alpha_at(13) == pytest.approx(0.05 * (1 - 0.64))
-    assert LookSchedule(36).alpha_at(13) == pytest.approx(0.05 * (225 - 144) / 1296)
     with pytest.raises(ValueError, match="rounds_run"):
         planned_rounds(0.0, 3, 150.0, 36)
 
@@ -224,3 +237,16 @@ def test_recorded_schedule_reads_the_instance_term():
     assert (old.instance_sd, old.restart_every) == (0.0, None)
     bad = recorded_schedule({"instance": {"sd": "x", "restart_every": True}})
     assert (bad.max_rounds, bad.instance_sd, bad.restart_every) == (None, 0.0, None)
+
+
+def test_recorded_schedule_reads_the_looks_made():
+    from trtbench.profiling.loadtest.stats.decisions import recorded_schedule
+
+    stopping = {"max_rounds": 36, "looks": [[3, 0.24], [6, 0.48], [9, 1.0]]}
+    s = recorded_schedule({"stopping": stopping})
+    assert s.made == ((3, 0.24), (6, 0.48), (9, 1.0))
+    assert s.alpha_at(9) == pytest.approx(0.05 * (1 - 0.48**2))
+    # not a record of looks (a string, a fraction past 1, falling, a bool): α over 36
+    for looks in ("x", [[3, 1.5]], [[3, 0.5], [6, 0.4]], [[True, 0.5]], [[3]]):
+        s = recorded_schedule({"stopping": {"max_rounds": 36, "looks": looks}})
+        assert s.made == () and s.alpha_at(3) == pytest.approx(0.05 / 144)

@@ -112,7 +112,7 @@ def test_a_spent_time_budget_still_lets_the_first_look_come():
 
     # a budget of no time at all, and a race that stays open (a and b alternate ±2 %):
     # three rounds run, so every comparison gets an interval, then the time stops it; its
-    # first look is its last (planned from the pace: 3 rounds), spending the whole 5 %
+    # first look is its last, spending the whole 5 %
     plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(12), 0.05, max_minutes=1e-12)
     rounds = drive(
         plan,
@@ -121,8 +121,8 @@ def test_a_spent_time_budget_still_lets_the_first_look_come():
         ),
     )
     assert len(rounds) == 3 and plan.stopped_because == MAX_MINUTES
-    assert plan.schedule.max_rounds == 3 and plan.schedule.alpha_at(3) == pytest.approx(0.05)
-    assert plan.as_json()["budget_max_rounds"] == 12
+    assert plan.as_json()["looks"] == [[3, 1.0]]  # the first look is the last
+    assert plan.schedule.alpha_at(3) == pytest.approx(0.05)
 
 
 def test_a_race_keeps_each_variant_to_its_own_tiers():
@@ -191,10 +191,11 @@ def test_a_race_settled_at_the_first_look_starts_no_second_block():
     assert [r for _, r in got] == [[0, 1, 2]] and plan.stopped_because == SETTLED
 
 
-def test_a_time_budget_fixes_the_last_look_at_the_first_look(monkeypatch):
-    # A clock that moves 12 s per round; budget 150 s; an open race (a and b alternate
-    # ±10 %). The first look (36 s) plans the last look: 12.5 rounds fit, so 15. Time is
-    # spent after round 13 (156 s): the intervals are stated at look 15's level.
+def test_a_time_budget_looks_at_the_share_of_minutes_used(monkeypatch):
+    # A clock that moves 12 s per round; budget 150 s, 36 rounds; an open race (a and b
+    # alternate ±10 %). Looks after 3, 6, 9 rounds at t = 36/150, 72/150, 108/150 (above
+    # n/36); after 12 rounds (144 s) the next look would end at 180 s, past the budget: the
+    # look at 12 is the last, t = 1, and spends the rest, 0.05 · (1 − 0.72²).
     from trtbench.profiling.loadtest.driver import round_plans
 
     clock = [0.0]
@@ -208,19 +209,19 @@ def test_a_time_budget_fixes_the_last_look_at_the_first_look(monkeypatch):
             f = 1.0 if c.variant == "base" else (1.1 if flip else 0.9)
             plan.cell_done(c, BASE[c.round % len(BASE)] * f)
         clock[0] += 12.0
-    assert len(rounds) == 13 and plan.stopped_because == round_plans.MAX_MINUTES
-    assert plan.schedule.max_rounds == 15 and plan.pace_s == 12.0
-    assert plan.schedule.level_at(13) == pytest.approx(1 - 0.05 * (1 - (12 / 15) ** 2))
-    got = plan.as_json()
-    assert (got["max_rounds"], got["budget_max_rounds"], got["pace_s"]) == (
-        15,
-        36,
-        12.0,
-    )
+    assert len(rounds) == 12 and plan.stopped_because == round_plans.MAX_MINUTES
+    assert plan.as_json()["looks"] == [[3, 0.24], [6, 0.48], [9, 0.72], [12, 1.0]]
+    assert plan.schedule.alpha_at(12) == pytest.approx(0.05 * (1 - 0.72**2))
+    assert plan.schedule.alpha_at(9) == pytest.approx(0.05 * (0.72**2 - 0.48**2))
+    # the budget's guide after the first look: 150 s hold 12.5 rounds at 12 s, so 15
+    assert plan.expected_rounds == 15
 
 
-def test_without_a_time_budget_the_last_look_is_max_rounds():
-    plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(9), 0.05)
-    drive(plan, lambda v, t, r: 1.0 if v == "base" else (1.02 if r % 2 else 0.98))
-    assert plan.schedule.max_rounds == 9 and plan.pace_s is None
-    assert "budget_max_rounds" not in plan.as_json()
+def test_without_a_time_budget_the_looks_are_at_n_over_max_rounds():
+    plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(6), 0.05)
+    drive(plan, lambda v, t, r: 1.0 if v == "base" else (1.1 if r % 2 else 0.9))
+    assert plan.stopped_because == MAX_ROUNDS
+    assert plan.as_json()["looks"] == [[3, 0.5], [6, 1.0]]
+    # the same shares as a schedule spread over 6 rounds without recorded looks
+    for n in (3, 6):
+        assert plan.schedule.alpha_at(n) == pytest.approx(LookSchedule(6).alpha_at(n))

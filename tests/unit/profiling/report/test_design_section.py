@@ -201,20 +201,9 @@ def test_a_race_states_the_rounds_it_ran_not_its_budget():
         "Measurement design: **interleaved**, 3 round(s) (rounds: auto, up to 8, "
         "stopped: max_minutes), 5 server start(s)"
     )
-    # a last look planned from the time budget at the first look says where it came from
-    run["design"]["stopping"] |= {
-        "max_rounds": 15,
-        "budget_max_rounds": 36,
-        "max_minutes": 2.5,
-        "pace_s": 11.96,
-        "rounds_run": 13,
-    }
+    run["design"]["stopping"]["max_minutes"] = 2.5  # the time budget, when there is one
     (line,) = design_lines(run, None)
-    assert line.startswith(
-        "Measurement design: **interleaved**, 13 round(s) (rounds: auto, up to 15: the "
-        "rounds 2.5 min held at the first look's pace, 12.0 s a round; max_rounds 36, "
-        "stopped: max_minutes)"
-    )
+    assert "(rounds: auto, up to 8 or 2.5 min, stopped: max_minutes)" in line
 
 
 def test_interference_on_every_variant_and_tier_is_one_sentence():
