@@ -4,12 +4,14 @@ one core the whole time, and with a burner started halfway through the run (a dr
 
 Usage: .venv/bin/python scripts/aa_check.py [--rounds 18] [--block 3] [--out runs/aa]
        [--designs interleaved,sequential] [--conditions idle,burner,halfway] [--race N]
-       [--spec YOUR_SPEC.yaml --twins NAME[,NAME]]
+       [--spec YOUR_SPEC.yaml --twins NAME[,NAME]] [--race-minutes M] [--replay RUN_DIR…]
 
 ``--race N`` reads the run's rounds in blocks of N, each replayed as a race of
 ``loadtest.rounds: auto`` with budget N (``race_readings``): per tier and pair, the class
 the race states (better / worse / equivalent / open) and the rounds it used; twins called
-better or worse are its false positives (nominal: at most 5 %).
+better or worse are its false positives (nominal: at most 5 %). ``--race-minutes M`` gives
+each race a time budget too (its looks by the share of the budget used, from the block's
+cell times); ``--replay RUN_DIR…`` replays finished A/A runs instead of measuring.
 
 Spec: the tiny reference models (scripts/make_tiny_models.py), five variants: twin baselines
 ``base-a`` / ``base-b``, twin Medusa variants ``medusa-a`` / ``medusa-b`` and ``medusa-slow``
@@ -46,7 +48,8 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -269,8 +272,43 @@ def block_readings(
     return pd.DataFrame(rows)
 
 
+def round_ends(rounds: pd.DataFrame) -> pd.Series:
+    """Round → seconds from the first cell's start to the end of that round's last cell
+    (rounds.csv ``started_at`` + ``duration_s``)."""
+    start = pd.to_datetime(rounds["started_at"], utc=True)
+    end = start + pd.to_timedelta(rounds["duration_s"], unit="s")
+    seconds = (end - start.min()).dt.total_seconds()
+    return seconds.groupby(rounds["round"]).max()
+
+
+def time_looks(
+    ends: Sequence[float], budget: int, budget_s: float, looks: Sequence[int]
+) -> list[tuple[int, float]]:
+    """The looks a live race with ``budget`` rounds and ``budget_s`` seconds makes, from
+    its rounds' end times (``ends[i]``: seconds from the race's start to the end of its
+    round i): ``(n, t)`` at each look, ``t = max(n / budget, e / budget_s)``, and ``t = 1``
+    at the look after which the next would not fit (RacePlan's rule)."""
+    out, n_last, e_last = [], 0, 0.0
+    for k, n in enumerate(looks):
+        e = ends[n - 1]
+        following = looks[k + 1] if k + 1 < len(looks) else None
+        pace = (e - e_last) / (n - n_last)
+        ending = (
+            following is None or e >= budget_s or e + pace * (following - n) > budget_s
+        )
+        out.append((n, 1.0 if ending else round(max(n / budget, e / budget_s), 6)))
+        if ending:
+            break
+        n_last, e_last = n, e
+    return out
+
+
 def race_readings(
-    rounds: pd.DataFrame, budget: int, schedule: LookSchedule, pairs: Pairs = TINY
+    rounds: pd.DataFrame,
+    budget: int,
+    schedule: LookSchedule,
+    pairs: Pairs = TINY,
+    budget_s: float | None = None,
 ) -> pd.DataFrame:
     """One row per block of ``budget`` rounds × tier × comparison (``pairs``), each block
     replayed as a
@@ -280,12 +318,19 @@ def race_readings(
     else the last look's class (budget spent). A race of two variants stops measuring them
     when decided, so the replay of a fixed run gives the class and rounds a live race of
     that pair would have, on the same rounds. With fresh servers every k rounds a block
-    starts on a multiple of k when ``budget`` is one (its rounds' instances are its own)."""
+    starts on a multiple of k when ``budget`` is one (its rounds' instances are its own).
+    With ``budget_s``, each race also has that many seconds, counted from its block's
+    first cell, and makes its looks at the share of the budget used
+    (:func:`time_looks`, on the block's own cell times)."""
     figure = rounds.set_index(["round", "tier", "variant"])[COLUMN]
     rows = []
     first = rounds["round"].min()
     for b in range((rounds["round"].max() - first + 1) // budget):
         block = range(first + b * budget, first + (b + 1) * budget)
+        made = None
+        if budget_s is not None:
+            ends = round_ends(rounds[rounds["round"].isin(block)]).tolist()
+            made = time_looks(ends, budget, budget_s, schedule.looks())
         for tier in sorted(rounds["tier"].unique()):
             for a, c in pairs.all():
                 ratios = np.array(
@@ -296,11 +341,16 @@ def race_readings(
                     ]
                 )
                 decision, used, low, high = "open", budget, None, None
-                for n in schedule.looks():
-                    d = decide_pair(ratios[:n], schedule, rounds=list(range(n)))
-                    decision, low, high = d.decision, d.low, d.high
+                looks = made or [(n, None) for n in schedule.looks()]
+                for k, (n, _) in enumerate(looks):
+                    now = (
+                        replace(schedule, made=tuple(made[: k + 1]))
+                        if made
+                        else schedule
+                    )
+                    d = decide_pair(ratios[:n], now, rounds=list(range(n)))
+                    decision, low, high, used = d.decision, d.low, d.high, n
                     if decision != "open":
-                        used = n
                         break
                 rows.append(
                     {
@@ -369,6 +419,22 @@ def race_row(design: str, condition: str, races: pd.DataFrame, wall: float) -> s
     )
 
 
+def replay(run: Path, budget: int, minutes: float | None, lines: list[str]) -> None:
+    """Print the race row of a finished A/A run (``--replay``), its races of ``budget``
+    rounds (and ``minutes``), with the instance term the run recorded."""
+    table = pd.read_csv(run / "loadtest" / "rounds.csv")
+    design = json.loads((run / "run.json").read_text()).get("design")
+    recorded = recorded_schedule(design)
+    schedule = LookSchedule(
+        budget, instance_sd=recorded.instance_sd, restart_every=recorded.restart_every
+    )
+    budget_s = None if minutes is None else 60.0 * minutes
+    races = race_readings(table, budget, schedule, TINY, budget_s)
+    row = race_row("replay", run.name, races, 0.0)
+    print(row, flush=True)
+    lines.append(row)
+
+
 def rate_text(k: int, n: int) -> str:
     """``k/n = p % [low, high]`` with a 95 % Clopper-Pearson interval."""
     if n == 0:
@@ -397,6 +463,22 @@ def main() -> None:
         metavar="N",
         help="replay blocks of N rounds as races of rounds: auto (budget N) instead of "
         "reading blocks of --block rounds at 95 %%",
+    )
+    p.add_argument(
+        "--race-minutes",
+        type=float,
+        default=None,
+        metavar="M",
+        help="with --race: each race also has M minutes (its looks by the share of the "
+        "budget used, as a live race with loadtest.budget.max_minutes)",
+    )
+    p.add_argument(
+        "--replay",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="RUN_DIR",
+        help="with --race: replay these finished A/A runs instead of measuring",
     )
     p.add_argument(
         "--requests",
@@ -444,6 +526,12 @@ def main() -> None:
             "|---|---|---|---|---|---|---|",
         ]
     print(lines[0])
+    if args.replay:
+        if not args.race:
+            p.error("--replay needs --race N")
+        for run in args.replay:
+            replay(run, args.race, args.race_minutes, lines)
+        return
     for design in args.designs.split(","):
         spec = args.out / f"aa-{design}.yaml"
         if args.spec:
