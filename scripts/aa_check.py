@@ -282,24 +282,29 @@ def round_ends(rounds: pd.DataFrame) -> pd.Series:
 
 
 def time_looks(
-    ends: Sequence[float], budget: int, budget_s: float, looks: Sequence[int]
+    ends: Sequence[float] | None,
+    budget: int,
+    budget_s: float | None,
+    looks: Sequence[int],
 ) -> list[tuple[int, float]]:
-    """The looks a live race with ``budget`` rounds and ``budget_s`` seconds makes, from
-    its rounds' end times (``ends[i]``: seconds from the race's start to the end of its
-    round i): ``(n, t)`` at each look, ``t = max(n / budget, e / budget_s)``, and ``t = 1``
-    at the look after which the next would not fit (RacePlan's rule)."""
+    """The looks a live race with ``budget`` rounds (and ``budget_s`` seconds; None: no
+    time budget) makes, from its rounds' end times (``ends[i]``: seconds from the race's
+    start to the end of its round i): ``(n, t)`` at each look, ``t = max(n / budget, e /
+    budget_s)``, and ``t = 1`` at the look after which the next would not fit (RacePlan's
+    rule) or at ``budget``."""
     out, n_last, e_last = [], 0, 0.0
     for k, n in enumerate(looks):
-        e = ends[n - 1]
         following = looks[k + 1] if k + 1 < len(looks) else None
-        pace = (e - e_last) / (n - n_last)
-        ending = (
-            following is None or e >= budget_s or e + pace * (following - n) > budget_s
-        )
-        out.append((n, 1.0 if ending else round(max(n / budget, e / budget_s), 6)))
+        t, ending = n / budget, following is None
+        if budget_s is not None and ends is not None and following is not None:
+            e = ends[n - 1]
+            pace = (e - e_last) / (n - n_last)
+            t = max(t, e / budget_s)
+            ending = e >= budget_s or e + pace * (following - n) > budget_s
+            n_last, e_last = n, e
+        out.append((n, 1.0 if ending else round(t, 6)))
         if ending:
             break
-        n_last, e_last = n, e
     return out
 
 
@@ -327,10 +332,10 @@ def race_readings(
     first = rounds["round"].min()
     for b in range((rounds["round"].max() - first + 1) // budget):
         block = range(first + b * budget, first + (b + 1) * budget)
-        made = None
+        ends = None
         if budget_s is not None:
             ends = round_ends(rounds[rounds["round"].isin(block)]).tolist()
-            made = time_looks(ends, budget, budget_s, schedule.looks())
+        made = time_looks(ends, budget, budget_s, schedule.looks())
         for tier in sorted(rounds["tier"].unique()):
             for a, c in pairs.all():
                 ratios = np.array(
@@ -341,13 +346,8 @@ def race_readings(
                     ]
                 )
                 decision, used, low, high = "open", budget, None, None
-                looks = made or [(n, None) for n in schedule.looks()]
-                for k, (n, _) in enumerate(looks):
-                    now = (
-                        replace(schedule, made=tuple(made[: k + 1]))
-                        if made
-                        else schedule
-                    )
+                for k, (n, _) in enumerate(made):
+                    now = replace(schedule, made=tuple(made[: k + 1]))
                     d = decide_pair(ratios[:n], now, rounds=list(range(n)))
                     decision, low, high, used = d.decision, d.low, d.high, n
                     if decision != "open":

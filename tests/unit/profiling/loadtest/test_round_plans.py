@@ -170,7 +170,9 @@ def test_a_fixed_design_in_blocks_of_three_rounds():
 def test_a_race_decides_before_the_next_block_starts_its_servers():
     # a and b clearly apart from base at every tier; a vs b alternate +-2 % (open):
     # after the first block (the look at 3) base is out everywhere, so the second block
-    # starts only a's and b's servers; the budget (6) ends it, no third block starts.
+    # starts only a's and b's servers; the budget (6) ends it, no third block starts. At
+    # that last look (level 1 − 0.05 · (1 − ½ · ¼) = 95.6 %; log ratios ±0.04, 6 rounds)
+    # a and b are within ±5 % of each other: equivalent, so the race ends settled.
     def factor(v, t, r):
         if v == "base":
             return 1.0
@@ -180,7 +182,9 @@ def test_a_race_decides_before_the_next_block_starts_its_servers():
     got = drive_blocks(InstanceBlocks(plan, 3), factor)
     assert [r for _, r in got] == [[0, 1, 2], [3, 4, 5]]
     assert sorted(got[0][0]) == ["a", "b", "base"] and sorted(got[1][0]) == ["a", "b"]
-    assert plan.stopped_because == MAX_ROUNDS
+    assert plan.stopped_because == SETTLED
+    assert plan.as_json()["tiers"]["c1"]["decisions"]["base"] == "better"
+    assert "equivalent" in plan.as_json()["tiers"]["c1"]["decisions"].values()
 
 
 def test_a_race_settled_at_the_first_look_starts_no_second_block():
@@ -195,7 +199,8 @@ def test_a_time_budget_looks_at_the_share_of_minutes_used(monkeypatch):
     # A clock that moves 12 s per round; budget 150 s, 36 rounds; an open race (a and b
     # alternate ±10 %). Looks after 3, 6, 9 rounds at t = 36/150, 72/150, 108/150 (above
     # n/36); after 12 rounds (144 s) the next look would end at 180 s, past the budget: the
-    # look at 12 is the last, t = 1, and spends the rest, 0.05 · (1 − 0.72²).
+    # look at 12 is the last, t = 1, and spends the rest, 0.05 · (1 − ½ · 0.72²) (the looks
+    # before it spend half of α by t²).
     from trtbench.profiling.loadtest.driver import round_plans
 
     clock = [0.0]
@@ -211,8 +216,8 @@ def test_a_time_budget_looks_at_the_share_of_minutes_used(monkeypatch):
         clock[0] += 12.0
     assert len(rounds) == 12 and plan.stopped_because == round_plans.MAX_MINUTES
     assert plan.as_json()["looks"] == [[3, 0.24], [6, 0.48], [9, 0.72], [12, 1.0]]
-    assert plan.schedule.alpha_at(12) == pytest.approx(0.05 * (1 - 0.72**2))
-    assert plan.schedule.alpha_at(9) == pytest.approx(0.05 * (0.72**2 - 0.48**2))
+    assert plan.schedule.alpha_at(12) == pytest.approx(0.05 * (1 - 0.5 * 0.72**2))
+    assert plan.schedule.alpha_at(9) == pytest.approx(0.025 * (0.72**2 - 0.48**2))
     # the budget's guide after the first look: 150 s hold 12.5 rounds at 12 s, so 15
     assert plan.expected_rounds == 15
 
@@ -222,6 +227,6 @@ def test_without_a_time_budget_the_looks_are_at_n_over_max_rounds():
     drive(plan, lambda v, t, r: 1.0 if v == "base" else (1.1 if r % 2 else 0.9))
     assert plan.stopped_because == MAX_ROUNDS
     assert plan.as_json()["looks"] == [[3, 0.5], [6, 1.0]]
-    # the same shares as a schedule spread over 6 rounds without recorded looks
-    for n in (3, 6):
-        assert plan.schedule.alpha_at(n) == pytest.approx(LookSchedule(6).alpha_at(n))
+    # half of α spread by t² over the looks before the last (0.025 · ½²), the rest last
+    assert plan.schedule.alpha_at(3) == pytest.approx(0.025 * 0.25)
+    assert plan.schedule.alpha_at(6) == pytest.approx(0.05 - 0.025 * 0.25)
