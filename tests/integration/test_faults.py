@@ -392,16 +392,21 @@ def test_sighup_loadtest_exits_129_keeping_finished_tier(scripted, tmp_path):
     one worker, starts at once and lasts its 3 s."""
     out = tmp_path / "run"
     more = ("--concurrency", "1,4", "--duration-s", "3", "--ramp-up-s", "1200")
+    # The server is shared by the module's tests: what it took in before this run, then
+    # c1's requests (from its log line; no warmup). Not a count read once c1 has ended:
+    # c4's worker 0 sends only during its 3 s, and a count read after them (seen once, on
+    # a busy host) would never be passed.
+    before = requests_started(scripted.metrics_url, "scripted")
     cli = start_cli(loadtest_args(scripted, out, "hup", *more), tmp_path, "loadtest")
     try:
-        cli.running_until(
+        line = cli.running_until(
             lambda: log_line(out / "trtbench.log", r" hup c1: \d+ requests"),
             120,
             "tier c1 to end",
         )
-        before = requests_started(scripted.metrics_url, "scripted")  # c1's all ended
+        c1 = int(re.search(r" hup c1: (\d+) requests", line).group(1))
         cli.running_until(
-            lambda: requests_started(scripted.metrics_url, "scripted") > before,
+            lambda: requests_started(scripted.metrics_url, "scripted") > before + c1,
             120,
             "tier c4's first request at the server",
         )
