@@ -1,8 +1,11 @@
 """A reference server under a small KV budget publishes TensorRT-LLM's KV and request gauges.
 
 A medusa variant of the tiny models is built with ``kv_cache_max_tokens`` 256 in blocks of
-16 tokens (16 blocks; one request at max_seq_len 128 needs 8), served by a real tritonserver,
-and sent six concurrent streams of 100 tokens, more than the pool holds at once. The scraper
+16 tokens (16 blocks; one request at max_seq_len 128 needs 8) and 6 batch slots, served by a
+real tritonserver, and sent twelve concurrent streams of 100 tokens, more than the pool and
+the slots hold at once: at least six wait for a slot until the first six end, long enough for
+a 50 ms scrape to see them on a busy host (with six streams a burner once spread the starts so
+that no scrape caught a waiting request). The scraper
 (``ServerMetricsScraper``, what ``trtbench run`` uses) must record
 ``nv_trt_llm_kv_cache_block_metrics`` with max 16 / tokens_per 16, used blocks that rose
 above 0 and never past 16, free = max − used, requests that waited, and the memory breakdown
@@ -38,8 +41,8 @@ from trtbench.spec.bench import VariantSpec
 pytestmark = pytest.mark.integration
 
 TREE = [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]]
-MAX_TOKENS = 100  # long enough that the six streams overlap even when they start apart
-STREAMS = 6
+MAX_TOKENS = 100  # long enough that the streams overlap even when they start apart
+STREAMS = 12
 
 
 def stream_count(url: str, prompt: str, out: queue.Queue) -> None:
@@ -87,7 +90,7 @@ def test_kv_gauges_fill_server_metrics_and_the_breakdown(tiny_models, tmp_path):
         with ServerMetricsScraper(
             server.metrics_url, variant="medusa", interval_ms=50
         ) as scraper:
-            scraper.mark("tier:c6")
+            scraper.mark("tier:c12")
             threads = [
                 threading.Thread(
                     target=stream_count,
@@ -105,7 +108,7 @@ def test_kv_gauges_fill_server_metrics_and_the_breakdown(tiny_models, tmp_path):
             # for the stop's own scrape to fall in it: free 16, used still 7).
             deadline = time.monotonic() + 60
             while True:
-                scraper.mark("tier:c6")
+                scraper.mark("tier:c12")
                 last = kv_cache_blocks(scraper.frame()).iloc[-1]
                 if last["used_blocks"] == 0 and last["free_blocks"] == 16:
                     break
@@ -114,7 +117,7 @@ def test_kv_gauges_fill_server_metrics_and_the_breakdown(tiny_models, tmp_path):
         metrics = scraper.frame()
     assert [counts.get_nowait() for _ in range(STREAMS)] == [MAX_TOKENS] * STREAMS
     kv = kv_cache_blocks(metrics)
-    tier = kv[kv["phase"] == "tier:c6"]
+    tier = kv[kv["phase"] == "tier:c12"]
     assert set(tier["max_blocks"]) == {16} and set(tier["tokens_per_block"]) == {16}
     assert tier["used_blocks"].max() > 0 and tier["used_blocks"].max() <= 16
     # The model sets its gauges one after another, so a scrape can fall between two
@@ -123,11 +126,11 @@ def test_kv_gauges_fill_server_metrics_and_the_breakdown(tiny_models, tmp_path):
     assert_torn_at_most(16 - tier["free_blocks"].reset_index(drop=True), used)
     assert_torn_at_most(tier["used_fraction"].reset_index(drop=True) * 16, used)
     requests = request_gauges(metrics)
-    requests = requests[requests["phase"] == "tier:c6"]
+    requests = requests[requests["phase"] == "tier:c12"]
     assert set(requests["max_requests"].dropna()) == {6}
     assert requests["waiting_requests"].max() > 0  # the pool made some wait
     pressure = kv_pressure(metrics).iloc[0]
-    assert pressure["concurrency"] == 6 and pressure["max_waiting_requests"] > 0
+    assert pressure["concurrency"] == 12 and pressure["max_waiting_requests"] > 0
     assert pressure["kv_waits"] > 0  # requests were held back for blocks
     assert 0 < pressure["speculative_block_share"] < 1  # the tree's blocks, counted
     assert pressure["max_kv_used_blocks"] <= pressure["kv_max_blocks"] == 16
