@@ -14,15 +14,15 @@ maps them, so the sum over a tree is an upper bound of the memory it holds.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 PROC = Path("/proc")
 
 
-def parent_map(proc: Path = PROC) -> dict[int, int]:
-    """``{pid: ppid}`` for every process readable in ``proc`` (vanished ones skipped)."""
-    out: dict[int, int] = {}
+def _stat_rows(proc: Path) -> Iterator[tuple[int, list[str]]]:
+    """``(pid, fields)`` of every process readable in ``proc``: ``/proc/<pid>/stat`` split
+    after the LAST ``)`` (field 3, the state, first); vanished ones skipped."""
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
@@ -30,10 +30,12 @@ def parent_map(proc: Path = PROC) -> dict[int, int]:
             stat = (entry / "stat").read_text()
         except OSError:  # the process exited between listing and reading
             continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 1:
-            out[int(entry.name)] = int(fields[1])
-    return out
+        yield int(entry.name), stat[stat.rfind(")") + 2 :].split()
+
+
+def parent_map(proc: Path = PROC) -> dict[int, int]:
+    """``{pid: ppid}`` for every process readable in ``proc`` (vanished ones skipped)."""
+    return {pid: int(f[1]) for pid, f in _stat_rows(proc) if len(f) > 1}
 
 
 def descendants(root: int, parents: dict[int, int]) -> list[int]:
@@ -71,18 +73,11 @@ def group_members(pgid: int, proc: Path = PROC) -> list[int]:
     A zombie (``Z``) or dead (``X``) process has exited and holds no memory or port, so it
     is not counted: its parent may reap it any time later (an orphan is reaped by init).
     """
-    out = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # the process exited between listing and reading
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
-            out.append(int(entry.name))
-    return sorted(out)
+    return sorted(
+        pid
+        for pid, f in _stat_rows(proc)
+        if len(f) > 2 and f[0] not in ("Z", "X") and int(f[2]) == pgid
+    )
 
 
 def rss_bytes(pid: int, proc: Path = PROC) -> int | None:
