@@ -61,6 +61,7 @@ from trtbench.core.stacks import REFERENCE, TRITON
 from trtbench.profiling.loadtest.stats.decisions import (
     LookSchedule,
     decide_pair,
+    next_look_fits,
     recorded_schedule,
 )
 from trtbench.profiling.report.paired import paired_ratio
@@ -298,9 +299,9 @@ def time_looks(
         t, ending = n / budget, following is None
         if budget_s is not None and ends is not None and following is not None:
             e = ends[n - 1]
-            pace = (e - e_last) / (n - n_last)
             t = max(t, e / budget_s)
-            ending = e >= budget_s or e + pace * (following - n) > budget_s
+            fits = next_look_fits(n, e, (n_last, e_last), following, budget_s)
+            ending = e >= budget_s or not fits
             n_last, e_last = n, e
         out.append((n, 1.0 if ending else round(t, 6)))
         if ending:

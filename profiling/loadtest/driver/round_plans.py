@@ -21,7 +21,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from trtbench.profiling.loadtest.stats.decisions import LookSchedule, planned_rounds
+from trtbench.profiling.loadtest.stats.decisions import (
+    LookSchedule,
+    next_look_fits,
+    planned_rounds,
+)
 from trtbench.profiling.loadtest.stats.racing import (
     TierRace,
     budget_resolution,
@@ -234,10 +238,8 @@ class RacePlan:
         if elapsed >= budget:
             return MAX_MINUTES
         if self.schedule.is_look(n):
-            n_last, e_last = self._last_look
             following = next(m for m in self.schedule.looks() if m > n)
-            pace = (elapsed - e_last) / (n - n_last)
-            if elapsed + pace * (following - n) > budget:
+            if not next_look_fits(n, elapsed, self._last_look, following, budget):
                 return MAX_MINUTES
         return None
 

@@ -317,6 +317,28 @@ def planned_rounds(
     return max(min(looks, max_rounds), rounds_run, MIN_ROUNDS)
 
 
+def next_look_fits(
+    rounds: int,
+    elapsed_s: float,
+    last_look: tuple[int, float],
+    following: int,
+    budget_s: float,
+) -> bool:
+    """Whether the rounds up to the ``following`` look fit in ``budget_s`` at the pace since
+    the last look (module docstring, "A time budget"; False: the look after ``rounds`` is
+    the last).
+
+    Args:
+        rounds: rounds measured (a look).
+        elapsed_s: seconds from the race's start to now.
+        last_look: ``(rounds, elapsed_s)`` at the look before (``(0, 0.0)`` for the first).
+        following: the next look's round count (> ``rounds``).
+        budget_s: ``max_minutes`` in seconds.
+    """
+    pace = (elapsed_s - last_look[1]) / (rounds - last_look[0])
+    return elapsed_s + pace * (following - rounds) <= budget_s
+
+
 def resolution_text(low: float | None, high: float | None) -> str:
     """What an open comparison could not tell apart: ``a difference between -7.0 % and
     +10.2 % could not be told apart`` (its interval as percentages); without an interval,

@@ -21,6 +21,7 @@ from trtbench.profiling.loadtest.stats.decisions import (
     LookSchedule,
     classify,
     decide_pair,
+    next_look_fits,
     planned_rounds,
     resolution_text,
 )
@@ -275,3 +276,12 @@ def test_recorded_schedule_reads_the_looks_made():
     for looks in ("x", [[3, 1.5]], [[3, 0.5], [6, 0.4]], [[True, 0.5]], [[3]]):
         s = recorded_schedule({"stopping": {"max_rounds": 36, "looks": looks}})
         assert s.made == () and s.alpha_at(3) == pytest.approx(0.05 / 144)
+
+
+def test_the_next_look_fits_at_the_pace_since_the_last():
+    # 12 s a round, a 150 s budget: after 9 rounds (108 s) the look at 12 ends at 144 s,
+    # inside; after 12 (144 s) the look at 15 would end at 180 s, outside
+    assert next_look_fits(9, 108.0, (6, 72.0), 12, 150.0)
+    assert not next_look_fits(12, 144.0, (9, 108.0), 15, 150.0)
+    # the pace is the last block's, not the run's: a slow first block does not count
+    assert next_look_fits(6, 60.0, (3, 54.0), 9, 70.0)  # 2 s a round since: 66 s
