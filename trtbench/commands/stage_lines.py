@@ -12,7 +12,8 @@ and it ends as ``load test, ≤ 8 rounds: 60 of 60 cells in 2:11``. Anywhere els
 least :data:`PLAIN_GAP_S` after the last one, then once at its end: at most ten lines a
 stage, never one per cell. The ETA is the mean time of the items done so far times the items
 left; with rounds by need (``loadtest.rounds: auto``) the total is an upper bound, and so is
-the ETA (``≤``). What each cell measured (requests, errors, tok/s, wall time) is in
+the ETA (``≤``), which a time budget (``loadtest.budget.max_minutes``) also caps: its minutes
+left plus one round (``RacePlan.seconds_left``). What each cell measured (requests, errors, tok/s, wall time) is in
 ``RUN_DIR/trtbench.log``, one line per cell (the load generator's).
 """
 
@@ -55,6 +56,7 @@ class StageState:
         unit: what an item is (``variant``, ``server``, ``cell``).
         started: when the stage started; last: when the last item was done.
         done: items done; label: the last one's name.
+        ends_by: when a time budget ends the stage at the latest (None: no budget).
     """
 
     name: str
@@ -65,18 +67,23 @@ class StageState:
     last: float
     done: int = 0
     label: str = ""
+    ends_by: float | None = None
 
-    def eta_s(self) -> float | None:
-        """Seconds left: mean seconds per item done × items left (None before the first)."""
+    def eta_s(self, now: float | None = None) -> float | None:
+        """Seconds left: mean seconds per item done × items left (None before the first);
+        with a time budget (:attr:`ends_by`), at most the seconds from ``now`` to it."""
         if not self.done:
             return None
-        return (self.last - self.started) / self.done * max(0, self.total - self.done)
+        eta = (self.last - self.started) / self.done * max(0, self.total - self.done)
+        if self.ends_by is not None and now is not None:
+            eta = min(eta, max(0.0, self.ends_by - now))
+        return eta
 
     def text(self, now: float) -> str:
         """The stage's progress line at ``now``."""
         bound = "≤ " if self.at_most else ""
         parts = [f"{self.name}: {self.unit} {self.done} of {bound}{self.total}"]
-        eta = self.eta_s()
+        eta = self.eta_s(now)
         if eta is not None:
             parts.append(f"ETA {bound}{clock_text(eta)}")
         if self.label:
@@ -163,11 +170,18 @@ class StageLines:
         if self._shown is None and self._due(stage, now):
             self._write(stage.text(now))
 
-    def retotal(self, total: int, at_most: bool) -> None:
+    def retotal(
+        self, total: int, at_most: bool, seconds_left: float | None = None
+    ) -> None:
         """The stage's total of cells changed (a race dropped cells, or ended); a stage of
-        other units keeps its own (a race is planned while the build's line is up)."""
-        if self._stage is not None and self._stage.unit == CELL:
-            self._stage.total, self._stage.at_most = total, at_most
+        other units keeps its own (a race is planned while the build's line is up).
+        ``seconds_left``: a time budget's bound on the seconds the stage has left."""
+        stage = self._stage
+        if stage is not None and stage.unit == CELL:
+            stage.total, stage.at_most = total, at_most
+            stage.ends_by = (
+                None if seconds_left is None else self.clock() + seconds_left
+            )
 
     def stop(self) -> None:
         """End the stage: its last line stays; a stage that did nothing leaves none (an

@@ -18,6 +18,7 @@ whether the servers were co-resident, server starts and the order of the cells
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -130,7 +131,7 @@ def race_plan(ctx: RunContext, record: dict[str, Any]) -> RacePlan:
             told.append(True)
             log.info("race: %s", resolution_line(plan))
         if progress is not None and (bound := race_bound(plan)) is not None:
-            progress.retotal(*bound)
+            progress.retotal(*bound, seconds_left=plan.seconds_left(time.monotonic()))
 
     return RacePlan(
         [v.name for v in ctx.variants],

@@ -31,10 +31,14 @@ class RunProgress(Protocol):
         medusa``)."""
         ...
 
-    def retotal(self, total: int, at_most: bool) -> None:
+    def retotal(
+        self, total: int, at_most: bool, seconds_left: float | None = None
+    ) -> None:
         """The stage's total is now ``total`` cells (a race dropped cells, or ended); a
         stage counting other units ignores it (a race with fresh servers per block is
-        planned before the load test's stage starts, while the build's is current)."""
+        planned before the load test's stage starts, while the build's is current).
+        ``seconds_left``: the time budget's bound on the stage's remaining seconds
+        (``RacePlan.seconds_left``; None: none)."""
         ...
 
     def stop(self) -> None:
@@ -55,8 +59,10 @@ class Prefixed:
     def advance(self, label: str) -> None:
         self.inner.advance(label)
 
-    def retotal(self, total: int, at_most: bool) -> None:
-        self.inner.retotal(total, at_most)
+    def retotal(
+        self, total: int, at_most: bool, seconds_left: float | None = None
+    ) -> None:
+        self.inner.retotal(total, at_most, seconds_left)
 
     def stop(self) -> None:
         self.inner.stop()

@@ -193,6 +193,7 @@ class RacePlan:
     _failed: set[tuple[str, str]] = field(default_factory=set)
     expected_rounds: int | None = None
     _last_look: tuple[int, float] = (0, 0.0)
+    _planned_at: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         only = self.tiers_of_variant
@@ -206,6 +207,27 @@ class RacePlan:
     @property
     def rounds_run(self) -> int:
         return self._round
+
+    def seconds_left(self, now: float) -> float | None:
+        """Seconds until the race ends at the latest, as its time budget bounds it: the
+        minutes left plus one round (a race ends only between rounds), or, before the
+        first look (which the minutes cannot end a race before), the rounds up to it;
+        rounds counted at the longest a round has taken so far (``now``: seconds on
+        ``time.monotonic``'s clock, the one the race keeps). None: no time budget, no
+        round finished yet, or the race is over.
+
+        A guide for the progress line's ETA (a round that takes longer than every one
+        before it, e.g. with fresh servers, can pass it by its excess)."""
+        marks = self._planned_at
+        if self.max_minutes is None or self.stopped_because or len(marks) < 2:
+            return None
+        longest = max(b - a for a, b in zip(marks, marks[1:], strict=False))
+        in_round = now - marks[-1]
+        budget_left = 60.0 * self.max_minutes - (now - marks[0])
+        # the round under way when the minutes run out is the last; before the first
+        # look, the rounds up to it (this one included) all run
+        to_look = (MIN_ROUNDS - self._round + 1) * longest - in_round
+        return max(budget_left + longest, longest - in_round, to_look, 0.0)
 
     def cell_done(self, cell: Cell, tokens_per_s: float | None) -> None:
         if tokens_per_s is not None and tokens_per_s > 0:
@@ -322,6 +344,7 @@ class RacePlan:
         ]
         self.cells += batch
         self._round += 1
+        self._planned_at.append(now)
         if self.on_round is not None:
             self.on_round(self)
         return batch

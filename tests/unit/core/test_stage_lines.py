@@ -120,6 +120,28 @@ def test_rounds_by_need_give_an_upper_bound_and_end_at_the_cells_measured():
     assert lines[-1] == "load test, ≤ 8 rounds: 52 of 52 cells in 1:44"
 
 
+def test_a_time_budget_caps_the_eta_at_its_minutes_left():
+    # 36 rounds of 20 cells at most, 2 s a cell: by the cells, 16 done leave 704 × 2 s; the
+    # race says its minutes end the stage within 100 s of the 16th cell (seconds_left, as
+    # measuring passes RacePlan.seconds_left): the ETA reads the smaller, ≤ 1:40, and 10 s
+    # later ≤ 1:30 (the budget's clock runs on between cells).
+    clock = Clock()
+    progress, _ = plain(clock)
+    progress.start(load_test_stage(36, True), 720, "cell", True)
+    for k in range(16):
+        clock.now += 2.0
+        progress.advance(cell_label(VARIANTS[k % 5], TIERS[k // 5], 0))
+    stage = progress._stage
+    assert stage.text(clock.now).split(" · ")[1] == "ETA ≤ 23:28"  # 704 × 2 s
+    progress.retotal(720, True, seconds_left=100.0)
+    assert stage.text(clock.now).split(" · ")[1] == "ETA ≤ 1:40"
+    clock.now += 10.0
+    assert stage.text(clock.now).split(" · ")[1] == "ETA ≤ 1:30"
+    progress.retotal(720, True)  # no budget: the cells' bound again
+    assert stage.text(clock.now).split(" · ")[1] == "ETA ≤ 23:28"
+    progress.stop()
+
+
 def test_a_stage_stopped_before_its_total_says_so():
     clock = Clock()
     progress, out = plain(clock)

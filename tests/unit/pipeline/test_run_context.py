@@ -44,7 +44,9 @@ class Totals:
     def advance(self, label: str) -> None:
         pass
 
-    def retotal(self, total: int, at_most: bool) -> None:
+    def retotal(
+        self, total: int, at_most: bool, seconds_left: float | None = None
+    ) -> None:
         self.totals.append((total, at_most))
 
     def stop(self) -> None:

@@ -222,6 +222,37 @@ def test_a_time_budget_looks_at_the_share_of_minutes_used(monkeypatch):
     assert plan.expected_rounds == 15
 
 
+def test_seconds_left_bounds_the_race_by_its_minutes_or_its_first_look(monkeypatch):
+    # 12 s a round, as above. Budget 150 s: at round 2's start (12 s in) the minutes left,
+    # 138 s, plus one round: 150 s; 6 s later 144 s; the race then ends after 12 rounds,
+    # 144 s, inside both. Budget 6 s: the minutes cannot end the race before its first
+    # look, so at round 2's start rounds 2 and 3 are left, 24 s; it ends at 36 s.
+    from trtbench.profiling.loadtest.driver import round_plans
+
+    def run(minutes: float) -> tuple[list, float, RacePlan]:
+        clock = [0.0]
+        monkeypatch.setattr(round_plans.time, "monotonic", lambda: clock[0])
+        plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(36), 0.05, max_minutes=minutes)
+        lefts = []
+        while batch := plan.next_round():
+            lefts.append(plan.seconds_left(clock[0]))
+            if plan.rounds_run == 2:
+                lefts.append(plan.seconds_left(clock[0] + 6.0))
+            for c in batch:
+                flip = (c.variant == "a") == (c.round % 2 == 0)
+                f = 1.0 if c.variant == "base" else (1.1 if flip else 0.9)
+                plan.cell_done(c, BASE[c.round % len(BASE)] * f)
+            clock[0] += 12.0
+        return lefts, clock[0], plan
+
+    lefts, ended, plan = run(2.5)
+    assert lefts[:3] == [None, 150.0, 144.0] and ended == 144.0
+    assert all(left >= 144.0 - 12.0 * k for k, left in enumerate(lefts[3:], start=2))
+    assert plan.seconds_left(ended) is None  # over
+    lefts, ended, _ = run(0.1)
+    assert lefts[:3] == [None, 24.0, 18.0] and ended == 36.0
+
+
 def test_without_a_time_budget_the_looks_are_at_n_over_max_rounds():
     plan = RacePlan(VARIANTS, TIERS, 7, LookSchedule(6), 0.05)
     drive(plan, lambda v, t, r: 1.0 if v == "base" else (1.1 if r % 2 else 0.9))
