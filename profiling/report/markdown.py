@@ -94,7 +94,7 @@ TIER_TABLE = (
     ("output_tokens_per_s", "output tok/s", fmt_num(".1f")),
     ("tokens_per_step", "tokens/step", _x),
     ("speedup_text", "{ratio}", fmt_text),
-    ("tpot_speedup_text", "TPOT speedup (mean) [95 % CI]", fmt_text),
+    ("tpot_speedup_text", "TPOT speedup (mean) [≥ 95 % CI]", fmt_text),
     ("error_count", "errors", fmt_num("g")),
 )
 MEMORY_TABLE = (

@@ -248,7 +248,7 @@ def test_the_collect_page_loads_and_opens_with_the_answer(collect_page, browser)
 def test_the_collect_page_comparison_sorts_and_filters(collect_page, browser):
     root, html = collect_page
     _open(browser, html)
-    table = _table_with(browser, "tok/s speedup [95 % CI]")
+    table = _table_with(browser, "tok/s speedup [≥ 95 % CI]")
     heads = table.find_elements("css selector", "th")
     column = [h.text for h in heads].index("output tok/s")
     before = [float(c) for c in _column(table, column)]

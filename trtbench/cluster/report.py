@@ -173,7 +173,7 @@ def comparison_lines(
     """The merged table: per finished shard its baseline row then its variants', per tier."""
     head = [
         "| variant | shard | tier | status | TPOT ms | output tok/s | TPOT speedup "
-        "| tok/s speedup [95 % CI] | acceptance length | lossless |",
+        "| tok/s speedup [≥ 95 % CI] | acceptance length | lossless |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     body = []

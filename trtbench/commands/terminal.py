@@ -27,10 +27,11 @@ from trtbench.pipeline.recommend import RECOMMENDATION_JSON
 from trtbench.profiling.report.recommendation_text import SCHEMA_VERSION
 from trtbench.profiling.report.uncertainty import with_speedup_text
 
-SPEEDUP_CI = "speedup [95 % CI]"
+SPEEDUP_CI = "speedup [≥ 95 % CI]"
 """Under a speedup's name: the speedup of that figure against the baseline at the tier, the
-geometric mean over rounds with its 95 % interval (one round: the pooled ratio, no
-interval)."""
+geometric mean over rounds with its interval (one round: the pooled ratio, no interval): at
+95 % for a fixed number of rounds; a race (``rounds: auto``) states it at the level of its
+look, at least 95 % (``stats/decisions.py``; report.md's "Intervals" lines give each)."""
 # (summary column, header, format): headers are "<figure>\n<statistic> <unit>";
 # COMPACT_COLUMNS: the ones kept in a narrow terminal.
 TABLE_COLUMNS = (

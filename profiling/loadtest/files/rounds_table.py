@@ -205,8 +205,10 @@ def rounds_table(passes: pd.DataFrame, cells: Sequence[CellTiming]) -> pd.DataFr
             trtbench did not start has no host figures).
 
     Returns:
-        One row per (variant, tier, round) present in ``passes``, ordered by ``position``
-        where known, in :data:`ROUNDS_SCHEMA` columns.
+        One row per (variant, tier, round) of ``passes`` that was measured — it has a cell
+        timing or sent a request (a race's variant that stopped at a tier has empty passes
+        for the rounds after: no row) — ordered by ``position`` where known, in
+        :data:`ROUNDS_SCHEMA` columns.
     """
     names = [c.name for c in ROUNDS_SCHEMA]
     if passes.empty:
@@ -218,6 +220,9 @@ def rounds_table(passes: pd.DataFrame, cells: Sequence[CellTiming]) -> pd.DataFr
     out = out.merge(_timing_rows(cells), on=["variant", "tier", "round"], how="left")
     if "position" not in out:  # no timings (``trtbench loadtest``): figures only
         out["position"] = np.nan
+    count = out["request_count"] if "request_count" in out else pd.Series(0, out.index)
+    sent = pd.to_numeric(count, errors="coerce").fillna(0) > 0
+    out = out[out["position"].notna() | sent]
     out = out.sort_values(["position", "variant", "tier", "round"], na_position="last")
     return out[[n for n in names if n in out]].reset_index(drop=True)
 

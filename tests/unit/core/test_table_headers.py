@@ -84,7 +84,7 @@ def test_every_header_names_its_columns_statistic_and_unit(column, header):
     if column in SPEEDUP_OF:  # "<figure> <statistic>" of the figure, then what it is
         figure = " ".join(headers[SPEEDUP_OF[column]].split())
         figure = figure.removesuffix(" ms")  # a ratio has no unit
-        assert header == f"{figure}\nspeedup [95 % CI]"
+        assert header == f"{figure}\nspeedup [≥ 95 % CI]"
         return
     for part, stat in STATISTICS.items():
         assert (part in column) == (stat in header.split()), (column, header)

@@ -180,6 +180,27 @@ def test_a_pass_without_timing_comes_last_and_no_timings_at_all():
     assert "interference_flag" not in bare or not bare["interference_flag"].any()
 
 
+def test_a_pass_that_never_ran_has_no_row():
+    # A race stopped measuring draft at c4 after round 0: its round-1 pass there is empty
+    # (no request, no cell timing) and has no row. A pass that ran but sent nothing (its
+    # server gone: a timing, 0 requests) keeps its row, and so does an untimed pass with
+    # requests (``trtbench loadtest``).
+    passes = passes_frame()
+    empty = (passes["variant"] == "draft") & (passes["tier"] == "c4")
+    empty &= passes["repeat"] == 1
+    figures = ["request_count", "output_token_throughput_tokens_per_s"]
+    passes.loc[empty, figures] = [0, None]
+    ran = [c for c in CELLS if (c.variant, c.tier, c.round) != ("draft", "c4", 1)]
+    got = rounds_table(passes, ran)
+    keys = set(zip(got["variant"], got["tier"], got["round"], strict=True))
+    assert len(got) == 7 and ("draft", "c4", 1) not in keys
+    silent = passes.copy()
+    silent.loc[empty, "request_count"] = 0
+    kept = rounds_table(silent, CELLS).set_index(["variant", "tier", "round"])
+    assert len(kept) == 8 and kept.loc[("draft", "c4", 1), "request_count"] == 0
+    assert len(rounds_table(passes_frame(), [])) == 8
+
+
 def test_no_passes_give_an_empty_table_with_every_column():
     got = rounds_table(pd.DataFrame(), CELLS)
     assert got.empty
