@@ -327,8 +327,17 @@ def vllm_ranges(policy: Policy) -> list[list[int]] | None:
     return out
 
 
-def vllm_snippet(policy: Policy) -> Snippet:
-    """``vllm serve --speculative-config JSON`` for vLLM 0.32 (module docstring)."""
+def vllm_snippet(policy: Policy, measured: Mapping[str, Any] | None = None) -> Snippet:
+    """``vllm serve --speculative-config JSON`` for vLLM 0.32 (module docstring).
+
+    Args:
+        policy: the winner's policy.
+        measured: the winner's own ``--speculative-config`` as its spec gives it
+            (``vllm_server.args.speculative_config``; None: unknown): the keys the snippet
+            does not set itself are added (n-gram's ``prompt_lookup_min`` / ``_max``, which
+            vLLM would otherwise default to 5), so that the command serves what was
+            measured; its ``model`` path stays the placeholder.
+    """
     method = VLLM_METHODS.get(policy.mode)
     if method is None:
         return Snippet(
@@ -345,6 +354,8 @@ def vllm_snippet(policy: Policy) -> Snippet:
         "job (it switches full CUDA graphs to PIECEWISE and is off under data "
         "parallelism: vllm/config/vllm.py)"
     ]
+    for key, value in (measured or {}).items():
+        config.setdefault(key, value)
     ranges = vllm_ranges(policy)
     if ranges:
         config["num_speculative_tokens_per_batch_size"] = ranges

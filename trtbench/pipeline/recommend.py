@@ -20,6 +20,7 @@ from trtbench.builders.trtllm.llmapi_contract import (
 )
 from trtbench.core.errors import ConfigError
 from trtbench.core.run_dir import RunDir
+from trtbench.pipeline.vllm_deploy import recorded_spec
 from trtbench.profiling.memory.kv_pressure import (
     kv_pressure,
     largest_unqueued_concurrency,
@@ -51,6 +52,7 @@ from trtbench.spec.report import (
     recorded_report,
     resolve_objective,
 )
+from trtbench.vllm_server.args import speculative_config
 
 RECOMMENDATION_JSON = "recommendation.json"
 
@@ -95,8 +97,25 @@ def _snippets(run: RunData, rec: Any, policy: Policy | None) -> list[Snippet]:
         llmapi_snippet(policy, contract_view(v, policy.mode))
         for v in reversed(LLMAPI_VERSIONS)
     ]
-    out += [vllm_snippet(policy), engine_snippet(rec, policy)]
+    out += [
+        vllm_snippet(policy, _vllm_keys(run, policy.variant)),
+        engine_snippet(rec, policy),
+    ]
     return out
+
+
+def _vllm_keys(run: RunData, variant: str) -> dict[str, Any] | None:
+    """``variant``'s ``--speculative-config`` from the spec run.json recorded, its
+    adaptive speculation left out (the snippet writes the policy's); None where the run
+    recorded no spec or vLLM cannot serve the variant as specified."""
+    try:
+        spec = recorded_spec(RunDir(run.root))
+        mine = next(v for v in spec.variants if v.name == variant)
+        return speculative_config(
+            mine.model_copy(update={"speculation": None}), spec.models
+        )
+    except (ConfigError, StopIteration, OSError):
+        return None
 
 
 def read_kv_pressure(root: Path) -> pd.DataFrame | None:

@@ -320,6 +320,17 @@ def test_vllm_snippet():
     ]
     payload = snip.text.split("--speculative-config '", 1)[1].rstrip("'")
     assert json.loads(payload) == snip.config
+    # n-gram as measured (prompt lookup over 1-2 tokens): the window is written out, not
+    # left to vLLM's default of 5; the snippet's own keys stay its own.
+    ngram = Policy("ng", "ngram", 4, None, None)
+    measured = {
+        "method": "ngram",
+        "num_speculative_tokens": 4,
+        "prompt_lookup_max": 2,
+        "prompt_lookup_min": 1,
+    }
+    assert vllm_snippet(ngram, measured).config == measured
+    assert "prompt_lookup_max" not in vllm_snippet(ngram).config
 
 
 def test_goodput_without_slos_exits_2_one_line(tmp_path, capsys):
