@@ -146,8 +146,10 @@ def _log2_crossing(x0: float, s0: float, x1: float, s1: float) -> float:
 
 def crossovers(tiers: pd.DataFrame) -> pd.DataFrame:
     """Per non-baseline variant: ``crossover_concurrency`` (first measured tier with speedup
-    < 1; NaN: never) and ``crossover_interpolated`` (log2-linear crossing of 1; NaN: never,
-    or below the lowest tier where even that tier is slower)."""
+    < 1; NaN: never) and ``crossover_interpolated`` (the log2-linear point where the speedup
+    first falls from ≥ 1 at one tier to < 1 at the next, as the Recommendation's crossover
+    (``recommendation.crossover_of``); NaN: it never does — a variant slower at the lowest
+    tier gets one only if it pays at a later tier and then falls below 1)."""
     rows = []
     spec = tiers[
         ~tiers["mode"].isin(methods.NON_DRAFTING) & tiers["concurrency"].notna()
@@ -155,19 +157,19 @@ def crossovers(tiers: pd.DataFrame) -> pd.DataFrame:
     for variant, group in spec.groupby("variant", sort=True):
         g = group.dropna(subset=["speedup_ratio"]).sort_values("concurrency")
         first, interp = float("nan"), float("nan")
-        prev = None
-        for _, row in g.iterrows():
-            if row["speedup_ratio"] < 1.0:
-                first = row["concurrency"]
-                if prev is not None:
-                    interp = _log2_crossing(
-                        prev["concurrency"],
-                        prev["speedup_ratio"],
-                        row["concurrency"],
-                        row["speedup_ratio"],
-                    )
+        below = g[g["speedup_ratio"] < 1.0]
+        if len(below):
+            first = below["concurrency"].iloc[0]
+        rows_ = [r for _, r in g.iterrows()]
+        for prev, row in zip(rows_, rows_[1:], strict=False):
+            if prev["speedup_ratio"] >= 1.0 > row["speedup_ratio"]:
+                interp = _log2_crossing(
+                    prev["concurrency"],
+                    prev["speedup_ratio"],
+                    row["concurrency"],
+                    row["speedup_ratio"],
+                )
                 break
-            prev = row
         rows.append(
             {
                 "variant": variant,

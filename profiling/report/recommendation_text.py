@@ -206,7 +206,7 @@ def _crossover_line(c: Crossover) -> str:
         sure = "significantly better at no tier"
     cross = ""
     if c.estimate is not None:
-        cross = f"; its point margin crosses 1 at ≈ {c.estimate:.1f}"
+        cross = f"; its point margin falls below 1 at ≈ {c.estimate:.1f}"
         if c.low is not None or c.high is not None:
             hi = _c(c.high) if c.high else "above the top tier"
             cross += (

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -30,6 +31,7 @@ from tests.support.run_factory import (
 from trtbench.cli import cli, main
 from trtbench.core.run_dir import RunDir
 from trtbench.pipeline.report import analyze_run, compare_runs, write_report
+from trtbench.profiling.report.comparison import crossovers
 from trtbench.profiling.report.run_data import load_run
 
 GIB = 1024**3
@@ -138,6 +140,26 @@ def test_crossover_first_tier_and_interpolated(analysis):
     # log2 C: 2 + (1.375 - 1) / (1.375 - 0.875) * (4 - 2) = 3.5 -> 2^3.5 = 11.31
     assert c.at["draft-k4", "crossover_interpolated"] == pytest.approx(2**3.5)
     assert math.isnan(c.at["medusa", "crossover_concurrency"])
+
+
+def test_crossover_of_a_variant_slower_at_the_lowest_tier():
+    # Speedups 0.93, 1.10, 1.05, 0.89 at C = 1, 2, 4, 8: slower from C = 1, and the first
+    # fall from >= 1 to < 1 lies between 4 and 8 (the Recommendation's crossover too):
+    # log2 C = 2 + (1.05 - 1) / (1.05 - 0.89) * (3 - 2) = 2.3125 -> C = 4.97.
+    tiers = pd.DataFrame(
+        {
+            "variant": ["d"] * 4,
+            "mode": ["draft_target"] * 4,
+            "concurrency": [1.0, 2.0, 4.0, 8.0],
+            "speedup_ratio": [0.93, 1.10, 1.05, 0.89],
+        }
+    )
+    c = crossovers(tiers).set_index("variant")
+    assert c.at["d", "crossover_concurrency"] == 1
+    assert c.at["d", "crossover_interpolated"] == pytest.approx(2**2.3125)
+    # never back above 1: no crossing
+    tiers["speedup_ratio"] = [0.93, 0.95, 0.9, 0.89]
+    assert math.isnan(crossovers(tiers).at[0, "crossover_interpolated"])
 
 
 def test_matrix_values(analysis):
