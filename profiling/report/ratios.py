@@ -189,15 +189,27 @@ def ratio_legend(info: ObjectiveInfo, ratios: Sequence[TierRatio]) -> str:
     )
 
 
-def open_note(ratios: Sequence[TierRatio]) -> list[str]:
+def open_note(ratios: Sequence[TierRatio], by_need: bool = False) -> list[str]:
     """The note on how many ratios over the baseline could not be told from 1 (none when
-    every one with an interval is decided, or none has an interval)."""
+    every one with an interval is decided, or none has an interval) and what would narrow
+    them; ``by_need``: the run raced (``rounds: auto``), which measures each tier's leader
+    against the rest and stops measuring a variant once the leader is clearly ahead of it,
+    so a dropped variant's ratio over the baseline keeps the rounds it had."""
     shown = [r for r in ratios if verdict(r.margin)]
     held = [r for r in shown if verdict(r.margin) == OPEN_WORDS]
     if not held:
         return []
-    return [
+    head = (
         f"{len(held)} of {len(shown)} ratios over the baseline are {OPEN_WORDS} (their "
-        "intervals hold 1; the comparison matrix and the per-tier table show which): more "
-        "rounds (`loadtest.repeats`, or `rounds: auto`) narrow the intervals."
-    ]
+        "intervals hold 1; the comparison matrix and the per-tier table show which): "
+    )
+    if by_need:
+        return [
+            head
+            + "the race spent its rounds on the comparisons the answer rests on and "
+            "stopped measuring a variant once a tier's leader was clearly ahead of it, so "
+            "its ratio over the baseline keeps the rounds it had; a larger "
+            "`loadtest.budget`, or a fixed `loadtest.rounds`, measures every variant "
+            "further."
+        ]
+    return [head + "more rounds (`loadtest.rounds`, or `rounds: auto`) narrow them."]

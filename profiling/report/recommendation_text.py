@@ -206,7 +206,8 @@ def _crossover_line(c: Crossover) -> str:
         sure = "significantly better at no tier"
     cross = ""
     if c.estimate is not None:
-        cross = f"; its point margin falls below 1 at ≈ {c.estimate:.1f}"
+        again = " again, after rising above it," if c.pays_up_to is None else ""
+        cross = f"; its point margin falls below 1{again} at ≈ {c.estimate:.1f}"
         if c.low is not None or c.high is not None:
             hi = _c(c.high) if c.high else "above the top tier"
             cross += (

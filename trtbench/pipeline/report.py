@@ -27,6 +27,7 @@ from trtbench.pipeline.recommend import (
 )
 from trtbench.plan.fit import fit_run
 from trtbench.profiling.loadtest.files.outputs import OUTPUTS_CSV, read_outputs_csv
+from trtbench.profiling.loadtest.stats.decisions import recorded_schedule
 from trtbench.profiling.report import plots
 from trtbench.profiling.report.acceptance_section import acceptance_lines
 from trtbench.profiling.report.category_section import category_lines
@@ -109,7 +110,8 @@ def analyze_run(run: RunData, rec: Recommendation | None = None) -> RunAnalysis:
     launches = launch_per_step(run.steps) if run.steps is not None else None
     notes = _stopped(run.run, set(tiers["variant"]))
     notes += run_notes(variants, tiers, memory, launches)
-    notes += open_note(rec.ratios) if rec is not None else []
+    raced = recorded_schedule(run.run.get("design")).sequential
+    notes += open_note(rec.ratios, raced) if rec is not None else []
     if run.baseline is None:
         notes.insert(0, "No baseline variant in this run: speedups are not available.")
     measured = complete_tiers(tiers)

@@ -57,6 +57,12 @@ def test_the_tier_table_takes_the_objective_and_keeps_tpot_by_name():
     assert out.at[("ng", "c2"), "speedup_text"] == "-"  # no ratio for it
     assert out.at[("dt", "c1"), "tpot_speedup_text"] == "-"  # the throughput ratio
     assert open_note(ratios)[0].startswith("1 of 1 ratios over the baseline are not")
+    assert "more rounds (`loadtest.rounds`" in open_note(ratios)[0]
+    # a race: the open ratio is a dropped variant's, and more of the race's own rounds
+    # would not measure it; the note says what would
+    raced = open_note(ratios, by_need=True)[0]
+    assert "stopped measuring a variant" in raced and "`loadtest.budget`" in raced
+    assert "rounds: auto" not in raced
 
 
 def test_pairs_are_one_table_of_variant_pairs_by_tier():
