@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import subprocess
 import sysconfig
@@ -334,8 +335,11 @@ def check_trtbench_block(req: pd.DataFrame, s: pd.Series, n: int) -> pd.DataFram
 
 
 def gap(a: float, b: float) -> float:
-    """|a − b| / min(a, b): symmetric, so neither tool is the reference."""
-    return abs(a - b) / min(a, b)
+    """|a − b| / min(a, b): symmetric, so neither tool is the reference (0 where both
+    agree; NaN where one reads 0 and the other does not: no relative gap)."""
+    if a == b:
+        return 0.0
+    return abs(a - b) / min(a, b) if min(a, b) > 0 else math.nan
 
 
 @pytest.fixture

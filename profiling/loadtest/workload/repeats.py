@@ -151,11 +151,15 @@ def log_t_interval(
 
     Returns:
         (geometric mean, low, high, n) as :func:`t_interval`; a value ≤ 0 or NaN is dropped
-        (a latency, throughput or speedup is never ≤ 0; NaN marks a pass without one).
+        (a latency, throughput or speedup is never ≤ 0; NaN marks a pass without one). A
+        bound that would not fit a float (beyond e^±700: a level near 1 over 2 values)
+        is NaN, as no bound, never ``inf``.
     """
     v = np.asarray(ratios, dtype=float)
     v = v[~np.isnan(v) & (v > 0)]
     mean, low, high, n = t_interval(np.log(v), confidence)
+    if not (abs(low) <= 700.0 and abs(high) <= 700.0):  # NaN too
+        return float(np.exp(mean)), math.nan, math.nan, n
     return float(np.exp(mean)), float(np.exp(low)), float(np.exp(high)), n
 
 

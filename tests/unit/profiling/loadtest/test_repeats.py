@@ -423,3 +423,13 @@ def test_the_baseline_over_itself_carries_no_instance_term():
     row = repeat_stats(summary, passes, None, (0.05, lambda r: 0), "base").iloc[0]
     assert row["tpot_speedup_ratio_ci95_low"] == pytest.approx(1.0)
     assert row["tpot_speedup_ratio_ci95_high"] == pytest.approx(1.0)
+
+
+def test_an_interval_too_wide_for_a_float_has_no_bounds_never_inf():
+    from trtbench.profiling.loadtest.workload.repeats import log_t_interval
+
+    # two values at 99.9999 %: t(0.9999995, 1) ≈ 6.4e5, times SD(log 1, log 2) / √2 ≈ 0.49:
+    # a half-width near 2e5 on the log scale, e^(2e5) overflows a float
+    mean, low, high, n = log_t_interval([1.0, 2.0], 0.999999)
+    assert mean == pytest.approx(math.sqrt(2)) and n == 2
+    assert math.isnan(low) and math.isnan(high)
