@@ -134,10 +134,9 @@ def matrix_markdown(matrix: pd.DataFrame, ratio: str, legend: str) -> str:
             markdown_table(matrix, named_columns(MATRIX_TABLE, ratio)),
             "",
             f"{legend} 'slower from C': the first measured concurrency where the speedup "
-            "is below 1; 'crossover ≈ C': where it first falls from ≥ 1 to below 1, "
-            "interpolated in log2(C) (both by point value; the crossover is the "
-            "Recommendation's). TTFT and TPOT at the "
-            "lowest concurrency, output tok/s at the highest.",
+            "is below 1; 'crossover ≈ C': the Recommendation's, where it first falls from ≥ 1 "
+            "to below 1, in log2(C) (both by point value). TTFT and TPOT at the lowest "
+            "concurrency, output tok/s at the highest.",
         ]
     )
 
