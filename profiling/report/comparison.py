@@ -24,6 +24,7 @@ Definitions:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -138,10 +139,17 @@ def tier_table(
     ).reset_index(drop=True)
 
 
-def _log2_crossing(x0: float, s0: float, x1: float, s1: float) -> float:
-    """Concurrency where the line through (log2 x0, s0), (log2 x1, s1) reaches 1."""
-    l0, l1 = math.log2(x0), math.log2(x1)
-    return 2 ** (l0 + (s0 - 1.0) / (s0 - s1) * (l1 - l0))
+def first_fall(points: Sequence[tuple[float, float]]) -> float | None:
+    """Where a ratio first falls from ≥ 1 to < 1: the concurrency at which the line through
+    (log2 c0, r0), (log2 c1, r1) reaches 1, for the first neighbours ``(c0, r0), (c1, r1)``
+    of ``points`` (concurrency, ratio; ascending concurrency) with r0 ≥ 1 > r1. None: the
+    ratio never does (a NaN ratio is neither). The crossover of the comparison matrix and of
+    the Recommendation (``recommendation.crossover_of``)."""
+    for (c0, r0), (c1, r1) in zip(points, points[1:], strict=False):
+        if r0 >= 1.0 > r1:
+            l0, l1 = math.log2(c0), math.log2(c1)
+            return 2 ** (l0 + (r0 - 1.0) / (r0 - r1) * (l1 - l0))
+    return None
 
 
 def crossovers(tiers: pd.DataFrame) -> pd.DataFrame:
@@ -156,20 +164,10 @@ def crossovers(tiers: pd.DataFrame) -> pd.DataFrame:
     ]
     for variant, group in spec.groupby("variant", sort=True):
         g = group.dropna(subset=["speedup_ratio"]).sort_values("concurrency")
-        first, interp = float("nan"), float("nan")
-        below = g[g["speedup_ratio"] < 1.0]
-        if len(below):
-            first = below["concurrency"].iloc[0]
-        rows_ = [r for _, r in g.iterrows()]
-        for prev, row in zip(rows_, rows_[1:], strict=False):
-            if prev["speedup_ratio"] >= 1.0 > row["speedup_ratio"]:
-                interp = _log2_crossing(
-                    prev["concurrency"],
-                    prev["speedup_ratio"],
-                    row["concurrency"],
-                    row["speedup_ratio"],
-                )
-                break
+        below = g.loc[g["speedup_ratio"] < 1.0, "concurrency"]
+        first = below.iloc[0] if len(below) else float("nan")
+        fall = first_fall(list(zip(g["concurrency"], g["speedup_ratio"], strict=True)))
+        interp = float("nan") if fall is None else fall
         rows.append(
             {
                 "variant": variant,

@@ -28,7 +28,6 @@ Definitions:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import partial
 
@@ -41,6 +40,7 @@ from trtbench.profiling.loadtest.stats.decisions import (
     LookSchedule,
 )
 from trtbench.profiling.loadtest.workload.repeats import repeat_columns
+from trtbench.profiling.report.comparison import first_fall
 from trtbench.profiling.report.margins import (
     OBJECTIVE_INFO,
     Margin,
@@ -220,11 +220,6 @@ def best_per_tier(
     return out
 
 
-def _crossing(x0: float, m0: float, x1: float, m1: float) -> float:
-    l0, l1 = math.log2(x0), math.log2(x1)
-    return 2 ** (l0 + (m0 - 1.0) / (m0 - m1) * (l1 - l0))
-
-
 def crossover_of(
     frame: pd.DataFrame,
     variant: str,
@@ -254,7 +249,7 @@ def crossover_of(
         if has_interval
         else (missing[0] if missing else "no tier where both are measured")
     )
-    pays = stops = estimate = low = high = surely = None
+    pays = stops = low = high = surely = None
     for c, m in points:
         if not m.ratio >= 1.0:  # NaN (a zero figure) ends the run too
             stops = c
@@ -264,10 +259,7 @@ def crossover_of(
         if not m.significant:
             break
         surely = c
-    for (c0, m0), (c1, m1) in zip(points, points[1:], strict=False):
-        if m0.ratio >= 1.0 > m1.ratio:
-            estimate = _crossing(c0, m0.ratio, c1, m1.ratio)
-            break
+    estimate = first_fall([(c, m.ratio) for c, m in points])
     if has_interval:
         low = surely
         after = [

@@ -13,8 +13,8 @@ least :data:`PLAIN_GAP_S` after the last one, then once at its end: at most ten 
 stage, never one per cell. The ETA is the mean time of the items done so far times the items
 left; with rounds by need (``loadtest.rounds: auto``) the total is an upper bound, and so is
 the ETA (``≤``), which a time budget (``loadtest.budget.max_minutes``) also caps: its minutes
-left plus one round (``RacePlan.seconds_left``). What each cell measured (requests, errors, tok/s, wall time) is in
-``RUN_DIR/trtbench.log``, one line per cell (the load generator's).
+left plus one round (``RacePlan.seconds_left``). What each cell measured (requests, errors,
+tok/s, wall time) is in ``RUN_DIR/trtbench.log``, one line per cell (the load generator's).
 """
 
 from __future__ import annotations

@@ -110,11 +110,13 @@ def _vllm_keys(run: RunData, variant: str) -> dict[str, Any] | None:
     recorded no spec or vLLM cannot serve the variant as specified."""
     try:
         spec = recorded_spec(RunDir(run.root))
-        mine = next(v for v in spec.variants if v.name == variant)
+        mine = next((v for v in spec.variants if v.name == variant), None)
+        if mine is None:
+            return None
         return speculative_config(
             mine.model_copy(update={"speculation": None}), spec.models
         )
-    except (ConfigError, StopIteration, OSError):
+    except (ConfigError, OSError):
         return None
 
 
