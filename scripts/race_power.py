@@ -24,9 +24,11 @@ rounds "needed" are a guide to the size of the budget, not a promise.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -42,8 +44,8 @@ from trtbench.profiling.loadtest.stats.decisions import (  # noqa: E402
     recorded_schedule,
 )
 from trtbench.profiling.report.paired import round_values  # noqa: E402
+from trtbench.spec.design import INSTANCE_SD  # noqa: E402 (loadtest.instance_sd's default)
 
-INSTANCE_SD = 0.036  # trtbench's default loadtest.instance_sd (docs/aa_check.md)
 MOST_ROUNDS = 300
 
 
@@ -151,24 +153,25 @@ def open_comparisons(run: Path) -> list[dict]:
 
 
 def rounds_needed(
-    diff: float, sd: float, target: float, start: int, **kw
+    chance: Callable[[int], float], target: float, start: int
 ) -> tuple[int | None, float]:
     """The smallest budget (a multiple of 3 on a doubling-then-halving search from
-    ``start``, at most :data:`MOST_ROUNDS`) at which :func:`chance_decided` reaches
-    ``target``; (None, chance at the most) when none does."""
+    ``start``, at most :data:`MOST_ROUNDS`) at which ``chance`` (rounds → the share of races
+    decided, :func:`chance_decided` cached) reaches ``target``, with that share; (None,
+    the share at the most) when none does."""
     n, low = max(LOOK_EVERY, start), None
-    while chance_decided(diff, sd, n, **kw) < target:
+    while chance(n) < target:
         if n >= MOST_ROUNDS:
-            return None, chance_decided(diff, sd, MOST_ROUNDS, **kw)
+            return None, chance(n)
         low, n = n, min(MOST_ROUNDS, 2 * n)
     lo = low or n
     while n - lo > LOOK_EVERY:
         mid = (lo + n) // 2 // LOOK_EVERY * LOOK_EVERY
-        if chance_decided(diff, sd, mid, **kw) >= target:
+        if chance(mid) >= target:
             n = mid
         else:
             lo = mid
-    return n, chance_decided(diff, sd, n, **kw)
+    return n, chance(n)
 
 
 def from_runs(runs: list[Path], target: float, sims: int) -> None:
@@ -189,8 +192,9 @@ def from_runs(runs: list[Path], target: float, sims: int) -> None:
             blocks = np.array([schedule.instance_of(int(r)) for r in c["rounds"]])
             diff, n = float(c["logs"].mean()), len(c["logs"])
             sd = pooled_within_sd(c["logs"], blocks)
-            now = chance_decided(diff, sd, n, **kw)
-            need, p = rounds_needed(diff, sd, target, n, **kw)
+            chance = functools.cache(functools.partial(chance_decided, diff, sd, **kw))
+            now = chance(n)
+            need, p = rounds_needed(chance, target, n)
             need_text = f"{need} ({p:.0%})" if need else f"> {MOST_ROUNDS} ({p:.0%})"
             print(
                 f"| {run} | {c['tier']} | {c['a']} / {c['b']} | {n} | "
