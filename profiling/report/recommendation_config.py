@@ -356,6 +356,12 @@ def vllm_snippet(policy: Policy, measured: Mapping[str, Any] | None = None) -> S
     ]
     for key, value in (measured or {}).items():
         config.setdefault(key, value)
+    if measured is None:
+        notes.append(
+            "the variant's own vLLM keys are unknown (no spec recorded, or vLLM cannot "
+            "serve it as specified): vLLM's defaults may differ from what was measured, "
+            "e.g. n-gram's prompt_lookup_min / _max"
+        )
     ranges = vllm_ranges(policy)
     if ranges:
         config["num_speculative_tokens_per_batch_size"] = ranges

@@ -331,6 +331,9 @@ def test_vllm_snippet():
     }
     assert vllm_snippet(ngram, measured).config == measured
     assert "prompt_lookup_max" not in vllm_snippet(ngram).config
+    # unknown keys are said to be unknown, never left to look like the measured config
+    assert any("own vLLM keys are unknown" in n for n in vllm_snippet(ngram).notes)
+    assert not any("unknown" in n for n in vllm_snippet(ngram, measured).notes)
 
 
 def test_goodput_without_slos_exits_2_one_line(tmp_path, capsys):
